@@ -1,0 +1,44 @@
+"""The test x target matrix printed after a run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+__all__ = ["CELL", "render_matrix"]
+
+CELL: Final = {
+    "passed": "pass",
+    "failed": "FAIL",
+    "error": "ERROR",
+    "skipped": "skip",
+    "xfailed": "xfail",
+    "xpassed": "XPASS",
+}
+_NOT_RUN: Final = "-"
+
+
+def render_matrix(results: Sequence[Mapping[str, Any]], targets: Sequence[str]) -> str:
+    """Rows are tests (parameters other than the target kept), columns are targets, cells the outcomes."""
+    columns = list(targets) or sorted({str(r["target"]) for r in results if r.get("target")})
+    rows: dict[str, dict[str, str]] = {}
+    for result in results:
+        target = result.get("target") or ""
+        nodeid = str(result["nodeid"])
+        row = nodeid.replace(f"[{target}-", "[").replace(f"-{target}]", "]").replace(f"[{target}]", "")
+        row = row.rsplit("::", 1)[-1] if "::" in row else row
+        cells = rows.setdefault(row, {})
+        cells[target or "(no target)"] = CELL.get(str(result["outcome"]), str(result["outcome"]))
+    if any("(no target)" in cells for cells in rows.values()):
+        columns.append("(no target)")
+    width = max([len("test"), *map(len, rows)])
+    widths = [max(len(c), 5) for c in columns]
+    lines = ["  ".join(["test".ljust(width), *(c.ljust(w) for c, w in zip(columns, widths, strict=True))])]
+    lines.append("  ".join(["-" * width, *("-" * w for w in widths)]))
+    for row, cells in rows.items():
+        lines.append(
+            "  ".join(
+                [row.ljust(width), *(cells.get(c, _NOT_RUN).ljust(w) for c, w in zip(columns, widths, strict=True))]
+            )
+        )
+    return "\n".join(line.rstrip() for line in lines)

@@ -1,0 +1,88 @@
+"""Data flows one way: the bottom floor (core, emulators) never imports the top floor, and device models import
+nothing that could make them nondeterministic or tie them to a host (STYLE.md rule 1)."""
+
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE_DIRS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+TOP_FLOOR = ("tinyhil.mocks", "tinyhil.device_farm", "tinyhil.fixtures")
+# Host-process runners may live in emulators/ in modules of their own, which no device model imports.
+EMULATOR_HOST_RUNNERS = {"qemu_runner.py"}
+EMULATOR_FORBIDDEN = ("pytest", "hypothesis", "usb1", "time", "random", "socket", "subprocess", "threading")
+EMULATOR_ALLOWED_CORE = ("tinyhil.errors", "tinyhil._check", "tinyhil.emulators")
+
+
+def _module_name(path: Path) -> str:
+    relative = path.relative_to(ROOT)
+    folder = relative.parts[0]
+    package = next(p for p, d in PACKAGE_DIRS.items() if d == folder)
+    parts = [*package.split("."), *relative.with_suffix("").parts[1:]]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    module = _module_name(path)
+    return _imports_of(path.read_text(), module if path.name == "__init__.py" else module.rpartition(".")[0])
+
+
+def _imports_of(source: str, package: str) -> set[str]:
+    tree = ast.parse(source)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            found.add(target)
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _sources(folder: str) -> list[Path]:
+    return sorted(p for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _hits(imports: set[str], prefixes: tuple[str, ...]) -> list[str]:
+    return sorted(i for i in imports if any(i == p or i.startswith(p + ".") for p in prefixes))
+
+
+@pytest.mark.parametrize("path", _sources("tinyhil"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_core_never_imports_the_top_floor_or_the_emulators(path: Path) -> None:
+    bad = _hits(_imports(path), (*TOP_FLOOR, "tinyhil.emulators"))
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}; the core reaches those only through the registry"
+
+
+@pytest.mark.parametrize("path", _sources("emulators"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_device_models_import_only_models_and_pure_helpers(path: Path) -> None:
+    imports = _imports(path)
+    bad = _hits(imports, TOP_FLOOR)
+    core = [i for i in _hits(imports, ("tinyhil",)) if not _hits({i}, EMULATOR_ALLOWED_CORE)]
+    assert not bad + core, f"{path.relative_to(ROOT)} imports {bad + core}"
+    if path.name in EMULATOR_HOST_RUNNERS:
+        return
+    host = _hits(imports, EMULATOR_FORBIDDEN)
+    runners = [i for i in imports if i.rpartition(".")[2] + ".py" in EMULATOR_HOST_RUNNERS]
+    assert not host + runners, f"{path.relative_to(ROOT)} imports {host + runners}: device models stay deterministic"
+
+
+@pytest.mark.parametrize("path", _sources("mocks"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_mocks_never_import_the_farm_or_the_plugin(path: Path) -> None:
+    bad = _hits(_imports(path), ("tinyhil.device_farm", "tinyhil.fixtures", "pytest"))
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+def test_the_walker_sees_relative_and_nested_imports() -> None:
+    assert _module_name(ROOT / "emulators" / "__init__.py") == "tinyhil.emulators"
+    source = "def f():\n    from ..mocks import usb3\n    import time\n"
+    assert {"tinyhil.mocks", "tinyhil.mocks.usb3", "time"} <= _imports_of(source, "tinyhil.emulators")

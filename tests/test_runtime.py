@@ -1,0 +1,78 @@
+"""The device runtime seam's one table of bad inputs and their typed errors (checked on NULL, which validates
+through the same DeviceBase every device target uses)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tinyhil import Buffer, InvalidArgument, Program, StateError, open_target
+from tinyhil.runtime import DeviceBase
+
+Call = Callable[[DeviceBase, Buffer], Any]
+
+BAD_INPUTS: list[tuple[str, Call, type[Exception], str]] = [
+    ("alloc negative", lambda d, b: d.alloc(-1), InvalidArgument, r"nbytes=-1, expected an int >= 0"),
+    ("alloc float", lambda d, b: d.alloc(1.5), InvalidArgument, r"nbytes=1.5, expected an int"),
+    ("alloc bool", lambda d, b: d.alloc(True), InvalidArgument, r"nbytes=True, expected an int"),
+    ("free non-buffer", lambda d, b: d.free(0x1000), InvalidArgument, r"buf=4096, expected a Buffer"),
+    ("copyin str", lambda d, b: d.copyin(b, "abc"), InvalidArgument, r"data=str object, expected a bytes-like"),
+    ("copyin overrun", lambda d, b: d.copyin(b, bytes(65)), ValueError, r"0x41 bytes at offset 0x0 overruns"),
+    ("copyin negative offset", lambda d, b: d.copyin(b, b"x", -1), InvalidArgument, r"offset=-1"),
+    ("copyin offset overrun", lambda d, b: d.copyin(b, b"xx", 63), ValueError, r"overruns"),
+    ("fill 256", lambda d, b: d.fill(b, 256), InvalidArgument, r"value=256, expected an int <= 255"),
+    ("fill past end", lambda d, b: d.fill(b, 1, 10, 60), InvalidArgument, r"fill range 0x3c\+0xa ends at 0x46"),
+    ("fill offset past end", lambda d, b: d.fill(b, 1, None, 65), InvalidArgument, r"fill nbytes=-1"),
+    ("copy too long", lambda d, b: d.copy(b, b, 65), InvalidArgument, r"copy source range 0x0\+0x41"),
+    ("copy non-buffer", lambda d, b: d.copy(b, "src"), InvalidArgument, r"src='src', expected a Buffer"),
+    ("exec non-program", lambda d, b: d.exec("prog", 1, 1), InvalidArgument, r"program='prog', expected a Program"),
+    (
+        "exec zero grid",
+        lambda d, b: d.exec(Program("k", b"\0"), 0, 1),
+        InvalidArgument,
+        r"grid=0, expected an int >= 1",
+    ),
+    ("exec 4-d grid", lambda d, b: d.exec(Program("k", b"\0"), (1, 1, 1, 1), 1), InvalidArgument, r"1 to 3 ints"),
+    ("exec bad arg", lambda d, b: d.exec(Program("k", b"\0"), 1, 1, [1 << 64]), InvalidArgument, r"args\[0\]"),
+    (
+        "exec freed arg",
+        lambda d, b: d.exec(Program("k", b"\0"), 1, 1, [Buffer("NULL", 1, 1, 999)]),
+        InvalidArgument,
+        r"args\[0\].*not a live",
+    ),
+    ("compile int", lambda d, b: d.compile(3, "k"), InvalidArgument, r"source=int object"),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "message"), [case[1:] for case in BAD_INPUTS], ids=[case[0] for case in BAD_INPUTS]
+)
+def test_bad_input_raises_a_typed_error_naming_it(call: Call, error: type[Exception], message: str) -> None:
+    with open_target("NULL") as device:
+        assert isinstance(device, DeviceBase)
+        buf = device.alloc(64)
+        before = (dict(device._live), len(device.profile_events))
+        with pytest.raises(error, match=message):
+            call(device, buf)
+        assert (dict(device._live), len(device.profile_events)) == before, "a rejected call changed state"
+
+
+def test_program_validates_its_fields() -> None:
+    with pytest.raises(InvalidArgument, match="entry-point name"):
+        Program("", b"x")
+    with pytest.raises(InvalidArgument, match="binary=bytearray object, expected bytes"):
+        Program("k", bytearray(b"x"))  # type: ignore[arg-type]
+
+
+def test_close_frees_every_buffer_and_blocks_further_use() -> None:
+    device = open_target("NULL")
+    assert isinstance(device, DeviceBase)
+    for size in (1, 2, 3):
+        device.alloc(size)
+    with device:
+        pass
+    assert device.closed and not device._live
+    with pytest.raises(StateError, match=r"NullDevice\(NULL\)\.copyin\(\) called, but the device is closed"):
+        device.copyin(Buffer("NULL", 0, 1, 1), b"x")

@@ -1,0 +1,75 @@
+"""The compiler seam (source bytes in, binary bytes out, or a :class:`CompileError`) and the host C compiler."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Final, Protocol, runtime_checkable
+
+from tinyhil.errors import CompileError, InvalidArgument
+
+__all__ = ["AMD_RENDERERS", "COMPILE_TIMEOUT_S", "HOST_CC_RENDERERS", "Compiler", "HostCCompiler"]
+
+COMPILE_TIMEOUT_S: Final = 120.0
+# Renderer tokens a tinygrad user may write, mapped to the compiler tinyhil has for them: the host C compiler
+# (the emulated GPUs run host-native code objects, see spec/amdgpu.md "Kernel executor").
+HOST_CC_RENDERERS: Final = {"CC": "CC", "CLANG": "CC", "LLVM": "CC"}
+AMD_RENDERERS: Final = {**HOST_CC_RENDERERS, "HIP": "CC", "AMD": "CC"}
+
+
+@runtime_checkable
+class Compiler(Protocol):
+    """Turns program source into a binary for one target."""
+
+    @property
+    def name(self) -> str:
+        """Short name shown in errors and target listings (``CC``, ``QEMUCC:aarch64``)."""
+        ...
+
+    def compile(self, source: bytes) -> bytes:
+        """Compile ``source``.
+
+        Raises:
+            CompileError: the compiler rejected the source; its message is attached.
+        """
+        ...
+
+
+class HostCCompiler:
+    """The host C compiler (``$CC``, else ``cc``) building a position-independent shared object.
+
+    The output is what the host-native kernel executor loads: an ELF shared object for this machine.
+    """
+
+    name = "CC"
+
+    def __init__(self, cc: str | None = None, flags: tuple[str, ...] = ("-O2", "-shared", "-fPIC")) -> None:
+        self.command = shlex.split(cc or os.environ.get("CC", "cc"))
+        if not self.command:
+            raise InvalidArgument(f"cc={cc!r}, expected a compiler command such as 'cc' or 'gcc -m64'")
+        self.flags = flags
+
+    def unavailable_reason(self) -> str | None:
+        """``None`` when the compiler can run here, else why not."""
+        if shutil.which(self.command[0]) is None:
+            return f"host C compiler {self.command[0]!r} not found on PATH (set CC)"
+        return None
+
+    def compile(self, source: bytes) -> bytes:
+        reason = self.unavailable_reason()
+        if reason is not None:
+            raise CompileError(self.name, reason)
+        with tempfile.TemporaryDirectory(prefix="tinyhil-cc-") as tmp:
+            out = Path(tmp) / "program.so"
+            cmd = [*self.command, *self.flags, "-x", "c", "-", "-o", str(out)]
+            try:
+                done = subprocess.run(cmd, input=source, capture_output=True, timeout=COMPILE_TIMEOUT_S, check=False)
+            except subprocess.TimeoutExpired:
+                raise CompileError(self.name, f"{shlex.join(cmd)} ran longer than {COMPILE_TIMEOUT_S} s") from None
+            if done.returncode != 0:
+                raise CompileError(self.name, done.stderr.decode(errors="replace").strip())
+            return out.read_bytes()

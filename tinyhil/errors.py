@@ -1,0 +1,72 @@
+"""The exception classes tinyhil raises.
+
+One base, :class:`TinyHilError`; each subclass also inherits the closest builtin so generic handlers still work.
+Errors that cross a seam keep the seam's own vocabulary instead (``usb1`` exceptions on the USB seam, ``OSError``
+with a Linux errno on the file seam): these classes are for tinyhil's own API.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CapabilityMissing",
+    "CompileError",
+    "DeviceError",
+    "DeviceTimeout",
+    "InvalidArgument",
+    "StateError",
+    "TargetUnavailable",
+    "TinyHilError",
+]
+
+
+class TinyHilError(Exception):
+    """Base class of every error tinyhil raises itself."""
+
+
+class InvalidArgument(TinyHilError, ValueError):
+    """An argument at a public boundary is malformed or out of range."""
+
+
+class StateError(TinyHilError, RuntimeError):
+    """An operation was called on an object in a state that does not allow it."""
+
+
+class TargetUnavailable(TinyHilError, RuntimeError):
+    """A target cannot be opened on this machine; ``reason`` says precisely why."""
+
+    def __init__(self, target: str, reason: str) -> None:
+        super().__init__(f"target {target} is unavailable: {reason}")
+        self.target = target
+        self.reason = reason
+
+
+class CapabilityMissing(TinyHilError, NotImplementedError):
+    """A target was asked for an operation whose capability it does not have."""
+
+    def __init__(self, target: str, capability: str, detail: str = "") -> None:
+        message = f"target {target} lacks capability {capability!r}"
+        super().__init__(f"{message}: {detail}" if detail else message)
+        self.target = target
+        self.capability = capability
+
+
+class DeviceError(TinyHilError, RuntimeError):
+    """The device (real or emulated) reported a failure: a queue error, a memory fault, a lost transfer."""
+
+    def __init__(self, message: str, *, target: str = "", op: str = "") -> None:
+        super().__init__(message)
+        self.target = target
+        self.op = op
+
+
+class DeviceTimeout(DeviceError, TimeoutError):
+    """A wait on the device ran out of (virtual or wall) time; the message names what was awaited."""
+
+
+class CompileError(TinyHilError, RuntimeError):
+    """The compiler rejected a program; ``message`` is the compiler's own output."""
+
+    def __init__(self, compiler: str, message: str) -> None:
+        super().__init__(f"{compiler} failed to compile:\n{message}")
+        self.compiler = compiler
+        self.message = message

@@ -1,0 +1,296 @@
+"""The target registry: target strings -> capabilities, an availability probe and a factory.
+
+Targets are declared with the :func:`target` decorator, which turns an opener function into a :class:`TargetDef`
+value and registers nothing by itself. The registry collects the ``TargetDef`` objects of every module named in
+the ``tinyhil.targets`` entry-point group (tinyhil's own targets, its mocks, and any user package), so the core
+never imports a mock and nothing registers at import time. Names are unique: a duplicate raises.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from types import ModuleType
+from typing import Any, Final
+
+from tinyhil.errors import InvalidArgument, TargetUnavailable, TinyHilError
+from tinyhil.runtime import Device
+from tinyhil.target import GRAMMAR, TargetString, parse_target
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "SELECT_ALL",
+    "SELECT_EMULATED",
+    "Target",
+    "TargetDef",
+    "TargetRegistry",
+    "default_registry",
+    "open_target",
+    "target",
+]
+
+ENTRY_POINT_GROUP: Final = "tinyhil.targets"
+SELECT_ALL: Final = "all"  # every available target
+SELECT_EMULATED: Final = "emulated"  # every available target that needs no hardware
+
+Opener = Callable[..., Device]
+Probe = Callable[[], str | None]
+
+
+def _always_available() -> str | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TargetDef:
+    """A registered target: what it can do, whether it can run here, and how to open it.
+
+    ``renderers`` maps each accepted renderer token to the compiler it selects (tinygrad's ``LLVM`` or ``HIP`` map
+    to the compiler tinyhil has for the device); ``default_renderer`` applies when the string names none. ``archs``
+    lists accepted archs, the first being the default; empty means the target takes no arch.
+    """
+
+    name: str
+    opener: Opener
+    capabilities: frozenset[str]
+    probe: Probe = _always_available
+    emulated: bool = True
+    renderers: tuple[tuple[str, str], ...] = ()
+    default_renderer: str | None = None
+    archs: tuple[str, ...] = ()
+    summary: str = ""
+    spec: TargetString = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "spec", parse_target(self.name))
+        if str(self.spec) != self.name:
+            raise InvalidArgument(f"target name={self.name!r}, expected its canonical spelling {str(self.spec)!r}")
+        known = dict(self.renderers)
+        if self.default_renderer is not None and self.default_renderer not in known.values():
+            raise InvalidArgument(
+                f"default_renderer={self.default_renderer!r} of {self.name}, expected one of {sorted(known.values())}"
+            )
+
+    @property
+    def renderer_map(self) -> dict[str, str]:
+        return dict(self.renderers)
+
+
+def target(
+    name: str,
+    *,
+    capabilities: Iterable[str] | None = None,
+    probe: Probe = _always_available,
+    emulated: bool = True,
+    renderers: Mapping[str, str] | None = None,
+    default_renderer: str | None = None,
+    archs: Sequence[str] = (),
+    summary: str = "",
+) -> Callable[[Opener], TargetDef]:
+    """Declare a target: decorate its opener ``fn(target: Target, **options) -> Device``.
+
+    The decorated name becomes a :class:`TargetDef`; list its module in the ``tinyhil.targets`` entry-point group
+    (or call :meth:`TargetRegistry.add`) to register it.
+    """
+    if callable(name):
+        raise InvalidArgument("@target needs its name: write @target('MYIFACE+DEV', capabilities=[...])")
+    if capabilities is None:
+        raise InvalidArgument(f"@target({name!r}) needs capabilities=[...] (an empty list if it has none yet)")
+
+    def wrap(opener: Opener) -> TargetDef:
+        return TargetDef(
+            name=name,
+            opener=opener,
+            capabilities=frozenset(capabilities),
+            probe=probe,
+            emulated=emulated,
+            renderers=tuple(sorted((renderers or {}).items())),
+            default_renderer=default_renderer,
+            archs=tuple(archs),
+            summary=summary or (opener.__doc__ or "").strip().split("\n")[0],
+        )
+
+    return wrap
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A target string resolved against the registry: the definition plus the renderer and arch it selects."""
+
+    spec: TargetString
+    definition: TargetDef
+    renderer: str | None
+    arch: str | None
+
+    @property
+    def name(self) -> str:
+        return str(self.spec)
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self.definition.capabilities
+
+    @property
+    def emulated(self) -> bool:
+        return self.definition.emulated
+
+    def unavailable_reason(self) -> str | None:
+        """``None`` when this target can be opened here, else the precise reason it cannot."""
+        try:
+            return self.definition.probe()
+        except Exception as exc:  # a probe must never take the harness down; its failure is the reason
+            return f"availability probe failed: {type(exc).__name__}: {exc}"
+
+    def open(self, **options: Any) -> Device:
+        """Open the target; never falls back to another one.
+
+        Raises:
+            TargetUnavailable: the probe says the target cannot run here (the reason is attached).
+        """
+        reason = self.unavailable_reason()
+        if reason is not None:
+            raise TargetUnavailable(self.name, reason)
+        return self.definition.opener(self, **options)
+
+
+class TargetRegistry:
+    """Every target this installation knows, loaded lazily from the ``tinyhil.targets`` entry points."""
+
+    def __init__(self, *, load_entry_points: bool = True) -> None:
+        self._name2def: dict[str, TargetDef] = {}
+        self._pending_entry_points = load_entry_points
+
+    def add(self, definition: TargetDef) -> TargetDef:
+        """Register ``definition``.
+
+        Raises:
+            InvalidArgument: a target of that name is already registered.
+        """
+        if not isinstance(definition, TargetDef):
+            raise InvalidArgument(f"definition={definition!r}, expected a TargetDef (decorate the opener with @target)")
+        existing = self._name2def.get(definition.name)
+        if existing is not None:
+            raise InvalidArgument(
+                f"target {definition.name} is registered twice: by {existing.opener.__module__} and by "
+                f"{definition.opener.__module__}"
+            )
+        self._name2def[definition.name] = definition
+        return definition
+
+    def add_module(self, module: ModuleType) -> list[TargetDef]:
+        """Register every :class:`TargetDef` defined at the top level of ``module``."""
+        found = [value for value in vars(module).values() if isinstance(value, TargetDef)]
+        for definition in sorted(found, key=lambda d: d.name):
+            self.add(definition)
+        return found
+
+    def _load(self) -> None:
+        if not self._pending_entry_points:
+            return
+        self._pending_entry_points = False
+        for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda p: p.name):
+            try:
+                module = importlib.import_module(point.value)
+            except Exception as exc:
+                raise TinyHilError(
+                    f"entry point {point.name} = {point.value!r} in group {ENTRY_POINT_GROUP} failed to import: {exc}"
+                ) from exc
+            self.add_module(module)
+
+    def definitions(self) -> list[TargetDef]:
+        """All registered definitions, sorted by name."""
+        self._load()
+        return sorted(self._name2def.values(), key=lambda d: d.name)
+
+    def resolve(self, text: str | TargetString) -> Target:
+        """Resolve a target string to a registered target.
+
+        Raises:
+            InvalidArgument (``ValueError``): malformed string, unknown target, renderer or arch.
+        """
+        spec = text if isinstance(text, TargetString) else parse_target(text)
+        self._load()
+        candidates = [d for d in self._name2def.values() if d.spec.base == spec.base]
+        if not candidates:
+            known = ", ".join(d.name for d in self.definitions())
+            raise InvalidArgument(f"unknown target {str(spec)!r}; known targets: {known}; grammar: {GRAMMAR}")
+        # A definition that fixes renderer (and arch) in its name wins when the string matches them.
+        for definition in candidates:
+            fixed = definition.spec
+            if fixed.renderer is None or spec.renderer != fixed.renderer or spec.arch not in (None, fixed.arch):
+                continue
+            resolved = TargetString(spec.device, spec.iface, spec.index, fixed.renderer, fixed.arch)
+            return Target(resolved, definition, fixed.renderer, fixed.arch)
+        generic = [d for d in candidates if d.spec.renderer is None]
+        if not generic:
+            names = ", ".join(sorted(d.name for d in candidates))
+            raise InvalidArgument(f"target {str(spec)!r} matches none of the registered {spec.base} targets: {names}")
+        return self._resolve_generic(spec, generic[0], candidates)
+
+    def _resolve_generic(self, spec: TargetString, definition: TargetDef, candidates: list[TargetDef]) -> Target:
+        renderer: str | None = definition.default_renderer
+        if spec.renderer is not None:
+            mapping = definition.renderer_map
+            if spec.renderer not in mapping:
+                tokens = ", ".join(sorted({*mapping, *(c.spec.renderer for c in candidates if c.spec.renderer)}))
+                raise InvalidArgument(f"unknown renderer {spec.renderer!r} for {spec.base}; known renderers: {tokens}")
+            renderer = mapping[spec.renderer]
+        arch = definition.archs[0] if definition.archs else None
+        if spec.arch is not None:
+            if spec.arch not in definition.archs:
+                raise InvalidArgument(
+                    f"unknown arch {spec.arch!r} for {spec.base}; known archs: {', '.join(definition.archs) or 'none'}"
+                )
+            arch = spec.arch
+        return Target(spec, definition, renderer, arch)
+
+    def select(self, selectors: Sequence[str]) -> list[Target]:
+        """Expand selectors (target strings, ``all``, ``emulated``, glob patterns) into targets, in order, once each.
+
+        ``all`` is every available target, ``emulated`` every available target that needs no hardware; a glob
+        (``MOCK*``) matches registered names. An explicitly named target is kept even when unavailable, so the
+        caller can report why.
+        """
+        out: dict[str, Target] = {}
+        for selector in selectors:
+            for resolved in self._expand(selector.strip()):
+                out.setdefault(resolved.name, resolved)
+        return list(out.values())
+
+    def _expand(self, selector: str) -> list[Target]:
+        lowered = selector.lower()
+        if lowered in (SELECT_ALL, SELECT_EMULATED):
+            picked = [self.resolve(d.name) for d in self.definitions() if d.emulated or lowered == SELECT_ALL]
+            return [t for t in picked if t.unavailable_reason() is None]
+        if any(ch in selector for ch in "*?["):
+            matched = [self.resolve(d.name) for d in self.definitions() if fnmatch.fnmatchcase(d.name, selector)]
+            if not matched:
+                raise InvalidArgument(f"target pattern {selector!r} matches no registered target")
+            return matched
+        return [self.resolve(selector)]
+
+
+_default: TargetRegistry | None = None
+
+
+def default_registry() -> TargetRegistry:
+    """The process-wide registry, created (and its entry points loaded) on first use."""
+    global _default
+    if _default is None:
+        _default = TargetRegistry()
+    return _default
+
+
+def open_target(text: str, **options: Any) -> Device:
+    """Open the target named by ``text`` (e.g. ``"NULL"``, ``"MOCKUSB+AMD"``) and return the device.
+
+    Use it as a context manager: ``with tinyhil.open_target("NULL") as dev: ...``.
+
+    Raises:
+        InvalidArgument: malformed or unknown target string.
+        TargetUnavailable: the target cannot run here (the reason is attached); there is no fallback.
+    """
+    return default_registry().resolve(text).open(**options)

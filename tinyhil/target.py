@@ -1,0 +1,105 @@
+"""Target strings: ``[IFACE[:index]+]DEVICE[:renderer[:arch]]``.
+
+The grammar follows the ``DEV`` convention tinygrad users know: ``MOCKUSB+AMD``, ``MOCKKFD+AMD:LLVM:gfx1100``,
+``USB:1+AMD``, ``NULL``, ``NULL:QCOMCL:a630``. Interface, device and renderer are case-insensitive and kept upper
+case; the arch keeps its spelling (``gfx1100``, ``a630``, ``aarch64``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from tinyhil.errors import InvalidArgument
+
+__all__ = ["GRAMMAR", "TargetString", "parse_target"]
+
+GRAMMAR: Final = "[IFACE[:index]+]DEVICE[:renderer[:arch]]"
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_INDEX = re.compile(r"[0-9]+")
+_ARCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+
+
+@dataclass(frozen=True, slots=True)
+class TargetString:
+    """A parsed target string; ``str()`` gives its canonical spelling."""
+
+    device: str
+    iface: str | None = None
+    index: int | None = None
+    renderer: str | None = None
+    arch: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.index is not None and self.iface is None:
+            raise InvalidArgument(f"index={self.index!r} given without an interface, expected IFACE:index+DEVICE")
+        if self.arch is not None and self.renderer is None:
+            raise InvalidArgument(f"arch={self.arch!r} given without a renderer, expected DEVICE:renderer:arch")
+
+    @property
+    def base(self) -> str:
+        """The interface and device without index, renderer or arch (``MOCKKFD+AMD``)."""
+        return f"{self.iface}+{self.device}" if self.iface else self.device
+
+    def __str__(self) -> str:
+        text = self.device
+        if self.iface is not None:
+            iface = self.iface if self.index is None else f"{self.iface}:{self.index}"
+            text = f"{iface}+{text}"
+        if self.renderer is not None:
+            text += f":{self.renderer}"
+        if self.arch is not None:
+            text += f":{self.arch}"
+        return text
+
+
+def _bad(text: str, part: str, why: str) -> InvalidArgument:
+    return InvalidArgument(f"target string {text!r}: {why} ({part!r}); expected {GRAMMAR}, e.g. MOCKUSB+AMD, NULL")
+
+
+def parse_target(text: str) -> TargetString:
+    """Parse a target string.
+
+    Raises:
+        InvalidArgument (a ``ValueError``): the string does not follow the grammar; the message names the bad part.
+    """
+    if not isinstance(text, str):
+        raise InvalidArgument(f"target={text!r}, expected a target string of the form {GRAMMAR}")
+    stripped = text.strip()
+    if not stripped:
+        raise _bad(text, stripped, "empty target string")
+    iface: str | None = None
+    index: int | None = None
+    rest = stripped
+    if "+" in stripped:
+        head, _, rest = stripped.partition("+")
+        if "+" in rest:
+            raise _bad(text, rest, "more than one '+'")
+        iface_name, colon, index_text = head.partition(":")
+        if not _NAME.fullmatch(iface_name):
+            raise _bad(text, iface_name, "interface must be a name such as USB, MOCKUSB, KFD")
+        iface = iface_name.upper()
+        if colon:
+            if not _INDEX.fullmatch(index_text):
+                raise _bad(text, index_text, "interface index must be a decimal number")
+            index = int(index_text)
+    parts = rest.split(":")
+    if len(parts) > 3:
+        raise _bad(text, ":".join(parts[3:]), "too many ':' parts after the device")
+    device = parts[0]
+    if not _NAME.fullmatch(device):
+        raise _bad(text, device, "device must be a name such as AMD, NV, NULL")
+    renderer = parts[1] if len(parts) > 1 else None
+    if renderer is not None and not _NAME.fullmatch(renderer):
+        raise _bad(text, renderer, "renderer must be a name such as CC, LLVM, QEMUCC")
+    arch = parts[2] if len(parts) > 2 else None
+    if arch is not None and not _ARCH.fullmatch(arch):
+        raise _bad(text, arch, "arch must be a name such as gfx1100 or aarch64")
+    return TargetString(
+        device=device.upper(),
+        iface=iface,
+        index=index,
+        renderer=renderer.upper() if renderer is not None else None,
+        arch=arch,
+    )
