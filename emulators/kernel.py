@@ -1,0 +1,173 @@
+"""The deterministic event kernel: an integer-nanosecond virtual clock and an ordered event queue.
+
+Every emulator runs on one kernel. Events fire in ``(time_ns, sequence)`` order, so the same seed, fault plan and
+inputs give the same schedule and the same virtual timestamps on any machine. Nothing here reads the wall clock.
+
+Lifecycle: a model ``schedule``s callbacks (a landed bulk transfer, a poll retry, an engine step); the host side
+blocks with ``run_until(condition, timeout_ns, what=...)``, which runs events in order until the condition holds,
+and raises :class:`VirtualTimeout` naming ``what`` once the virtual deadline passes or nothing is left to run (a
+wait that can never be satisfied fails at once, in virtual time, instead of hanging).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+
+from tinyhil.errors import DeviceError, DeviceTimeout, InvalidArgument
+
+__all__ = ["MAX_EVENTS_PER_WAIT", "EventHandle", "EventKernel", "NoProgress", "VirtualTimeout"]
+
+# A wait that runs this many events without its condition holding and without time advancing is a livelock.
+MAX_EVENTS_PER_WAIT: Final = 1_000_000
+
+
+class VirtualTimeout(DeviceTimeout):
+    """A wait on an emulated device ran out of virtual time; the message names what was awaited."""
+
+    def __init__(self, what: str, timeout_ns: int, now_ns: int) -> None:
+        super().__init__(
+            f"timed out waiting for {what}: not satisfied within {timeout_ns} ns of virtual time (now {now_ns} ns)"
+        )
+        self.what = what
+        self.timeout_ns = timeout_ns
+        self.now_ns = now_ns
+
+
+class NoProgress(DeviceError):
+    """Events keep firing at one instant without the awaited condition ever holding (a model livelock)."""
+
+
+@dataclass(order=True, slots=True)
+class _Event:
+    time_ns: int
+    sequence: int
+    fn: Callable[[], None] = field(compare=False)
+    label: str = field(compare=False, default="")
+    cancelled: bool = field(compare=False, default=False)
+
+
+@dataclass(frozen=True, slots=True)
+class EventHandle:
+    """Returned by :meth:`EventKernel.schedule`; pass it to :meth:`EventKernel.cancel`."""
+
+    _event: _Event
+
+    @property
+    def time_ns(self) -> int:
+        return self._event.time_ns
+
+    @property
+    def label(self) -> str:
+        return self._event.label
+
+
+class EventKernel:
+    """A virtual clock (``now_ns``) and a queue of callbacks ordered by ``(time, sequence)``.
+
+    ``rng`` is a seeded NumPy generator for models that need randomness (landing jitter, fault timing): the seed is
+    an explicit argument, so a run is reproducible from its seed.
+    """
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self.reset()
+
+    def reset(self) -> None:
+        """Drop every pending event and restart time at 0 with a fresh generator from the seed."""
+        self._now_ns = 0
+        self._queue: list[_Event] = []
+        self._sequence = itertools.count()
+        self.rng = np.random.default_rng(self.seed)
+        self.events_run = 0
+
+    @property
+    def now_ns(self) -> int:
+        return self._now_ns
+
+    @property
+    def pending(self) -> int:
+        """How many events are scheduled and not cancelled."""
+        return sum(not event.cancelled for event in self._queue)
+
+    def schedule(self, delay_ns: int, fn: Callable[[], None], *, label: str = "") -> EventHandle:
+        """Run ``fn`` after ``delay_ns`` nanoseconds of virtual time (0: after the events already due now).
+
+        Raises:
+            InvalidArgument: ``delay_ns`` is negative or not an int.
+        """
+        if not isinstance(delay_ns, int) or isinstance(delay_ns, bool) or delay_ns < 0:
+            raise InvalidArgument(f"delay_ns={delay_ns!r}, expected an int >= 0 (virtual time only moves forward)")
+        event = _Event(self._now_ns + delay_ns, next(self._sequence), fn, label)
+        heapq.heappush(self._queue, event)
+        return EventHandle(event)
+
+    def cancel(self, handle: EventHandle) -> None:
+        """Cancel a scheduled event; cancelling one that already ran or was cancelled does nothing."""
+        handle._event.cancelled = True
+
+    def _pop_due(self, limit_ns: float) -> _Event | None:
+        while self._queue and self._queue[0].cancelled:
+            heapq.heappop(self._queue)
+        if not self._queue or self._queue[0].time_ns > limit_ns:
+            return None
+        return heapq.heappop(self._queue)
+
+    def step(self, limit_ns: int | None = None) -> bool:
+        """Run the next event (if it is due by ``limit_ns``); return whether one ran."""
+        event = self._pop_due(math.inf if limit_ns is None else limit_ns)
+        if event is None:
+            return False
+        self._now_ns = event.time_ns
+        self.events_run += 1
+        event.fn()
+        return True
+
+    def run_for(self, duration_ns: int) -> None:
+        """Run every event due within ``duration_ns`` from now, then set the clock to that instant."""
+        if not isinstance(duration_ns, int) or duration_ns < 0:
+            raise InvalidArgument(f"duration_ns={duration_ns!r}, expected an int >= 0")
+        deadline = self._now_ns + duration_ns
+        while self.step(deadline):
+            pass
+        self._now_ns = deadline
+
+    def run_until_idle(self, max_events: int = MAX_EVENTS_PER_WAIT) -> None:
+        """Run events until none is left.
+
+        Raises:
+            NoProgress: more than ``max_events`` ran (a model that reschedules itself forever).
+        """
+        for _ in range(max_events):
+            if not self.step():
+                return
+        raise NoProgress(f"event queue still busy after {max_events} events at {self._now_ns} ns")
+
+    def run_until(self, condition: Callable[[], bool], timeout_ns: int, *, what: str) -> None:
+        """Run events in order until ``condition()`` holds.
+
+        Raises:
+            VirtualTimeout: the condition still fails once the clock passes ``now + timeout_ns``, or nothing is
+                left to run before then (the clock then jumps to the deadline: time the host would have waited).
+            NoProgress: events fire at one instant without end.
+        """
+        if not isinstance(timeout_ns, int) or timeout_ns < 0:
+            raise InvalidArgument(f"timeout_ns={timeout_ns!r}, expected an int >= 0")
+        deadline = self._now_ns + timeout_ns
+        stuck_at, stuck_events = self._now_ns, 0
+        while not condition():
+            if not self.step(deadline):
+                self._now_ns = deadline
+                raise VirtualTimeout(what, timeout_ns, self._now_ns)
+            if self._now_ns == stuck_at:
+                stuck_events += 1
+                if stuck_events > MAX_EVENTS_PER_WAIT:
+                    raise NoProgress(f"{stuck_events} events ran at {stuck_at} ns without {what} becoming true")
+            else:
+                stuck_at, stuck_events = self._now_ns, 0
