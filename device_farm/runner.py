@@ -57,6 +57,7 @@ def run_suite(
     if not targets:
         raise InvalidArgument("targets=[], expected at least one target string (see `tinyhil targets`)")
     out = stream or sys.stdout
+    report_dir = report_dir.resolve()  # pytest runs with the report directory as its working directory
     report_dir.mkdir(parents=True, exist_ok=True)
     junit, summary = report_dir / JUNIT_NAME, report_dir / SUMMARY_NAME
     summary.unlink(missing_ok=True)

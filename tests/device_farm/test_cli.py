@@ -66,6 +66,14 @@ def test_run_on_null_writes_junit_and_summary_and_exits_zero(
         assert result["outcome"] in ("passed", "skipped") and result["duration_s"] >= 0
 
 
+def test_run_accepts_a_relative_report_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--target", "NULL", "--report", "rel/report", "--", "-k", "alloc"]) == 0
+    assert json.loads((tmp_path / "rel" / "report" / "summary.json").read_text())["counts"]["passed"] >= 1
+
+
 def test_run_exits_non_zero_when_a_test_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     suite = tmp_path / "test_broken.py"
     suite.write_text("def test_good(hil_device):\n    pass\n\ndef test_bad(hil_device):\n    assert 1 == 2\n")
