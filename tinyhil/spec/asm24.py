@@ -1,0 +1,152 @@
+"""ASM2464-class USB-to-PCIe bridge (custom firmware): identity, vendor requests, XDATA map, SRAM geometry, TLPs.
+
+Every name and number cites ``spec/asm24.md``; the copyin constants cite ``spec/copyin.md``.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Final
+
+__all__ = [
+    "ARM_DIRECTION_IN",
+    "ARM_SECTORS_MASK",
+    "BRIDGE_VID_PIDS",
+    "BULK_IN_EP",
+    "BULK_OUT_EP",
+    "CONFIG_REG_MASK",
+    "CPL_RELEASE_OFFSET",
+    "GPU_BUS",
+    "LTSSM_L0",
+    "PCIE_ADMIN_WINDOW",
+    "PCIE_CQ_WINDOW",
+    "PCIE_SRAM_BASE",
+    "PCIE_SYS_BUF",
+    "PCIE_SYS_BUF_STABLE",
+    "PRODUCT_PREFIXES",
+    "REQUEST_TYPE_IN",
+    "REQUEST_TYPE_OUT",
+    "RESIZABLE_BAR_CAP_OFFSET",
+    "SECTOR_BYTES",
+    "SLOTS",
+    "SLOT_BYTES",
+    "SRAM_BYTES",
+    "STREAM_PACKET_BYTES_USB2",
+    "STREAM_PACKET_BYTES_USB3",
+    "TLP_RETRIES",
+    "XDATA_READ_MAX_USB2",
+    "XDATA_READ_MAX_USB3",
+    "CplStatus",
+    "FmtType",
+    "Request",
+    "RetStatus",
+    "TlpMode",
+    "Xdata",
+    "config_address",
+]
+
+# --- Identity and link (spec/asm24.md "Identity and link") ---
+BRIDGE_VID_PIDS: Final = ((0xADD1, 0x0001), (0x3801, 0x0001))
+PRODUCT_PREFIXES: Final = ("custom", "AS2462")
+BULK_OUT_EP: Final = 0x02
+BULK_IN_EP: Final = 0x81
+LTSSM_L0: Final = 0x78  # XDATA 0xB450 reads this when the PCIe link is up
+
+# --- Vendor control requests (spec/asm24.md "Vendor control requests") ---
+REQUEST_TYPE_OUT: Final = 0x40
+REQUEST_TYPE_IN: Final = 0xC0
+XDATA_READ_MAX_USB3: Final = 512
+XDATA_READ_MAX_USB2: Final = 64
+
+
+class Request(IntEnum):
+    """bRequest values of the custom firmware."""
+
+    XDATA_READ = 0xE4  # IN: wValue address, wLength bytes
+    XDATA_WRITE = 0xE5  # OUT: wValue address, wIndex the byte
+    TLP = 0xF0  # OUT: issue a TLP / start a stream; IN: completion of the last single TLP
+    SRAM_ARM = 0xF2  # OUT: arm the SRAM DMA engine for the next bulk transfer
+    PCIE_POWER = 0xF3  # OUT: wValue bit 0 powers PCIe on
+
+
+class TlpMode(IntEnum):
+    """wIndex of an 0xF0 OUT request."""
+
+    SINGLE = 0
+    STREAM_WRITE = 1
+    STREAM_READ = 2
+
+
+class FmtType(IntEnum):
+    """TLP fmt/type byte (wValue low byte of 0xF0 OUT)."""
+
+    MRD32 = 0x00
+    MRD64 = 0x20
+    MWR32 = 0x40
+    MWR64 = 0x60
+    CFGRD0 = 0x04
+    CFGRD1 = 0x05
+    CFGWR0 = 0x44
+    CFGWR1 = 0x45
+
+
+class CplStatus(IntEnum):
+    """Completion status, bits 7:5 of the 0xF0 IN byte 4."""
+
+    SC = 0b000  # successful completion
+    UR = 0b001  # unsupported request
+    CRS = 0b010  # configuration request retry status
+    CA = 0b100  # completer abort
+
+
+class RetStatus(IntEnum):
+    """Byte 7 of the 0xF0 IN completion: the firmware's own status of the TLP exchange."""
+
+    OK = 0x00
+    ERROR = 0x01
+    TIMEOUT = 0xFF
+
+
+TLP_RETRIES: Final = 10  # the driver retries ret_status ERROR/TIMEOUT at most this many times
+STREAM_PACKET_BYTES_USB3: Final = 1024
+STREAM_PACKET_BYTES_USB2: Final = 512
+CONFIG_REG_MASK: Final = 0xFFC
+RESIZABLE_BAR_CAP_OFFSET: Final = 0x100
+GPU_BUS: Final = 4  # buses 0-3 are bridges; the GPU is 4:0.0
+
+
+def config_address(bus: int, dev: int, fn: int, reg: int) -> int:
+    """The 0xF0 config-request address: ``bus << 24 | dev << 19 | fn << 16 | (reg & 0xFFC)``."""
+    return bus << 24 | dev << 19 | fn << 16 | (reg & CONFIG_REG_MASK)
+
+
+# --- XDATA map (spec/asm24.md "XDATA map") ---
+class Xdata(IntEnum):
+    """XDATA addresses the emulator models."""
+
+    BULK_OUT_LANDING = 0x7000  # bulk OUT landing buffer (stream mode)
+    SRAM_WINDOW = 0x8000  # 0x8000-0x8FFF: 4 KB window onto SRAM at PCIe 0x200000
+    SYS_BUF = 0xA000  # 0xA000-0xAFFF: window onto PCIe 0x820000
+    DRAIN_FENCE = 0xA800  # the copyin drain fence, PCIe 0x820800 (spec/copyin.md)
+    ADMIN_QUEUES = 0xB000  # 0xB000-0xB1FF: window onto PCIe 0x800000
+    TLP_REGS = 0xB210  # 0xB210-0xB29F: TLP engine registers
+    LTSSM = 0xB450  # link state
+    COMPLETION_QUEUE = 0xB800  # 0xB800-0xBFFF: window onto PCIe 0x822000
+    SRAM_ENGINE_BASE = 0xF000  # SRAM base as the 0xF2 engine addresses it (slot 0)
+
+
+# PCIe addresses the GPU reaches (spec/asm24.md "XDATA map", spec/copyin.md)
+PCIE_SRAM_BASE: Final = 0x200000  # SRAM at 0x200000-0x27FFFF
+PCIE_ADMIN_WINDOW: Final = 0x800000
+PCIE_SYS_BUF: Final = 0x820000
+PCIE_SYS_BUF_STABLE: Final = 0x820800  # sys_buf from here on is not clobbered by in-flight 0xF2 transfers
+PCIE_CQ_WINDOW: Final = 0x822000
+CPL_RELEASE_OFFSET: Final = 12  # the completion-queue entry at PCIE_CQ_WINDOW + 12 releases a copyout bulk IN
+
+# --- SRAM and the 0xF2 engine (spec/asm24.md "SRAM windows and the 0xF2 engine") ---
+SRAM_BYTES: Final = 512 * 1024
+SLOTS: Final = 32
+SLOT_BYTES: Final = 0x4000
+SECTOR_BYTES: Final = 512
+ARM_SECTORS_MASK: Final = 0x7FFF  # wValue bits 0-14: sectors
+ARM_DIRECTION_IN: Final = 0x8000  # wValue bit 15: device-to-host
