@@ -9,6 +9,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +115,18 @@ def test_workers_ignore_sigint_and_run_tasks_in_other_processes() -> None:
         pool.close()
     with pytest.raises(StateError, match="terminated"):
         pool.map(repr, [1])
+
+
+def test_a_worker_that_dies_breaks_only_this_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PARALLEL", "1")
+    pool = get_pool()
+    assert pool is not None
+    with pytest.raises(BrokenProcessPool):
+        pool.map(os._exit, [3])  # the worker process exits under the task
+    assert all(not os.path.exists(f"/proc/{pid}") for pid in pool.pids)
+    replacement = get_pool()
+    assert replacement is not None and replacement is not pool
+    assert replacement.map(abs, [-2]) == [2]
 
 
 def test_map_unique_runs_each_key_once_and_scatters_results(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ import sys
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Final, TypeVar
 
 from tinyhil.compiler import Compiler
@@ -166,7 +167,8 @@ class WorkerPool:
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """``[fn(item) for item in items]``, computed by the workers; results in input order.
 
-        A worker's exception is re-raised here. A ``KeyboardInterrupt`` while waiting terminates the pool.
+        A worker's exception is re-raised here. A ``KeyboardInterrupt`` while waiting, or a worker that dies
+        (``BrokenProcessPool``), terminates the pool; :func:`get_pool` then creates a new one.
 
         Raises:
             InvalidArgument: ``fn`` is not a top-level function of an importable module, or an item is a device.
@@ -179,8 +181,8 @@ class WorkerPool:
         try:
             futures: list[Future[R]] = [self._executor.submit(fn, item) for item in work]
             return [future.result() for future in futures]
-        except KeyboardInterrupt:
-            self.terminate()
+        except (KeyboardInterrupt, BrokenProcessPool):
+            self.terminate()  # interrupted, or a worker died: this pool is done; get_pool() makes a new one
             raise
 
     def map_unique(self, fn: Callable[[T], R], items: Iterable[T], key: Callable[[T], Hashable]) -> list[R]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from tinyhil import CompileError, open_target
+from tinyhil import CompileError, InvalidArgument, open_target
 from tinyhil.pool import compile_many, get_pool, shutdown_pool
 from tinyhil.qemu import CompileServerError, QemuCompiler, shutdown_servers
 from tinyhil.qemu.server import CompileServer
@@ -144,3 +145,58 @@ def test_the_portable_suite_passes_on_null_qemucc_compiling_real_c(qemucc: QemuC
         [case] = [c for name, c in cases.items() if name and name.startswith(test)]
         outcome = [child.tag for child in case if child.tag in ("skipped", "failure", "error")]
         assert not outcome, f"{test} did not pass: {ET.tostring(case)!r}"
+
+
+# --- the compiler seam and its server registry, against the stand-in server (no qemu needed) -------------------------
+FAKE = [sys.executable, str(Path(__file__).with_name("fake_ccserver.py"))]
+
+
+def test_an_output_that_is_not_the_expected_elf_is_a_server_error() -> None:
+    compiler = QemuCompiler("FAKE", FAKE, elf_machine=183)
+    try:
+        with pytest.raises(
+            CompileServerError, match=r"returned b'OBJ:int x;'.*expected an ELF object with e_machine=183"
+        ):
+            compiler.compile(b"int x;")
+    finally:
+        shutdown_servers()
+
+
+def test_a_compiler_pickles_as_configuration_and_finds_this_processes_server() -> None:
+    compiler = QemuCompiler("FAKE", FAKE)
+    try:
+        assert compiler.compile(b"a") == b"OBJ:a"
+        again = pickle.loads(pickle.dumps(compiler))
+        assert again.server is compiler.server and again.compile(b"b") == b"OBJ:b"
+        assert compiler.server.starts == 1
+    finally:
+        shutdown_servers()
+
+
+def test_a_forked_child_does_not_inherit_the_parents_server() -> None:
+    compiler = QemuCompiler("FAKE", FAKE)
+    try:
+        compiler.compile(b"a")
+        parent_server = compiler.server
+        child = os.fork()
+        if child == 0:  # pragma: no cover - runs in the child
+            os._exit(0 if compiler.server is not parent_server and compiler.server.pid is None else 1)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert compiler.server is parent_server and parent_server.pid is not None
+    finally:
+        shutdown_servers()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"name": "", "command": FAKE}, "expected a name and a server command"),
+        ({"name": "X", "command": []}, "expected a name and a server command"),
+        ({"name": "X", "command": FAKE, "timeout_s": 0}, "timeout_s=0, expected a positive number of seconds"),
+        ({"name": "X", "command": FAKE, "start_timeout_s": -1.0}, "start_timeout_s=-1.0, expected a positive"),
+    ],
+)
+def test_bad_compiler_configuration_raises_invalid_argument(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        QemuCompiler(**kwargs)  # type: ignore[arg-type]

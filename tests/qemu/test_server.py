@@ -16,8 +16,9 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from tinyhil.errors import CompileError, StateError
+from tinyhil.errors import CompileError, InvalidArgument, StateError
 from tinyhil.qemu import CompileServer, CompileServerError, CompileServerTimeout, Status
+from tinyhil.qemu.protocol import MAX_FRAME_BYTES
 
 FAKE = Path(__file__).with_name("fake_ccserver.py")
 
@@ -225,3 +226,16 @@ class ServerLifecycle(RuleBasedStateMachine):
 
 TestServerLifecycle = ServerLifecycle.TestCase
 TestServerLifecycle.settings = settings(max_examples=8, stateful_step_count=6, deadline=None)
+
+
+def test_sources_beyond_the_frame_limit_are_refused_before_sending(server: CompileServer) -> None:
+    with pytest.raises(InvalidArgument, match="request of 0x4000001 bytes to FAKE, expected at most 0x4000000"):
+        server.request(bytes(MAX_FRAME_BYTES + 1))
+    assert server.starts == 0, "nothing was started for a request that could never be sent"
+
+
+def test_a_missing_server_program_is_a_clear_start_error() -> None:
+    srv = CompileServer(["/nonexistent/qemu-aarch64-static"], name="FAKE")
+    with pytest.raises(CompileServerError, match="cannot start '/nonexistent/qemu-aarch64-static'"):
+        srv.compile(b"x")
+    srv.close()

@@ -16,6 +16,7 @@ machines with cores to spare, and with pytest-xdist every xdist worker already h
 from __future__ import annotations
 
 import multiprocessing.util
+import os
 import threading
 from collections.abc import Sequence
 from typing import Final
@@ -32,6 +33,17 @@ _SHUTDOWN_PRIORITY: Final = 50  # multiprocessing finalizers run at exit in pare
 _servers: dict[tuple[str, ...], CompileServer] = {}
 _servers_lock = threading.Lock()
 _finalizer: multiprocessing.util.Finalize | None = None
+
+
+def _forget_inherited_servers() -> None:
+    """In a forked child the parent's servers are the parent's: drop them (unclosed) so the child starts its own."""
+    global _servers_lock, _finalizer
+    _servers.clear()
+    _servers_lock = threading.Lock()
+    _finalizer = None
+
+
+os.register_at_fork(after_in_child=_forget_inherited_servers)
 
 
 def _shared_server(compiler: QemuCompiler) -> CompileServer:

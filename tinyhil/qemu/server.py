@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import IO, Final
 
-from tinyhil.errors import CompileError, StateError
+from tinyhil.errors import CompileError, InvalidArgument, StateError
 from tinyhil.qemu.protocol import (
     BANNER_PREFIX,
     FRAME_HEADER,
@@ -102,8 +102,13 @@ class CompileServer:
         Raises:
             CompileServerError: the server could not start, died during the request, or broke the protocol.
             CompileServerTimeout: no complete reply within ``timeout_s`` (the server was killed).
+            InvalidArgument: ``payload`` is longer than the protocol's frame limit.
             StateError: the server was closed.
         """
+        if len(payload) > MAX_FRAME_BYTES:
+            raise InvalidArgument(
+                f"request of {len(payload):#x} bytes to {self.name}, expected at most {MAX_FRAME_BYTES:#x}"
+            )
         with self._lock:
             if self.closed:
                 raise StateError(f"{self!r}.request() called, but the server is closed")
@@ -155,6 +160,7 @@ class CompileServer:
                 start_new_session=True,
             )
         except OSError as exc:
+            self._stop(graceful=False)  # closes the stderr file
             raise CompileServerError(self.name, f"cannot start {self.command[0]!r}: {exc}") from exc
         self._proc = proc
         self.starts += 1
