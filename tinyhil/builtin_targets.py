@@ -1,4 +1,4 @@
-"""The targets tinyhil's core provides: NULL and the real-hardware targets.
+"""The targets tinyhil's core provides: NULL, the compile-only NULL targets, and the real-hardware targets.
 
 Emulated targets live with their mocks (``tinyhil.mocks.targets``); both modules are listed in the
 ``tinyhil.targets`` entry-point group, so the core never imports a mock.
@@ -8,13 +8,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinyhil.cache import ArtifactError
 from tinyhil.compiler import HOST_CC_RENDERERS, HostCCompiler
-from tinyhil.errors import InvalidArgument
+from tinyhil.errors import InvalidArgument, TargetUnavailable
 from tinyhil.null_device import NullDevice
+from tinyhil.qemu.toolchains import (
+    qcomcl_compiler,
+    qcomcl_unavailable_reason,
+    qemucc_compiler,
+    qemucc_unavailable_reason,
+)
 from tinyhil.registry import Target, target
 from tinyhil.runtime import Device
 
-__all__ = ["amd_kfd", "amd_usb", "null"]
+__all__ = ["amd_kfd", "amd_usb", "null", "null_qcomcl_a630", "null_qemucc_aarch64"]
+
+NULL_CAPABILITIES = ["null", "compile", "copyin", "copy", "fill", "exec", "timestamps"]
+COMPILE_ONLY_CAPABILITIES = [*NULL_CAPABILITIES, "compile-only", "qemu-compiler"]
 
 
 def _not_implemented(what: str, issue: int) -> str:
@@ -23,16 +33,57 @@ def _not_implemented(what: str, issue: int) -> str:
 
 @target(
     "NULL",
-    capabilities=["null", "compile", "copyin", "copy", "fill", "exec", "timestamps"],
+    capabilities=NULL_CAPABILITIES,
     renderers=HOST_CC_RENDERERS,
     default_renderer="CC",
     summary="runs nothing: bookkeeping, real compilation, fixed virtual durations",
 )
 def null(resolved: Target, *, allow_copyout: bool = False, **options: Any) -> Device:
     """Open a NULL device (``allow_copyout=True`` makes copyout return zeros instead of raising)."""
+    _check_null_options(resolved, options)
+    return NullDevice(resolved.name, HostCCompiler(), allow_copyout=allow_copyout)
+
+
+def _check_null_options(resolved: Target, options: dict[str, Any]) -> None:
     if options:
         raise InvalidArgument(f"options={sorted(options)} for {resolved.name}, expected only allow_copyout")
-    return NullDevice(resolved.name, HostCCompiler(), allow_copyout=allow_copyout)
+
+
+def _qemucc_aarch64_probe() -> str | None:
+    return qemucc_unavailable_reason("aarch64")
+
+
+@target(
+    "NULL:QEMUCC:aarch64",
+    capabilities=COMPILE_ONLY_CAPABILITIES,
+    probe=_qemucc_aarch64_probe,
+    summary="NULL with Debian's tcc for aarch64 under qemu-user: compiles C to aarch64 objects (rootfs built on "
+    "first open)",
+)
+def null_qemucc_aarch64(resolved: Target, *, allow_copyout: bool = False, **options: Any) -> Device:
+    """Open NULL with the qemu-backed aarch64 C compiler (builds its rootfs and compile server on first use)."""
+    _check_null_options(resolved, options)
+    try:
+        compiler = qemucc_compiler("aarch64")
+    except ArtifactError as exc:
+        raise TargetUnavailable(resolved.name, str(exc)) from exc
+    return NullDevice(resolved.name, compiler, allow_copyout=allow_copyout)
+
+
+@target(
+    "NULL:QCOMCL:a630",
+    capabilities=COMPILE_ONLY_CAPABILITIES,
+    probe=qcomcl_unavailable_reason,
+    summary="NULL with the Adreno a630 OpenCL compiler from a user-supplied aarch64 rootfs, under qemu-user",
+)
+def null_qcomcl_a630(resolved: Target, *, allow_copyout: bool = False, **options: Any) -> Device:
+    """Open NULL with the Adreno OpenCL compiler (configured by TINYHIL_QCOMCL_ROOTFS and its sha256)."""
+    _check_null_options(resolved, options)
+    try:
+        compiler = qcomcl_compiler("a630")
+    except ArtifactError as exc:
+        raise TargetUnavailable(resolved.name, str(exc)) from exc
+    return NullDevice(resolved.name, compiler, allow_copyout=allow_copyout)
 
 
 def _usb_probe() -> str | None:

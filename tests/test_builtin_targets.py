@@ -1,0 +1,40 @@
+"""The core's targets: NULL and the compile-only NULL targets, as the registry and `tinyhil targets` show them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tinyhil import InvalidArgument, default_registry
+from tinyhil.device_farm.cli import main
+from tinyhil.qemu.toolchains import qcomcl_unavailable_reason, qemucc_unavailable_reason
+
+COMPILE_ONLY = {"compile", "compile-only", "qemu-compiler", "null", "copyin", "exec", "timestamps"}
+
+
+@pytest.fixture(autouse=True)
+def unconfigured_qcomcl(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TINYHIL_QCOMCL_ROOTFS", raising=False)
+
+
+def test_tinyhil_targets_lists_both_compile_only_targets(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["targets", "--json"]) == 0
+    rows = {row["target"]: row for row in json.loads(capsys.readouterr().out)}
+    qemucc, qcomcl = rows["NULL:QEMUCC:aarch64"], rows["NULL:QCOMCL:a630"]
+    assert set(qemucc["capabilities"]) >= COMPILE_ONLY and set(qcomcl["capabilities"]) >= COMPILE_ONLY
+    assert qemucc["emulated"] and qcomcl["emulated"], "neither needs hardware"
+    expected = qemucc_unavailable_reason("aarch64")
+    assert (qemucc["available"], qemucc["reason"]) == (expected is None, expected)
+    assert qcomcl["available"] is False
+    assert qcomcl["reason"] == qcomcl_unavailable_reason() and qcomcl["reason"].startswith("not configured: set")
+
+
+def test_renderer_tokens_resolve_to_the_compile_only_targets() -> None:
+    registry = default_registry()
+    assert registry.resolve("NULL:QEMUCC").name == "NULL:QEMUCC:aarch64"
+    assert registry.resolve("NULL:QEMUCC:aarch64").definition.name == "NULL:QEMUCC:aarch64"
+    assert registry.resolve("NULL:QCOMCL:a630").renderer == "QCOMCL"
+    assert registry.resolve("NULL").definition.name == "NULL"
+    with pytest.raises(InvalidArgument, match=r"known renderers: .*QCOMCL.*QEMUCC"):
+        registry.resolve("NULL:NOPE")
