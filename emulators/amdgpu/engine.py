@@ -21,6 +21,7 @@ from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu import (
     DOORBELL_SLOTS,
+    RING_ALIGN_BYTES,
     RING_MAX_BYTES,
     RING_MIN_BYTES,
     TIMESTAMP_PERIOD_NS,
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 __all__ = ["EngineServices", "Interrupt", "InterruptKind", "QueueConfig", "RingEngine"]
 
 Packet = npt.NDArray[np.uint32]
-RING_ALIGN = 256  # ring base alignment in bytes
 
 
 class InterruptKind(IntEnum):
@@ -91,8 +91,8 @@ class QueueConfig:
             raise InvalidArgument(f"ring_bytes={self.ring_bytes:#x}, expected a power of two")
         for name in ("ring_va", "rptr_va", "wptr_va"):
             check_int(name, getattr(self, name), min_value=0, max_value=(1 << 64) - 1)
-        if self.ring_va % RING_ALIGN:
-            raise InvalidArgument(f"ring_va={self.ring_va:#x}, expected a multiple of {RING_ALIGN}")
+        if self.ring_va % RING_ALIGN_BYTES:
+            raise InvalidArgument(f"ring_va={self.ring_va:#x}, expected a multiple of {RING_ALIGN_BYTES}")
         for name in ("rptr_va", "wptr_va"):
             if getattr(self, name) % 8:
                 raise InvalidArgument(f"{name}={getattr(self, name):#x}, expected an 8-byte aligned address (u64)")

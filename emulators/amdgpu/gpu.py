@@ -6,6 +6,8 @@ import logging
 from collections.abc import Callable
 from typing import Final
 
+import numpy as np
+
 from tinyhil._check import as_readonly_bytes, check_int, check_range
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu import (
@@ -140,7 +142,7 @@ class AmdGpu:
         check_int("nbytes", nbytes, min_value=0)
         return self.memory.read(va, nbytes).toreadonly()
 
-    def write(self, va: int, data: bytes | bytearray | memoryview) -> None:
+    def write(self, va: int, data: bytes | bytearray | memoryview | np.ndarray) -> None:
         """Write at GPU address ``va`` as the host (waiters on the range wake).
 
         Raises:
@@ -202,7 +204,11 @@ class AmdGpu:
         del self._doorbells[queue.doorbell_index]
 
     def ring_doorbell(self, doorbell_index: int, value: int) -> None:
-        """Kick the queue bound to ``doorbell_index``; a doorbell without a queue is dropped (and logged)."""
+        """Kick the queue bound to ``doorbell_index``; a doorbell without a queue is dropped (and logged).
+
+        The engine takes its write pointer from memory (the queue's ``wptr_va``, BAR5 WPTR_ADDR), which the host
+        writes before ringing with the same value; ``value`` itself only appears in the log.
+        """
         queue = self._doorbells.get(doorbell_index)
         if queue is None:
             _log.info("%s: doorbell %d rung with %#x but no queue uses it", self.name, doorbell_index, value)

@@ -272,10 +272,15 @@ class GpuMemory:
         targets = self.translate(dst, nbytes)
         if not sources:
             return
-        if len(sources) == 1 and len(targets) == 1 and sources[0][1] is not None and targets[0][1] is not None:
-            targets[0][1][:] = sources[0][1]
+        if len(sources) == 1:
+            start, view = sources[0]
+            data = self._bus_read(start, nbytes) if view is None else view
+            if view is not None and len(targets) > 1:
+                data = memoryview(bytes(data))  # piecewise writes could overlap the live source: snapshot it
         else:
-            self._scatter(targets, memoryview(bytes(self.read(src, nbytes))))
+            data = memoryview(b"".join(view for _, view in sources if view is not None))
+        # One target view: a single slice assignment, which memmoves when source and target overlap.
+        self._scatter(targets, data)
         self.notify_written(dst, nbytes)
 
     def fill(self, va: int, nbytes: int, value: int, *, dword: bool) -> None:
@@ -291,7 +296,7 @@ class GpuMemory:
         for start, view in self.translate(va, nbytes):
             if view is None:
                 pattern = np.full((va + nbytes - start) // dtype.itemsize, value, dtype)
-                self._bus_write(start, memoryview(pattern.tobytes()))
+                self._bus_write(start, as_readonly_bytes("fill pattern", pattern))
             else:
                 np.frombuffer(view, dtype).fill(value)
         self.notify_written(va, nbytes)

@@ -111,6 +111,12 @@ def test_wait_idle_waits_for_the_published_pointer() -> None:
             "ring_bytes=0x12c, expected a power of two",
         ),
         (
+            lambda q: AmdQueue(
+                q.transport, QueueKind.SDMA, ring_va=0x80, ring_bytes=256, rptr_va=0, wptr_va=8, doorbell_index=0
+            ),
+            "ring_va=0x80, expected a multiple of 256",
+        ),
+        (
             lambda q: AmdQueue(q.transport, 5, ring_va=0, ring_bytes=256, rptr_va=0, wptr_va=8, doorbell_index=0),
             "kind=5, expected one of 0 .SDMA., 1 .COMPUTE.",
         ),

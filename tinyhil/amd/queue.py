@@ -14,7 +14,7 @@ import numpy as np
 
 from tinyhil._check import as_readonly_bytes, check_int
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.amdgpu import RING_MAX_BYTES, RING_MIN_BYTES, QueueKind
+from tinyhil.spec.amdgpu import RING_ALIGN_BYTES, RING_MAX_BYTES, RING_MIN_BYTES, QueueKind
 
 from ._packet import check_enum
 
@@ -67,6 +67,8 @@ class AmdQueue:
         if ring_bytes & (ring_bytes - 1):
             raise InvalidArgument(f"ring_bytes={ring_bytes:#x}, expected a power of two")
         self.ring_va = check_int("ring_va", ring_va, min_value=0)
+        if ring_va % RING_ALIGN_BYTES:
+            raise InvalidArgument(f"ring_va={ring_va:#x}, expected a multiple of {RING_ALIGN_BYTES}")
         self.ring_bytes = ring_bytes
         self.rptr_va = check_int("rptr_va", rptr_va, min_value=0)
         self.wptr_va = check_int("wptr_va", wptr_va, min_value=0)

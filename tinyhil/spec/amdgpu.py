@@ -28,6 +28,7 @@ __all__ = [
     "POLL_RETRY_FOREVER",
     "QUEUE_REG_BLOCK_BYTES",
     "REGS_BAR_BYTES",
+    "RING_ALIGN_BYTES",
     "RING_MAX_BYTES",
     "RING_MIN_BYTES",
     "SDMA_QUEUES",
@@ -116,6 +117,7 @@ class QueueKind(IntEnum):
 
 RING_MIN_BYTES: Final = 256  # model choice: ring sizes are powers of two from 256 B ...
 RING_MAX_BYTES: Final = 1 << 30  # ... to 1 GB (BAR5 RB_SIZE_LOG2 8..30)
+RING_ALIGN_BYTES: Final = 256  # model choice: ring bases are 256-byte aligned
 
 
 # --- USB-path BARs (spec/amdgpu.md "USB-path register interface") ---

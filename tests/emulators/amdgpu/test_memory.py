@@ -135,6 +135,20 @@ def test_copies_behave_like_memmove_even_when_overlapping(src: int, dst: int, nb
     assert bytes(memory.read(0, 0x4000)) == bytes(expected)
 
 
+@settings(max_examples=60)
+@given(src=st.integers(0, 0x3000), dst=st.integers(0, 0x3000), nbytes=st.integers(0, 0x1000))
+def test_copies_across_split_mappings_behave_like_memmove(src: int, dst: int, nbytes: int) -> None:
+    memory = GpuMemory(1 << 20, vram_at_zero=False)
+    memory.map(0, memory.vram[0x10000:0x12000])  # GPU-contiguous, VRAM-discontiguous: copies cross the seam
+    memory.map(0x2000, memory.vram[0x4000:0x6000])
+    pattern = np.random.default_rng(src * 5 + dst).integers(0, 256, 0x4000, dtype=np.uint8).tobytes()
+    memory.write(0, pattern)
+    memory.copy(dst, src, nbytes)
+    expected = bytearray(pattern)
+    expected[dst : dst + nbytes] = pattern[src : src + nbytes]
+    assert bytes(memory.read(0, 0x4000)) == bytes(expected)
+
+
 def test_copies_across_mappings_and_the_system_aperture() -> None:
     bus = FakeBus()
     memory = GpuMemory(1 << 20, system_bus=bus, vram_at_zero=True)
