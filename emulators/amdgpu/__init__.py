@@ -1,0 +1,50 @@
+"""The emulated AMD GPU (spec/amdgpu.md): memory and translation, queues, SDMA and PM4 engines, kernel executor.
+
+Modules by block: ``memory`` (VRAM, mappings, system aperture), ``engine`` (what the engines share), ``sdma``,
+``pm4``, ``queues`` (scheduling on the event kernel), ``registers`` (BAR5), ``executor`` (kernels), ``timing``,
+``gpu`` (the core and its USB front door).
+"""
+
+from __future__ import annotations
+
+from tinyhil.spec.amdgpu import SYS_APERTURE, QueueKind, QueueStatus
+
+from .engine import EngineServices, Interrupt, InterruptKind, QueueConfig, RingEngine
+from .errors import GpuMemoryFault, GpuQueueError, KernelError
+from .executor import HostNativeExecutor, KernelExecutor, KernelMemory, Launch
+from .gpu import AmdGpu
+from .memory import GpuMemory, HostSpan, Mapping, SystemBus
+from .pm4 import Pm4Engine
+from .queues import Queue
+from .registers import RegisterBlock
+from .sdma import SdmaEngine
+from .timing import DEFAULT_TIMING, GpuTiming
+
+__all__ = [
+    "DEFAULT_TIMING",
+    "SYS_APERTURE",
+    "AmdGpu",
+    "EngineServices",
+    "GpuMemory",
+    "GpuMemoryFault",
+    "GpuQueueError",
+    "GpuTiming",
+    "HostNativeExecutor",
+    "HostSpan",
+    "Interrupt",
+    "InterruptKind",
+    "KernelError",
+    "KernelExecutor",
+    "KernelMemory",
+    "Launch",
+    "Mapping",
+    "Pm4Engine",
+    "Queue",
+    "QueueConfig",
+    "QueueKind",
+    "QueueStatus",
+    "RegisterBlock",
+    "RingEngine",
+    "SdmaEngine",
+    "SystemBus",
+]

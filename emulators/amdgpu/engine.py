@@ -1,0 +1,401 @@
+"""What the SDMA and PM4 engines share: queue configuration, interrupts, and the ring / IB / poll machinery.
+
+An engine drains one queue. :meth:`RingEngine.execute` runs at most one packet and returns the units it consumed
+(bytes for SDMA, dwords for PM4; 0 = stalled: idle, waiting on a poll, waiting for the rest of a packet, or
+stopped). The :class:`~tinyhil.emulators.amdgpu.queues.Queue` calls it on the event kernel and charges
+``cost_ns`` of virtual time per packet. Packets take effect at the instant they execute; the engine is then busy
+for their cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum, IntEnum
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from tinyhil._check import check_int
+from tinyhil.errors import InvalidArgument
+from tinyhil.spec.amdgpu import (
+    DOORBELL_SLOTS,
+    RING_ALIGN_BYTES,
+    RING_MAX_BYTES,
+    RING_MIN_BYTES,
+    TIMESTAMP_PERIOD_NS,
+    CompareFunction,
+    ErrorCode,
+    QueueKind,
+    QueueStatus,
+    compare,
+)
+
+from .errors import GpuMemoryFault
+from .memory import GpuMemory
+from .timing import GpuTiming
+
+if TYPE_CHECKING:
+    from tinyhil.emulators.kernel import EventKernel
+
+    from .executor import KernelExecutor
+
+__all__ = ["EngineServices", "Interrupt", "InterruptKind", "QueueConfig", "RingEngine"]
+
+Packet = npt.NDArray[np.uint32]
+
+
+class InterruptKind(IntEnum):
+    """Why the GPU raised an interrupt (``AmdGpu.on_interrupt``)."""
+
+    TRAP = 0  # SDMA TRAP: ``context`` = DW1
+    END_OF_PIPE = 1  # RELEASE_MEM with int_sel: ``context`` = INT_CTXID, ``data`` = the value written
+    MEMORY_FAULT = 2  # ``fault_va`` = the faulting GPU address
+    QUEUE_ERROR = 3  # model extension: a queue stopped on a packet error or hung; ``message`` says why
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    """One interrupt: its kind, the queue that raised it, the virtual time, and the kind's payload."""
+
+    kind: InterruptKind
+    queue_id: int
+    time_ns: int
+    context: int = 0
+    data: int = 0
+    fault_va: int | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfig:
+    """Where a queue's ring and pointers live and which doorbell kicks it (validated on construction).
+
+    Raises:
+        InvalidArgument: the ring size is not a power of two in 256 B..1 GB, the ring is not 256-byte aligned,
+            a pointer address is not 8-byte aligned, or the doorbell index is outside BAR2.
+    """
+
+    kind: QueueKind
+    ring_va: int
+    ring_bytes: int
+    rptr_va: int
+    wptr_va: int
+    doorbell_index: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", QueueKind(self.kind))
+        check_int("ring_bytes", self.ring_bytes, min_value=RING_MIN_BYTES, max_value=RING_MAX_BYTES)
+        if self.ring_bytes & (self.ring_bytes - 1):
+            raise InvalidArgument(f"ring_bytes={self.ring_bytes:#x}, expected a power of two")
+        for name in ("ring_va", "rptr_va", "wptr_va"):
+            check_int(name, getattr(self, name), min_value=0, max_value=(1 << 64) - 1)
+        if self.ring_va % RING_ALIGN_BYTES:
+            raise InvalidArgument(f"ring_va={self.ring_va:#x}, expected a multiple of {RING_ALIGN_BYTES}")
+        for name in ("rptr_va", "wptr_va"):
+            if getattr(self, name) % 8:
+                raise InvalidArgument(f"{name}={getattr(self, name):#x}, expected an 8-byte aligned address (u64)")
+        check_int("doorbell_index", self.doorbell_index, min_value=0, max_value=DOORBELL_SLOTS - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineServices:
+    """What the GPU lends its engines: memory, the clock, costs, the interrupt line, the kernel executor."""
+
+    memory: GpuMemory
+    kernel: EventKernel
+    timing: GpuTiming
+    interrupt: Callable[[Interrupt], None]
+    executor: KernelExecutor
+
+    def timestamp(self) -> int:
+        """The 100 MHz GPU timestamp counter: virtual time in 10 ns ticks."""
+        return self.kernel.now_ns // TIMESTAMP_PERIOD_NS
+
+
+class _Result(Enum):
+    DONE = "done"  # the packet completed: advance past it
+    WAIT = "wait"  # a poll is unsatisfied: stay on the packet
+    ENTER = "enter"  # an indirect buffer was entered: the packet completes when the IB does
+
+
+class _PacketError(Exception):
+    """Stops the queue; carries the status bit and error code."""
+
+    def __init__(self, code: ErrorCode, message: str, status: QueueStatus = QueueStatus.PACKET_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+
+@dataclass(slots=True)
+class _Frame:
+    """An indirect buffer being executed: its base, size and the offset of its next packet (bytes)."""
+
+    base_va: int
+    size_bytes: int
+    pos_bytes: int
+    caller_units: int  # units of the INDIRECT packet that opened it
+
+
+@dataclass(slots=True)
+class _Wait:
+    """An unsatisfied poll: the packet it belongs to, what it watches, and when it gives up."""
+
+    key: tuple[int, int, int]
+    va: int
+    nbytes: int
+    start_ns: int
+    interval_ns: int
+    deadline_ns: int | None
+    what: str
+
+    def next_check_ns(self, now_ns: int) -> int:
+        """The first poll instant (``start + k * interval``) at or after ``now_ns``."""
+        if self.interval_ns == 0 or now_ns <= self.start_ns:
+            return max(now_ns, self.start_ns)
+        polls = -(-(now_ns - self.start_ns) // self.interval_ns)
+        return self.start_ns + polls * self.interval_ns
+
+
+class RingEngine:
+    """Base of the SDMA and PM4 engines: ring and IB fetch, pointers, polls, stops. See the module docstring."""
+
+    KIND: ClassVar[QueueKind]
+    MAX_IB_DEPTH: ClassVar[int]
+    OPCODE_NAMES: ClassVar[type[IntEnum]]
+
+    def __init__(self, services: EngineServices, config: QueueConfig, queue_id: int, name: str) -> None:
+        self.services = services
+        self.config = config
+        self.queue_id = queue_id
+        self.name = name
+        self.unit_bytes = config.kind.unit_bytes
+        self.reset()
+
+    def reset(self) -> None:
+        """Power-on state: pointers at 0, no error, nothing pending."""
+        self.rptr = 0
+        self.wptr = 0
+        self.cost_ns = 0
+        self.stall = "not started"
+        self.error_status = QueueStatus(0)
+        self.error_code = ErrorCode.NONE
+        self.error_rptr = 0
+        self.error_opcode = 0
+        self.error_sub_op = 0
+        self.fault_va: int | None = None
+        self.error_message = ""
+        self.wait: _Wait | None = None
+        self._ibs: list[_Frame] = []
+        self._opcode: int | None = None  # of the packet being executed
+        self._activity = "packet fetch"  # what the engine does while no opcode is decoded
+        self._sub_op = 0
+        self._ops: dict[int, Callable[[Packet], _Result]] = self._op_table()
+
+    def _op_table(self) -> dict[int, Callable[[Packet], _Result]]:
+        raise NotImplementedError
+
+    def _packet_dwords(self, header: int, peek: Callable[[int], Packet | None]) -> int | None:
+        """The size of the packet starting with ``header`` (None: more dwords must arrive to tell)."""
+        raise NotImplementedError
+
+    # --- state ---
+    @property
+    def stopped(self) -> bool:
+        return self.error_code is not ErrorCode.NONE
+
+    @property
+    def idle(self) -> bool:
+        return not self.stopped and self.wait is None and not self._ibs and self.rptr == self.wptr
+
+    @property
+    def status(self) -> QueueStatus:
+        return self.error_status | (QueueStatus.IDLE if self.idle else QueueStatus(0))
+
+    def describe(self) -> str:
+        """One line: what the engine is doing or why it stopped."""
+        if self.stopped:
+            return self.error_message
+        if self.wait is not None:
+            return f"{self.name}: waiting: {self.wait.what}"
+        doing = "idle" if self.idle else self.stall
+        return f"{self.name}: {doing} (rptr {self.rptr:#x}, wptr {self.wptr:#x})"
+
+    def _ring_offset(self) -> int:
+        return (self.rptr * self.unit_bytes) % self.config.ring_bytes
+
+    def _where(self) -> str:
+        ring = f"ring offset {self._ring_offset():#x}"
+        if not self._ibs:
+            return ring
+        frame = self._ibs[-1]
+        return f"IB {frame.base_va:#x} offset {frame.pos_bytes:#x} (called from {ring})"
+
+    def _opcode_name(self) -> str:
+        if self._opcode is None:
+            return self._activity
+        try:
+            return self.OPCODE_NAMES(self._opcode).name
+        except ValueError:
+            return f"opcode {self._opcode:#x}"
+
+    # --- execution ---
+    def execute(self) -> int:
+        """Run at most one packet; return the units it consumed (0: stalled, see ``stall`` / ``wait``)."""
+        self.cost_ns = 0
+        if self.stopped:
+            return 0
+        try:
+            return self._execute_one()
+        except GpuMemoryFault as fault:
+            self._stop(
+                QueueStatus.MEMORY_FAULT,
+                ErrorCode.MEMORY_FAULT,
+                f"{fault} in {self._opcode_name()} at {self._where()}",
+                fault_va=fault.va,
+            )
+        except _PacketError as error:
+            self._stop(error.status, error.code, f"{error} at {self._where()}")
+        return 0
+
+    def _execute_one(self) -> int:
+        while self._ibs and self._ibs[-1].pos_bytes >= self._ibs[-1].size_bytes:
+            self._advance(self._ibs.pop().caller_units * self.unit_bytes)
+        if self._ibs:
+            frame = self._ibs[-1]
+            available = frame.size_bytes - frame.pos_bytes
+        else:
+            self._forget_opcode("write pointer read")
+            self._refresh_wptr()
+            available = (self.wptr - self.rptr) * self.unit_bytes
+            if not available:
+                self.stall = "idle"
+                return 0
+        self._forget_opcode("packet fetch")
+
+        def peek(dwords: int) -> Packet | None:
+            return self._read_packet(dwords * 4) if dwords * 4 <= available else None
+
+        header_dwords = peek(1)
+        if header_dwords is None:
+            raise _PacketError(ErrorCode.BAD_WPTR, f"write pointer {self.wptr:#x} ends inside a dword")
+        dwords = self._packet_dwords(int(header_dwords[0]), peek)
+        capacity = self._ibs[-1].size_bytes - self._ibs[-1].pos_bytes if self._ibs else self.config.ring_bytes
+        if dwords is not None and dwords * 4 > capacity:
+            what = "the rest of the IB" if self._ibs else f"the {self.config.ring_bytes:#x}-byte ring"
+            raise _PacketError(
+                ErrorCode.BAD_PACKET, f"{self._opcode_name()} packet of {dwords} dwords is longer than {what}"
+            )
+        packet = None if dwords is None else peek(dwords)
+        if dwords is None or packet is None:
+            self.stall = f"waiting for the rest of a {self._opcode_name()} packet at {self._where()}"
+            return 0
+        units = dwords * 4 // self.unit_bytes
+        assert self._opcode is not None  # _packet_dwords decoded it
+        result = self._ops[self._opcode](packet)
+        if result is _Result.WAIT:
+            return 0
+        self.cost_ns += self.services.timing.packet_ns
+        self.wait = None
+        if result is _Result.DONE:
+            self._advance(dwords * 4)
+        self.stall = "running"
+        return units
+
+    def _forget_opcode(self, activity: str) -> None:
+        self._opcode, self._sub_op, self._activity = None, 0, activity
+
+    def _read_packet(self, nbytes: int) -> Packet:
+        memory = self.services.memory
+        if self._ibs:
+            frame = self._ibs[-1]
+            data = bytes(memory.read(frame.base_va + frame.pos_bytes, nbytes))
+        else:
+            offset, size = self._ring_offset(), self.config.ring_bytes
+            first = min(nbytes, size - offset)
+            data = bytes(memory.read(self.config.ring_va + offset, first))
+            if first < nbytes:
+                data += bytes(memory.read(self.config.ring_va, nbytes - first))
+        return np.frombuffer(data, "<u4")
+
+    def _advance(self, nbytes: int) -> None:
+        if self._ibs:
+            self._ibs[-1].pos_bytes += nbytes
+            return
+        self.rptr += nbytes // self.unit_bytes
+        self._forget_opcode("read pointer write-back")
+        self.services.memory.write_u64(self.config.rptr_va, self.rptr)
+
+    def _refresh_wptr(self) -> None:
+        wptr = self.services.memory.read_u64(self.config.wptr_va)
+        ahead = (wptr - self.rptr) * self.unit_bytes
+        if wptr < self.rptr or ahead > self.config.ring_bytes or ahead % 4:
+            raise _PacketError(
+                ErrorCode.BAD_WPTR,
+                f"write pointer {wptr:#x} at {self.config.wptr_va:#x} is unusable: read pointer {self.rptr:#x}, "
+                f"expected rptr <= wptr <= rptr + ring size, whole dwords apart",
+            )
+        self.wptr = wptr
+
+    def _stop(self, status: QueueStatus, code: ErrorCode, message: str, *, fault_va: int | None = None) -> None:
+        self.error_status = status
+        self.error_code = code
+        self.error_rptr = self.rptr
+        self.error_opcode = self._opcode or 0
+        self.error_sub_op = self._sub_op
+        self.fault_va = fault_va
+        self.error_message = f"{self.name}: {message}"
+        self.wait = None
+        kind = InterruptKind.MEMORY_FAULT if code is ErrorCode.MEMORY_FAULT else InterruptKind.QUEUE_ERROR
+        now = self.services.kernel.now_ns
+        self.services.interrupt(Interrupt(kind, self.queue_id, now, fault_va=fault_va, message=self.error_message))
+
+    # --- helpers for the ops ---
+    def _bad(self, message: str) -> _PacketError:
+        return _PacketError(ErrorCode.BAD_PACKET, f"{self._opcode_name()}: {message}")
+
+    def _aligned(self, what: str, va: int, alignment: int) -> int:
+        if va % alignment:
+            raise self._bad(f"{what}={va:#x}, expected a multiple of {alignment}")
+        return va
+
+    def _enter_ib(self, va: int, nbytes: int, caller_units: int) -> _Result:
+        if len(self._ibs) >= self.MAX_IB_DEPTH:
+            raise self._bad(f"indirect buffers nest at most {self.MAX_IB_DEPTH} deep")
+        self._aligned("IB address", va, 4)
+        if not nbytes:
+            return _Result.DONE
+        self._ibs.append(_Frame(va, nbytes, 0, caller_units))
+        return _Result.ENTER
+
+    def _poll(
+        self, va: int, reference: int, mask: int, function: int, interval: int, retry_count: int | None
+    ) -> _Result:
+        """Evaluate a memory poll; on failure wait (``retry_count`` None: forever) or, past the retries, hang."""
+        try:
+            function = CompareFunction(function)
+        except ValueError:
+            raise self._bad(f"function={function}, expected 0..6") from None
+        self._aligned("poll address", va, 4)
+        value = self.services.memory.read_u32(va) & mask
+        if compare(function, value, reference):
+            return _Result.DONE
+        now = self.services.kernel.now_ns
+        frame = self._ibs[-1] if self._ibs else None
+        key = (len(self._ibs), self.rptr, frame.pos_bytes if frame else 0)
+        condition = f"(mem & {mask:#x}) {function.name} {reference:#x}"
+        if self.wait is None or self.wait.key != key:
+            interval_ns = self.services.timing.poll_interval_ns(interval)
+            deadline = None if retry_count is None else now + retry_count * interval_ns
+            what = f"{self._opcode_name()} at {self._where()} for {condition} on {va:#x}"
+            self.wait = _Wait(key, va, 4, now, interval_ns, deadline, what)
+        elif self.wait.deadline_ns is not None and now >= self.wait.deadline_ns:
+            raise _PacketError(
+                ErrorCode.POLL_TIMEOUT,
+                f"queue hung: {self._opcode_name()} on {va:#x} still unsatisfied after {retry_count} retries "
+                f"(mem & {mask:#x} = {value:#x}, expected {function.name} {reference:#x})",
+                QueueStatus.HUNG,
+            )
+        return _Result.WAIT

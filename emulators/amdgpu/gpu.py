@@ -1,0 +1,285 @@
+"""The emulated AMD GPU: one core (memory, queues, engines, executor) behind two front doors (USB BARs, KFD)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Final
+
+import numpy as np
+
+from tinyhil._check import as_readonly_bytes, check_int, check_range
+from tinyhil.errors import InvalidArgument
+from tinyhil.spec.amdgpu import (
+    DEFAULT_VRAM_BYTES,
+    DOORBELL_BAR_BYTES,
+    DOORBELL_SLOT_BYTES,
+    SYS_APERTURE,
+    Bar,
+    QueueKind,
+)
+
+from ..kernel import EventKernel, VirtualTimeout
+from .engine import EngineServices, Interrupt, QueueConfig, RingEngine
+from .executor import HostNativeExecutor, KernelExecutor
+from .memory import GpuMemory, SystemBus
+from .pm4 import Pm4Engine
+from .queues import Queue
+from .registers import RegisterBlock
+from .sdma import SdmaEngine
+from .timing import DEFAULT_TIMING, GpuTiming
+
+__all__ = ["AmdGpu"]
+
+_log = logging.getLogger("tinyhil.emulators.amdgpu")
+_ENGINES: Final[dict[QueueKind, type[RingEngine]]] = {QueueKind.SDMA: SdmaEngine, QueueKind.COMPUTE: Pm4Engine}
+
+
+class AmdGpu:
+    """An engine-level AMD GPU (spec/amdgpu.md) running on an :class:`EventKernel`.
+
+    GPU address space (see :class:`GpuMemory`):
+
+    | GPU address | what |
+    |---|---|
+    | ``0 .. vram_bytes`` | VRAM, on the USB path (``vram_at_zero``, default: when a ``system_bus`` is given) |
+    | ``map_memory`` ranges | VRAM slices and host buffers (the KFD path) |
+    | ``SYS_APERTURE + pcie_addr`` | the bridge's SRAM and windows via ``system_bus`` (USB path) |
+
+    USB front door (``mmio_read`` / ``mmio_write``, offsets into each BAR):
+
+    | BAR | size | what |
+    |---|---|---|
+    | 0 | ``vram_bytes`` | VRAM |
+    | 2 | 8 KB | 1024 doorbells of 8 bytes; a write touching a slot's low dword rings it with the slot's u64 |
+    | 5 | 2 MB | registers: :class:`RegisterBlock` |
+
+    ``on_interrupt`` receives TRAPs, RELEASE_MEM events, memory faults and queue errors (:class:`Interrupt`).
+    """
+
+    def __init__(
+        self,
+        kernel: EventKernel,
+        *,
+        vram_bytes: int = DEFAULT_VRAM_BYTES,
+        gfx_target_version: int = 110000,
+        system_bus: SystemBus | None = None,
+        name: str = "gpu0",
+        vram_at_zero: bool | None = None,
+        timing: GpuTiming = DEFAULT_TIMING,
+        executor: KernelExecutor | None = None,
+    ) -> None:
+        self.kernel = kernel
+        self.gfx_target_version = check_int("gfx_target_version", gfx_target_version, min_value=1)
+        self.name = name
+        self.timing = timing
+        self.executor: KernelExecutor = executor if executor is not None else HostNativeExecutor()
+        at_zero = system_bus is not None if vram_at_zero is None else vram_at_zero
+        self.memory = GpuMemory(vram_bytes, system_bus=system_bus, vram_at_zero=at_zero)
+        self.memory.on_write = self.memory_written
+        self.registers = RegisterBlock(vram_bytes, self._create, self.destroy_queue)
+        self.on_interrupt: Callable[[Interrupt], None] | None = None
+        self._services = EngineServices(self.memory, kernel, timing, self._interrupt, self.executor)
+        self._queues: dict[int, Queue] = {}
+        self.reset()
+
+    def reset(self) -> None:
+        """Power-on state: no queues, default mappings, zeroed VRAM, registers and doorbells."""
+        for queue in list(self._queues.values()):
+            queue.cancel()
+        self._queues = {}
+        self._doorbells: dict[int, Queue] = {}
+        self._next_queue_id = 0
+        self._doorbell_bar = bytearray(DOORBELL_BAR_BYTES)
+        self.memory.reset()
+        self.registers.reset()
+
+    def __repr__(self) -> str:
+        return f"<AmdGpu {self.name} gfx{self.gfx_target_version} vram={self.vram_bytes >> 20} MB>"
+
+    @property
+    def vram_bytes(self) -> int:
+        return self.memory.vram_bytes
+
+    @property
+    def vram(self) -> memoryview:
+        """The whole VRAM (lazily committed)."""
+        return self.memory.vram
+
+    @property
+    def system_bus(self) -> SystemBus | None:
+        return self.memory.system_bus
+
+    @property
+    def queues(self) -> tuple[Queue, ...]:
+        return tuple(self._queues.values())
+
+    # --- memory ---
+    def map_memory(self, va: int, backing: memoryview) -> None:
+        """Map ``backing`` (a VRAM slice, a GTT or userptr host buffer) at GPU address ``va``.
+
+        Raises:
+            InvalidArgument: misaligned, empty, overlapping or read-only; nothing changes.
+        """
+        self.memory.map(va, backing)
+
+    def unmap_memory(self, va: int) -> None:
+        """Remove the mapping starting at ``va``.
+
+        Raises:
+            InvalidArgument: no mapping starts there.
+        """
+        self.memory.unmap(va)
+
+    def read(self, va: int, nbytes: int) -> memoryview:
+        """The bytes at GPU address ``va``, translated as the engines see them (a live read-only view when they
+        lie in one mapping; copy with ``bytes()`` to keep a snapshot).
+
+        Raises:
+            GpuMemoryFault: part of the range is unmapped.
+        """
+        check_int("va", va, min_value=0)
+        check_int("nbytes", nbytes, min_value=0)
+        return self.memory.read(va, nbytes).toreadonly()
+
+    def write(self, va: int, data: bytes | bytearray | memoryview | np.ndarray) -> None:
+        """Write at GPU address ``va`` as the host (waiters on the range wake).
+
+        Raises:
+            GpuMemoryFault: part of the range is unmapped (nothing is written).
+        """
+        check_int("va", va, min_value=0)
+        self.memory.write(va, data)
+
+    def memory_written(self, va: int, nbytes: int) -> None:
+        """The host wrote GPU-visible memory at ``[va, va + nbytes)`` directly: wake the queues polling it."""
+        for queue in list(self._queues.values()):
+            queue.wake(va, nbytes)
+
+    def host_memory_written(self, pcie_addr: int, nbytes: int) -> None:
+        """The bridge landed bytes at a PCIe address: ``memory_written(SYS_APERTURE + pcie_addr, nbytes)``."""
+        self.memory_written(SYS_APERTURE + pcie_addr, nbytes)
+
+    def timestamp(self) -> int:
+        """The 100 MHz GPU timestamp counter (virtual time in 10 ns ticks)."""
+        return self._services.timestamp()
+
+    # --- queues ---
+    def create_queue(
+        self, kind: QueueKind, *, ring_va: int, ring_bytes: int, rptr_va: int, wptr_va: int, doorbell_index: int
+    ) -> Queue:
+        """Create an SDMA or compute (PM4) queue; its read pointer starts at 0.
+
+        Raises:
+            InvalidArgument: bad ring size or alignment, or the doorbell already kicks another queue.
+        """
+        try:
+            kind = QueueKind(kind)
+        except ValueError:
+            raise InvalidArgument(f"kind={kind!r}, expected QueueKind.SDMA or QueueKind.COMPUTE") from None
+        return self._create(QueueConfig(kind, ring_va, ring_bytes, rptr_va, wptr_va, doorbell_index))
+
+    def _create(self, config: QueueConfig) -> Queue:
+        other = self._doorbells.get(config.doorbell_index)
+        if other is not None:
+            raise InvalidArgument(f"doorbell_index={config.doorbell_index}, expected a free doorbell ({other.name})")
+        queue_id = self._next_queue_id
+        self._next_queue_id += 1
+        name = f"{config.kind.name} queue {queue_id}"
+        engine = _ENGINES[config.kind](self._services, config, queue_id, name)
+        queue = Queue(queue_id, config, engine, self.kernel)
+        self._queues[queue_id] = self._doorbells[config.doorbell_index] = queue
+        return queue
+
+    def destroy_queue(self, queue: Queue) -> None:
+        """Destroy a queue: it stops at once and its doorbell is freed.
+
+        Raises:
+            InvalidArgument: the queue is not a live queue of this GPU.
+        """
+        if self._queues.get(getattr(queue, "id", -1)) is not queue:
+            raise InvalidArgument(f"queue={queue!r}, expected a live queue of {self.name}")
+        queue.cancel()
+        del self._queues[queue.id]
+        del self._doorbells[queue.doorbell_index]
+
+    def ring_doorbell(self, doorbell_index: int, value: int) -> None:
+        """Kick the queue bound to ``doorbell_index``; a doorbell without a queue is dropped (and logged).
+
+        The engine takes its write pointer from memory (the queue's ``wptr_va``, BAR5 WPTR_ADDR), which the host
+        writes before ringing with the same value; ``value`` itself only appears in the log.
+        """
+        queue = self._doorbells.get(doorbell_index)
+        if queue is None:
+            _log.info("%s: doorbell %d rung with %#x but no queue uses it", self.name, doorbell_index, value)
+            return
+        queue.kick()
+
+    def wait(self, condition: Callable[[], bool], timeout_ns: int, *, what: str) -> None:
+        """Run the event kernel until ``condition()`` holds; a stopped queue ends the wait at once.
+
+        Raises:
+            GpuQueueError: a queue stopped before the condition held.
+            VirtualTimeout: the condition did not hold within ``timeout_ns`` of virtual time; the message lists
+                what each queue is doing.
+        """
+        try:
+            self.kernel.run_until(lambda: condition() or any(q.stopped for q in self.queues), timeout_ns, what=what)
+        except VirtualTimeout as timeout:
+            states = "; ".join(q.describe() for q in self.queues) or "no queues"
+            raise VirtualTimeout(f"{what} ({states})", timeout.timeout_ns, timeout.now_ns) from None
+        if not condition():
+            for queue in self.queues:
+                queue.check()
+
+    def _interrupt(self, interrupt: Interrupt) -> None:
+        if self.on_interrupt is not None:
+            self.on_interrupt(interrupt)
+
+    # --- USB front door ---
+    def mmio_read(self, bar: int, offset: int, nbytes: int) -> bytes:
+        """Read ``nbytes`` at ``offset`` of BAR ``bar`` (0 VRAM, 2 doorbells, 5 registers).
+
+        Raises:
+            InvalidArgument: an unknown BAR, or a range outside it (BAR5: not whole aligned registers).
+        """
+        match self._bar(bar):
+            case Bar.VRAM:
+                check_range("BAR0", offset, nbytes, self.vram_bytes)
+                return bytes(self.vram[offset : offset + nbytes])
+            case Bar.DOORBELL:
+                check_range("BAR2", offset, nbytes, DOORBELL_BAR_BYTES)
+                return bytes(self._doorbell_bar[offset : offset + nbytes])
+            case Bar.REGS:
+                return self.registers.read(offset, nbytes)
+
+    def mmio_write(self, bar: int, offset: int, data: bytes) -> None:
+        """Write ``data`` at ``offset`` of BAR ``bar``: VRAM bytes, doorbells, or registers.
+
+        Raises:
+            InvalidArgument: an unknown BAR, or a range outside it (BAR5: not whole aligned registers).
+        """
+        view = as_readonly_bytes("data", data)
+        match self._bar(bar):
+            case Bar.VRAM:
+                check_range("BAR0", offset, view.nbytes, self.vram_bytes)
+                self.vram[offset : offset + view.nbytes] = view
+                if self.memory.vram_at_zero:
+                    self.memory_written(offset, view.nbytes)
+            case Bar.DOORBELL:
+                check_range("BAR2", offset, view.nbytes, DOORBELL_BAR_BYTES)
+                self._doorbell_bar[offset : offset + view.nbytes] = view
+                # Slots whose low dword [8s, 8s + 4) the write touches.
+                first = (offset + 4) // DOORBELL_SLOT_BYTES
+                for slot in range(first, -(-(offset + view.nbytes) // DOORBELL_SLOT_BYTES)):
+                    start = slot * DOORBELL_SLOT_BYTES
+                    value = int.from_bytes(self._doorbell_bar[start : start + DOORBELL_SLOT_BYTES], "little")
+                    self.ring_doorbell(slot, value)
+            case Bar.REGS:
+                self.registers.write(offset, bytes(view))
+
+    def _bar(self, bar: int) -> Bar:
+        try:
+            return Bar(bar)
+        except ValueError:
+            raise InvalidArgument(f"bar={bar!r}, expected 0 (VRAM), 2 (doorbells) or 5 (registers)") from None

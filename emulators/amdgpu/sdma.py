@@ -1,0 +1,168 @@
+"""The SDMA copy engine: linear copies, writes, fills, fences, polls, traps and timestamps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from tinyhil.spec.amdgpu import POLL_RETRY_FOREVER, ErrorCode, QueueKind
+from tinyhil.spec.amdgpu_sdma import (
+    SDMA_CONST_FILL_COUNT,
+    SDMA_CONST_FILL_FILL_SIZE,
+    SDMA_COPY_LINEAR_COUNT,
+    SDMA_HEADER_OP,
+    SDMA_HEADER_SUB_OP,
+    SDMA_NOP_COUNT,
+    SDMA_PACKET_DWORDS,
+    SDMA_POLL_REGMEM_FUNCTION,
+    SDMA_POLL_REGMEM_INTERVAL,
+    SDMA_POLL_REGMEM_MEM_POLL,
+    SDMA_POLL_REGMEM_RETRY_COUNT,
+    SDMA_SUBOP_COPY_LINEAR,
+    SDMA_SUBOP_TIMESTAMP_GET_GLOBAL,
+    SDMA_SUBOP_WRITE_LINEAR,
+    SDMA_WRITE_COUNT,
+    FillSize,
+    SdmaConstFillDw,
+    SdmaCopyLinearDw,
+    SdmaFenceDw,
+    SdmaIndirectDw,
+    SdmaOp,
+    SdmaPollRegmemDw,
+    SdmaTimestampDw,
+    SdmaTrapDw,
+    SdmaWriteDw,
+)
+
+from .engine import Interrupt, InterruptKind, Packet, RingEngine, _PacketError, _Result
+
+__all__ = ["SdmaEngine"]
+
+
+def _addr(packet: Packet, lo: int) -> int:
+    return int(packet[lo]) | int(packet[lo + 1]) << 32
+
+
+class SdmaEngine(RingEngine):
+    """One SDMA queue (pointers in bytes). Packets as in spec/amdgpu.md "SDMA packets" (SDMA 5/6 layouts):
+
+    | op | packet | dwords | model |
+    |---|---|---|---|
+    | 0 | NOP | 1 + count | skip |
+    | 1 | COPY_LINEAR (sub-op 0) | 7 | memmove-correct copy of count + 1 bytes, any alignment |
+    | 2 | WRITE (sub-op 0) | 4 + n | n dwords to a dword-aligned address |
+    | 4 | INDIRECT | 6 | run an IB of DW3 dwords (IBs do not nest) |
+    | 5 | FENCE | 4 | 32-bit write, dword aligned |
+    | 6 | TRAP | 2 | interrupt with context DW1 |
+    | 8 | POLL_REGMEM | 6 | memory poll; retry every interval x 16 cycles, hang when retries run out (0xFFF: never) |
+    | 11 | CONST_FILL | 5 | byte or dword fill of count + 1 bytes |
+    | 13 | TIMESTAMP (sub-op 2) | 3 | 64-bit 100 MHz timestamp, 8-byte aligned |
+
+    Register polls (mem_poll = 0) and other sub-ops are not modelled: they stop the queue with a packet error.
+    """
+
+    KIND: ClassVar[QueueKind] = QueueKind.SDMA
+    MAX_IB_DEPTH: ClassVar[int] = 1
+    OPCODE_NAMES: ClassVar[type[SdmaOp]] = SdmaOp
+
+    def _op_table(self) -> dict[int, Callable[[Packet], _Result]]:
+        return {
+            SdmaOp.NOP: self._op_nop,
+            SdmaOp.COPY_LINEAR: self._op_copy_linear,
+            SdmaOp.WRITE: self._op_write,
+            SdmaOp.INDIRECT: self._op_indirect,
+            SdmaOp.FENCE: self._op_fence,
+            SdmaOp.TRAP: self._op_trap,
+            SdmaOp.POLL_REGMEM: self._op_poll_regmem,
+            SdmaOp.CONST_FILL: self._op_const_fill,
+            SdmaOp.TIMESTAMP: self._op_timestamp,
+        }
+
+    def _packet_dwords(self, header: int, peek: Callable[[int], Packet | None]) -> int | None:
+        self._opcode = op = SDMA_HEADER_OP.get(header)
+        self._sub_op = SDMA_HEADER_SUB_OP.get(header)
+        if op not in self._ops:
+            raise _PacketError(ErrorCode.UNKNOWN_OPCODE, f"unknown SDMA opcode {op:#x} (header {header:#010x})")
+        if op == SdmaOp.NOP:
+            return 1 + SDMA_NOP_COUNT.get(header)
+        if op == SdmaOp.WRITE:
+            fixed = peek(SDMA_PACKET_DWORDS[SdmaOp.WRITE])
+            return None if fixed is None else len(fixed) + SDMA_WRITE_COUNT.get(fixed[SdmaWriteDw.COUNT]) + 1
+        return SDMA_PACKET_DWORDS[SdmaOp(op)]
+
+    def _check_sub_op(self, expected: int, meaning: str) -> None:
+        if self._sub_op != expected:
+            raise self._bad(f"sub-op {self._sub_op} is not modelled, expected {expected} ({meaning})")
+
+    def _op_nop(self, packet: Packet) -> _Result:
+        return _Result.DONE
+
+    def _op_copy_linear(self, packet: Packet) -> _Result:
+        self._check_sub_op(SDMA_SUBOP_COPY_LINEAR, "linear copy")
+        nbytes = SDMA_COPY_LINEAR_COUNT.get(packet[SdmaCopyLinearDw.COUNT]) + 1
+        src = _addr(packet, SdmaCopyLinearDw.SRC_ADDR_LO)
+        dst = _addr(packet, SdmaCopyLinearDw.DST_ADDR_LO)
+        self.services.memory.copy(dst, src, nbytes)
+        self.cost_ns += self.services.timing.transfer_ns(nbytes)
+        return _Result.DONE
+
+    def _op_write(self, packet: Packet) -> _Result:
+        self._check_sub_op(SDMA_SUBOP_WRITE_LINEAR, "linear write")
+        dst = self._aligned("destination", _addr(packet, SdmaWriteDw.DST_ADDR_LO), 4)
+        data = packet[SdmaWriteDw.DATA :]
+        self.services.memory.write(dst, data)
+        self.cost_ns += self.services.timing.transfer_ns(data.nbytes)
+        return _Result.DONE
+
+    def _op_indirect(self, packet: Packet) -> _Result:
+        base = _addr(packet, SdmaIndirectDw.IB_BASE_LO)
+        return self._enter_ib(base, int(packet[SdmaIndirectDw.IB_SIZE]) * 4, len(packet) * 4)
+
+    def _op_fence(self, packet: Packet) -> _Result:
+        dst = self._aligned("fence address", _addr(packet, SdmaFenceDw.ADDR_LO), 4)
+        self.services.memory.write_u32(dst, int(packet[SdmaFenceDw.DATA]))
+        return _Result.DONE
+
+    def _op_trap(self, packet: Packet) -> _Result:
+        services = self.services
+        context = int(packet[SdmaTrapDw.INT_CONTEXT])
+        services.interrupt(Interrupt(InterruptKind.TRAP, self.queue_id, services.kernel.now_ns, context=context))
+        return _Result.DONE
+
+    def _op_poll_regmem(self, packet: Packet) -> _Result:
+        header = int(packet[SdmaPollRegmemDw.HEADER])
+        if not SDMA_POLL_REGMEM_MEM_POLL.get(header):
+            raise self._bad("mem_poll=0 (register poll) is not modelled, expected mem_poll=1")
+        dw5 = int(packet[SdmaPollRegmemDw.DW5])
+        retry_count = SDMA_POLL_REGMEM_RETRY_COUNT.get(dw5)
+        return self._poll(
+            _addr(packet, SdmaPollRegmemDw.ADDR_LO),
+            int(packet[SdmaPollRegmemDw.REFERENCE]),
+            int(packet[SdmaPollRegmemDw.MASK]),
+            SDMA_POLL_REGMEM_FUNCTION.get(header),
+            SDMA_POLL_REGMEM_INTERVAL.get(dw5),
+            None if retry_count == POLL_RETRY_FOREVER else retry_count,
+        )
+
+    def _op_const_fill(self, packet: Packet) -> _Result:
+        fill_size = SDMA_CONST_FILL_FILL_SIZE.get(packet[SdmaConstFillDw.HEADER])
+        if fill_size not in (FillSize.BYTE, FillSize.DWORD):
+            raise self._bad(f"fill_size={fill_size}, expected {FillSize.BYTE} (byte) or {FillSize.DWORD} (dword)")
+        dst = _addr(packet, SdmaConstFillDw.DST_ADDR_LO)
+        nbytes = SDMA_CONST_FILL_COUNT.get(packet[SdmaConstFillDw.COUNT]) + 1
+        data = int(packet[SdmaConstFillDw.DATA])
+        if fill_size == FillSize.DWORD:
+            self._aligned("dword fill address", dst, 4)
+            if nbytes % 4:
+                raise self._bad(f"dword fill of {nbytes:#x} bytes, expected a multiple of 4")
+            self.services.memory.fill(dst, nbytes, data, dword=True)
+        else:
+            self.services.memory.fill(dst, nbytes, data & 0xFF, dword=False)
+        self.cost_ns += self.services.timing.transfer_ns(nbytes)
+        return _Result.DONE
+
+    def _op_timestamp(self, packet: Packet) -> _Result:
+        self._check_sub_op(SDMA_SUBOP_TIMESTAMP_GET_GLOBAL, "get global timestamp")
+        dst = self._aligned("timestamp address", _addr(packet, SdmaTimestampDw.ADDR_LO), 8)
+        self.services.memory.write_u64(dst, self.services.timestamp())
+        return _Result.DONE

@@ -1,0 +1,209 @@
+"""GPU memory: lazily committed VRAM, mappings, the one translation function, the system aperture."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tinyhil.emulators.amdgpu import SYS_APERTURE, GpuMemory, GpuMemoryFault, SystemBus
+from tinyhil.errors import InvalidArgument
+
+
+class FakeBus:
+    """Stands in for the bridge: a bytearray of SRAM at PCIe 0x200000; anything else raises like a bad address."""
+
+    BASE = 0x200000
+
+    def __init__(self, nbytes: int = 0x80000) -> None:
+        self.sram = bytearray(nbytes)
+
+    def _offset(self, pcie_addr: int, nbytes: int) -> int:
+        offset = pcie_addr - self.BASE
+        if offset < 0 or offset + nbytes > len(self.sram):
+            raise ValueError(f"PCIe {pcie_addr:#x}+{nbytes:#x} hits nothing")
+        return offset
+
+    def dma_read(self, pcie_addr: int, nbytes: int) -> bytes:
+        offset = self._offset(pcie_addr, nbytes)
+        return bytes(self.sram[offset : offset + nbytes])
+
+    def dma_write(self, pcie_addr: int, data: bytes | memoryview) -> None:
+        offset = self._offset(pcie_addr, len(data))
+        self.sram[offset : offset + len(data)] = data
+
+
+def _rss_bytes() -> int:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * 4096
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_vram_is_lazily_committed_and_reset_gives_the_pages_back() -> None:
+    before = _rss_bytes()
+    memory = GpuMemory(2 << 30, vram_at_zero=True)
+    assert _rss_bytes() - before < 64 << 20, "2 GB of untouched VRAM costs (almost) no RAM"
+    memory.fill(1 << 30, 32 << 20, 0xAB, dword=False)
+    touched = _rss_bytes()
+    assert touched - before >= 30 << 20
+    memory.reset()
+    assert _rss_bytes() < touched - (30 << 20) and bytes(memory.read(1 << 30, 16)) == bytes(16)
+
+
+def test_mappings_translate_to_their_backing() -> None:
+    memory = GpuMemory(1 << 20, vram_at_zero=False)
+    host = bytearray(8192)
+    memory.map(0x10_0000_0000, memory.vram[0x4000:0x6000])
+    memory.map(0x10_0000_2000, memoryview(host))  # adjacent mapping with a different backing
+    memory.write(0x10_0000_1FFC, b"ABCDEFGH")  # straddles the two
+    assert bytes(memory.vram[0x5FFC:0x6000]) == b"ABCD" and bytes(host[:4]) == b"EFGH"
+    assert bytes(memory.read(0x10_0000_1FFC, 8)) == b"ABCDEFGH"
+    span = memory.host_span(0x10_0000_2010)
+    assert span.nbytes == 8192 - 0x10 and span.address == np.frombuffer(host, np.uint8).ctypes.data + 0x10
+
+
+@pytest.mark.parametrize(
+    ("va", "nbytes", "fault_va"),
+    [
+        (0, 4, 0),
+        (0x10_0000_3FFC, 8, 0x10_0000_4000),
+        (0x10_0000_0000 - 2, 4, 0x10_0000_0000 - 2),
+        (1 << 60, 1, 1 << 60),
+    ],
+)
+def test_unmapped_accesses_fault_without_writing_anything(va: int, nbytes: int, fault_va: int) -> None:
+    memory = GpuMemory(1 << 20, vram_at_zero=False)
+    memory.map(0x10_0000_0000, memory.vram[:0x4000])
+    with pytest.raises(GpuMemoryFault, match=f"GPU memory fault at {fault_va:#x}") as info:
+        memory.write(va, b"\xff" * nbytes)
+    assert info.value.va == fault_va
+    assert not np.any(np.frombuffer(memory.vram, np.uint8)), "a faulting write writes nothing"
+    with pytest.raises(GpuMemoryFault):
+        memory.read(va, nbytes)
+
+
+BAD_MAPPINGS = [
+    (0x1001, 4096, "expected a non-empty range of whole 4096 B pages"),
+    (0x1000, 100, "expected a non-empty range of whole 4096 B pages"),
+    (0x1000, 0, "expected a non-empty range"),
+    (0x3000, 4096, "overlaps the mapping 0x2000\\+0x2000; unmap it first"),
+    (0x1000, 8192, "overlaps the mapping 0x2000\\+0x2000"),
+    ((1 << 48) - 4096, 8192, "ends past the GPU VA limit"),
+    (SYS_APERTURE, 4096, "overlaps the system aperture"),
+    (-4096, 4096, "expected an int >= 0"),
+]
+
+
+@pytest.mark.parametrize(("va", "nbytes", "message"), BAD_MAPPINGS)
+def test_bad_mappings_are_refused_and_change_nothing(va: int, nbytes: int, message: str) -> None:
+    memory = GpuMemory(1 << 20, system_bus=FakeBus(), vram_at_zero=False)
+    memory.map(0x2000, memory.vram[:0x2000])
+    before = memory.mappings
+    with pytest.raises(InvalidArgument, match=message):
+        memory.map(va, memoryview(bytearray(nbytes)))
+    assert memory.mappings == before
+
+
+def test_read_only_backings_and_unknown_unmaps_are_refused() -> None:
+    memory = GpuMemory(1 << 20, vram_at_zero=False)
+    with pytest.raises(InvalidArgument, match="read-only"):
+        memory.map(0x1000, memoryview(bytes(4096)))
+    with pytest.raises(InvalidArgument, match=r"va=0x1000, expected the start of a mapping \(mapped: nothing\)"):
+        memory.unmap(0x1000)
+
+
+def test_unmap_makes_the_range_fault_again() -> None:
+    memory = GpuMemory(1 << 20, vram_at_zero=True)
+    memory.write(0x100, b"x")
+    memory.unmap(0)
+    with pytest.raises(GpuMemoryFault):
+        memory.read(0x100, 1)
+
+
+@settings(max_examples=60)
+@given(src=st.integers(0, 0x3000), dst=st.integers(0, 0x3000), nbytes=st.integers(0, 0x1000))
+def test_copies_behave_like_memmove_even_when_overlapping(src: int, dst: int, nbytes: int) -> None:
+    memory = GpuMemory(1 << 20, vram_at_zero=True)
+    pattern = np.random.default_rng(src * 7 + dst).integers(0, 256, 0x4000, dtype=np.uint8).tobytes()
+    memory.write(0, pattern)
+    memory.copy(dst, src, nbytes)
+    expected = bytearray(pattern)
+    expected[dst : dst + nbytes] = pattern[src : src + nbytes]
+    assert bytes(memory.read(0, 0x4000)) == bytes(expected)
+
+
+@settings(max_examples=60)
+@given(src=st.integers(0, 0x3000), dst=st.integers(0, 0x3000), nbytes=st.integers(0, 0x1000))
+def test_copies_across_split_mappings_behave_like_memmove(src: int, dst: int, nbytes: int) -> None:
+    memory = GpuMemory(1 << 20, vram_at_zero=False)
+    memory.map(0, memory.vram[0x10000:0x12000])  # GPU-contiguous, VRAM-discontiguous: copies cross the seam
+    memory.map(0x2000, memory.vram[0x4000:0x6000])
+    pattern = np.random.default_rng(src * 5 + dst).integers(0, 256, 0x4000, dtype=np.uint8).tobytes()
+    memory.write(0, pattern)
+    memory.copy(dst, src, nbytes)
+    expected = bytearray(pattern)
+    expected[dst : dst + nbytes] = pattern[src : src + nbytes]
+    assert bytes(memory.read(0, 0x4000)) == bytes(expected)
+
+
+def test_copies_across_mappings_and_the_system_aperture() -> None:
+    bus = FakeBus()
+    memory = GpuMemory(1 << 20, system_bus=bus, vram_at_zero=True)
+    memory.write(0x1000, bytes(range(200)))
+    memory.copy(SYS_APERTURE + 0x200010, 0x1000, 200)  # VRAM -> SRAM (copyout)
+    assert bytes(bus.sram[0x10 : 0x10 + 200]) == bytes(range(200))
+    memory.copy(0x8000, SYS_APERTURE + 0x200010, 200)  # SRAM -> VRAM (copyin)
+    assert bytes(memory.read(0x8000, 200)) == bytes(range(200))
+    memory.fill(SYS_APERTURE + 0x200400, 16, 0x01020304, dword=True)
+    assert bytes(bus.sram[0x400:0x410]) == bytes.fromhex("04030201") * 4
+    assert memory.read_u32(SYS_APERTURE + 0x200400) == 0x01020304
+
+
+def test_system_bus_errors_become_memory_faults() -> None:
+    memory = GpuMemory(1 << 20, system_bus=FakeBus(), vram_at_zero=True)
+    with pytest.raises(GpuMemoryFault, match=r"at 0x100000000000\+0x4: system bus: PCIe 0x0\+0x4 hits nothing"):
+        memory.read_u32(SYS_APERTURE)
+    with pytest.raises(GpuMemoryFault, match="system bus"):
+        memory.write_u32(SYS_APERTURE + 0x900000, 1)
+    with pytest.raises(GpuMemoryFault, match="kernels cannot access the system aperture"):
+        memory.host_span(SYS_APERTURE + 0x200000)
+
+
+def test_without_a_bus_the_aperture_is_ordinary_unmapped_space() -> None:
+    memory = GpuMemory(1 << 20, vram_at_zero=False)
+    with pytest.raises(GpuMemoryFault, match="no mapping"):
+        memory.read(SYS_APERTURE + 0x200000, 4)
+    memory.map(SYS_APERTURE, memoryview(bytearray(4096)))  # the KFD path may use these addresses
+    assert memory.read_u32(SYS_APERTURE) == 0
+
+
+def test_the_fake_bus_is_a_system_bus() -> None:
+    assert isinstance(FakeBus(), SystemBus)
+
+
+def test_writes_are_reported_to_the_listener() -> None:
+    memory = GpuMemory(1 << 20, vram_at_zero=True)
+    seen: list[tuple[int, int]] = []
+    memory.on_write = lambda va, n: seen.append((va, n))
+    memory.write(0x10, b"abcd")
+    memory.copy(0x100, 0x10, 4)
+    memory.fill(0x200, 8, 1, dword=False)
+    memory.read(0x10, 4)
+    assert seen == [(0x10, 4), (0x100, 4), (0x200, 8)]
+
+
+@pytest.mark.parametrize(
+    ("vram_bytes", "message"), [(1000, "expected an int >= 1048576"), (3 << 19, "whole number of MB")]
+)
+def test_bad_vram_sizes_are_refused(vram_bytes: int, message: str) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        GpuMemory(vram_bytes)
+
+
+def test_dword_fills_must_be_aligned() -> None:
+    memory = GpuMemory(1 << 20)
+    with pytest.raises(InvalidArgument, match="dword fill of 0x2\\+0x8"):
+        memory.fill(2, 8, 0, dword=True)
