@@ -1,0 +1,23 @@
+"""The emulated ``usb1`` stack: context, devices, handles and transfers over emulated ASM2464 boards.
+
+A drop-in for the ``usb1`` objects the USB transport uses: method names and signatures match ``usb1``'s, reads
+return ``bytearray``, failures raise ``usb1``'s exception classes and transfers report ``usb1.TRANSFER_*`` statuses.
+"""
+
+from __future__ import annotations
+
+from tinyhil.mocks.usb.context import EmulatedUsbContext, TransferMode
+from tinyhil.mocks.usb.device import EmulatedUsbDevice
+from tinyhil.mocks.usb.handle import EmulatedUsbDeviceHandle
+from tinyhil.mocks.usb.session import EmulatedBoard, open_emulated_board
+from tinyhil.mocks.usb.transfer import EmulatedUsbTransfer
+
+__all__ = [
+    "EmulatedBoard",
+    "EmulatedUsbContext",
+    "EmulatedUsbDevice",
+    "EmulatedUsbDeviceHandle",
+    "EmulatedUsbTransfer",
+    "TransferMode",
+    "open_emulated_board",
+]
