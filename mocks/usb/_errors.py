@@ -8,7 +8,7 @@ import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 
 from tinyhil.emulators.asm2464 import UNBOUNDED_WAIT_NS, UsbError, UsbNoDevice, UsbStall, UsbStatus, UsbTimeout
 
-__all__: list[str] = []
+__all__ = ["STATUS_TO_USB1", "invalid_param", "timeout_ns", "usb1_error"]
 
 STATUS_TO_USB1: Final = {
     UsbStatus.COMPLETED: usb1.TRANSFER_COMPLETED,
