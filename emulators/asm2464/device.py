@@ -116,12 +116,14 @@ class Asm2464:
         self.function.attach_host(self)
 
     def reset(self) -> None:
-        """Power-cycle the board: memories zero, bridges unprogrammed, PCIe off, no arms, not wedged, fault counters
-        at zero; transfers in flight end with no-device. The endpoint function keeps its own state."""
+        """Power-cycle the board: memories zero, bridges and the endpoint's config space unprogrammed (PCIe
+        fundamental reset), PCIe off, no arms, not wedged, fault counters at zero; transfers in flight end with
+        no-device. The endpoint's own memories and engines are the endpoint model's business."""
         self._generation += 1
         self.wedged = False
         self.memory.reset()
         self.topology.reset()
+        self.function.config.reset()
         self.link.reset()
         self.engine.reset()
         self.tlp.reset()
