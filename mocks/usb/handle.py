@@ -153,6 +153,8 @@ class EmulatedUsbDeviceHandle:
     @_requires_open
     def controlWrite(self, request_type: int, request: int, value: int, index: int, data: Any, timeout: int = 0) -> int:
         """Synchronous control write; returns the number of bytes sent."""
+        if isinstance(data, int):
+            raise TypeError("data=int, expected a bytes-like object to send")
         _check_field("request_type", request_type, _U8)
         urb = self._control(request_type & ~usb1.ENDPOINT_DIR_MASK, request, value, index, data, timeout)
         return urb.actual_length
