@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Final
 
 import numpy as np
@@ -111,6 +112,7 @@ class Asm2464:
             on_wedge=self._wedge,
         )
         self.front = UsbFront(self)
+        self._handlers = self._build_handlers()
         self._generation = 0
         self.reset()
         self.function.attach_host(self)
@@ -159,40 +161,49 @@ class Asm2464:
             UsbStall: unknown (in ``strict`` mode) or malformed request; the state is unchanged.
         """
         is_in = bool(request_type & _DIRECTION_IN)
-        try:
-            known = Request(request)
-        except ValueError:
-            known = None
-        if is_in:
-            if known is Request.XDATA_READ:
-                return self._op_xdata_read(value, index, length)
-            if known is Request.TLP:
-                return self.tlp._op_tlp_in(value, index, length)
-        else:
-            if known is not None and known is not Request.TLP and known is not Request.XDATA_READ and data:
-                raise UsbStall(f"{known.name} ({request:#x}) with {len(data)} data bytes, expected no data stage")
-            if known is Request.XDATA_WRITE:
-                self._op_xdata_write(value, index)
-                return b""
-            if known is Request.TLP:
-                self.tlp._op_tlp_out(value, index, data)
-                self.front.poke()
-                return b""
-            if known is Request.SRAM_ARM:
-                self.engine._op_sram_arm(value, index)
-                self.front.poke()
-                return b""
-            if known is Request.PCIE_POWER:
-                self.link._op_pcie_power(value, index)
-                return b""
-            if self.quirks.unknown_requests is UnknownRequests.FIRMWARE:
-                return b""  # the real firmware acks an unknown OUT request and ignores it
+        handler = self._handlers.get((is_in, request))
+        if handler is not None:
+            return handler(value, index, data, length)
+        if not is_in and self.quirks.unknown_requests is UnknownRequests.FIRMWARE:
+            return b""  # the real firmware acks an unknown OUT request and ignores it
         direction = "IN" if is_in else "OUT"
         known_requests = ", ".join(f"{r.name}={r:#x}" for r in Request)
         raise UsbStall(
             f"unknown vendor request bmRequestType={request_type:#04x} bRequest={request:#04x} ({direction}); "
             f"known: {known_requests} (quirks.unknown_requests={self.quirks.unknown_requests.value})"
         )
+
+    def _build_handlers(self) -> dict[tuple[bool, int], Callable[[int, int, bytes, int], bytes]]:
+        """The vendor requests keyed by (direction IN, bRequest) (spec/asm24.md "Vendor control requests")."""
+        return {
+            (True, Request.XDATA_READ): lambda value, index, data, length: self._op_xdata_read(value, index, length),
+            (True, Request.TLP): lambda value, index, data, length: self.tlp._op_tlp_in(value, index, length),
+            (False, Request.XDATA_WRITE): self._no_data(Request.XDATA_WRITE, self._op_xdata_write),
+            (False, Request.SRAM_ARM): self._no_data(Request.SRAM_ARM, self._op_sram_arm),
+            (False, Request.PCIE_POWER): self._no_data(Request.PCIE_POWER, self.link._op_pcie_power),
+            (False, Request.TLP): self._op_tlp_out,
+        }
+
+    @staticmethod
+    def _no_data(request: Request, op: Callable[[int, int], None]) -> Callable[[int, int, bytes, int], bytes]:
+        """Wrap an OUT request that has no data stage: data is malformed (stall), else run ``op``."""
+
+        def handler(value: int, index: int, data: bytes, length: int) -> bytes:
+            if data:
+                raise UsbStall(f"{request.name} ({request:#x}) with {len(data)} data bytes, expected no data stage")
+            op(value, index)
+            return b""
+
+        return handler
+
+    def _op_sram_arm(self, value: int, index: int) -> None:
+        self.engine._op_sram_arm(value, index)
+        self.front.poke()
+
+    def _op_tlp_out(self, value: int, index: int, data: bytes, length: int) -> bytes:
+        self.tlp._op_tlp_out(value, index, data)
+        self.front.poke()
+        return b""
 
     def _op_xdata_read(self, value: int, index: int, length: int) -> bytes:
         if index or not 0 < length <= self.xdata_read_max or value + length > XDATA_BYTES:

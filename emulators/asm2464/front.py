@@ -42,6 +42,7 @@ _RECIPIENT_MASK: Final = 0x1F
 _RECIPIENT_DEVICE, _RECIPIENT_INTERFACE, _RECIPIENT_ENDPOINT = 0, 1, 2
 _FEATURE_ENDPOINT_HALT: Final = 0
 _CONFIGURATIONS: Final = (0, 1)  # unconfigured, and configuration 1 (spec/asm24.md "Identity and link")
+_WAIT_WHAT: Final = "a USB transfer to complete or time out"
 
 
 class StandardRequest(IntEnum):
@@ -92,13 +93,10 @@ class Urb:
     _limit: int | None = None  # a fault moves at most this many bytes (short write, partial timeout)
     _stuck: bool = False  # the transfer will not complete: its deadline ends it
     _fault: Fault | None = None
-    _events: list[EventHandle] = field(default_factory=list)
+    is_in: bool = field(init=False)
 
-    @property
-    def is_in(self) -> bool:
-        if self.setup is not None:
-            return bool(self.setup[0] & _DIRECTION_IN)
-        return self.endpoint == BULK_IN_EP
+    def __post_init__(self) -> None:
+        self.is_in = bool(self.setup[0] & _DIRECTION_IN) if self.setup is not None else self.endpoint == BULK_IN_EP
 
     def error(self) -> UsbError | None:
         """The emulator error a synchronous call raises for this outcome (``None`` when completed)."""
@@ -153,14 +151,29 @@ class UsbFront:
     def submit(self, urb: Urb) -> Urb:
         """Queue ``urb`` on its endpoint; it completes on the virtual clock and then calls ``on_complete``."""
         urb.submitted_ns = self.kernel.now_ns
-        urb._deadline = self.kernel.schedule(urb.timeout_ns, lambda: self._expire(urb), label="usb timeout")
         self.queues[urb.endpoint].append(urb)
+        if self.active[urb.endpoint] is not None:  # it waits in the queue, and its timeout runs meanwhile
+            self._ensure_deadline(urb)
         self._advance(urb.endpoint)
         return urb
 
+    def _ensure_deadline(self, urb: Urb, busy_until_ns: int | None = None) -> None:
+        """Schedule the transfer's timeout, unless it will be done (``busy_until_ns``) before the timeout.
+
+        Deadlines are scheduled only when they can matter, so the event queue holds no dead timeouts.
+        """
+        deadline_ns = urb.submitted_ns + urb.timeout_ns
+        if urb._deadline is not None or urb.status is not None:
+            return
+        if busy_until_ns is not None and busy_until_ns <= deadline_ns:
+            return
+        delay = max(0, deadline_ns - self.kernel.now_ns)
+        urb._deadline = self.kernel.schedule(delay, lambda: self._expire(urb), label="usb timeout")
+
     def wait(self, urb: Urb) -> Urb:
-        """Run virtual time until ``urb`` is done."""
-        self.kernel.run_until(lambda: urb.status is not None, 2 * UNBOUNDED_WAIT_NS, what=urb.describe())
+        """Run virtual time until ``urb`` is done (it always is by its timeout)."""
+        if urb.status is None:
+            self.kernel.run_until(lambda: urb.status is not None, 2 * UNBOUNDED_WAIT_NS, what=_WAIT_WHAT)
         return urb
 
     def transfer(self, urb: Urb) -> Urb:
@@ -179,12 +192,13 @@ class UsbFront:
         return True
 
     def _advance(self, ep: int) -> None:
-        if ep in self._advancing:
+        queue = self.queues[ep]
+        if not queue or ep in self._advancing:
             return
         self._advancing.add(ep)
         try:
-            while self.active[ep] is None and self.queues[ep]:
-                urb = self.queues[ep].popleft()
+            while self.active[ep] is None and queue:
+                urb = queue.popleft()
                 self.active[ep] = urb
                 self._start(urb)
         finally:
@@ -214,7 +228,7 @@ class UsbFront:
         if self.gone:
             self._finish(urb, UsbStatus.NO_DEVICE, "the device is gone")
             return
-        fault = urb._fault = self.next_fault(self._operation(urb))
+        fault = urb._fault = self.next_fault(self._operation(urb)) if self.bridge.faults.rules else None
         if fault is not None:
             if fault.kind is FaultKind.NO_DEVICE:
                 self.gone = True
@@ -227,12 +241,17 @@ class UsbFront:
                 return
             urb._limit = min(fault.partial_bytes, urb.length)
             urb._stuck = fault.kind is FaultKind.TIMEOUT
+            if urb._stuck:
+                self._ensure_deadline(urb)
         if self.bridge.wedged:
             urb._stuck = True
             urb.message = f"{urb.describe()}: the bridge is wedged by a long 0xF0 stream (reset() power-cycles it)"
+            self._ensure_deadline(urb)
             return
         if urb.setup is not None:
-            urb._moving = self.kernel.schedule(self.bridge.timing.control_ns(), lambda: self._run_control(urb))
+            control_ns = self.bridge.timing.control_ns()
+            urb._moving = self.kernel.schedule(control_ns, lambda: self._run_control(urb))
+            self._ensure_deadline(urb, self.kernel.now_ns + control_ns)
         elif urb.endpoint in self.halted:
             self._finish(urb, UsbStatus.STALL, f"endpoint {urb.endpoint:#04x} is halted, expected clearHalt first")
         else:
@@ -244,6 +263,7 @@ class UsbFront:
         assert urb.setup is not None
         if self.gone or self.bridge.wedged:
             urb._stuck = True
+            self._ensure_deadline(urb)
             return
         request_type, request, value, index = urb.setup
         if urb._stuck and not urb.is_in:  # a timed-out control OUT never reaches the firmware
@@ -313,6 +333,7 @@ class UsbFront:
         engine = self.bridge.engine
         arm = engine.ready(direction, urb.length)
         if arm is None or (arm.kind is ArmKind.STREAM and urb.is_in and not self.bridge.tlp.stream_readable(arm)):
+            self._ensure_deadline(urb)
             return  # NAK until an arm pairs or the deadline passes
         engine.claim(arm)
         urb._arm = arm
@@ -325,6 +346,7 @@ class UsbFront:
         else:
             wire_ns = timing.bulk_in_ns(moved) if urb.is_in else timing.bulk_out_ns(moved)
         urb._moving = self.kernel.schedule(wire_ns, lambda: self._bulk_moved(urb))
+        self._ensure_deadline(urb, self.kernel.now_ns + wire_ns)
 
     def _bulk_moved(self, urb: Urb) -> None:
         urb._moving = None
@@ -383,6 +405,7 @@ class UsbFront:
                 self._interrupt(urb)
                 urb._stuck = True
                 urb.message = f"{urb.describe()}: its 0xF0 stream was cancelled by a new 0xF0 OUT request"
+                self._ensure_deadline(urb)
 
     def _expire(self, urb: Urb) -> None:
         urb._deadline = None

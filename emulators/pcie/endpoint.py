@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mmap
+from collections import deque
 from typing import Final
 
 import numpy as np
@@ -25,6 +26,7 @@ DOORBELL_BYTES: Final = 8 << 10  # spec/asm24.md "GPU BARs"
 REGISTER_BYTES: Final = 2 << 20
 DEFAULT_BAR0_BYTES: Final = 256 << 20
 MIN_VRAM_BYTES: Final = 1 << 20
+WRITES_SEEN_KEPT: Final = 4096
 
 
 class PlainEndpoint:
@@ -63,7 +65,7 @@ class PlainEndpoint:
         self._vram_map = mmap.mmap(-1, vram_bytes)
         self.vram = np.frombuffer(self._vram_map, dtype=np.uint8)
         self.host: PcieHost | None = None
-        self.writes_seen: list[tuple[int, int]] = []
+        self.writes_seen: deque[tuple[int, int]] = deque(maxlen=WRITES_SEEN_KEPT)
         self.reset()
 
     def reset(self) -> None:
@@ -71,7 +73,7 @@ class PlainEndpoint:
         self._config.reset()
         self.doorbells = np.zeros(DOORBELL_BYTES, dtype=np.uint8)
         self.registers = np.zeros(REGISTER_BYTES, dtype=np.uint8)
-        self.writes_seen = []
+        self.writes_seen.clear()
 
     @property
     def config(self) -> Type0Config:
@@ -106,7 +108,7 @@ class PlainEndpoint:
         self.host = host
 
     def host_memory_written(self, pcie_addr: int, nbytes: int) -> None:
-        """Record the notification (the plain endpoint polls nothing; tests check the bridge sends these)."""
+        """Record the notification in ``writes_seen`` (the last 4096; the plain endpoint polls nothing)."""
         self.writes_seen.append((pcie_addr, nbytes))
 
     def dma_to_vram(self, pcie_addr: int, nbytes: int, vram_offset: int) -> None:

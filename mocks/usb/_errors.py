@@ -18,6 +18,7 @@ STATUS_TO_USB1: Final = {
     UsbStatus.CANCELLED: usb1.TRANSFER_CANCELLED,
 }
 NS_PER_MS: Final = 1_000_000
+_TIMEOUT_MAX_MS: Final = 0xFFFFFFFF  # libusb's timeout is an unsigned int of milliseconds
 
 
 def usb1_error(error: UsbError, *, is_in: bool) -> usb1.USBError:
@@ -46,6 +47,8 @@ def invalid_param(message: str) -> usb1.USBError:
 
 def timeout_ns(timeout_ms: object) -> int:
     """usb1's timeout (ms, 0 = forever) as virtual ns."""
-    if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or not 0 <= timeout_ms <= 0xFFFFFFFF:
+    if type(timeout_ms) is int and 0 < timeout_ms <= _TIMEOUT_MAX_MS:
+        return timeout_ms * NS_PER_MS
+    if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or not 0 <= timeout_ms <= _TIMEOUT_MAX_MS:
         raise invalid_param(f"timeout={timeout_ms!r}, expected milliseconds as an int in 0..2**32-1 (0: forever)")
     return timeout_ms * NS_PER_MS if timeout_ms else UNBOUNDED_WAIT_NS

@@ -121,5 +121,5 @@ class EmulatedUsbContext:
     def __enter__(self) -> EmulatedUsbContext:
         return self.open()
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: object, exc_val: object, exc_tb: object) -> None:
         self.close()

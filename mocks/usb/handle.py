@@ -95,10 +95,12 @@ class EmulatedUsbDeviceHandle:
         self._bridge.front.cancel(urb)
 
     def _control(self, request_type: int, request: int, value: int, index: int, data: Any, timeout: int) -> Urb:
-        _check_field("request_type", request_type, _U8)
-        _check_field("request", request, _U8)
-        _check_field("value", value, _U16)
-        _check_field("index", index, _U16)
+        fields_ok = type(request_type) is type(request) is type(value) is type(index) is int
+        if not (fields_ok and 0 <= request_type <= _U8 and 0 <= request <= _U8 and 0 <= value <= _U16 >= index >= 0):
+            _check_field("request_type", request_type, _U8)
+            _check_field("request", request, _U8)
+            _check_field("value", value, _U16)
+            _check_field("index", index, _U16)
         deadline_ns = timeout_ns(timeout)
         if isinstance(data, int):
             _check_length(data)

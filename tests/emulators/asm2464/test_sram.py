@@ -123,10 +123,10 @@ def test_landing_is_an_event_after_the_landing_delay_and_wakes_the_endpoint(make
     host.arm(2, 1, 1)
     host.bulk_out(b"\x09" * 512)
     assert host.bridge.read_sram(2 * SLOT, 512) == bytes(512), "transfer complete does not mean landed"
-    assert endpoint.writes_seen == []
+    assert list(endpoint.writes_seen) == []
     host.bridge.kernel.run_for(50_000)
     assert host.bridge.read_sram(2 * SLOT, 512) == b"\x09" * 512
-    assert endpoint.writes_seen == [(0x200000 + 2 * SLOT, 512)]
+    assert list(endpoint.writes_seen) == [(0x200000 + 2 * SLOT, 512)]
 
 
 def test_landing_jitter_reorders_across_transfers_deterministically(make_host) -> None:  # type: ignore[no-untyped-def]
