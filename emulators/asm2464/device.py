@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable
 from typing import Final
@@ -30,6 +31,7 @@ from tinyhil.spec.asm24 import (
     PCIE_SYS_BUF,
     PCIE_SYS_BUF_STABLE,
     SRAM_BYTES,
+    STREAM_PACKET_BYTES_USB2,
     XDATA_BYTES,
     XDATA_READ_MAX_USB2,
     XDATA_READ_MAX_USB3,
@@ -84,7 +86,11 @@ class Asm2464:
     ) -> None:
         self.quirks = quirks if quirks is not None else Quirks()
         self.faults = faults if faults is not None else FaultPlan()
-        self.timing = timing if timing is not None else TimingModel.preset("asm2464-usb3")
+        if timing is None:
+            timing = TimingModel.preset("asm2464-usb3")
+            if not usb3:  # stream modes move 512 B packets on USB2 (spec/asm24.md "TLP engine")
+                timing = dataclasses.replace(timing, stream_packet_bytes=STREAM_PACKET_BYTES_USB2)
+        self.timing = timing
         for name, value, kind in (
             ("quirks", self.quirks, Quirks),
             ("faults", self.faults, FaultPlan),

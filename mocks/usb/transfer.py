@@ -58,6 +58,7 @@ class EmulatedUsbTransfer:
         self._initialized = False
         self._doomed = False
         self._make: Callable[[], Urb] | None = None
+        self._timeout = 0
 
     def _check_alterable(self) -> None:
         if self._submitted:
@@ -76,6 +77,7 @@ class EmulatedUsbTransfer:
         """Set up a bulk transfer (OUT: a buffer to send; IN: a length or a writable buffer to fill)."""
         self._check_alterable()
         deadline_ns = timeout_ns(timeout)
+        self._timeout = timeout
         self._buffer = _buffer(buffer_or_len)
         self._endpoint, self._type = endpoint, usb1.TRANSFER_TYPE_BULK
         self._callback, self._user_data = callback, user_data
@@ -125,6 +127,15 @@ class EmulatedUsbTransfer:
             return Urb(CONTROL_EP, len(buffer), deadline_ns, setup=setup, payload=payload)
 
         self._make, self._initialized = make, True
+
+    def setBuffer(self, buffer_or_len: Any) -> None:
+        """Replace the buffer of a bulk transfer (usb1 refuses this on control transfers)."""
+        self._check_alterable()
+        if self._type == usb1.TRANSFER_TYPE_CONTROL:
+            raise ValueError("To alter control transfer buffer, use setControl")
+        if not self._initialized:
+            raise ValueError("Cannot set the buffer of a transfer before setBulk")
+        self.setBulk(self._endpoint, buffer_or_len, self._callback, self._user_data, self._timeout)
 
     def submit(self) -> None:
         """Submit; the callback fires from the next event pump after completion."""

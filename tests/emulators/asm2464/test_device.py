@@ -53,8 +53,9 @@ def test_bad_xdata_reads_stall(make_host, addr: int, length: int, index: int) ->
         make_host().inp(0xE4, length, addr, index)
 
 
-def test_usb2_boards_read_at_most_64_bytes(make_host) -> None:  # type: ignore[no-untyped-def]
+def test_usb2_boards_read_at_most_64_bytes_and_stream_512_byte_packets(make_host) -> None:  # type: ignore[no-untyped-def]
     host = make_host(usb3=False)
+    assert host.bridge.timing.stream_packet_bytes == 512
     assert len(host.inp(0xE4, 64, 0)) == 64
     with pytest.raises(UsbStall, match=r"1\.\.64"):
         host.inp(0xE4, 65, 0)

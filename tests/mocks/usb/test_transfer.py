@@ -31,6 +31,7 @@ TRANSFER_METHODS = [
     "getEndpoint",
     "getType",
     "doom",
+    "setBuffer",
 ]
 WINDOW = 0x40000
 
@@ -191,3 +192,18 @@ def test_unsubmittable_transfers() -> None:
         transfer.doom()
         with pytest.raises(usb1.DoomedTransferError):
             transfer.setBulk(0x02, b"")
+
+
+def test_set_buffer_replaces_a_bulk_payload_and_refuses_control_transfers() -> None:
+    with board() as b:
+        transfer = b.handle.getTransfer()
+        transfer.setBulk(0x02, b"\x01" * 512, timeout=100)
+        transfer.setBuffer(b"\x02" * 512)
+        b.handle.controlWrite(0x40, 0xF2, 1, 0, b"")
+        transfer.submit()
+        b.context.handleEvents()
+        assert transfer.getStatus() == usb1.TRANSFER_COMPLETED and b.bridge.read_sram(0, 512) == b"\x02" * 512
+        control = b.handle.getTransfer()
+        control.setControl(0xC0, 0xE4, 0, 0, 4)
+        with pytest.raises(ValueError, match="setControl"):
+            control.setBuffer(4)
