@@ -1,4 +1,19 @@
-"""The ASM2464 USB-to-PCIe bridge model (spec/asm24.md), one class per hardware block."""
+"""The ASM2464 USB-to-PCIe bridge model (spec/asm24.md), one class per hardware block.
+
+Lifecycle::
+
+    kernel = EventKernel(seed=0)                 # one virtual clock for the bridge and the GPU behind it
+    bridge = Asm2464(kernel=kernel, function=gpu, quirks=Quirks(...), faults=FaultPlan(...))
+    # the bridge calls gpu.attach_host(bridge); the GPU DMAs with bridge.dma_read / bridge.dma_write and is told
+    # about host writes (landed bulks, XDATA writes into windows) through gpu.host_memory_written(addr, n)
+    urb = bridge.front.transfer(Urb(0, 1, timeout_ns, setup=(0xC0, 0xE4, 0xB450, 0)))   # synchronous
+    bridge.front.submit(urb); ...; bridge.front.wait(urb)                               # asynchronous
+    bridge.reset()                               # power cycle: the whole state, see Asm2464.reset
+
+Host-side code normally reaches the bridge through the emulated usb1 stack (``tinyhil.mocks.usb``); tests read
+and write SRAM and XDATA directly with ``read_sram`` / ``write_sram`` / ``read_xdata`` / ``write_xdata`` and prove
+that rejected requests change nothing with ``state_digest()``.
+"""
 
 from __future__ import annotations
 

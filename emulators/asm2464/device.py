@@ -137,6 +137,13 @@ class Asm2464:
         self.tlp.reset()
         self.front.reset()
 
+    def __repr__(self) -> str:
+        link = "up" if self.link.up else "down"
+        return (
+            f"<Asm2464 {self.vendor_id:04x}:{self.product_id:04x} serial={self.serial!r} link={link} "
+            f"wedged={self.wedged} gone={self.front.gone} t={self.kernel.now_ns} ns>"
+        )
+
     def state_digest(self) -> str:
         """A SHA-256 over the whole device state (memories, config spaces, engines, link, USB state), not time."""
         digest = hashlib.sha256()

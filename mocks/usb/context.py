@@ -58,20 +58,18 @@ class EmulatedUsbContext:
             raise StateError(f"EmulatedUsbContext.{method}: the context is closed, expected an open one")
 
     def getDeviceList(self, skip_on_access_error: bool = False, skip_on_error: bool = False) -> list[Any]:
-        """One device per board."""
+        """One device per board still on the bus (a board whose device is gone has left it)."""
         self._check_open("getDeviceList")
-        return list(self._devices)
+        return [device for device in self._devices if not device.bridge.front.gone]
 
     def getDeviceIterator(self, skip_on_error: bool = False) -> Iterator[Any]:
-        self._check_open("getDeviceIterator")
-        return iter(list(self._devices))
+        return iter(self.getDeviceList())
 
     def getByVendorIDAndProductID(
         self, vendor_id: int, product_id: int, skip_on_access_error: bool = False, skip_on_error: bool = False
     ) -> Any:
         """The first device with this VID:PID, or ``None``."""
-        self._check_open("getByVendorIDAndProductID")
-        for device in self._devices:
+        for device in self.getDeviceList():
             if (device.getVendorID(), device.getProductID()) == (vendor_id, product_id):
                 return device
         return None

@@ -113,3 +113,19 @@ def test_open_emulated_board_builds_a_fresh_claimed_board() -> None:
         assert board.handle.controlRead(0xC0, 0xE4, 0xB450, 0, 1) == b"\x00"
     other = open_emulated_board(function=PlainEndpoint(vram_bytes=1 << 20))
     assert other.bridge is not board.bridge and other.kernel is not board.kernel
+
+
+def test_a_gone_board_leaves_the_bus_until_it_is_power_cycled() -> None:
+    from tinyhil.emulators.faults import Fault, FaultPlan, Operation
+
+    kernel = EventKernel()
+    gone = Asm2464(kernel=kernel, serial="A", faults=FaultPlan.single(Operation.control_in(0xE4), 1, Fault.no_device()))
+    context = EmulatedUsbContext(gone, Asm2464(kernel=kernel, serial="B"))
+    handle = context.getDeviceList()[0].open()
+    with pytest.raises(usb1.USBErrorNoDevice):
+        handle.controlRead(0xC0, 0xE4, 0, 0, 1)
+    assert [d.getSerialNumber() for d in context.getDeviceList()] == ["B"]
+    assert context.openByVendorIDAndProductID(0xADD1, 0x0001).getSerialNumber() == "B"
+    gone.reset()
+    assert [d.getSerialNumber() for d in context.getDeviceList()] == ["A", "B"]
+    assert "serial='A' link=down" in repr(gone)
