@@ -231,8 +231,7 @@ class UsbFront:
         fault = urb._fault = self.next_fault(self._operation(urb)) if self.bridge.faults.rules else None
         if fault is not None:
             if fault.kind is FaultKind.NO_DEVICE:
-                self.gone = True
-                self._finish(urb, UsbStatus.NO_DEVICE, f"the device is gone (fault plan: {fault!r})")
+                self._unplug(f"the device is gone (fault plan: {fault!r})")
                 return
             if fault.kind is FaultKind.STALL:
                 if urb.setup is None:
@@ -257,11 +256,20 @@ class UsbFront:
         else:
             self._try_bulk(urb)
 
+    def _unplug(self, message: str) -> None:
+        """The device leaves the bus: every transfer pending on any endpoint ends with no-device."""
+        self.gone = True
+        for ep in _ENDPOINTS:
+            for urb in (self.active[ep], *self.queues[ep]):
+                if urb is not None:
+                    self._interrupt(urb)
+                    self._finish(urb, UsbStatus.NO_DEVICE, message)
+
     # --- control transfers ---
     def _run_control(self, urb: Urb) -> None:
         urb._moving = None
         assert urb.setup is not None
-        if self.gone or self.bridge.wedged:
+        if self.bridge.wedged:
             urb._stuck = True
             self._ensure_deadline(urb)
             return

@@ -117,3 +117,14 @@ def test_unsupported_standard_requests_stall(make_host) -> None:  # type: ignore
             host.front.transfer(Urb(0, 0, 10**9, setup=setup, payload=memoryview(b"")))
     status = host.front.transfer(Urb(0, 2, 10**9, setup=(0x82, 0x00, 0, 0x02))).data
     assert status == b"\x00\x00"
+
+
+def test_device_gone_ends_every_transfer_in_flight_with_no_device(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host(faults=FaultPlan.single(Operation.control_in(0xE4), 1, Fault.no_device()))
+    host.arm(0, 16, 512)
+    moving = host.front.submit(bulk(b"\x01" * 0x40000))
+    waiting = host.front.submit(Urb(0x81, 512, 10**9))
+    with pytest.raises(UsbNoDevice, match="fault plan"):
+        host.inp(0xE4, 1, 0)
+    assert moving.status is waiting.status is UsbStatus.NO_DEVICE
+    assert host.bridge.read_sram(0, 4) == bytes(4), "the bulk was cut off at its first instant: nothing moved"
