@@ -151,10 +151,15 @@ class UsbFront:
     def submit(self, urb: Urb) -> Urb:
         """Queue ``urb`` on its endpoint; it completes on the virtual clock and then calls ``on_complete``."""
         urb.submitted_ns = self.kernel.now_ns
-        self.queues[urb.endpoint].append(urb)
-        if self.active[urb.endpoint] is not None:  # it waits in the queue, and its timeout runs meanwhile
+        ep = urb.endpoint
+        if self.active[ep] is None and not self.queues[ep] and ep not in self._advancing:
+            self.active[ep] = urb  # the endpoint is idle: start at once
+            self._start(urb)
+            return urb
+        self.queues[ep].append(urb)
+        if self.active[ep] is not None:  # it waits in the queue, and its timeout runs meanwhile
             self._ensure_deadline(urb)
-        self._advance(urb.endpoint)
+        self._advance(ep)
         return urb
 
     def _ensure_deadline(self, urb: Urb, busy_until_ns: int | None = None) -> None:
@@ -178,10 +183,44 @@ class UsbFront:
 
     def transfer(self, urb: Urb) -> Urb:
         """Submit, wait, and raise the emulator error of a failed transfer (the synchronous path)."""
-        error = self.wait(self.submit(urb)).error()
+        if not self._run_inline(urb):
+            self.wait(self.submit(urb))
+        error = urb.error()
         if error is not None:
             raise error
         return urb
+
+    def _run_inline(self, urb: Urb) -> bool:
+        """The synchronous fast path, taken when nothing can interfere: an idle endpoint, no fault plan, a healthy
+        device, and (bulk) a matching arm, all within the timeout. The clock runs for the transfer's time (other
+        events due meanwhile fire, GPU included), then it completes, exactly as the queued path would; only events
+        due at the very same nanosecond may order differently. Returns False where the queued path is needed."""
+        ep = urb.endpoint
+        bridge = self.bridge
+        if bridge.faults.rules or self.gone or bridge.wedged or self.active[ep] is not None or self.queues[ep]:
+            return False
+        if ep in self.halted or ep in self._advancing:
+            return False
+        if urb.setup is not None:
+            cost_ns = bridge.timing.control_ns()
+            if cost_ns > urb.timeout_ns:
+                return False
+            urb.submitted_ns = urb._started_ns = self.kernel.now_ns
+            self.active[ep] = urb
+            self.kernel.run_for(cost_ns)
+            if urb.status is None:  # (an event may have power-cycled the board meanwhile)
+                self._run_control(urb)
+            return True
+        paired = self._pairing(urb)
+        if paired is None or paired[1] > urb.timeout_ns:
+            return False
+        urb.submitted_ns = self.kernel.now_ns
+        self.active[ep] = urb
+        self._claim(urb, paired[0])
+        self.kernel.run_for(paired[1])
+        if urb.status is None:
+            self._bulk_moved(urb)
+        return True
 
     def cancel(self, urb: Urb) -> bool:
         """Cancel a pending transfer (it ends ``CANCELLED`` with what it moved so far); False if already done."""
@@ -336,23 +375,30 @@ class UsbFront:
             if urb is not None and urb.status is None and urb._arm is None and not urb._stuck:
                 self._try_bulk(urb)
 
-    def _try_bulk(self, urb: Urb) -> None:
-        direction = _EP_DIRECTION[urb.endpoint]
-        engine = self.bridge.engine
-        arm = engine.ready(direction, urb.length)
+    def _pairing(self, urb: Urb) -> tuple[Arm, int] | None:
+        """The arm a bulk pairs with now and its time on the wire, or ``None`` (the device NAKs)."""
+        arm = self.bridge.engine.ready(_EP_DIRECTION[urb.endpoint], urb.length)
         if arm is None or (arm.kind is ArmKind.STREAM and urb.is_in and not self.bridge.tlp.stream_readable(arm)):
-            self._ensure_deadline(urb)
-            return  # NAK until an arm pairs or the deadline passes
-        engine.claim(arm)
-        urb._arm = arm
-        urb._started_ns = self.kernel.now_ns
+            return None
         moved = urb.length if urb._limit is None else urb._limit
-        urb._planned = moved
         timing = self.bridge.timing
         if arm.kind is ArmKind.STREAM:
-            wire_ns = timing.stream_ns(moved)
-        else:
-            wire_ns = timing.bulk_in_ns(moved) if urb.is_in else timing.bulk_out_ns(moved)
+            return arm, timing.stream_ns(moved)
+        return arm, timing.bulk_in_ns(moved) if urb.is_in else timing.bulk_out_ns(moved)
+
+    def _claim(self, urb: Urb, arm: Arm) -> None:
+        self.bridge.engine.claim(arm)
+        urb._arm = arm
+        urb._started_ns = self.kernel.now_ns
+        urb._planned = urb.length if urb._limit is None else urb._limit
+
+    def _try_bulk(self, urb: Urb) -> None:
+        paired = self._pairing(urb)
+        if paired is None:
+            self._ensure_deadline(urb)
+            return  # NAK until an arm pairs or the deadline passes
+        arm, wire_ns = paired
+        self._claim(urb, arm)
         urb._moving = self.kernel.schedule(wire_ns, lambda: self._bulk_moved(urb))
         self._ensure_deadline(urb, self.kernel.now_ns + wire_ns)
 
@@ -457,4 +503,5 @@ class UsbFront:
             self.queues[ep].remove(urb)
         if urb.on_complete is not None:
             urb.on_complete(urb)
-        self._advance(ep)
+        if self.queues[ep]:
+            self._advance(ep)

@@ -128,3 +128,32 @@ def test_device_gone_ends_every_transfer_in_flight_with_no_device(make_host) -> 
         host.inp(0xE4, 1, 0)
     assert moving.status is waiting.status is UsbStatus.NO_DEVICE
     assert host.bridge.read_sram(0, 4) == bytes(4), "the bulk was cut off at its first instant: nothing moved"
+
+
+def test_the_synchronous_fast_path_and_the_queued_path_agree(make_host) -> None:  # type: ignore[no-untyped-def]
+    def run(inline: bool) -> tuple[str, int, list[int]]:
+        host = make_host()
+        completed: list[int] = []
+
+        def go(urb: Urb) -> None:
+            if inline:
+                host.front.transfer(urb)
+            else:
+                host.front.wait(host.front.submit(urb))
+            completed.append(urb.completed_ns)
+
+        for seq in range(6):
+            go(Urb(0, 0, 10**9, setup=(0x40, 0xF2, 512, (seq & 1) * 16 | 16 << 8), payload=memoryview(b"")))
+            go(bulk(bytes([seq]) * 0x40000))
+            go(Urb(0, 8, 10**9, setup=(0xC0, 0xE4, 0x8000, 0)))
+        return host.bridge.state_digest(), host.bridge.kernel.now_ns, completed
+
+    assert run(inline=True) == run(inline=False)
+
+
+def test_a_power_cycle_during_a_synchronous_transfer_ends_it(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host()
+    host.bridge.kernel.schedule(1_000, host.bridge.reset)
+    with pytest.raises(UsbNoDevice, match="power-cycled"):
+        host.out(0xF3, 1)
+    assert not host.bridge.link.powered
