@@ -11,12 +11,13 @@ import numpy as np
 
 from tinyhil._check import as_readonly_bytes, check_int, check_range
 from tinyhil.emulators.asm2464.errors import UsbStall
-from tinyhil.emulators.asm2464.front import Urb, UsbFront
+from tinyhil.emulators.asm2464.front import UsbFront
 from tinyhil.emulators.asm2464.link import LinkControl
 from tinyhil.emulators.asm2464.memory import BridgeMemory
 from tinyhil.emulators.asm2464.quirks import Quirks, UnknownRequests
 from tinyhil.emulators.asm2464.sram import Arm, SramEngine
 from tinyhil.emulators.asm2464.tlp import TlpEngine
+from tinyhil.emulators.asm2464.urb import Urb
 from tinyhil.emulators.faults import Fault, FaultPlan, Operation
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.emulators.pcie.endpoint import PlainEndpoint
