@@ -27,8 +27,11 @@ class TimingModel:
     """Virtual-time costs of USB and bridge operations.
 
     Attributes:
-        control_round_trip_ns: one control transfer, setup to status stage, including the firmware's handling of
-            the request (the unit the copyin protocol saves by batching the arm with the fence read).
+        usb_latency_ns: from the host submitting a transfer to the transfer reaching its endpoint on the device
+            (host USB stack, xHCI scheduling), charged once per transfer. A synchronous call pays it every time;
+            asynchronous transfers submitted together overlap it (what batching the arm with the fence read saves).
+        control_service_ns: how long one control transfer occupies EP0 (setup, data and status stages and the
+            8051 firmware handling the request). A synchronous control round trip costs latency + service.
         bulk_setup_ns: per bulk transfer, from the transfer reaching the head of its endpoint queue to its first
             packet (URB handling, the firmware priming its DMA).
         bulk_out_bytes_per_s: payload rate of a bulk OUT into the 0xF2 engine (the firmware's DMA write rate
@@ -42,7 +45,8 @@ class TimingModel:
         poll_interval_ns: one retry interval of a GPU memory poll (POLL_REGMEM ``interval``) in ns.
     """
 
-    control_round_trip_ns: int
+    usb_latency_ns: int
+    control_service_ns: int
     bulk_setup_ns: int
     bulk_out_bytes_per_s: int
     bulk_in_bytes_per_s: int
@@ -76,8 +80,12 @@ class TimingModel:
             raise InvalidArgument(f"timing preset {name!r}, expected one of {sorted(TIMING_PRESETS)}") from None
 
     def control_ns(self) -> int:
-        """One control transfer."""
-        return self.control_round_trip_ns
+        """EP0 time of one control transfer (without the submission latency)."""
+        return self.control_service_ns
+
+    def control_round_trip_ns(self) -> int:
+        """A synchronous control transfer as the host sees it: latency + service."""
+        return self.usb_latency_ns + self.control_service_ns
 
     def bulk_out_ns(self, nbytes: int) -> int:
         """A bulk OUT of ``nbytes`` into the 0xF2 engine."""
@@ -103,12 +111,14 @@ class TimingModel:
 
 
 # Firmware figures from spec/asm24.md "Timing" and spec/copyin.md: 0xF2 DMA writes about 381 MB/s, bulk IN DMA about
-# 700 MB/s, 0xF0 streaming a few MB/s. The control round trip, bulk setup, GPU copy rate and poll interval are
-# uncalibrated starting points (USB3 control transfers through the 8051 take on the order of 100 us); the calibration
-# issue fits them against the copyin throughput table.
+# 700 MB/s, 0xF0 streaming a few MB/s. Latency and control service are first estimates from the copyin table:
+# batching the fence read with the arm (one latency saved per chunk) took a 256 KB chunk from 294 to 323 MB/s, about
+# 80 us; the rest of that revision's per-chunk overhead suggests ~20 us of EP0 time per control transfer. Bulk setup,
+# GPU copy rate and poll interval are uncalibrated; the calibration issue fits all of them against the table.
 TIMING_PRESETS: Final[dict[str, TimingModel]] = {
     "asm2464-usb3": TimingModel(
-        control_round_trip_ns=125_000,
+        usb_latency_ns=80_000,
+        control_service_ns=20_000,
         bulk_setup_ns=20_000,
         bulk_out_bytes_per_s=381_000_000,
         bulk_in_bytes_per_s=700_000_000,

@@ -61,12 +61,19 @@ class UsbFront:
         self.kernel = bridge.kernel
         self._operations: dict[tuple[Transfer, int | None], Operation] = {}
         self.queues: dict[int, deque[Urb]] = {ep: deque() for ep in _ENDPOINTS}
+        self._arriving: dict[int, set[Urb]] = {ep: set() for ep in _ENDPOINTS}
         self.active: dict[int, Urb | None] = dict.fromkeys(_ENDPOINTS)
         self.reset()
 
     def reset(self) -> None:
         """Power cycle: every transfer in flight ends with no-device; halts, counters and configuration reset."""
-        pending = [urb for ep in _ENDPOINTS for urb in (*self.queues[ep], self.active[ep]) if urb is not None]
+        pending = [
+            urb
+            for ep in _ENDPOINTS
+            for urb in (*self.queues[ep], self.active[ep], *self._arriving[ep])
+            if urb is not None
+        ]
+        self._arriving = {ep: set() for ep in _ENDPOINTS}
         self.queues = {ep: deque() for ep in _ENDPOINTS}
         self.active = dict.fromkeys(_ENDPOINTS)
         self.halted: set[int] = set()
@@ -85,16 +92,30 @@ class UsbFront:
     def submit(self, urb: Urb) -> Urb:
         """Queue ``urb`` on its endpoint; it completes on the virtual clock and then calls ``on_complete``."""
         urb.submitted_ns = self.kernel.now_ns
+        latency_ns = self.bridge.timing.usb_latency_ns
+        if latency_ns:
+            self._arriving[urb.endpoint].add(urb)
+            urb._moving = self.kernel.schedule(latency_ns, lambda: self._arrive(urb), label="usb submission")
+            self._ensure_deadline(urb, urb.submitted_ns + latency_ns)
+        else:
+            self._arrive(urb)
+        return urb
+
+    def _arrive(self, urb: Urb) -> None:
+        """The transfer reaches its endpoint (after the submission latency) and queues there."""
+        urb._moving = None
         ep = urb.endpoint
+        self._arriving[ep].discard(urb)
+        if urb.status is not None:
+            return
         if self.active[ep] is None and not self.queues[ep] and ep not in self._advancing:
             self.active[ep] = urb  # the endpoint is idle: start at once
             self._start(urb)
-            return urb
+            return
         self.queues[ep].append(urb)
         if self.active[ep] is not None:  # it waits in the queue, and its timeout runs meanwhile
             self._ensure_deadline(urb)
         self._advance(ep)
-        return urb
 
     def _ensure_deadline(self, urb: Urb, busy_until_ns: int | None = None) -> None:
         """Schedule the transfer's timeout, unless it will be done (``busy_until_ns``) before the timeout.
@@ -133,27 +154,37 @@ class UsbFront:
         bridge = self.bridge
         if bridge.faults.rules or self.gone or bridge.wedged or self.active[ep] is not None or self.queues[ep]:
             return False
-        if ep in self.halted or ep in self._advancing:
+        if ep in self.halted or ep in self._advancing or self._arriving[ep]:
             return False
+        latency_ns = bridge.timing.usb_latency_ns
+        paired = None if urb.setup is not None else self._pairing(urb)
         if urb.setup is not None:
             cost_ns = bridge.timing.control_ns()
-            if cost_ns > urb.timeout_ns:
-                return False
-            urb.submitted_ns = urb._started_ns = self.kernel.now_ns
-            self.active[ep] = urb
-            self.kernel.run_for(cost_ns)
-            if urb.status is None:  # (an event may have power-cycled the board meanwhile)
-                self._run_control(urb)
-            return True
-        paired = self._pairing(urb)
-        if paired is None or paired[1] > urb.timeout_ns:
+        elif paired is not None:
+            cost_ns = paired[1]
+        else:
+            return False
+        if latency_ns + cost_ns > urb.timeout_ns:
             return False
         urb.submitted_ns = self.kernel.now_ns
         self.active[ep] = urb
-        self._claim(urb, paired[0])
-        self.kernel.run_for(paired[1])
+        self.kernel.run_for(latency_ns)
+        if urb.status is not None:  # an event power-cycled the board meanwhile
+            return True
+        urb._started_ns = self.kernel.now_ns
+        if urb.setup is None:
+            paired = self._pairing(urb)
+            if paired is None:  # cannot happen while the host waits here, but stay exact: take the queued path
+                self._start(urb)
+                self.wait(urb)
+                return True
+            self._claim(urb, paired[0])
+        self.kernel.run_for(cost_ns)
         if urb.status is None:
-            self._bulk_moved(urb)
+            if urb.setup is None:
+                self._bulk_moved(urb)
+            else:
+                self._run_control(urb)
         return True
 
     def cancel(self, urb: Urb) -> bool:
@@ -233,7 +264,7 @@ class UsbFront:
         """The device leaves the bus: every transfer pending on any endpoint ends with no-device."""
         self.gone = True
         for ep in _ENDPOINTS:
-            for urb in (self.active[ep], *self.queues[ep]):
+            for urb in (self.active[ep], *self.queues[ep], *self._arriving[ep]):
                 if urb is not None:
                     self._interrupt(urb)
                     self._finish(urb, UsbStatus.NO_DEVICE, message)
@@ -406,6 +437,11 @@ class UsbFront:
     def _why_waiting(self, urb: Urb) -> str:
         if urb._fault is not None:
             return f"fault plan: {urb._fault!r}"
+        if urb in self._arriving[urb.endpoint]:
+            latency_ns = self.bridge.timing.usb_latency_ns
+            return f"it had not reached the device yet (the timing model's usb_latency_ns is {latency_ns})"
+        if self.bridge.wedged:
+            return "the bridge is wedged by a long 0xF0 stream (reset() power-cycles it)"
         if urb.setup is not None or urb.endpoint not in _EP_DIRECTION:
             return "the device did not answer"
         arm = self.bridge.engine.arms[_EP_DIRECTION[urb.endpoint]]
@@ -435,6 +471,7 @@ class UsbFront:
             self.active[ep] = None
         elif urb in self.queues[ep]:
             self.queues[ep].remove(urb)
+        self._arriving[ep].discard(urb)
         if urb.on_complete is not None:
             urb.on_complete(urb)
         if self.queues[ep]:

@@ -74,7 +74,7 @@ def test_reset_defines_the_whole_state(make_host) -> None:  # type: ignore[no-un
     host.bridge.reset()
     assert host.bridge.state_digest() == fresh
     with pytest.raises(UsbTimeout, match="no armed operation"):
-        host.bulk_out(b"\x01" * 512, timeout_ns=1000)
+        host.bulk_out(b"\x01" * 512, timeout_ns=1_000_000)
 
 
 def test_reset_ends_transfers_in_flight_with_no_device(make_host) -> None:  # type: ignore[no-untyped-def]

@@ -90,7 +90,7 @@ def test_unpaired_and_missized_bulks_time_out_in_virtual_time_and_keep_the_arm(m
     host.bulk_out(b"\x02" * 1024)
     assert host.bridge.read_sram(0, 1024) == b"\x02" * 1024
     with pytest.raises(UsbTimeout, match="no armed operation"):
-        host.bulk_out(b"\x03" * 1024, timeout_ns=1000)
+        host.bulk_out(b"\x03" * 1024, timeout_ns=1_000_000)
     assert host.bridge.read_sram(0, 1024) == b"\x02" * 1024, "one arm pairs one bulk"
 
 
@@ -114,7 +114,7 @@ def test_standard_requests_reset_the_engine(
     host.arm(0, 1, 1)
     host.front.transfer(Urb(0, 0, 10**9, setup=(request_type, b_request, value, index), payload=memoryview(b"")))
     with pytest.raises(UsbTimeout, match="no armed operation"):
-        host.bulk_out(b"\x01" * 512, timeout_ns=1000)
+        host.bulk_out(b"\x01" * 512, timeout_ns=1_000_000)
 
 
 def test_landing_is_an_event_after_the_landing_delay_and_wakes_the_endpoint(make_host) -> None:  # type: ignore[no-untyped-def]

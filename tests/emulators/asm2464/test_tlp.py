@@ -152,7 +152,7 @@ def test_a_stream_armed_but_not_started_is_cancelled_by_a_new_0xf0_out(make_host
     host.tlp(FmtType.MWR64, 0x8_0000_0000, 4, mode=1)
     host.cfg(0, 0x00)
     with pytest.raises(UsbTimeout, match="no armed operation"):
-        host.bulk_out(b"\x01" * 16, timeout_ns=1000)
+        host.bulk_out(b"\x01" * 16, timeout_ns=1_000_000)
 
 
 def test_stream_wedge_then_reset(make_host) -> None:  # type: ignore[no-untyped-def]
@@ -163,8 +163,8 @@ def test_stream_wedge_then_reset(make_host) -> None:  # type: ignore[no-untyped-
     host.tlp(FmtType.MWR64, 0x8_0000_0000, (4 << 20) // 4 + 1, mode=1)
     assert host.bridge.wedged
     for call in (
-        lambda: host.inp(0xE4, 1, 0xB450, timeout_ns=1000),
-        lambda: host.bulk_out(b"\x00" * 16, timeout_ns=1000),
+        lambda: host.inp(0xE4, 1, 0xB450, timeout_ns=1_000_000),
+        lambda: host.bulk_out(b"\x00" * 16, timeout_ns=1_000_000),
     ):
         with pytest.raises(UsbTimeout, match="wedged"):
             call()

@@ -207,3 +207,23 @@ def test_set_buffer_replaces_a_bulk_payload_and_refuses_control_transfers() -> N
         control.setControl(0xC0, 0xE4, 0, 0, 4)
         with pytest.raises(ValueError, match="setControl"):
             control.setBuffer(4)
+
+
+def test_batched_async_control_transfers_overlap_the_submission_latency() -> None:
+    with board("timed") as b:
+        timing = b.bridge.timing
+        start = b.kernel.now_ns
+        b.handle.controlWrite(0x40, 0xF2, 512, 16 << 8, b"")
+        b.handle.controlRead(0xC0, 0xE4, 0xA800, 0, 8)
+        sequential = b.kernel.now_ns - start
+        assert sequential == 2 * timing.control_round_trip_ns()
+        done: list[Any] = []
+        arm, fence = arm_transfer(b.handle, 16, 16, 512, done), b.handle.getTransfer()
+        fence.setControl(0xC0, 0xE4, 0xA800, 0, 8, callback=done.append)
+        start = b.kernel.now_ns
+        arm.submit()
+        fence.submit()
+        while len(done) < 2:
+            b.context.handleEvents()
+        batched = b.kernel.now_ns - start
+        assert batched == timing.usb_latency_ns + 2 * timing.control_service_ns < sequential
