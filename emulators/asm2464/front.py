@@ -1,9 +1,11 @@
 """The USB device front of the bridge: endpoint queues, transfer lifecycle on the virtual clock, faults, EP0.
 
-Every transfer is a :class:`Urb` submitted to an endpoint queue (EP0 control, EP 0x02 bulk OUT, EP 0x81 bulk IN);
-each queue moves one transfer at a time, and the queues run concurrently (control requests run while a bulk is in
-flight). A transfer's timeout runs from its submission, as in libusb. Synchronous calls are ``submit`` then ``wait``,
-which runs the event kernel until the transfer is done, so the GPU model progresses while the host waits.
+Every transfer is a :class:`Urb` submitted to an endpoint queue (EP0 control, EP 0x02 bulk OUT, EP 0x81 bulk IN).
+It reaches its queue ``usb_latency_ns`` after submission (timing model); each queue moves one transfer at a time,
+and the queues run concurrently (control requests run while a bulk is in flight). A transfer's timeout runs from its
+submission, as in libusb. Synchronous calls (``transfer``) run the event kernel until the transfer is done, so the
+GPU model progresses while the host waits; when nothing can interfere they take an inline fast path with the same
+timing.
 
 Bulk transfers pair with the armed operation of their direction when they reach the head of their queue; until then
 they wait (the device NAKs) and time out if no matching arm comes. The payload of a bulk OUT is read when its last
