@@ -9,6 +9,7 @@ from enum import IntEnum
 from typing import Final
 
 __all__ = [
+    "ADMIN_WINDOW_BYTES",
     "ARM_DIRECTION_IN",
     "ARM_SECTORS_MASK",
     "BRIDGE_VID_PIDS",
@@ -16,10 +17,12 @@ __all__ = [
     "BULK_OUT_EP",
     "CONFIG_REG_MASK",
     "CPL_RELEASE_OFFSET",
+    "CQ_WINDOW_BYTES",
     "GPU_BUS",
     "LTSSM_L0",
     "PCIE_ADMIN_WINDOW",
     "PCIE_CQ_WINDOW",
+    "PCIE_POWER_ON",
     "PCIE_SRAM_BASE",
     "PCIE_SYS_BUF",
     "PCIE_SYS_BUF_STABLE",
@@ -30,10 +33,17 @@ __all__ = [
     "SECTOR_BYTES",
     "SLOTS",
     "SLOT_BYTES",
+    "SLOT_SECTORS",
     "SRAM_BYTES",
+    "SRAM_WINDOW_BYTES",
     "STREAM_PACKET_BYTES_USB2",
     "STREAM_PACKET_BYTES_USB3",
+    "STREAM_WEDGE_BYTES",
+    "SYS_BUF_BYTES",
     "TLP_RETRIES",
+    "WINDOW_BYTES",
+    "WINDOW_SLOTS",
+    "XDATA_BYTES",
     "XDATA_READ_MAX_USB2",
     "XDATA_READ_MAX_USB3",
     "CplStatus",
@@ -150,3 +160,15 @@ SLOT_BYTES: Final = 0x4000
 SECTOR_BYTES: Final = 512
 ARM_SECTORS_MASK: Final = 0x7FFF  # wValue bits 0-14: sectors
 ARM_DIRECTION_IN: Final = 0x8000  # wValue bit 15: device-to-host
+SLOT_SECTORS: Final = SLOT_BYTES // SECTOR_BYTES  # 32 sectors per slot: an arm of n slots holds at most n*32
+WINDOW_SLOTS: Final = 16  # spec/copyin.md: a copyin window is 16 slots, window 0 = slots 0-15, window 1 = 16-31
+WINDOW_BYTES: Final = WINDOW_SLOTS * SLOT_BYTES  # 256 KB
+STREAM_WEDGE_BYTES: Final = 4 << 20  # quirk 3: upstream saw a single 0xF0 stream of 4 MB wedge the bridge
+PCIE_POWER_ON: Final = 0x1  # 0xF3 wValue bit 0
+
+# --- XDATA geometry (spec/asm24.md "XDATA map"): the size of each window ---
+XDATA_BYTES: Final = 0x10000
+SRAM_WINDOW_BYTES: Final = 0x1000  # 0x8000-0x8FFF (and 0xF000-0xFFFF) onto SRAM bytes 0-0xFFF
+SYS_BUF_BYTES: Final = 0x1000  # 0xA000-0xAFFF onto PCIe 0x820000-0x820FFF
+ADMIN_WINDOW_BYTES: Final = 0x200  # 0xB000-0xB1FF onto PCIe 0x800000-0x8001FF
+CQ_WINDOW_BYTES: Final = 0x800  # 0xB800-0xBFFF onto PCIe 0x822000-0x8227FF

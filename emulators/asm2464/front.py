@@ -1,0 +1,480 @@
+"""The USB device front of the bridge: endpoint queues, transfer lifecycle on the virtual clock, faults, EP0.
+
+Every transfer is a :class:`Urb` submitted to an endpoint queue (EP0 control, EP 0x02 bulk OUT, EP 0x81 bulk IN).
+It reaches its queue ``usb_latency_ns`` after submission (timing model); each queue moves one transfer at a time,
+and the queues run concurrently (control requests run while a bulk is in flight). A transfer's timeout runs from its
+submission, as in libusb. Synchronous calls (``transfer``) run the event kernel until the transfer is done, so the
+GPU model progresses while the host waits; when nothing can interfere they take an inline fast path with the same
+timing.
+
+Bulk transfers pair with the armed operation of their direction when they reach the head of their queue; until then
+they wait (the device NAKs) and time out if no matching arm comes. The payload of a bulk OUT is read when its last
+packet has moved, so a host that reuses the buffer before reaping sends what the buffer holds then.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from enum import IntEnum
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+
+from tinyhil.emulators.asm2464.errors import UsbStall
+from tinyhil.emulators.asm2464.sram import Arm, ArmKind, Direction
+from tinyhil.emulators.asm2464.urb import Urb, UsbStatus
+from tinyhil.emulators.faults import Fault, FaultKind, Operation, Transfer
+from tinyhil.spec.asm24 import BULK_IN_EP, BULK_OUT_EP
+
+if TYPE_CHECKING:
+    from tinyhil.emulators.asm2464.device import Asm2464
+
+__all__ = ["CONTROL_EP", "UNBOUNDED_WAIT_NS", "StandardRequest", "UsbFront"]
+
+CONTROL_EP: Final = 0x00
+UNBOUNDED_WAIT_NS: Final = 3600 * 1_000_000_000  # a libusb timeout of 0 ("forever") gives up after 1 virtual hour
+_DIRECTION_IN: Final = 0x80
+_ENDPOINTS: Final = (CONTROL_EP, BULK_OUT_EP, BULK_IN_EP)
+_EP_DIRECTION: Final = {BULK_OUT_EP: Direction.OUT, BULK_IN_EP: Direction.IN}
+_BULK_PACKET_BYTES: Final = 1024  # USB3 bulk max packet: a transfer cut short stops on a packet boundary
+_TYPE_MASK: Final = 0x60  # bmRequestType bits 6:5: 0 standard, 1 class, 2 vendor
+_RECIPIENT_MASK: Final = 0x1F
+_RECIPIENT_DEVICE, _RECIPIENT_INTERFACE, _RECIPIENT_ENDPOINT = 0, 1, 2
+_FEATURE_ENDPOINT_HALT: Final = 0
+_CONFIGURATIONS: Final = (0, 1)  # unconfigured, and configuration 1 (spec/asm24.md "Identity and link")
+_WAIT_WHAT: Final = "a USB transfer to complete or time out"
+
+
+class StandardRequest(IntEnum):
+    """USB 2.0 chapter 9 standard requests the front answers."""
+
+    GET_STATUS = 0x00
+    CLEAR_FEATURE = 0x01
+    GET_CONFIGURATION = 0x08
+    SET_CONFIGURATION = 0x09
+    SET_INTERFACE = 0x0B
+
+
+class UsbFront:
+    """Endpoint queues and EP0 of one bridge; see the module docstring for the lifecycle."""
+
+    def __init__(self, bridge: Asm2464) -> None:
+        self.bridge = bridge
+        self.kernel = bridge.kernel
+        self._operations: dict[tuple[Transfer, int | None], Operation] = {}
+        self.queues: dict[int, deque[Urb]] = {ep: deque() for ep in _ENDPOINTS}
+        self._arriving: dict[int, set[Urb]] = {ep: set() for ep in _ENDPOINTS}
+        self.active: dict[int, Urb | None] = dict.fromkeys(_ENDPOINTS)
+        self.reset()
+
+    def reset(self) -> None:
+        """Power cycle: every transfer in flight ends with no-device; halts, counters and configuration reset."""
+        pending = [
+            urb
+            for ep in _ENDPOINTS
+            for urb in (*self.queues[ep], self.active[ep], *self._arriving[ep])
+            if urb is not None
+        ]
+        self._arriving = {ep: set() for ep in _ENDPOINTS}
+        self.queues = {ep: deque() for ep in _ENDPOINTS}
+        self.active = dict.fromkeys(_ENDPOINTS)
+        self.halted: set[int] = set()
+        self.counts: dict[Operation, int] = {}
+        self.gone = False
+        self.configuration = 1
+        self.alt_setting = 0
+        self._advancing: set[int] = set()
+        for urb in pending:
+            self._finish(urb, UsbStatus.NO_DEVICE, "the board was power-cycled with the transfer in flight")
+
+    def state(self) -> tuple[object, ...]:
+        return self.gone, tuple(sorted(self.halted)), self.configuration, self.alt_setting
+
+    # --- submission and waiting ---
+    def submit(self, urb: Urb) -> Urb:
+        """Queue ``urb`` on its endpoint; it completes on the virtual clock and then calls ``on_complete``."""
+        urb.submitted_ns = self.kernel.now_ns
+        latency_ns = self.bridge.timing.usb_latency_ns
+        if latency_ns:
+            self._arriving[urb.endpoint].add(urb)
+            urb._moving = self.kernel.schedule(latency_ns, lambda: self._arrive(urb), label="usb submission")
+            self._ensure_deadline(urb, urb.submitted_ns + latency_ns)
+        else:
+            self._arrive(urb)
+        return urb
+
+    def _arrive(self, urb: Urb) -> None:
+        """The transfer reaches its endpoint (after the submission latency) and queues there."""
+        urb._moving = None
+        ep = urb.endpoint
+        self._arriving[ep].discard(urb)
+        if urb.status is not None:
+            return
+        if self.active[ep] is None and not self.queues[ep] and ep not in self._advancing:
+            self.active[ep] = urb  # the endpoint is idle: start at once
+            self._start(urb)
+            return
+        self.queues[ep].append(urb)
+        if self.active[ep] is not None:  # it waits in the queue, and its timeout runs meanwhile
+            self._ensure_deadline(urb)
+        self._advance(ep)
+
+    def _ensure_deadline(self, urb: Urb, busy_until_ns: int | None = None) -> None:
+        """Schedule the transfer's timeout, unless it will be done (``busy_until_ns``) before the timeout.
+
+        Deadlines are scheduled only when they can matter, so the event queue holds no dead timeouts.
+        """
+        deadline_ns = urb.submitted_ns + urb.timeout_ns
+        if urb._deadline is not None or urb.status is not None:
+            return
+        if busy_until_ns is not None and busy_until_ns <= deadline_ns:
+            return
+        delay = max(0, deadline_ns - self.kernel.now_ns)
+        urb._deadline = self.kernel.schedule(delay, lambda: self._expire(urb), label="usb timeout")
+
+    def wait(self, urb: Urb) -> Urb:
+        """Run virtual time until ``urb`` is done (it always is by its timeout)."""
+        if urb.status is None:
+            self.kernel.run_until(lambda: urb.status is not None, 2 * UNBOUNDED_WAIT_NS, what=_WAIT_WHAT)
+        return urb
+
+    def transfer(self, urb: Urb) -> Urb:
+        """Submit, wait, and raise the emulator error of a failed transfer (the synchronous path)."""
+        if not self._run_inline(urb):
+            self.wait(self.submit(urb))
+        error = urb.error()
+        if error is not None:
+            raise error
+        return urb
+
+    def _run_inline(self, urb: Urb) -> bool:
+        """The synchronous fast path, taken when nothing can interfere: an idle endpoint, no fault plan, a healthy
+        device, and (bulk) a matching arm, all within the timeout. The clock runs for the transfer's time (other
+        events due meanwhile fire, GPU included), then it completes, exactly as the queued path would; only events
+        due at the very same nanosecond may order differently. Returns False where the queued path is needed."""
+        ep = urb.endpoint
+        bridge = self.bridge
+        if bridge.faults.rules or self.gone or bridge.wedged or self.active[ep] is not None or self.queues[ep]:
+            return False
+        if ep in self.halted or ep in self._advancing or self._arriving[ep]:
+            return False
+        latency_ns = bridge.timing.usb_latency_ns
+        paired = None if urb.setup is not None else self._pairing(urb)
+        if urb.setup is not None:
+            cost_ns = bridge.timing.control_ns()
+        elif paired is not None:
+            cost_ns = paired[1]
+        else:
+            return False
+        if latency_ns + cost_ns > urb.timeout_ns:
+            return False
+        urb.submitted_ns = self.kernel.now_ns
+        self.active[ep] = urb
+        self.kernel.run_for(latency_ns)
+        if urb.status is not None:  # an event power-cycled the board meanwhile
+            return True
+        urb._started_ns = self.kernel.now_ns
+        if urb.setup is None:
+            paired = self._pairing(urb)
+            if paired is None:  # cannot happen while the host waits here, but stay exact: take the queued path
+                self._start(urb)
+                self.wait(urb)
+                return True
+            self._claim(urb, paired[0])
+        self.kernel.run_for(cost_ns)
+        if urb.status is None:
+            if urb.setup is None:
+                self._bulk_moved(urb)
+            else:
+                self._run_control(urb)
+        return True
+
+    def cancel(self, urb: Urb) -> bool:
+        """Cancel a pending transfer (it ends ``CANCELLED`` with what it moved so far); False if already done."""
+        if urb.status is not None:
+            return False
+        self._interrupt(urb)
+        self._finish(urb, UsbStatus.CANCELLED, "cancelled by the host")
+        return True
+
+    def _advance(self, ep: int) -> None:
+        queue = self.queues[ep]
+        if not queue or ep in self._advancing:
+            return
+        self._advancing.add(ep)
+        try:
+            while self.active[ep] is None and queue:
+                urb = queue.popleft()
+                self.active[ep] = urb
+                self._start(urb)
+        finally:
+            self._advancing.discard(ep)
+
+    def _operation(self, urb: Urb) -> Operation:
+        key: tuple[Transfer, int | None]
+        if urb.setup is not None:
+            key = (Transfer.CONTROL_IN if urb.is_in else Transfer.CONTROL_OUT, urb.setup[1])
+        else:
+            key = (Transfer.BULK_IN if urb.is_in else Transfer.BULK_OUT, None)
+        operation = self._operations.get(key)
+        if operation is None:
+            operation = self._operations[key] = Operation(*key)
+        return operation
+
+    def next_fault(self, operation: Operation) -> Fault | None:
+        """Count one attempt of ``operation`` and return the fault the plan has for it."""
+        plan = self.bridge.faults
+        if not plan.rules:
+            return None
+        count = self.counts[operation] = self.counts.get(operation, 0) + 1
+        return plan.fault_for(operation, count)
+
+    def _start(self, urb: Urb) -> None:
+        urb._started_ns = self.kernel.now_ns
+        if self.gone:
+            self._finish(urb, UsbStatus.NO_DEVICE, "the device is gone")
+            return
+        fault = urb._fault = self.next_fault(self._operation(urb)) if self.bridge.faults.rules else None
+        if fault is not None:
+            if fault.kind is FaultKind.NO_DEVICE:
+                self._unplug(f"the device is gone (fault plan: {fault!r})")
+                return
+            if fault.kind is FaultKind.STALL:
+                if urb.setup is None:
+                    self.halted.add(urb.endpoint)
+                self._finish(urb, UsbStatus.STALL, f"stalled by the fault plan ({fault!r})")
+                return
+            urb._limit = min(fault.partial_bytes, urb.length)
+            urb._stuck = fault.kind is FaultKind.TIMEOUT
+            if urb._stuck:
+                self._ensure_deadline(urb)
+        if self.bridge.wedged:
+            urb._stuck = True
+            urb.message = f"{urb.describe()}: the bridge is wedged by a long 0xF0 stream (reset() power-cycles it)"
+            self._ensure_deadline(urb)
+            return
+        if urb.setup is not None:
+            control_ns = self.bridge.timing.control_ns()
+            urb._moving = self.kernel.schedule(control_ns, lambda: self._run_control(urb))
+            self._ensure_deadline(urb, self.kernel.now_ns + control_ns)
+        elif urb.endpoint in self.halted:
+            self._finish(urb, UsbStatus.STALL, f"endpoint {urb.endpoint:#04x} is halted, expected clearHalt first")
+        else:
+            self._try_bulk(urb)
+
+    def _unplug(self, message: str) -> None:
+        """The device leaves the bus: every transfer pending on any endpoint ends with no-device."""
+        self.gone = True
+        for ep in _ENDPOINTS:
+            for urb in (self.active[ep], *self.queues[ep], *self._arriving[ep]):
+                if urb is not None:
+                    self._interrupt(urb)
+                    self._finish(urb, UsbStatus.NO_DEVICE, message)
+
+    # --- control transfers ---
+    def _run_control(self, urb: Urb) -> None:
+        urb._moving = None
+        assert urb.setup is not None
+        if self.bridge.wedged:
+            urb._stuck = True
+            self._ensure_deadline(urb)
+            return
+        request_type, request, value, index = urb.setup
+        if urb._stuck and not urb.is_in:  # a timed-out control OUT never reaches the firmware
+            urb.actual_length = urb._limit or 0
+            return
+        data = b"" if urb.payload is None else bytes(urb.payload)
+        try:
+            if request_type & _TYPE_MASK:
+                result = self.bridge.vendor_request(request_type, request, value, index, data, urb.length)
+            else:
+                result = self._standard_request(request_type, request, value, index, data, urb.length)
+        except UsbStall as stall:
+            self._finish(urb, UsbStatus.STALL, str(stall))
+            return
+        if urb.is_in:
+            urb.data = result if urb._limit is None else result[: urb._limit]
+            urb.actual_length = len(urb.data)
+        else:
+            urb.actual_length = len(data)
+        if not urb._stuck:
+            self._finish(urb, UsbStatus.COMPLETED)
+
+    def _standard_request(
+        self, request_type: int, request: int, value: int, index: int, data: bytes, length: int
+    ) -> bytes:
+        """EP0 standard requests; CLEAR_FEATURE(HALT), SET_CONFIGURATION and SET_INTERFACE reset the engine."""
+        recipient = request_type & _RECIPIENT_MASK
+        is_in = bool(request_type & _DIRECTION_IN)
+        setup = (is_in, request, recipient)
+        if data:
+            pass  # no standard request the bridge answers has an OUT data stage
+        elif setup == (False, StandardRequest.CLEAR_FEATURE, _RECIPIENT_ENDPOINT) and value == _FEATURE_ENDPOINT_HALT:
+            if index in _ENDPOINTS:
+                self.halted.discard(index)
+                self.bridge.engine.drop_arms()
+                return b""
+        elif setup == (False, StandardRequest.SET_CONFIGURATION, _RECIPIENT_DEVICE):
+            if value in _CONFIGURATIONS and index == 0:
+                self.configuration = value
+                self.bridge.engine.drop_arms()
+                return b""
+        elif setup == (False, StandardRequest.SET_INTERFACE, _RECIPIENT_INTERFACE):
+            if (value, index) == (0, 0):
+                self.alt_setting = value
+                self.bridge.engine.drop_arms()
+                return b""
+        elif setup == (True, StandardRequest.GET_CONFIGURATION, _RECIPIENT_DEVICE):
+            return bytes([self.configuration])[:length]
+        elif is_in and request == StandardRequest.GET_STATUS:
+            halted = recipient == _RECIPIENT_ENDPOINT and index in self.halted
+            return int(halted).to_bytes(2, "little")[:length]
+        raise UsbStall(
+            f"standard request bmRequestType={request_type:#04x} bRequest={request:#04x} wValue={value:#x} "
+            f"wIndex={index:#x} with {len(data)} data bytes: not supported with these arguments"
+        )
+
+    # --- bulk transfers ---
+    def poke(self) -> None:
+        """An arm, a release or a stream request happened: waiting bulk transfers may pair now."""
+        for ep in (BULK_OUT_EP, BULK_IN_EP):
+            urb = self.active[ep]
+            if urb is not None and urb.status is None and urb._arm is None and not urb._stuck:
+                self._try_bulk(urb)
+
+    def _pairing(self, urb: Urb) -> tuple[Arm, int] | None:
+        """The arm a bulk pairs with now and its time on the wire, or ``None`` (the device NAKs)."""
+        arm = self.bridge.engine.ready(_EP_DIRECTION[urb.endpoint], urb.length)
+        if arm is None or (arm.kind is ArmKind.STREAM and urb.is_in and not self.bridge.tlp.stream_readable(arm)):
+            return None
+        moved = urb.length if urb._limit is None else urb._limit
+        timing = self.bridge.timing
+        if arm.kind is ArmKind.STREAM:
+            return arm, timing.stream_ns(moved)
+        return arm, timing.bulk_in_ns(moved) if urb.is_in else timing.bulk_out_ns(moved)
+
+    def _claim(self, urb: Urb, arm: Arm) -> None:
+        self.bridge.engine.claim(arm)
+        urb._arm = arm
+        urb._started_ns = self.kernel.now_ns
+        urb._planned = urb.length if urb._limit is None else urb._limit
+
+    def _try_bulk(self, urb: Urb) -> None:
+        paired = self._pairing(urb)
+        if paired is None:
+            self._ensure_deadline(urb)
+            return  # NAK until an arm pairs or the deadline passes
+        arm, wire_ns = paired
+        self._claim(urb, arm)
+        urb._moving = self.kernel.schedule(wire_ns, lambda: self._bulk_moved(urb))
+        self._ensure_deadline(urb, self.kernel.now_ns + wire_ns)
+
+    def _bulk_moved(self, urb: Urb) -> None:
+        urb._moving = None
+        self._deliver(urb, urb._planned)
+        if not urb._stuck:
+            self._finish(urb, UsbStatus.COMPLETED)
+
+    def _deliver(self, urb: Urb, moved: int) -> None:
+        """``moved`` bytes of a paired bulk have crossed the wire: hand them over and free the arm."""
+        arm = urb._arm
+        assert arm is not None
+        urb._arm = None
+        bridge = self.bridge
+        offset = arm.done
+        if urb.is_in:
+            urb.data = (
+                bridge.engine.read_in(arm, moved)
+                if arm.kind is ArmKind.SRAM
+                else bridge.tlp.stream_read(arm, offset, moved)
+            )
+        else:
+            assert urb.payload is not None
+            data = np.frombuffer(urb.payload[:moved], dtype=np.uint8)
+            if arm.kind is ArmKind.STREAM:
+                bridge.tlp.stream_write(arm, offset, data, bridge.timing.stream_packet_bytes)
+            else:
+                bridge.land(arm, offset, data, whole_transfer=offset == 0 and moved == arm.nbytes)
+        urb.actual_length = moved
+        bridge.engine.give_back(arm, moved)
+        if urb.is_in:
+            bridge.engine.finished(arm)
+
+    def _interrupt(self, urb: Urb) -> None:
+        """Stop a transfer mid-flight: whole packets moved so far are delivered, the rest never moves."""
+        if urb._moving is None:
+            return
+        self.kernel.cancel(urb._moving)
+        urb._moving = None
+        if urb.setup is not None or urb._arm is None:
+            return
+        elapsed = self.kernel.now_ns - urb._started_ns
+        timing = self.bridge.timing
+        if urb._arm.kind is ArmKind.STREAM:
+            moved = timing.stream_packets_done(elapsed) * timing.stream_packet_bytes
+        else:
+            rate = timing.bulk_in_bytes_per_s if urb.is_in else timing.bulk_out_bytes_per_s
+            moved = max(0, elapsed - timing.bulk_setup_ns) * rate // 1_000_000_000 // _BULK_PACKET_BYTES
+            moved *= _BULK_PACKET_BYTES
+        self._deliver(urb, min(moved, urb._planned))
+
+    def cancel_streams(self) -> None:
+        """A new 0xF0 OUT cancels a stream in flight: what moved stays, the transfer then times out."""
+        for ep in (BULK_OUT_EP, BULK_IN_EP):
+            urb = self.active[ep]
+            if urb is not None and urb._arm is not None and urb._arm.kind is ArmKind.STREAM and urb._moving:
+                self._interrupt(urb)
+                urb._stuck = True
+                urb.message = f"{urb.describe()}: its 0xF0 stream was cancelled by a new 0xF0 OUT request"
+                self._ensure_deadline(urb)
+
+    def _expire(self, urb: Urb) -> None:
+        urb._deadline = None
+        if urb.status is not None:
+            return
+        self._interrupt(urb)
+        message = urb.message or f"{urb.describe()} timed out after {urb.timeout_ns} ns: {self._why_waiting(urb)}"
+        self._finish(urb, UsbStatus.TIMED_OUT, message)
+
+    def _why_waiting(self, urb: Urb) -> str:
+        if urb._fault is not None:
+            return f"fault plan: {urb._fault!r}"
+        if urb in self._arriving[urb.endpoint]:
+            latency_ns = self.bridge.timing.usb_latency_ns
+            return f"it had not reached the device yet (the timing model's usb_latency_ns is {latency_ns})"
+        if self.bridge.wedged:
+            return "the bridge is wedged by a long 0xF0 stream (reset() power-cycles it)"
+        if urb.setup is not None or urb.endpoint not in _EP_DIRECTION:
+            return "the device did not answer"
+        arm = self.bridge.engine.arms[_EP_DIRECTION[urb.endpoint]]
+        if arm is None:
+            return f"no armed operation, expected an 0xF2 or 0xF0 stream arm of exactly {urb.length} bytes first"
+        if arm.remaining != urb.length:
+            return f"the armed operation expects exactly {arm.remaining} bytes, got {urb.length}"
+        if arm.kind is ArmKind.SRAM and urb.is_in:
+            return "copyout not released: the GPU never wrote the completion-queue entry at PCIe 0x822000 + 12"
+        return "the stream's PCIe range has no completer (unsupported request)"
+
+    def _finish(self, urb: Urb, status: UsbStatus, message: str = "") -> None:
+        if urb.status is not None:
+            return
+        urb.status = status
+        urb.completed_ns = self.kernel.now_ns
+        if message:
+            urb.message = message
+        for handle in (urb._deadline, urb._moving):
+            if handle is not None:
+                self.kernel.cancel(handle)
+        urb._deadline = urb._moving = None
+        if urb._arm is not None:  # claimed but never moved (power cycle): the bytes are lost
+            urb._arm = None
+        ep = urb.endpoint
+        if self.active[ep] is urb:
+            self.active[ep] = None
+        elif urb in self.queues[ep]:
+            self.queues[ep].remove(urb)
+        self._arriving[ep].discard(urb)
+        if urb.on_complete is not None:
+            urb.on_complete(urb)
+        if self.queues[ep]:
+            self._advance(ep)

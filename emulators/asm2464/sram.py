@@ -1,0 +1,165 @@
+"""The 0xF2 SRAM DMA engine: bounds-checked arms, arm -> bulk pairing, landing, copyout release."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final
+
+import numpy as np
+
+from tinyhil.emulators.asm2464.errors import UsbStall
+from tinyhil.emulators.asm2464.memory import BridgeMemory
+from tinyhil.emulators.asm2464.quirks import Quirks
+from tinyhil.spec.asm24 import (
+    ARM_DIRECTION_IN,
+    ARM_SECTORS_MASK,
+    PCIE_SRAM_BASE,
+    SECTOR_BYTES,
+    SLOT_BYTES,
+    SLOT_SECTORS,
+    SLOTS,
+    WINDOW_BYTES,
+    Request,
+)
+
+__all__ = ["Arm", "ArmKind", "Direction", "SramEngine"]
+
+_SLOT_COUNT_SHIFT: Final = 8
+_BYTE_MASK: Final = 0xFF
+
+
+class Direction(Enum):
+    """Bulk direction of an armed operation."""
+
+    OUT = "out"  # host-to-device, bulk OUT 0x02
+    IN = "in"  # device-to-host, bulk IN 0x81
+
+
+class ArmKind(Enum):
+    """What an armed operation moves."""
+
+    SRAM = "sram"  # an 0xF2 arm: the bulk moves SRAM bytes
+    STREAM = "stream"  # an 0xF0 mode 1/2 stream: the bulk moves dwords to or from a PCIe address
+
+
+@dataclass(slots=True)
+class Arm:
+    """One armed operation: the next bulk of ``direction`` must move exactly ``nbytes - done`` bytes."""
+
+    kind: ArmKind
+    direction: Direction
+    nbytes: int
+    sram_offset: int = 0  # SRAM arms: first byte
+    pcie_addr: int = 0  # streams: target address
+    done: int = 0  # bytes already moved by partial transfers
+
+    @property
+    def remaining(self) -> int:
+        return self.nbytes - self.done
+
+
+class SramEngine:
+    """The 0xF2 engine: one arm slot per direction, 0xF2 bounds checks, landing into SRAM with the quirks.
+
+    An arm with start slot ``s``, slot count ``n`` (0 means 1) and ``k`` sectors covers SRAM bytes
+    ``[s * 0x4000, s * 0x4000 + k * 512)``; it is valid only if ``s + n <= 32``, ``k <= n * 32`` and ``k >= 1``
+    (spec/asm24.md "SRAM windows and the 0xF2 engine"). A new arm of a direction replaces the unconsumed one. After
+    a device-to-host arm, the bulk IN is released only by the GPU's completion-queue write.
+    """
+
+    def __init__(self, memory: BridgeMemory, quirks: Quirks, notify: Callable[[int, int], None]) -> None:
+        self.memory = memory
+        self.quirks = quirks
+        self._notify = notify
+        self.reset()
+
+    def reset(self) -> None:
+        self.arms: dict[Direction, Arm | None] = {Direction.OUT: None, Direction.IN: None}
+        self.released = False
+        self.inflight = 0  # 0xF2 transfers started and not yet landed (OUT) or completed (IN)
+        self.landed_transfers = 0
+
+    def state(self) -> tuple[object, ...]:
+        arms = tuple(
+            None if a is None else (a.kind.value, a.nbytes, a.sram_offset, a.pcie_addr, a.done)
+            for a in self.arms.values()
+        )
+        return arms, self.released
+
+    def _op_sram_arm(self, value: int, index: int) -> None:
+        """0xF2: validate and arm; a rejected arm stalls and changes nothing."""
+        sectors = value & ARM_SECTORS_MASK
+        direction = Direction.IN if value & ARM_DIRECTION_IN else Direction.OUT
+        start, count = index & _BYTE_MASK, index >> _SLOT_COUNT_SHIFT or 1
+        if start + count > SLOTS or sectors > count * SLOT_SECTORS or sectors < 1:
+            raise UsbStall(
+                f"0xF2 arm start_slot={start} slot_count={count} sectors={sectors}, expected start_slot + slot_count "
+                f"<= {SLOTS}, 1 <= sectors <= slot_count * {SLOT_SECTORS}",
+                op=f"{Request.SRAM_ARM:#x}",
+            )
+        self.arms[direction] = Arm(ArmKind.SRAM, direction, sectors * SECTOR_BYTES, sram_offset=start * SLOT_BYTES)
+        if direction is Direction.IN:
+            self.released = False
+
+    def arm_stream(self, direction: Direction, pcie_addr: int, nbytes: int) -> None:
+        """0xF0 mode 1/2: the next bulk of ``direction`` moves ``nbytes`` to/from ``pcie_addr``."""
+        self.arms[direction] = Arm(ArmKind.STREAM, direction, nbytes, pcie_addr=pcie_addr)
+
+    def cancel_streams(self) -> None:
+        """A new 0xF0 OUT cancels armed streams."""
+        for direction, arm in self.arms.items():
+            if arm is not None and arm.kind is ArmKind.STREAM:
+                self.arms[direction] = None
+
+    def drop_arms(self) -> None:
+        """CLEAR_FEATURE(HALT), SET_CONFIGURATION, SET_INTERFACE: the engine forgets its arms."""
+        self.arms = {Direction.OUT: None, Direction.IN: None}
+
+    def ready(self, direction: Direction, nbytes: int) -> Arm | None:
+        """The arm a bulk of ``nbytes`` would pair with now, or ``None`` (no arm, wrong size, not released)."""
+        arm = self.arms[direction]
+        if arm is None or arm.remaining != nbytes:
+            return None
+        if arm.kind is ArmKind.SRAM and direction is Direction.IN and not self.released:
+            return None
+        return arm
+
+    def claim(self, arm: Arm) -> None:
+        """A bulk starts on ``arm``: the slot frees for the next arm."""
+        self.arms[arm.direction] = None
+        if arm.kind is ArmKind.SRAM:
+            self.inflight += 1
+
+    def give_back(self, arm: Arm, moved: int) -> None:
+        """A bulk on ``arm`` ended after ``moved`` of its bytes: the rest stays armed (unless re-armed meanwhile)."""
+        arm.done += moved
+        if arm.remaining and self.arms[arm.direction] is None:
+            self.arms[arm.direction] = arm
+
+    def finished(self, arm: Arm) -> None:
+        """An SRAM transfer on ``arm`` is no longer in flight (landed, or its IN completed)."""
+        if arm.kind is ArmKind.SRAM:
+            self.inflight -= 1
+
+    def read_in(self, arm: Arm, nbytes: int) -> bytes:
+        """The next ``nbytes`` of a device-to-host SRAM transfer."""
+        start = arm.sram_offset + arm.done
+        return self.memory.sram[start : start + nbytes].tobytes()
+
+    def land(self, arm: Arm, offset: int, data: np.ndarray, *, whole_transfer: bool) -> None:
+        """Bytes of a bulk OUT land in SRAM, in order; the endpoint is told; quirk 1 applies to whole transfers."""
+        start = arm.sram_offset + offset
+        end = start + data.size
+        self.memory.sram[start:end] = data
+        if (
+            self.quirks.full_window_corruption
+            and whole_transfer
+            and start % WINDOW_BYTES == 0
+            and data.size % WINDOW_BYTES == 0
+        ):
+            last = self.memory.sram[end - SECTOR_BYTES : end]
+            np.invert(last, out=last)
+        self.landed_transfers += 1
+        self._notify(PCIE_SRAM_BASE + start, data.size)

@@ -1,0 +1,203 @@
+"""Fault plans: which operation fails, at which occurrence, and how, as plain frozen hashable values.
+
+A plan is data: a test can parametrize over it, hypothesis can generate and shrink it (``fixtures/strategies.py``),
+and a repro bundle can store its ``repr``, which reads like the code that built it::
+
+    FaultPlan((FaultRule(Operation.bulk_out(), 3, Fault.stall()),))
+
+Occurrences count from 1 since the board's last ``reset()``; every attempt of the operation counts, including
+attempts that fail for other reasons.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from tinyhil._check import check_int
+from tinyhil.errors import InvalidArgument
+from tinyhil.spec.asm24 import CplStatus, RetStatus
+
+__all__ = ["Fault", "FaultKind", "FaultPlan", "FaultRule", "Operation", "Transfer"]
+
+
+class Transfer(Enum):
+    """The kinds of operation a fault can hit."""
+
+    CONTROL_OUT = "control_out"  # a control transfer host-to-device, keyed by bRequest
+    CONTROL_IN = "control_in"  # a control transfer device-to-host, keyed by bRequest
+    BULK_OUT = "bulk_out"
+    BULK_IN = "bulk_in"
+    TLP = "tlp"  # a non-posted single TLP the 0xF0 engine issues (its completion carries the fault)
+
+
+class FaultKind(Enum):
+    """What goes wrong."""
+
+    STALL = "stall"  # the transfer stalls (a bulk endpoint then stays halted until clearHalt)
+    TIMEOUT = "timeout"  # the transfer times out after moving ``partial_bytes``
+    NO_DEVICE = "no_device"  # the device is gone: this and every later request fails with no-device
+    SHORT_WRITE = "short_write"  # a bulk OUT completes after sending only ``partial_bytes``
+    RET_STATUS = "ret_status"  # the TLP exchange fails: 0xF0 IN byte 7 reads ``status``
+    CPL_STATUS = "cpl_status"  # the completer answers ``status`` (UR, CRS, CA) in 0xF0 IN byte 4 bits 7:5
+
+    @property
+    def usb(self) -> bool:
+        return self in (FaultKind.STALL, FaultKind.TIMEOUT, FaultKind.NO_DEVICE, FaultKind.SHORT_WRITE)
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One kind of operation; build it with the class methods (``Operation.control_out(0xF2)``)."""
+
+    transfer: Transfer
+    request: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.transfer, Transfer):
+            raise InvalidArgument(f"transfer={self.transfer!r}, expected a Transfer")
+        if self.transfer in (Transfer.CONTROL_OUT, Transfer.CONTROL_IN):
+            check_int("request", self.request, min_value=0, max_value=0xFF)
+        elif self.request is not None:
+            raise InvalidArgument(f"request={self.request!r} on {self.transfer.value}, expected None (control only)")
+
+    @classmethod
+    def control_out(cls, request: int) -> Operation:
+        return cls(Transfer.CONTROL_OUT, request)
+
+    @classmethod
+    def control_in(cls, request: int) -> Operation:
+        return cls(Transfer.CONTROL_IN, request)
+
+    @classmethod
+    def bulk_out(cls) -> Operation:
+        return cls(Transfer.BULK_OUT)
+
+    @classmethod
+    def bulk_in(cls) -> Operation:
+        return cls(Transfer.BULK_IN)
+
+    @classmethod
+    def tlp(cls) -> Operation:
+        return cls(Transfer.TLP)
+
+    def __repr__(self) -> str:
+        argument = "" if self.request is None else f"{self.request:#04x}"
+        return f"Operation.{self.transfer.value}({argument})"
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """What goes wrong; build it with the class methods (``Fault.timeout(partial_bytes=512)``)."""
+
+    kind: FaultKind
+    partial_bytes: int = 0
+    status: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, FaultKind):
+            raise InvalidArgument(f"kind={self.kind!r}, expected a FaultKind")
+        check_int("partial_bytes", self.partial_bytes, min_value=0)
+        if self.partial_bytes and self.kind not in (FaultKind.TIMEOUT, FaultKind.SHORT_WRITE):
+            raise InvalidArgument(f"partial_bytes={self.partial_bytes} on {self.kind.value}, expected 0")
+        if self.kind is FaultKind.RET_STATUS and self.status not in (RetStatus.ERROR, RetStatus.TIMEOUT):
+            raise InvalidArgument(f"status={self.status!r}, expected RetStatus.ERROR (1) or RetStatus.TIMEOUT (0xFF)")
+        if self.kind is FaultKind.CPL_STATUS and self.status not in (CplStatus.UR, CplStatus.CRS, CplStatus.CA):
+            raise InvalidArgument(f"status={self.status!r}, expected CplStatus.UR, CRS or CA")
+        if self.kind.usb and self.status:
+            raise InvalidArgument(f"status={self.status!r} on {self.kind.value}, expected 0")
+
+    @classmethod
+    def stall(cls) -> Fault:
+        return cls(FaultKind.STALL)
+
+    @classmethod
+    def timeout(cls, partial_bytes: int = 0) -> Fault:
+        return cls(FaultKind.TIMEOUT, partial_bytes)
+
+    @classmethod
+    def no_device(cls) -> Fault:
+        return cls(FaultKind.NO_DEVICE)
+
+    @classmethod
+    def short_write(cls, partial_bytes: int) -> Fault:
+        return cls(FaultKind.SHORT_WRITE, partial_bytes)
+
+    @classmethod
+    def ret_status(cls, status: int) -> Fault:
+        return cls(FaultKind.RET_STATUS, status=status)
+
+    @classmethod
+    def cpl_status(cls, status: int) -> Fault:
+        return cls(FaultKind.CPL_STATUS, status=status)
+
+    def __repr__(self) -> str:
+        if self.kind in (FaultKind.TIMEOUT, FaultKind.SHORT_WRITE):
+            return f"Fault.{self.kind.value}(partial_bytes={self.partial_bytes})"
+        if self.kind is FaultKind.RET_STATUS:
+            return f"Fault.ret_status(RetStatus.{RetStatus(self.status).name})"
+        if self.kind is FaultKind.CPL_STATUS:
+            return f"Fault.cpl_status(CplStatus.{CplStatus(self.status).name})"
+        return f"Fault.{self.kind.value}()"
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRule:
+    """The ``occurrence``-th (from 1) attempt of ``operation`` suffers ``fault``."""
+
+    operation: Operation
+    occurrence: int
+    fault: Fault
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.operation, Operation):
+            raise InvalidArgument(f"operation={self.operation!r}, expected an Operation (Operation.bulk_out(), ...)")
+        if not isinstance(self.fault, Fault):
+            raise InvalidArgument(f"fault={self.fault!r}, expected a Fault (Fault.stall(), ...)")
+        check_int("occurrence", self.occurrence, min_value=1)
+        transfer, kind = self.operation.transfer, self.fault.kind
+        if (transfer is Transfer.TLP) == kind.usb:
+            raise InvalidArgument(
+                f"{self.fault!r} on {self.operation!r}, expected ret_status/cpl_status faults on Operation.tlp() "
+                "and USB faults (stall, timeout, no_device, short_write) on USB transfers"
+            )
+        if kind is FaultKind.SHORT_WRITE and transfer is not Transfer.BULK_OUT:
+            raise InvalidArgument(f"{self.fault!r} on {self.operation!r}, expected short writes on bulk OUT only")
+
+    def __repr__(self) -> str:
+        return f"FaultRule({self.operation!r}, {self.occurrence}, {self.fault!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class FaultPlan:
+    """A set of fault rules; at most one rule per (operation, occurrence). ``FaultPlan()`` injects nothing."""
+
+    rules: tuple[FaultRule, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.rules, tuple):
+            raise InvalidArgument(f"rules={self.rules!r}, expected a tuple of FaultRule")
+        seen: set[tuple[Operation, int]] = set()
+        for rule in self.rules:
+            if not isinstance(rule, FaultRule):
+                raise InvalidArgument(f"rule {rule!r}, expected a FaultRule (pass the plan, not a strategy)")
+            key = (rule.operation, rule.occurrence)
+            if key in seen:
+                raise InvalidArgument(f"two rules for occurrence {rule.occurrence} of {rule.operation!r}, expected one")
+            seen.add(key)
+
+    @classmethod
+    def single(cls, operation: Operation, occurrence: int, fault: Fault) -> FaultPlan:
+        """A plan of one rule."""
+        return cls((FaultRule(operation, occurrence, fault),))
+
+    def fault_for(self, operation: Operation, occurrence: int) -> Fault | None:
+        """The fault for this attempt, or ``None``."""
+        for rule in self.rules:
+            if rule.occurrence == occurrence and rule.operation == operation:
+                return rule.fault
+        return None
+
+    def __repr__(self) -> str:
+        inner = ", ".join(repr(rule) for rule in self.rules)
+        return f"FaultPlan(({inner},))" if len(self.rules) == 1 else f"FaultPlan(({inner}))"

@@ -1,0 +1,101 @@
+"""The PCIe tree behind the ASM2464: a chain of four bridges and one endpoint slot.
+
+Physical wiring (spec/asm24.md "TLP engine"): bridge 0 is always on bus 0 (config type 0 reaches it); the device
+below bridge k sits on bridge k's secondary bus. Programmed the way the spec expects (secondary = k + 1,
+subordinate = 4) the bridges sit on buses 0-3 and the endpoint on bus 4, device 0, function 0. Nothing below bridge 0
+is reachable before the bridges have their bus numbers; memory requests need every bridge's window and
+COMMAND.MEMORY and the endpoint's BAR and COMMAND.MEMORY; DMA from the endpoint needs COMMAND.MASTER all the way up.
+The primary-bus field is informational, as on real bridges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from tinyhil.emulators.pcie.protocols import PcieFunction
+from tinyhil.emulators.pcie.type1 import Type1Config
+from tinyhil.spec.asm24 import GPU_BUS
+from tinyhil.spec.pci import Command
+
+__all__ = ["ConfigTarget", "PcieTopology"]
+
+# Model choices (the spec names no IDs for the bridges): ASMedia's PCI vendor ID and a device ID after the chip.
+BRIDGE_VENDOR_ID: Final = 0x1B21
+BRIDGE_DEVICE_ID: Final = 0x2464
+BRIDGE_COUNT: Final = GPU_BUS  # buses 0-3 are bridges
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigTarget:
+    """Where a config request lands: a bridge of the chain (``bridge`` is its index) or the endpoint function."""
+
+    bridge: int | None
+    function: PcieFunction | None
+
+
+class PcieTopology:
+    """Bridges 0-3 and the endpoint slot; routes config requests and memory requests both ways.
+
+    ``function`` is the endpoint in the slot (``None``: the slot is empty and everything below bridge 3 answers UR).
+    """
+
+    def __init__(self, function: PcieFunction | None = None) -> None:
+        self.function = function
+        self.bridges = [
+            Type1Config(vendor_id=BRIDGE_VENDOR_ID, device_id=BRIDGE_DEVICE_ID) for _ in range(BRIDGE_COUNT)
+        ]
+
+    def reset(self) -> None:
+        """Fundamental reset of the bridges' config spaces (the endpoint keeps its own state)."""
+        for bridge in self.bridges:
+            bridge.reset()
+
+    def config_target(self, bus: int, dev: int, fn: int, *, type1: bool) -> tuple[ConfigTarget | None, str]:
+        """Route a config request; return the target, or ``None`` and why it completes with UR."""
+        if not type1:
+            if bus != 0:
+                return None, f"config type 0 addresses bus 0, got bus {bus} (use type 1 for buses above 0)"
+            if (dev, fn) != (0, 0):
+                return None, f"no device at 0:{dev:02x}.{fn} (bus 0 holds only bridge 0 at 00.0)"
+            return ConfigTarget(0, None), ""
+        if bus == 0:
+            return None, "config type 1 addresses buses above 0, got bus 0 (use type 0)"
+        for index, bridge in enumerate(self.bridges):
+            if not bridge.routes_bus(bus):
+                return None, f"bridge {index} does not route bus {bus} ({bridge.describe()})"
+            if bus == bridge.secondary_bus:
+                if (dev, fn) != (0, 0):
+                    return None, f"no device at {bus}:{dev:02x}.{fn}"
+                if index + 1 < len(self.bridges):
+                    return ConfigTarget(index + 1, None), ""
+                if self.function is None:
+                    return None, f"the slot at bus {bus} is empty"
+                return ConfigTarget(None, self.function), ""
+        return None, f"bus {bus} lies below the endpoint, which is not a bridge"
+
+    def route_memory(self, addr: int, nbytes: int) -> tuple[int, int] | str:
+        """Route a memory request from the TLP engine down the chain: ``(bar, offset)`` or why it is UR."""
+        for index, bridge in enumerate(self.bridges):
+            if not bridge.forwards_downstream(addr, nbytes):
+                return f"memory request {addr:#x}+{nbytes:#x} not forwarded by bridge {index} ({bridge.describe()})"
+        if self.function is None:
+            return f"memory request {addr:#x}+{nbytes:#x}: the slot is empty"
+        hit = self.function.config.decode(addr, nbytes)
+        if hit is None:
+            config = self.function.config
+            return (
+                f"memory request {addr:#x}+{nbytes:#x} hits no BAR of the endpoint "
+                f"({config.describe_bars()}, COMMAND={int(config.command):#x})"
+            )
+        return hit
+
+    def upstream_error(self, addr: int, nbytes: int) -> str:
+        """Why a DMA from the endpoint to ``[addr, addr + nbytes)`` cannot reach the bridge's memory ('' if it can)."""
+        if self.function is not None and not self.function.config.command & Command.MASTER:
+            return f"DMA {addr:#x}+{nbytes:#x}: bus mastering is off on the endpoint (COMMAND lacks MASTER)"
+        for index in reversed(range(len(self.bridges))):
+            bridge = self.bridges[index]
+            if not bridge.forwards_upstream(addr, nbytes):
+                return f"DMA {addr:#x}+{nbytes:#x} not forwarded upstream by bridge {index} ({bridge.describe()})"
+        return ""

@@ -1,0 +1,54 @@
+"""Emulator outcomes in usb1's vocabulary: transfer statuses and exception classes."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
+
+from tinyhil.emulators.asm2464 import UNBOUNDED_WAIT_NS, UsbError, UsbNoDevice, UsbStall, UsbStatus, UsbTimeout
+
+__all__ = ["STATUS_TO_USB1", "invalid_param", "timeout_ns", "usb1_error"]
+
+STATUS_TO_USB1: Final = {
+    UsbStatus.COMPLETED: usb1.TRANSFER_COMPLETED,
+    UsbStatus.TIMED_OUT: usb1.TRANSFER_TIMED_OUT,
+    UsbStatus.STALL: usb1.TRANSFER_STALL,
+    UsbStatus.NO_DEVICE: usb1.TRANSFER_NO_DEVICE,
+    UsbStatus.CANCELLED: usb1.TRANSFER_CANCELLED,
+}
+NS_PER_MS: Final = 1_000_000
+_TIMEOUT_MAX_MS: Final = 0xFFFFFFFF  # libusb's timeout is an unsigned int of milliseconds
+
+
+def usb1_error(error: UsbError, *, is_in: bool) -> usb1.USBError:
+    """The usb1 exception a real device would produce, with the emulator's diagnosis as a note."""
+    result: usb1.USBError
+    if isinstance(error, UsbStall):
+        result = usb1.USBErrorPipe(usb1.ERROR_PIPE)
+    elif isinstance(error, UsbNoDevice):
+        result = usb1.USBErrorNoDevice(usb1.ERROR_NO_DEVICE)
+    elif isinstance(error, UsbTimeout):
+        result = usb1.USBErrorTimeout(usb1.ERROR_TIMEOUT)
+        result.transferred = len(error.partial)
+        if is_in:
+            result.received = bytearray(error.partial)
+    else:
+        result = usb1.USBErrorInterrupted(usb1.ERROR_INTERRUPTED)
+    result.add_note(f"emulated ASM2464: {error}")
+    return result
+
+
+def invalid_param(message: str) -> usb1.USBError:
+    error = usb1.USBErrorInvalidParam(usb1.ERROR_INVALID_PARAM)
+    error.add_note(message)
+    return error
+
+
+def timeout_ns(timeout_ms: object) -> int:
+    """usb1's timeout (ms, 0 = forever) as virtual ns."""
+    if type(timeout_ms) is int and 0 < timeout_ms <= _TIMEOUT_MAX_MS:
+        return timeout_ms * NS_PER_MS
+    if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or not 0 <= timeout_ms <= _TIMEOUT_MAX_MS:
+        raise invalid_param(f"timeout={timeout_ms!r}, expected milliseconds as an int in 0..2**32-1 (0: forever)")
+    return timeout_ms * NS_PER_MS if timeout_ms else UNBOUNDED_WAIT_NS

@@ -1,0 +1,257 @@
+"""The emulated ``usb1.USBDeviceHandle``: the same methods and signatures, over one emulated ASM2464 board."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
+
+import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
+
+from tinyhil.emulators.asm2464 import Urb, UsbError
+from tinyhil.emulators.asm2464.front import CONTROL_EP, StandardRequest
+from tinyhil.errors import StateError
+from tinyhil.mocks.usb._errors import invalid_param, timeout_ns, usb1_error
+from tinyhil.mocks.usb.transfer import EmulatedUsbTransfer
+from tinyhil.spec.asm24 import BULK_IN_EP, BULK_OUT_EP
+
+if TYPE_CHECKING:
+    from tinyhil.mocks.usb.device import EmulatedUsbDevice
+
+__all__ = ["EmulatedUsbDeviceHandle"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_U8: Final = 0xFF
+_U16: Final = 0xFFFF
+_INTERFACE: Final = 0
+_CONFIGURATIONS: Final = (0, 1)
+_STANDARD_OUT_ENDPOINT: Final = usb1.ENDPOINT_OUT | usb1.TYPE_STANDARD | usb1.RECIPIENT_ENDPOINT
+_STANDARD_OUT_DEVICE: Final = usb1.ENDPOINT_OUT | usb1.TYPE_STANDARD | usb1.RECIPIENT_DEVICE
+_STANDARD_OUT_INTERFACE: Final = usb1.ENDPOINT_OUT | usb1.TYPE_STANDARD | usb1.RECIPIENT_INTERFACE
+_FEATURE_ENDPOINT_HALT: Final = 0
+_SETUP_TIMEOUT_MS: Final = 1000
+
+
+def _requires_open(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Raise a StateError naming the method when the handle is closed."""
+
+    @functools.wraps(method)
+    def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        handle = args[0]
+        assert isinstance(handle, EmulatedUsbDeviceHandle)
+        if handle._closed:
+            raise StateError(f"EmulatedUsbDeviceHandle.{method.__name__}: the handle is closed, expected an open one")
+        return method(*args, **kwargs)
+
+    return guarded
+
+
+def _check_field(name: str, value: Any, limit: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= limit:
+        raise invalid_param(f"{name}={value!r}, expected an int in 0..{limit:#x}")
+
+
+def _check_length(length: Any) -> None:
+    if not isinstance(length, int):
+        raise TypeError(f"length={length!r}, expected an int")
+    if length < 0:
+        raise ValueError(f"length={length}, expected >= 0 (negative count)")
+
+
+class EmulatedUsbDeviceHandle:
+    """An open handle on an emulated board, a drop-in for ``usb1.USBDeviceHandle``.
+
+    Reads return ``bytearray``; failures raise usb1's own exceptions (``USBErrorPipe`` for a stall,
+    ``USBErrorTimeout`` with ``.transferred`` / ``.received``, ``USBErrorNoDevice``), each with a note that says what
+    the emulator saw. Synchronous calls run the board's virtual clock until the transfer is done.
+    """
+
+    def __init__(self, device: EmulatedUsbDevice) -> None:
+        self._device = device
+        self._bridge = device._bridge
+        self._context = device._context
+        self._claimed: set[int] = set()
+        self._inflight: set[EmulatedUsbTransfer] = set()
+        self._closed = False
+
+    # --- plumbing shared with transfers ---
+    def _run(self, urb: Urb) -> Urb:
+        try:
+            return self._bridge.front.transfer(urb)
+        except UsbError as error:
+            raise usb1_error(error, is_in=urb.is_in) from None
+
+    def _submit_transfer(self, transfer: EmulatedUsbTransfer, urb: Urb) -> None:
+        if self._closed:
+            raise StateError("EmulatedUsbTransfer.submit: the handle is closed, expected an open one")
+        self._inflight.add(transfer)
+        self._context._submit(self._bridge, transfer, urb)
+
+    def _transfer_done(self, transfer: EmulatedUsbTransfer) -> None:
+        self._inflight.discard(transfer)
+
+    def _cancel_transfer(self, urb: Urb) -> None:
+        self._bridge.front.cancel(urb)
+
+    def _control(self, request_type: int, request: int, value: int, index: int, data: Any, timeout: int) -> Urb:
+        fields_ok = type(request_type) is type(request) is type(value) is type(index) is int
+        if not (fields_ok and 0 <= request_type <= _U8 and 0 <= request <= _U8 and 0 <= value <= _U16 >= index >= 0):
+            _check_field("request_type", request_type, _U8)
+            _check_field("request", request, _U8)
+            _check_field("value", value, _U16)
+            _check_field("index", index, _U16)
+        deadline_ns = timeout_ns(timeout)
+        if isinstance(data, int):
+            _check_length(data)
+            if data > _U16:
+                raise invalid_param(f"length={data}, expected at most 0xffff (wLength is 16 bits)")
+            return self._run(Urb(CONTROL_EP, data, deadline_ns, setup=(request_type, request, value, index)))
+        payload = memoryview(bytes(data))
+        if len(payload) > _U16:
+            raise invalid_param(f"control data of {len(payload)} bytes, expected at most 0xffff")
+        setup = (request_type, request, value, index)
+        return self._run(Urb(CONTROL_EP, len(payload), deadline_ns, setup=setup, payload=payload))
+
+    # --- usb1.USBDeviceHandle ---
+    @_requires_open
+    def claimInterface(self, interface: int) -> Any:
+        """Claim interface 0 (the only one); usable as a context manager that releases it."""
+        if interface != _INTERFACE:
+            error = usb1.USBErrorNotFound(usb1.ERROR_NOT_FOUND)
+            error.add_note(f"interface={interface!r}, expected {_INTERFACE} (the bridge has one interface)")
+            raise error
+        self._claimed.add(interface)
+        return _ReleaseInterface(self, interface)
+
+    @_requires_open
+    def releaseInterface(self, interface: int) -> None:
+        if interface not in self._claimed:
+            error = usb1.USBErrorNotFound(usb1.ERROR_NOT_FOUND)
+            error.add_note(f"interface={interface!r} is not claimed")
+            raise error
+        self._claimed.discard(interface)
+
+    @_requires_open
+    def setConfiguration(self, configuration: int) -> None:
+        """SET_CONFIGURATION (resets the bridge's DMA engine)."""
+        if configuration not in _CONFIGURATIONS:
+            error = usb1.USBErrorNotFound(usb1.ERROR_NOT_FOUND)
+            error.add_note(f"configuration={configuration!r}, expected 1 (or 0 to unconfigure)")
+            raise error
+        request = StandardRequest.SET_CONFIGURATION
+        self._control(_STANDARD_OUT_DEVICE, request, configuration, 0, b"", _SETUP_TIMEOUT_MS)
+
+    @_requires_open
+    def setInterfaceAltSetting(self, interface: int, alt_setting: int) -> None:
+        """SET_INTERFACE (resets the bridge's DMA engine); the interface must be claimed, as in libusb."""
+        if interface not in self._claimed or alt_setting != 0:
+            error = usb1.USBErrorNotFound(usb1.ERROR_NOT_FOUND)
+            error.add_note(f"interface={interface!r} alt_setting={alt_setting!r}, expected claimed interface 0, alt 0")
+            raise error
+        request = StandardRequest.SET_INTERFACE
+        self._control(_STANDARD_OUT_INTERFACE, request, alt_setting, interface, b"", _SETUP_TIMEOUT_MS)
+
+    @_requires_open
+    def controlWrite(self, request_type: int, request: int, value: int, index: int, data: Any, timeout: int = 0) -> int:
+        """Synchronous control write; returns the number of bytes sent."""
+        if isinstance(data, int):
+            raise TypeError("data=int, expected a bytes-like object to send")
+        _check_field("request_type", request_type, _U8)
+        urb = self._control(request_type & ~usb1.ENDPOINT_DIR_MASK, request, value, index, data, timeout)
+        return urb.actual_length
+
+    @_requires_open
+    def controlRead(
+        self, request_type: int, request: int, value: int, index: int, length: int, timeout: int = 0
+    ) -> bytearray:
+        """Synchronous control read; returns the bytes received."""
+        _check_length(length)
+        _check_field("request_type", request_type, _U8)
+        urb = self._control(request_type | usb1.ENDPOINT_DIR_MASK, request, value, index, length, timeout)
+        return bytearray(urb.data)
+
+    def _bulk_endpoint(self, endpoint: Any, expected: int) -> int:
+        _check_field("endpoint", endpoint, _U8)
+        if endpoint != expected:
+            error = usb1.USBErrorIO(usb1.ERROR_IO)
+            error.add_note(f"endpoint={endpoint:#04x}, expected {expected:#04x} (bulk OUT 0x02, bulk IN 0x81)")
+            raise error
+        return expected
+
+    @_requires_open
+    def bulkWrite(self, endpoint: int, data: Any, timeout: int = 0) -> int:
+        """Synchronous bulk write; returns the number of bytes sent (a short write returns fewer)."""
+        endpoint = self._bulk_endpoint(endpoint & ~usb1.ENDPOINT_DIR_MASK, BULK_OUT_EP)
+        if isinstance(data, int):
+            raise TypeError("data=int, expected a bytes-like object to send")
+        view = memoryview(data).cast("B")
+        return self._run(Urb(endpoint, len(view), timeout_ns(timeout), payload=view)).actual_length
+
+    @_requires_open
+    def bulkRead(self, endpoint: int, length: int, timeout: int = 0) -> bytearray:
+        """Synchronous bulk read; returns the bytes received."""
+        endpoint = self._bulk_endpoint(endpoint | usb1.ENDPOINT_DIR_MASK, BULK_IN_EP)
+        _check_length(length)
+        return bytearray(self._run(Urb(endpoint, length, timeout_ns(timeout))).data)
+
+    @_requires_open
+    def clearHalt(self, endpoint: int) -> None:
+        """CLEAR_FEATURE(ENDPOINT_HALT) on ``endpoint`` (also resets the bridge's DMA engine)."""
+        _check_field("endpoint", endpoint, _U8)
+        request = StandardRequest.CLEAR_FEATURE
+        self._control(_STANDARD_OUT_ENDPOINT, request, _FEATURE_ENDPOINT_HALT, endpoint, b"", _SETUP_TIMEOUT_MS)
+
+    @_requires_open
+    def resetDevice(self) -> None:
+        """A USB port reset: halts clear, the DMA engine forgets its arms; PCIe and memories are untouched."""
+        front = self._bridge.front
+        if front.gone:
+            raise usb1.USBErrorNoDevice(usb1.ERROR_NO_DEVICE)
+        front.halted.clear()
+        front.configuration = 1
+        self._bridge.engine.drop_arms()
+
+    @_requires_open
+    def getTransfer(self, iso_packets: int = 0, short_is_error: bool = False, add_zero_packet: bool = False) -> Any:
+        """A new asynchronous transfer bound to this handle."""
+        if iso_packets < 0:
+            raise ValueError("Cannot request a negative number of iso packets.")
+        return EmulatedUsbTransfer(self, iso_packets, short_is_error)
+
+    def close(self) -> None:
+        """Cancel transfers in flight, pump events until they are reaped, release the handle."""
+        if self._closed:
+            return
+        for transfer in list(self._inflight):
+            if transfer._urb is not None:
+                self._bridge.front.cancel(transfer._urb)
+        while self._inflight:
+            self._context.handleEventsTimeout(0)
+        self._claimed.clear()
+        self._closed = True
+
+    def getDevice(self) -> Any:
+        return self._device
+
+    def getProduct(self) -> str:
+        return self._device.getProduct()
+
+    def getSerialNumber(self) -> str:
+        return self._device.getSerialNumber()
+
+    def getManufacturer(self) -> str:
+        return self._device.getManufacturer()
+
+
+class _ReleaseInterface:
+    """What ``claimInterface`` returns: ``with handle.claimInterface(0):`` releases the interface on exit."""
+
+    def __init__(self, handle: EmulatedUsbDeviceHandle, interface: int) -> None:
+        self._handle, self._interface = handle, interface
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._handle.releaseInterface(self._interface)

@@ -1,0 +1,215 @@
+"""The emulated ``usb1.USBTransfer``: asynchronous control and bulk transfers on the emulated bridge."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
+
+from tinyhil.emulators.asm2464 import Urb
+from tinyhil.emulators.asm2464.front import CONTROL_EP
+from tinyhil.mocks.usb._errors import STATUS_TO_USB1, invalid_param, timeout_ns
+
+if TYPE_CHECKING:
+    from tinyhil.mocks.usb.handle import EmulatedUsbDeviceHandle
+
+__all__ = ["EmulatedUsbTransfer"]
+
+_CONTROL_SETUP_SIZE: Final = 8
+_U16: Final = 0xFFFF
+
+
+def _buffer(buffer_or_len: Any) -> bytearray | memoryview:
+    """usb1's buffer rule: an int is a length, a writable buffer is used in place, anything else is copied."""
+    if isinstance(buffer_or_len, int):
+        return bytearray(buffer_or_len)
+    try:
+        view = memoryview(buffer_or_len)
+    except TypeError:
+        raise TypeError(f"buffer_or_len={type(buffer_or_len).__name__} object, expected an int or a buffer") from None
+    if view.readonly:
+        return bytearray(view)
+    return view.cast("B")
+
+
+class EmulatedUsbTransfer:
+    """An asynchronous transfer with the signatures of ``usb1.USBTransfer``.
+
+    In ``sync`` mode the transfer completes inside :meth:`submit`; in ``timed`` mode on the virtual clock. Either
+    way the callback fires from the context's ``handleEvents*``, as in libusb, and :meth:`isSubmitted` stays true
+    until then. The OUT payload of a writable buffer is read when the transfer moves (timed mode: at completion).
+    """
+
+    def __init__(self, handle: EmulatedUsbDeviceHandle, iso_packets: int, short_is_error: bool) -> None:
+        if iso_packets:
+            raise NotImplementedError("isochronous transfers: the bridge has no isochronous endpoints")
+        self._handle = handle
+        self._short_is_error = short_is_error
+        self._urb: Urb | None = None
+        self._callback: Callable[[EmulatedUsbTransfer], Any] | None = None
+        self._user_data: Any = None
+        self._buffer: bytearray | memoryview = bytearray()
+        self._endpoint = 0
+        self._type = usb1.TRANSFER_TYPE_BULK
+        self._status = usb1.TRANSFER_COMPLETED
+        self._actual_length = 0
+        self._submitted = False
+        self._initialized = False
+        self._doomed = False
+        self._make: Callable[[], Urb] | None = None
+        self._timeout = 0
+
+    def _check_alterable(self) -> None:
+        if self._submitted:
+            raise ValueError("Cannot alter a submitted transfer")
+        if self._doomed:
+            raise usb1.DoomedTransferError("Cannot reuse a doomed transfer")
+
+    def setBulk(
+        self,
+        endpoint: int,
+        buffer_or_len: Any,
+        callback: Callable[[EmulatedUsbTransfer], Any] | None = None,
+        user_data: Any = None,
+        timeout: int = 0,
+    ) -> None:
+        """Set up a bulk transfer (OUT: a buffer to send; IN: a length or a writable buffer to fill)."""
+        self._check_alterable()
+        deadline_ns = timeout_ns(timeout)
+        self._timeout = timeout
+        self._buffer = _buffer(buffer_or_len)
+        self._endpoint, self._type = endpoint, usb1.TRANSFER_TYPE_BULK
+        self._callback, self._user_data = callback, user_data
+        buffer = self._buffer
+
+        def make() -> Urb:
+            is_in = bool(endpoint & usb1.ENDPOINT_DIR_MASK)
+            payload = None if is_in else memoryview(buffer)
+            return Urb(endpoint, len(buffer), deadline_ns, payload=payload)
+
+        self._make, self._initialized = make, True
+
+    def setControl(
+        self,
+        request_type: int,
+        request: int,
+        value: int,
+        index: int,
+        buffer_or_len: Any,
+        callback: Callable[[EmulatedUsbTransfer], Any] | None = None,
+        user_data: Any = None,
+        timeout: int = 0,
+    ) -> None:
+        """Set up a control transfer (the direction comes from bit 7 of ``request_type``)."""
+        self._check_alterable()
+        deadline_ns = timeout_ns(timeout)
+        for name, field, limit in (("request_type", request_type, 0xFF), ("request", request, 0xFF)):
+            if not isinstance(field, int) or not 0 <= field <= limit:
+                raise invalid_param(f"{name}={field!r}, expected an int in 0..{limit:#x}")
+        for name, field in (("value", value), ("index", index)):
+            if not isinstance(field, int) or not 0 <= field <= _U16:
+                raise invalid_param(f"{name}={field!r}, expected an int in 0..0xffff")
+        # usb1 keeps the 8 setup bytes in front of the data: getBuffer() is a view past them.
+        if isinstance(buffer_or_len, int):
+            storage = bytearray(_CONTROL_SETUP_SIZE + buffer_or_len)
+        else:
+            storage = bytearray(_CONTROL_SETUP_SIZE) + bytes(buffer_or_len)
+        self._buffer = memoryview(storage)[_CONTROL_SETUP_SIZE:]
+        if len(self._buffer) > _U16:
+            raise invalid_param(f"control data of {len(self._buffer)} bytes, expected at most 0xffff")
+        self._endpoint, self._type = CONTROL_EP, usb1.TRANSFER_TYPE_CONTROL
+        self._callback, self._user_data = callback, user_data
+        buffer, setup = self._buffer, (request_type, request, value, index)
+
+        def make() -> Urb:
+            payload = None if request_type & usb1.ENDPOINT_DIR_MASK else buffer
+            return Urb(CONTROL_EP, len(buffer), deadline_ns, setup=setup, payload=payload)
+
+        self._make, self._initialized = make, True
+
+    def setBuffer(self, buffer_or_len: Any) -> None:
+        """Replace the buffer of a bulk transfer (usb1 refuses this on control transfers)."""
+        self._check_alterable()
+        if self._type == usb1.TRANSFER_TYPE_CONTROL:
+            raise ValueError("To alter control transfer buffer, use setControl")
+        if not self._initialized:
+            raise ValueError("Cannot set the buffer of a transfer before setBulk")
+        self.setBulk(self._endpoint, buffer_or_len, self._callback, self._user_data, self._timeout)
+
+    def submit(self) -> None:
+        """Submit; the callback fires from the next event pump after completion."""
+        if self._submitted:
+            raise ValueError("Cannot submit a submitted transfer")
+        if not self._initialized or self._make is None:
+            raise ValueError("Cannot submit a transfer until it has been initialized")
+        if self._doomed:
+            raise usb1.DoomedTransferError("Cannot submit doomed transfer")
+        urb = self._make()
+        self._handle._submit_transfer(self, urb)
+        self._urb, self._submitted = urb, True
+
+    def _completed(self) -> None:
+        """Called by the context's event pump: record the outcome and fire the callback."""
+        urb = self._urb
+        assert urb is not None and urb.status is not None
+        self._submitted = False
+        self._status = STATUS_TO_USB1[urb.status]
+        self._actual_length = urb.actual_length
+        if urb.is_in and urb.data:
+            self._buffer[: len(urb.data)] = urb.data
+        self._handle._transfer_done(self)
+        if self._callback is not None:
+            self._callback(self)
+        if self._doomed:
+            self.close()
+
+    def cancel(self) -> None:
+        """Cancel a submitted transfer; its callback then fires with ``TRANSFER_CANCELLED``."""
+        if not self._submitted or self._urb is None:
+            raise usb1.USBErrorNotFound(usb1.ERROR_NOT_FOUND)
+        self._handle._cancel_transfer(self._urb)
+
+    def getStatus(self) -> int:
+        return int(self._status)
+
+    def getActualLength(self) -> int:
+        return self._actual_length
+
+    def getBuffer(self) -> bytearray | memoryview:
+        return self._buffer
+
+    def getUserData(self) -> Any:
+        return self._user_data
+
+    def setUserData(self, user_data: Any) -> None:
+        self._user_data = user_data
+
+    def setCallback(self, callback: Callable[[EmulatedUsbTransfer], Any] | None) -> None:
+        self._callback = callback
+
+    def getCallback(self) -> Callable[[EmulatedUsbTransfer], Any] | None:
+        return self._callback
+
+    def getEndpoint(self) -> int:
+        return self._endpoint
+
+    def getType(self) -> int:
+        return int(self._type)
+
+    def isSubmitted(self) -> bool:
+        return self._submitted
+
+    def isShortAnError(self) -> bool:
+        return self._short_is_error
+
+    def doom(self) -> None:
+        self._doomed = True
+
+    def close(self) -> None:
+        """Free the transfer; raises on a submitted one, like usb1."""
+        if self._submitted:
+            raise ValueError("Cannot close a submitted transfer")
+        self._doomed = True
+        self._initialized = False
+        self._callback = self._user_data = None

@@ -1,0 +1,159 @@
+"""The USB front: endpoint queues on the virtual clock, control during bulk, payload read at completion,
+cancellation, faults (stall halts a bulk endpoint until CLEAR_FEATURE, partial timeouts, no-device, short writes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tinyhil.emulators.asm2464 import Urb, UsbNoDevice, UsbStall, UsbStatus, UsbTimeout
+from tinyhil.emulators.faults import Fault, FaultPlan, Operation
+
+
+def bulk(data: bytes | bytearray, timeout_ns: int = 10**9) -> Urb:
+    return Urb(0x02, len(data), timeout_ns, payload=memoryview(data))
+
+
+def test_control_requests_run_while_a_bulk_is_in_flight(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host()
+    host.arm(0, 16, 512)
+    urb = host.front.submit(bulk(b"\x01" * 0x40000))
+    host.arm(16, 16, 512)  # the next window's arm while the first bulk moves
+    assert urb.status is None, "a 256 KB bulk at 381 MB/s outlasts a control round trip"
+    second = host.front.submit(bulk(b"\x02" * 0x40000))
+    host.front.wait(second)
+    assert urb.status is second.status is UsbStatus.COMPLETED and urb.completed_ns < second.completed_ns
+    assert host.bridge.read_sram(0x3FFFF, 2) == b"\x01\x02"
+
+
+def test_the_payload_is_read_when_the_transfer_completes(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host()
+    host.arm(0, 1, 1)
+    staging = bytearray(b"\xaa" * 512)
+    urb = host.front.submit(bulk(staging))
+    staging[:] = b"\xbb" * 512  # reused before the transfer completed
+    host.front.wait(urb)
+    assert host.bridge.read_sram(0, 512) == b"\xbb" * 512
+
+
+def test_a_bulk_submitted_before_its_arm_waits_and_pairs(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host()
+    urb = host.front.submit(bulk(b"\x05" * 512))
+    host.arm(3, 1, 1)
+    host.front.wait(urb)
+    assert urb.status is UsbStatus.COMPLETED and host.bridge.read_sram(3 * 0x4000, 512) == b"\x05" * 512
+
+
+def test_cancel_ends_a_waiting_transfer(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host()
+    urb = host.front.submit(bulk(b"\x05" * 512))
+    assert host.front.cancel(urb) and urb.status is UsbStatus.CANCELLED
+    assert not host.front.cancel(urb)
+
+
+def test_a_stalled_bulk_halts_its_endpoint_until_clear_feature(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host(faults=FaultPlan.single(Operation.bulk_out(), 2, Fault.stall()))
+    for attempt in range(1, 4):
+        host.arm(0, 1, 1)
+        if attempt == 1:
+            host.bulk_out(b"\x01" * 512)
+            continue
+        with pytest.raises(UsbStall, match="fault plan" if attempt == 2 else "halted"):
+            host.bulk_out(b"\x01" * 512)
+    host.front.transfer(Urb(0, 0, 10**9, setup=(0x02, 0x01, 0, 0x02), payload=memoryview(b"")))
+    host.arm(0, 1, 1)
+    host.bulk_out(b"\x04" * 512)
+    assert host.bridge.read_sram(0, 512) == b"\x04" * 512
+
+
+def test_a_partial_timeout_moves_its_bytes_and_leaves_the_rest_armed(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host(faults=FaultPlan.single(Operation.bulk_out(), 1, Fault.timeout(partial_bytes=1024)))
+    host.arm(0, 1, 4)
+    data = bytes(range(256)) * 8
+    with pytest.raises(UsbTimeout) as info:
+        host.bulk_out(data, timeout_ns=2_000_000)
+    assert info.value.partial == data[:1024]
+    assert host.bridge.read_sram(0, 2048) == data[:1024] + bytes(1024)
+    host.bulk_out(data[1024:])  # the remaining 1024 bytes pair with what is left of the arm
+    assert host.bridge.read_sram(0, 2048) == data
+
+
+def test_a_short_write_completes_with_fewer_bytes(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host(faults=FaultPlan.single(Operation.bulk_out(), 1, Fault.short_write(512)))
+    host.arm(0, 1, 2)
+    urb = host.bulk_out(b"\x06" * 1024)
+    assert urb.status is UsbStatus.COMPLETED and urb.actual_length == 512
+
+
+def test_device_gone_fails_everything_after(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host(faults=FaultPlan.single(Operation.control_in(0xE4), 2, Fault.no_device()))
+    host.inp(0xE4, 1, 0)
+    for call in (lambda: host.inp(0xE4, 1, 0), lambda: host.out(0xF3, 1), lambda: host.bulk_out(b"\x00" * 4)):
+        with pytest.raises(UsbNoDevice):
+            call()
+    assert not host.bridge.link.powered
+
+
+def test_a_control_out_timeout_never_reaches_the_firmware(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host(faults=FaultPlan.single(Operation.control_out(0xF3), 1, Fault.timeout()))
+    with pytest.raises(UsbTimeout, match="fault plan"):
+        host.out(0xF3, 1, timeout_ns=1_000_000)
+    assert not host.bridge.link.powered
+    host.out(0xF3, 1)
+    assert host.bridge.link.powered
+
+
+def test_a_control_in_partial_timeout_returns_the_first_bytes(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host(faults=FaultPlan.single(Operation.control_in(0xE4), 1, Fault.timeout(partial_bytes=2)))
+    host.out(0xE5, 0x10, 0x42)
+    with pytest.raises(UsbTimeout) as info:
+        host.inp(0xE4, 8, 0x10, timeout_ns=1_000_000)
+    assert info.value.partial == b"\x42\x00"
+
+
+def test_unsupported_standard_requests_stall(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host()
+    for setup in ((0x00, 0x09, 2, 0), (0x02, 0x01, 0, 0x05), (0x00, 0x05, 7, 0), (0x21, 0x09, 0, 0)):
+        with pytest.raises(UsbStall):
+            host.front.transfer(Urb(0, 0, 10**9, setup=setup, payload=memoryview(b"")))
+    status = host.front.transfer(Urb(0, 2, 10**9, setup=(0x82, 0x00, 0, 0x02))).data
+    assert status == b"\x00\x00"
+
+
+def test_device_gone_ends_every_transfer_in_flight_with_no_device(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host(faults=FaultPlan.single(Operation.control_in(0xE4), 1, Fault.no_device()))
+    host.arm(0, 16, 512)
+    moving = host.front.submit(bulk(b"\x01" * 0x40000))
+    waiting = host.front.submit(Urb(0x81, 512, 10**9))
+    with pytest.raises(UsbNoDevice, match="fault plan"):
+        host.inp(0xE4, 1, 0)
+    assert moving.status is waiting.status is UsbStatus.NO_DEVICE
+    assert host.bridge.read_sram(0, 4) == bytes(4), "the bulk was cut off at its first instant: nothing moved"
+
+
+def test_the_synchronous_fast_path_and_the_queued_path_agree(make_host) -> None:  # type: ignore[no-untyped-def]
+    def run(inline: bool) -> tuple[str, int, list[int]]:
+        host = make_host()
+        completed: list[int] = []
+
+        def go(urb: Urb) -> None:
+            if inline:
+                host.front.transfer(urb)
+            else:
+                host.front.wait(host.front.submit(urb))
+            completed.append(urb.completed_ns)
+
+        for seq in range(6):
+            go(Urb(0, 0, 10**9, setup=(0x40, 0xF2, 512, (seq & 1) * 16 | 16 << 8), payload=memoryview(b"")))
+            go(bulk(bytes([seq]) * 0x40000))
+            go(Urb(0, 8, 10**9, setup=(0xC0, 0xE4, 0x8000, 0)))
+        return host.bridge.state_digest(), host.bridge.kernel.now_ns, completed
+
+    assert run(inline=True) == run(inline=False)
+
+
+def test_a_power_cycle_during_a_synchronous_transfer_ends_it(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host()
+    host.bridge.kernel.schedule(1_000, host.bridge.reset)
+    with pytest.raises(UsbNoDevice, match="power-cycled"):
+        host.out(0xF3, 1)
+    assert not host.bridge.link.powered
