@@ -31,7 +31,7 @@ def _vid_pid(vendor_id: int, product_id: int) -> str:
 NO_BRIDGE_REASON: Final = (
     f"no ASM2464 bridge found (looked for {', '.join(_vid_pid(v, p) for v, p in BRIDGE_VID_PIDS)})"
 )
-_LIBUSB_HINT: Final = "install the system package libusb-1.0-0 (Debian/Ubuntu) or libusb (macOS Homebrew)"
+_LIBUSB_HINT: Final = "install the system package libusb-1.0-0 (Debian, Ubuntu) or libusb (Homebrew)"
 
 
 class _Device(Protocol):
@@ -65,7 +65,7 @@ def _open_context(context: Any) -> Any:
     try:
         ctx.open()
     except OSError as exc:  # usb1 raises OSError(ENOENT) when it cannot load the C library
-        raise BridgeUnavailable(f"libusb-1.0 not found: {exc} ({_LIBUSB_HINT})") from exc
+        raise BridgeUnavailable(f"libusb-1.0 not found: {exc}; {_LIBUSB_HINT}") from exc
     except _usb1.USBError as exc:
         raise BridgeUnavailable(f"libusb-1.0 failed to initialise: {exc}") from exc
     return ctx

@@ -7,9 +7,10 @@ pump until that transfer has completed, returns it to the pool, and then surface
 Errors latch: a failed asynchronous transfer records its ``usb1`` error (the class libusb's synchronous API would
 raise for that status, with ``.transferred`` / ``.received`` set on timeouts) or a :class:`ShortTransfer`. Each
 latched error is raised exactly once, by the next ``wait`` (on any tag: a pipelined protocol must stop at the first
-lost transfer, not two chunks later), oldest first; the raised exception carries ``.tag``, the failed transfer's
-tag. ``clear_error()`` drops latched errors that have not surfaced yet (after a recovery such as ``clear_halt``):
-an error is never raised twice and never sticks forever.
+lost transfer, not two chunks later), oldest first; the exception carries ``.tag``, the failed transfer's tag.
+``clear_error()`` drops latched errors that have not surfaced yet (after a recovery such as ``clear_halt``): an
+error is never raised twice and never sticks forever. After reaping, a pooled bulk transfer is set up again on an
+empty buffer, so it no longer references (nor, through ctypes, locks the size of) the caller's payload.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class _Pending:
     what: str
     transfer: UsbTransfer
     keepalive: object  # the caller's payload, referenced until the transfer is reaped
+    bulk_endpoint: int | None
     expected: int
     timeout_ms: int
     result: bytearray | None  # control IN: filled on completion
@@ -65,6 +67,7 @@ class TransferPool:
         """Submit a bulk OUT of ``view`` (not copied when writable); returns its tag."""
         pending = self._take(f"async bulk OUT of {len(view):#x} bytes to endpoint {endpoint:#04x}", keepalive, timeout)
         pending.expected = len(view)
+        pending.bulk_endpoint = endpoint
         pending.transfer.setBulk(endpoint, view, self._callback(pending.tag), None, timeout)
         return self._submit(pending)
 
@@ -98,7 +101,7 @@ class TransferPool:
             self._allocated.append(transfer)
         tag = self._next_tag
         self._next_tag += 1
-        return _Pending(tag, what, transfer, keepalive, 0, timeout, None)
+        return _Pending(tag, what, transfer, keepalive, None, 0, timeout, None)
 
     def _submit(self, pending: _Pending) -> int:
         # Registered before submit: an implementation may complete the transfer (and call back) inside submit().
@@ -146,6 +149,7 @@ class TransferPool:
 
     def _latch(self, tag: int, what: str, error: BaseException) -> None:
         error.add_note(f"tinyhil: {what} (tag {tag}) failed")
+        error.tag = tag  # type: ignore[attr-defined]
         self._latched.append((tag, error))
 
     # --- reaping ---
@@ -205,13 +209,15 @@ class TransferPool:
     def _reap(self, pending: _Pending) -> None:
         del self._tag2pending[pending.tag]
         pending.keepalive = None
+        if pending.bulk_endpoint is not None and pending.done:
+            # usb1 references a writable payload until the transfer is set up again (and ctypes' export stops the
+            # caller from resizing it): point the pooled transfer at an empty buffer so the payload is let go.
+            pending.transfer.setBulk(pending.bulk_endpoint, 0)
         self._free.append(pending.transfer)
 
     def _surface(self) -> None:
         if self._latched:
-            tag, error = self._latched.popleft()
-            error.tag = tag  # type: ignore[attr-defined]
-            raise error
+            raise self._latched.popleft()[1]
 
     # --- teardown ---
     def close(self) -> None:
