@@ -7,8 +7,9 @@ it forwards its bus and its memory ranges. The sequence:
 2. from the root down, give each bridge its bus numbers (primary ``b``, secondary ``b + 1``, subordinate 4), so
    type-1 configuration requests reach the next bus;
 3. on the GPU, turn memory decode off, size every BAR the standard way (write ``0xFFFFFFFF``, read back
-   ``~(size - 1)`` with the type bits; a 64-bit BAR takes two dwords), resize BAR0 to the largest size its
-   resizable-BAR capability offers (extended capability list from ``0x100``), and size BAR0 again;
+   ``~(size - 1)`` with the type bits; a 64-bit BAR takes two dwords; an I/O BAR gets its old value back),
+   resize BAR0 to the largest size its resizable-BAR capability offers (extended capability list from
+   ``0x100``), and size BAR0 again;
 4. assign addresses, largest BAR first, each aligned to its size: 64-bit prefetchable BARs from ``pref_base``,
    the others below 4 GB from ``mem_base``; program them and read them back;
 5. open the same memory and prefetchable windows (1 MB granular, an unused window closed with base > limit) on
@@ -159,10 +160,13 @@ def _size_bars(controller: Asm24Controller, gpu: tuple[int, int, int]) -> list[_
     index = 0
     while index < PCI_NUM_BARS:
         reg = PciConfig.PCI_BASE_ADDRESS_0 + BAR_BYTES * index
+        original = controller.pcie_cfg_read(*gpu, reg)
         controller.pcie_cfg_write(*gpu, reg, U32_MASK)
         low = controller.pcie_cfg_read(*gpu, reg)
+        if low & PciBaseAddress.PCI_BASE_ADDRESS_SPACE_IO:
+            controller.pcie_cfg_write(*gpu, reg, original)  # I/O space: no bridge here routes it; leave it be
         if not low or low & PciBaseAddress.PCI_BASE_ADDRESS_SPACE_IO:
-            index += 1  # unimplemented, or I/O space (nothing behind this bridge routes I/O)
+            index += 1
             continue
         is_64bit = low & PCI_BASE_ADDRESS_MEM_TYPE_MASK == PciBaseAddress.PCI_BASE_ADDRESS_MEM_TYPE_64
         mask = low & PCI_BASE_ADDRESS_MEM_MASK
