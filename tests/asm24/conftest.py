@@ -55,5 +55,5 @@ def handle(bridge: object) -> object:
 @pytest.fixture
 def controller(handle: object) -> Iterator[Asm24Controller]:
     """A controller over a real Usb3Transport over the scripted handle (retry pauses of 0 s)."""
-    with Usb3Transport(handle, SCRIPTED.ScriptedContext(handle)) as transport:  # type: ignore[arg-type]
+    with Usb3Transport(handle, SCRIPTED.ScriptedContext(handle)) as transport:
         yield Asm24Controller(transport, retry_delay_s=0)

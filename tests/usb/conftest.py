@@ -44,5 +44,5 @@ def handle() -> object:
 @pytest.fixture
 def transport(handle: object) -> Iterator[Usb3Transport]:
     """A transport over ``handle`` whose event pump completes everything pending at each pump."""
-    with Usb3Transport(handle, SCRIPTED.ScriptedContext(handle)) as opened:  # type: ignore[arg-type]
+    with Usb3Transport(handle, SCRIPTED.ScriptedContext(handle)) as opened:
         yield opened

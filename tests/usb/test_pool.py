@@ -290,3 +290,20 @@ class AsyncTransfers(RuleBasedStateMachine):
 def test_async_state_machine() -> None:
     AsyncTransfers.TestCase.settings = settings(max_examples=60, stateful_step_count=30)
     AsyncTransfers.TestCase().runTest()
+
+
+def test_a_setup_that_fails_returns_the_transfer_to_the_pool(usb_fake: ModuleType) -> None:
+    transport, handle, _ = _setup(usb_fake)
+    transport.bulk_wait(transport.bulk_write_async(b"x"))
+    pooled = handle.transfers[0]
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise usb1.USBErrorNoMem(usb1.ERROR_NO_MEM)
+
+    pooled.setBulk = refuse
+    with pytest.raises(usb1.USBErrorNoMem):
+        transport.bulk_write_async(b"y")
+    assert transport.in_flight == ()
+    del pooled.setBulk
+    transport.bulk_wait(transport.bulk_write_async(b"z"))
+    assert handle.transfers == [pooled] and handle.calls[-1].data == b"z"

@@ -19,6 +19,7 @@ import contextlib
 import functools
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
@@ -26,7 +27,7 @@ from tinyhil._check import check_int
 from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
 from tinyhil.usb import _usb1
 from tinyhil.usb.errors import ShortTransfer
-from tinyhil.usb.seam import EventPump, UsbHandle, UsbTransfer
+from tinyhil.usb.seam import EventPump, TransferCallback, UsbHandle, UsbTransfer
 
 __all__ = ["TransferPool"]
 
@@ -68,8 +69,7 @@ class TransferPool:
         pending = self._take(f"async bulk OUT of {len(view):#x} bytes to endpoint {endpoint:#04x}", keepalive, timeout)
         pending.expected = len(view)
         pending.bulk_endpoint = endpoint
-        pending.transfer.setBulk(endpoint, view, self._callback(pending.tag), None, timeout)
-        return self._submit(pending)
+        return self._submit(pending, lambda t, cb: t.setBulk(endpoint, view, cb, None, timeout))
 
     def submit_control(
         self, request_type: int, request: int, value: int, index: int, data_or_len: memoryview | int, timeout: int
@@ -83,10 +83,10 @@ class TransferPool:
             pending.result = bytearray(data_or_len)
         else:
             pending.expected = len(data_or_len)
-        pending.transfer.setControl(
-            request_type, request, value, index, data_or_len, self._callback(pending.tag), None, timeout
+        tag = self._submit(
+            pending, lambda t, cb: t.setControl(request_type, request, value, index, data_or_len, cb, None, timeout)
         )
-        return self._submit(pending), pending.result
+        return tag, pending.result
 
     def _take(self, what: str, keepalive: object, timeout: int) -> _Pending:
         if len(self._tag2pending) >= self._max_in_flight:
@@ -103,19 +103,17 @@ class TransferPool:
         self._next_tag += 1
         return _Pending(tag, what, transfer, keepalive, None, 0, timeout, None)
 
-    def _submit(self, pending: _Pending) -> int:
+    def _submit(self, pending: _Pending, setup: Callable[[UsbTransfer, TransferCallback], object]) -> int:
         # Registered before submit: an implementation may complete the transfer (and call back) inside submit().
         self._tag2pending[pending.tag] = pending
         try:
+            setup(pending.transfer, functools.partial(self._on_complete, pending.tag))
             pending.transfer.submit()
         except BaseException:
             del self._tag2pending[pending.tag]
             self._free.append(pending.transfer)
             raise
         return pending.tag
-
-    def _callback(self, tag: int) -> functools.partial[None]:
-        return functools.partial(self._on_complete, tag)
 
     def _on_complete(self, tag: int, transfer: UsbTransfer) -> None:
         # Runs inside usb1's ctypes callback, where an exception would be printed and lost: never raise here.
