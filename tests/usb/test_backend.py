@@ -230,6 +230,20 @@ def test_listing_opens_nothing_and_the_probe_says_the_runtime_is_missing(usb_fak
     assert builtin_targets._usb_probe(context=FakeContext()) == NO_BRIDGE_REASON
 
 
+def test_an_emulated_stack_without_kernel_driver_detach_opens_too(usb_fake: ModuleType) -> None:
+    board = FakeDevice(usb_fake, 0xADD1, 0x0001)
+    original = board.open
+
+    def open_without_detach() -> Any:
+        handle = original()
+        handle.setAutoDetachKernelDriver = None  # what getattr(..., None) sees on a handle lacking the method
+        return handle
+
+    board.open = open_without_detach  # type: ignore[method-assign]
+    open_usb3(context=FakeContext(board)).close()
+    assert board.handle.events[:2] == [("set_configuration", 1), ("claim", 0)]
+
+
 def test_a_non_string_serial_is_refused() -> None:
     with pytest.raises(BridgeUnavailable, match="serial=5, expected a string"):
         open_usb3(5)  # type: ignore[arg-type]

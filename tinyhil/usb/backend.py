@@ -172,8 +172,11 @@ def open_usb3(serial: str | None = None, *, context: Any = None) -> Usb3Transpor
         handle = device.open()
         _check_product(handle, device)
         # A kernel driver bound to interface 0 would make claiming fail; libusb detaches it where it can (Linux).
-        with contextlib.suppress(_usb1.USBErrorNotSupported):
-            handle.setAutoDetachKernelDriver(True)
+        # Optional: an emulated usb1 stack has no kernel drivers and need not offer the call.
+        detach = getattr(handle, "setAutoDetachKernelDriver", None)
+        if detach is not None:
+            with contextlib.suppress(_usb1.USBErrorNotSupported):
+                detach(True)
         handle.setConfiguration(BRIDGE_CONFIGURATION)
         return Usb3Transport(handle, ctx, on_close=ctx.close)
     except BaseException:
