@@ -20,6 +20,8 @@ from tinyhil.qemu.toolchains import (
 )
 from tinyhil.registry import Target, target
 from tinyhil.runtime import Device
+from tinyhil.usb.backend import NO_BRIDGE_REASON, list_bridges
+from tinyhil.usb.errors import BridgeUnavailable
 
 __all__ = ["amd_kfd", "amd_usb", "null", "null_qcomcl_a630", "null_qemucc_aarch64"]
 
@@ -86,8 +88,19 @@ def null_qcomcl_a630(resolved: Target, *, allow_copyout: bool = False, **options
     return NullDevice(resolved.name, compiler, allow_copyout=allow_copyout)
 
 
-def _usb_probe() -> str | None:
-    return _not_implemented("the USB3 transport on libusb", 3)
+def _usb_probe(*, context: Any = None) -> str | None:
+    """Why ``USB+AMD`` cannot run here: libusb missing, no bridge attached, or (a bridge found) no device runtime.
+
+    ``context`` is an unopened ``usb1.USBContext``-like object (tests inject one); by default a fresh one.
+    """
+    try:
+        bridges = list_bridges(context=context)
+    except BridgeUnavailable as exc:
+        return exc.reason
+    if not bridges:
+        return NO_BRIDGE_REASON
+    found = ", ".join(str(bridge) for bridge in bridges)
+    return _not_implemented(f"the USB+AMD device runtime (ASM2464 bridge found: {found})", 5)
 
 
 @target("USB+AMD", capabilities=[], probe=_usb_probe, emulated=False, summary="AMD GPU behind an ASM2464 bridge")

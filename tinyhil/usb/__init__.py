@@ -1,0 +1,39 @@
+"""The USB side of tinyhil: the handle seam, the USB3 transport to an ASM2464 bridge and the real libusb backend.
+
+- :mod:`tinyhil.usb.seam`: ``UsbHandle``, ``UsbSyncIO``, ``UsbTransfer``, ``EventPump`` (the ``usb1`` subset).
+- :mod:`tinyhil.usb.transport`: ``Usb3Transport`` (sync and pooled async transfers, state guard).
+- :mod:`tinyhil.usb.bridge_io`: ``BridgeIO``, ``AsyncBridgeIO`` (the transport API drivers depend on).
+- :mod:`tinyhil.usb.pool`: ``TransferPool`` (tags, reaping, error latching).
+- :mod:`tinyhil.usb.backend`: ``open_usb3``, ``list_bridges``, ``probe_usb3`` over ``usb1`` and the system libusb.
+- :mod:`tinyhil.usb.errors`: ``BridgeUnavailable``, ``ShortTransfer``.
+"""
+
+from __future__ import annotations
+
+from tinyhil.usb.backend import NO_BRIDGE_REASON, BridgeInfo, list_bridges, open_usb3, probe_usb3
+from tinyhil.usb.bridge_io import AsyncBridgeIO, BridgeIO
+from tinyhil.usb.errors import BridgeUnavailable, ShortTransfer
+from tinyhil.usb.pool import TransferPool
+from tinyhil.usb.seam import EventPump, UsbHandle, UsbSyncIO, UsbTransfer
+from tinyhil.usb.state import TransportState, requires_open
+from tinyhil.usb.transport import Usb3Transport
+
+__all__ = [
+    "NO_BRIDGE_REASON",
+    "AsyncBridgeIO",
+    "BridgeIO",
+    "BridgeInfo",
+    "BridgeUnavailable",
+    "EventPump",
+    "ShortTransfer",
+    "TransferPool",
+    "TransportState",
+    "Usb3Transport",
+    "UsbHandle",
+    "UsbSyncIO",
+    "UsbTransfer",
+    "list_bridges",
+    "open_usb3",
+    "probe_usb3",
+    "requires_open",
+]

@@ -1,0 +1,53 @@
+"""What a driver of the ASM2464 bridge needs from a transport: the API of :class:`Usb3Transport`, as protocols.
+
+:class:`~tinyhil.usb.transport.Usb3Transport` implements both (over ``usb1`` or the emulated handle); anything else
+that offers the same methods (a MockUSB3 that is not built on the transport, a recording proxy) works with the
+ASM24 client and the copyin protocol unchanged. Timeouts are in milliseconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["AsyncBridgeIO", "BridgeIO"]
+
+
+@runtime_checkable
+class BridgeIO(Protocol):
+    """Synchronous vendor requests and bulk transfers, and a pause that lets an emulated clock advance."""
+
+    def control_write(self, request: int, value: int = 0, index: int = 0, data: Any = b"", timeout: int = 1000) -> None:
+        """Vendor control OUT (0x40)."""
+
+    def control_read(self, request: int, length: int, value: int = 0, index: int = 0, timeout: int = 1000) -> Any:
+        """Vendor control IN (0xC0) of exactly ``length`` bytes."""
+
+    def bulk_write(self, payload: Any, timeout: int = 1000) -> None:
+        """Bulk OUT on 0x02."""
+
+    def bulk_read(self, length: int, timeout: int = 1000) -> Any:
+        """Bulk IN on 0x81 of exactly ``length`` bytes."""
+
+    def pause(self, seconds: float) -> None:
+        """Wait about ``seconds`` (pumping USB events)."""
+
+
+@runtime_checkable
+class AsyncBridgeIO(BridgeIO, Protocol):
+    """Tagged asynchronous transfers on top of :class:`BridgeIO` (reaped with ``bulk_wait``)."""
+
+    def bulk_write_async(self, payload: Any, timeout: int = 10_000) -> int:
+        """Submit a bulk OUT; the payload must stay unchanged until the tag is reaped."""
+
+    def control_write_async(
+        self, request: int, value: int = 0, index: int = 0, data: Any = b"", timeout: int = 1000
+    ) -> int:
+        """Submit a vendor control OUT."""
+
+    def control_read_async(
+        self, request: int, length: int, value: int = 0, index: int = 0, timeout: int = 1000
+    ) -> tuple[int, bytearray]:
+        """Submit a vendor control IN; the buffer is filled once the tag is reaped."""
+
+    def bulk_wait(self, tag: int) -> None:
+        """Pump events until ``tag`` completes; raises the oldest latched async failure once."""

@@ -1,0 +1,299 @@
+"""The USB3 transport to an ASM2464-class bridge: vendor control requests and bulk transfers over the USB seam.
+
+The transport is built over any :class:`~tinyhil.usb.seam.UsbHandle` and :class:`~tinyhil.usb.seam.EventPump`
+(``usb1`` on a real board, the emulated handle in tests) and does not care which. It speaks the wire format of
+``spec/asm24.md``: vendor requests with bmRequestType ``0x40`` (OUT) / ``0xC0`` (IN) to the device, bulk OUT on
+endpoint ``0x02`` and bulk IN on ``0x81``. Timeouts are in milliseconds.
+
+Errors: ``usb1``'s exception classes pass through unchanged (``USBErrorPipe`` on a stall, ``USBErrorTimeout`` with
+``.transferred`` / ``.received``, ``USBErrorNoDevice``); the bridge always moves exactly the bytes asked for, so a
+transfer that completes short raises :class:`~tinyhil.usb.errors.ShortTransfer`; bad arguments raise
+:class:`~tinyhil.errors.InvalidArgument` before anything is sent; any operation on a closed transport raises
+:class:`~tinyhil.errors.StateError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Final
+
+from tinyhil._check import as_readonly_bytes, check_int
+from tinyhil.errors import InvalidArgument
+from tinyhil.spec.asm24 import BRIDGE_INTERFACE, BULK_IN_EP, BULK_OUT_EP, REQUEST_TYPE_IN, REQUEST_TYPE_OUT
+from tinyhil.usb import _usb1
+from tinyhil.usb.errors import ShortTransfer
+from tinyhil.usb.pool import TransferPool
+from tinyhil.usb.seam import EventPump, UsbHandle
+from tinyhil.usb.state import TransportState, requires_open
+
+__all__ = ["Usb3Transport"]
+
+U8_MAX: Final = 0xFF
+U16_MAX: Final = 0xFFFF  # wValue, wIndex, wLength
+DEFAULT_TIMEOUT_MS: Final = 1000
+DEFAULT_ASYNC_TIMEOUT_MS: Final = 10_000
+DEFAULT_MAX_IN_FLIGHT: Final = 64
+DEFAULT_PUMP_INTERVAL_S: Final = 0.05
+
+
+def _check_u8(name: str, value: object) -> int:
+    return check_int(name, value, min_value=0, max_value=U8_MAX)
+
+
+def _check_u16(name: str, value: object) -> int:
+    return check_int(name, value, min_value=0, max_value=U16_MAX)
+
+
+def _check_timeout(timeout: object) -> int:
+    # libusb reads 0 as "wait forever"; tinyhil never waits forever, so a bound is required.
+    return check_int("timeout (ms)", timeout, min_value=1)
+
+
+def _check_payload(name: str, data: object, *, allow_empty: bool) -> memoryview:
+    view = as_readonly_bytes(name, data)
+    if not allow_empty and not len(view):
+        raise InvalidArgument(f"{name} of 0 bytes, expected at least 1 byte")
+    return view
+
+
+def _describe(direction: str, request: int, value: int, index: int) -> str:
+    return f"control {direction} {request:#04x} (wValue={value:#06x}, wIndex={index:#06x})"
+
+
+class Usb3Transport:
+    """Vendor control and bulk transfers to one bridge, synchronous and asynchronous (pooled, tagged).
+
+    Construction claims interface 0 (the caller has selected configuration 1); ``close()`` (or leaving a ``with``
+    block) cancels what is in flight, frees the pooled transfers, releases the interface, closes the handle and
+    then calls ``on_close`` (the real backend closes its libusb context there).
+
+    Asynchronous transfers (``bulk_write_async``, ``control_write_async``, ``control_read_async``) return distinct
+    integer tags and are reaped with :meth:`bulk_wait`; see :mod:`tinyhil.usb.pool` for how errors latch.
+    """
+
+    def __init__(
+        self,
+        handle: UsbHandle,
+        events: EventPump,
+        *,
+        on_close: Callable[[], object] | None = None,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        pump_interval_s: float = DEFAULT_PUMP_INTERVAL_S,
+    ) -> None:
+        if not isinstance(handle, UsbHandle):
+            raise InvalidArgument(f"handle={handle!r}, expected a usb1.USBDeviceHandle-like object (UsbHandle)")
+        if not isinstance(events, EventPump):
+            raise InvalidArgument(f"events={events!r}, expected an object with handleEventsTimeout (a USB context)")
+        if not isinstance(pump_interval_s, (int, float)) or not 0 < pump_interval_s <= 1:
+            raise InvalidArgument(f"pump_interval_s={pump_interval_s!r}, expected a number of seconds in (0, 1]")
+        self._handle = handle
+        self._events = events
+        self._on_close = on_close
+        self._pool = TransferPool(handle, events, max_in_flight=max_in_flight, pump_interval_s=pump_interval_s)
+        handle.claimInterface(BRIDGE_INTERFACE)
+        self._state = TransportState.OPEN
+
+    @property
+    def state(self) -> TransportState:
+        """``OPEN`` until :meth:`close`."""
+        return self._state
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._state.value}, in flight {self._pool.in_flight}>"
+
+    def __enter__(self) -> Usb3Transport:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # --- synchronous ---
+    @requires_open
+    def control_write(
+        self, request: int, value: int = 0, index: int = 0, data: Any = b"", timeout: int = DEFAULT_TIMEOUT_MS
+    ) -> None:
+        """Vendor control OUT (bmRequestType ``0x40``) with an optional data stage.
+
+        Raises:
+            usb1.USBError: as the device answered (a stall is ``USBErrorPipe``).
+            ShortTransfer: fewer data-stage bytes were accepted than sent.
+        """
+        view = self._check_control(request, value, index, timeout)
+        payload = _check_payload("data", data, allow_empty=True)
+        if len(payload) > U16_MAX:
+            raise InvalidArgument(f"data of {len(payload):#x} bytes, expected at most {U16_MAX:#x} (wLength)")
+        sent = self._handle.controlWrite(REQUEST_TYPE_OUT, view[0], view[1], view[2], payload, timeout)
+        if sent != len(payload):
+            raise ShortTransfer("control_write", _describe("OUT", *view), len(payload), sent)
+
+    @requires_open
+    def control_read(
+        self, request: int, length: int, value: int = 0, index: int = 0, timeout: int = DEFAULT_TIMEOUT_MS
+    ) -> Any:
+        """Vendor control IN (bmRequestType ``0xC0``) of exactly ``length`` bytes; returns them (a bytearray).
+
+        Raises:
+            usb1.USBError: as the device answered.
+            ShortTransfer: fewer than ``length`` bytes came back.
+        """
+        view = self._check_control(request, value, index, timeout)
+        check_int("length", length, min_value=1, max_value=U16_MAX)
+        data = self._handle.controlRead(REQUEST_TYPE_IN, view[0], view[1], view[2], length, timeout)
+        if len(data) != length:
+            raise ShortTransfer("control_read", _describe("IN", *view), length, len(data))
+        return data
+
+    @requires_open
+    def bulk_write(self, payload: Any, timeout: int = DEFAULT_TIMEOUT_MS) -> None:
+        """Bulk OUT of ``payload`` (any bytes-like object) on endpoint ``0x02``.
+
+        Raises:
+            usb1.USBError: as the device answered (``USBErrorTimeout.transferred`` says how much went out).
+            ShortTransfer: the transfer completed short.
+        """
+        view = _check_payload("payload", payload, allow_empty=False)
+        _check_timeout(timeout)
+        sent = self._handle.bulkWrite(BULK_OUT_EP, view, timeout)
+        if sent != len(view):
+            raise ShortTransfer("bulk_write", f"bulk OUT to {BULK_OUT_EP:#04x}", len(view), sent)
+
+    @requires_open
+    def bulk_read(self, length: int, timeout: int = DEFAULT_TIMEOUT_MS) -> Any:
+        """Bulk IN of exactly ``length`` bytes on endpoint ``0x81``; returns them (a bytearray).
+
+        Raises:
+            usb1.USBError: as the device answered (``USBErrorTimeout.received`` holds what arrived).
+            ShortTransfer: fewer than ``length`` bytes came back.
+        """
+        check_int("length", length, min_value=1)
+        _check_timeout(timeout)
+        data = self._handle.bulkRead(BULK_IN_EP, length, timeout)
+        if len(data) != length:
+            raise ShortTransfer("bulk_read", f"bulk IN from {BULK_IN_EP:#04x}", length, len(data))
+        return data
+
+    # --- asynchronous ---
+    @requires_open
+    def bulk_write_async(self, payload: Any, timeout: int = DEFAULT_ASYNC_TIMEOUT_MS) -> int:
+        """Submit a bulk OUT of ``payload`` on ``0x02``; returns its tag (reap it with :meth:`bulk_wait`).
+
+        A writable payload (``bytearray``, numpy array) is not copied: it is read when the transfer moves the data,
+        so leave it unchanged until the tag is reaped. The transport keeps it alive until then.
+
+        Raises:
+            StateError: ``max_in_flight`` transfers are already in flight.
+            usb1.USBError: the transfer could not be submitted.
+        """
+        view = _check_payload("payload", payload, allow_empty=False)
+        _check_timeout(timeout)
+        return self._pool.submit_bulk(BULK_OUT_EP, view, (payload, view), timeout)
+
+    @requires_open
+    def control_write_async(
+        self, request: int, value: int = 0, index: int = 0, data: Any = b"", timeout: int = DEFAULT_TIMEOUT_MS
+    ) -> int:
+        """Submit a vendor control OUT; returns its tag (reap it with :meth:`bulk_wait`)."""
+        view = self._check_control(request, value, index, timeout)
+        payload = _check_payload("data", data, allow_empty=True)
+        if len(payload) > U16_MAX:
+            raise InvalidArgument(f"data of {len(payload):#x} bytes, expected at most {U16_MAX:#x} (wLength)")
+        tag, _ = self._pool.submit_control(REQUEST_TYPE_OUT, view[0], view[1], view[2], payload, timeout)
+        return tag
+
+    @requires_open
+    def control_read_async(
+        self, request: int, length: int, value: int = 0, index: int = 0, timeout: int = DEFAULT_TIMEOUT_MS
+    ) -> tuple[int, bytearray]:
+        """Submit a vendor control IN of ``length`` bytes; returns ``(tag, buffer)``.
+
+        ``buffer`` holds the received bytes once :meth:`bulk_wait` has reaped ``tag`` without raising.
+        """
+        view = self._check_control(request, value, index, timeout)
+        check_int("length", length, min_value=1, max_value=U16_MAX)
+        tag, buffer = self._pool.submit_control(REQUEST_TYPE_IN, view[0], view[1], view[2], length, timeout)
+        assert buffer is not None  # an IN submission always gets its buffer
+        return tag, buffer
+
+    @requires_open
+    def bulk_wait(self, tag: int) -> None:
+        """Pump USB events until transfer ``tag`` (bulk or control) completes and reap it.
+
+        Raises:
+            InvalidArgument: ``tag`` is not in flight (never submitted or already reaped).
+            usb1.USBError / ShortTransfer: the oldest latched failure of any async transfer, raised once; the
+                exception's ``.tag`` names the failed transfer.
+            DeviceTimeout: the event pump never completed the transfer.
+        """
+        self._pool.wait(tag)
+
+    @requires_open
+    def wait_all(self) -> None:
+        """Reap every transfer in flight, oldest first (raising as :meth:`bulk_wait` does)."""
+        self._pool.wait_all()
+
+    @property
+    def in_flight(self) -> tuple[int, ...]:
+        """Tags of the asynchronous transfers not yet reaped, oldest first."""
+        return self._pool.in_flight
+
+    @property
+    def latched_error(self) -> BaseException | None:
+        """The oldest asynchronous failure that has not surfaced through :meth:`bulk_wait` yet, or ``None``."""
+        return self._pool.latched_error
+
+    def clear_error(self) -> tuple[BaseException, ...]:
+        """Drop the latched errors that have not surfaced yet (after recovering); returns them, oldest first."""
+        return self._pool.clear_error()
+
+    # --- device control ---
+    @requires_open
+    def clear_halt(self, endpoint: int) -> None:
+        """CLEAR_FEATURE(ENDPOINT_HALT) on ``endpoint`` (``0x02`` or ``0x81``); also resets the bridge's 0xF2 engine."""
+        if endpoint not in (BULK_OUT_EP, BULK_IN_EP):
+            raise InvalidArgument(f"endpoint={endpoint!r}, expected {BULK_OUT_EP:#04x} or {BULK_IN_EP:#04x}")
+        self._handle.clearHalt(endpoint)
+
+    @requires_open
+    def reset_device(self) -> None:
+        """USB port reset of the bridge (``usb1`` may then report the device gone: reopen it)."""
+        self._handle.resetDevice()
+
+    @requires_open
+    def pause(self, seconds: float) -> None:
+        """Wait about ``seconds`` by pumping USB events (completions may end it early).
+
+        Going through the event pump, not a wall clock, lets an emulated context advance its virtual clock.
+        """
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 <= seconds <= 60:
+            raise InvalidArgument(f"seconds={seconds!r}, expected a number of seconds in [0, 60]")
+        self._events.handleEventsTimeout(seconds)
+
+    def close(self) -> None:
+        """Cancel and reap what is in flight, free the transfers, release the interface and close the handle.
+
+        Closing twice is a no-op. A device that has vanished (``USBErrorNoDevice`` while releasing) does not make
+        closing fail; any other error is raised after everything has been closed.
+        """
+        if self._state is TransportState.CLOSED:
+            return
+        self._state = TransportState.CLOSED
+        try:
+            try:
+                self._pool.close()
+            finally:
+                try:
+                    self._handle.releaseInterface(BRIDGE_INTERFACE)
+                except _usb1.USBErrorNoDevice:
+                    pass
+                finally:
+                    self._handle.close()
+        finally:
+            if self._on_close is not None:
+                self._on_close()
+
+    def _check_control(self, request: object, value: object, index: object, timeout: object) -> tuple[int, int, int]:
+        _check_timeout(timeout)
+        return _check_u8("request", request), _check_u16("value", value), _check_u16("index", index)
