@@ -256,8 +256,8 @@ class KfdDevice:
             for allocation in reversed(made):
                 self.free(allocation)
             raise
-        queue = KfdQueue(self, engine, args.queue_id, ring, (rptr, wptr), self._doorbell_page(args.doorbell_offset),
-                         tuple(extra))  # fmt: skip
+        doorbell = self._doorbell_page(args.doorbell_offset)
+        queue = KfdQueue(self, engine, args.queue_id, (ring, ring_bytes), (rptr, wptr), doorbell, tuple(extra))
         self.queues.append(queue)
         return queue
 

@@ -126,7 +126,7 @@ class KfdQueue:
         device: KfdDevice,
         engine: QueueEngine,
         queue_id: int,
-        ring: Allocation,
+        ring: tuple[Allocation, int],
         pointers: tuple[Allocation, Allocation],
         doorbell: tuple[MappedBuffer, int],
         extra: tuple[Allocation, ...] = (),
@@ -134,16 +134,12 @@ class KfdQueue:
         self.device = device
         self.engine = engine
         self.queue_id = queue_id
-        self.ring = ring
+        self.ring, self.ring_bytes = ring
         self.rptr, self.wptr = pointers
         self.doorbell, self.doorbell_byte = doorbell
         self.extra = extra
         self.write_pointer = 0
         self.destroyed = False
-
-    @property
-    def ring_bytes(self) -> int:
-        return self.ring.size
 
     @property
     def read_pointer(self) -> int:

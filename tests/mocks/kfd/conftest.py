@@ -40,8 +40,8 @@ def make_mock(kernel: EventKernel) -> Iterator[Callable[..., MockKFD]]:
     fake_gpu = load_fake_gpu()
 
     def make(*versions: int, **options: Any) -> MockKFD:
-        gpus = [fake_gpu.FakeGpu(kernel, gfx_target_version=v, vram_bytes=options.pop("vram_bytes", 64 << 20))
-                for v in versions or (110000,)]  # fmt: skip
+        vram_bytes = options.pop("vram_bytes", 64 << 20)
+        gpus = [fake_gpu.FakeGpu(kernel, gfx_target_version=v, vram_bytes=vram_bytes) for v in versions or (110000,)]
         mock = MockKFD(gpus, **options)
         made.append(mock)
         return mock

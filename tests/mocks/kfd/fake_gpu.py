@@ -128,5 +128,7 @@ class FakeGpu:
 
     def state(self) -> tuple[Any, ...]:
         mappings = tuple((va, len(view)) for va, view in sorted(self.mappings.items()))
-        queues = tuple((q.kind.name, q.ring_va, q.ring_bytes, q.rptr_va, q.wptr_va, q.doorbell_index) for q in self.queues)
+        queues = tuple(
+            (q.kind.name, q.ring_va, q.ring_bytes, q.rptr_va, q.wptr_va, q.doorbell_index) for q in self.queues
+        )
         return (mappings, queues)
