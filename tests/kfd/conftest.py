@@ -18,3 +18,5 @@ make_mock = _shared.make_mock
 mock = _shared.mock
 kfd = _shared.kfd
 load_fake_gpu = _shared.load_fake_gpu
+raw = _shared.raw
+helpers = _shared.helpers
