@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
+from tinyhil.fileio import RealFileIO
 from tinyhil.kfd import KFD, KfdMemoryFault, MemoryDomain, QueueEngine, cwsr_sizes
 from tinyhil.kfd.kernel_abi import PAGE_SIZE
 from tinyhil.mocks.kfd import MockKFD
@@ -231,3 +232,20 @@ def test_close_releases_queues_memory_events_and_files(mock: MockKFD) -> None:
     # The event page stays with the process (amdkfd refuses to free it); nothing else does.
     assert [a.size for pdd in process.pdds.values() for a in pdd.allocations.values()] == [0x8000]
     assert all(not gpu.port.mappings for gpu in mock.gpus)
+
+
+def test_a_closed_connection_says_so(mock: MockKFD) -> None:
+    kfd = KFD(mock.fileio)
+    device = kfd.device(0)
+    kfd.close()
+    assert kfd.closed
+    with pytest.raises(StateError, match=r"KFD.device\(\) called, but the KFD connection is closed"):
+        kfd.device(0)
+    with pytest.raises(StateError, match=r"KFD.ioctl\(\)"):
+        device.alloc(PAGE_SIZE)
+
+
+@pytest.mark.skipif(RealFileIO().exists("/dev/kfd"), reason="this machine has /dev/kfd")
+def test_without_dev_kfd_the_client_reports_file_not_found() -> None:
+    with pytest.raises(FileNotFoundError):
+        KFD()

@@ -13,6 +13,7 @@ from enum import IntEnum, IntFlag
 from typing import Final
 
 from tinyhil.kfd import uapi as u
+from tinyhil.kfd import uapi_misc as m
 
 __all__ = [
     "AMDKFD_COMMAND_END",
@@ -100,18 +101,18 @@ class KfdIoctl(IntEnum):
     AMDKFD_IOC_SET_MEMORY_POLICY = _iow(0x04, u.kfd_ioctl_set_memory_policy_args)
     AMDKFD_IOC_GET_CLOCK_COUNTERS = _iowr(0x05, u.kfd_ioctl_get_clock_counters_args)
     AMDKFD_IOC_GET_PROCESS_APERTURES = _ior(0x06, u.kfd_ioctl_get_process_apertures_args)
-    AMDKFD_IOC_UPDATE_QUEUE = _iow(0x07, u.kfd_ioctl_update_queue_args)
+    AMDKFD_IOC_UPDATE_QUEUE = _iow(0x07, m.kfd_ioctl_update_queue_args)
     AMDKFD_IOC_CREATE_EVENT = _iowr(0x08, u.kfd_ioctl_create_event_args)
     AMDKFD_IOC_DESTROY_EVENT = _iow(0x09, u.kfd_ioctl_destroy_event_args)
     AMDKFD_IOC_SET_EVENT = _iow(0x0A, u.kfd_ioctl_set_event_args)
     AMDKFD_IOC_RESET_EVENT = _iow(0x0B, u.kfd_ioctl_reset_event_args)
     AMDKFD_IOC_WAIT_EVENTS = _iowr(0x0C, u.kfd_ioctl_wait_events_args)
-    AMDKFD_IOC_DBG_REGISTER_DEPRECATED = _iow(0x0D, u.kfd_ioctl_dbg_register_args)
-    AMDKFD_IOC_DBG_UNREGISTER_DEPRECATED = _iow(0x0E, u.kfd_ioctl_dbg_unregister_args)
-    AMDKFD_IOC_DBG_ADDRESS_WATCH_DEPRECATED = _iow(0x0F, u.kfd_ioctl_dbg_address_watch_args)
-    AMDKFD_IOC_DBG_WAVE_CONTROL_DEPRECATED = _iow(0x10, u.kfd_ioctl_dbg_wave_control_args)
+    AMDKFD_IOC_DBG_REGISTER_DEPRECATED = _iow(0x0D, m.kfd_ioctl_dbg_register_args)
+    AMDKFD_IOC_DBG_UNREGISTER_DEPRECATED = _iow(0x0E, m.kfd_ioctl_dbg_unregister_args)
+    AMDKFD_IOC_DBG_ADDRESS_WATCH_DEPRECATED = _iow(0x0F, m.kfd_ioctl_dbg_address_watch_args)
+    AMDKFD_IOC_DBG_WAVE_CONTROL_DEPRECATED = _iow(0x10, m.kfd_ioctl_dbg_wave_control_args)
     AMDKFD_IOC_SET_SCRATCH_BACKING_VA = _iowr(0x11, u.kfd_ioctl_set_scratch_backing_va_args)
-    AMDKFD_IOC_GET_TILE_CONFIG = _iowr(0x12, u.kfd_ioctl_get_tile_config_args)
+    AMDKFD_IOC_GET_TILE_CONFIG = _iowr(0x12, m.kfd_ioctl_get_tile_config_args)
     AMDKFD_IOC_SET_TRAP_HANDLER = _iow(0x13, u.kfd_ioctl_set_trap_handler_args)
     AMDKFD_IOC_GET_PROCESS_APERTURES_NEW = _iowr(0x14, u.kfd_ioctl_get_process_apertures_new_args)
     AMDKFD_IOC_ACQUIRE_VM = _iow(0x15, u.kfd_ioctl_acquire_vm_args)
@@ -119,15 +120,15 @@ class KfdIoctl(IntEnum):
     AMDKFD_IOC_FREE_MEMORY_OF_GPU = _iow(0x17, u.kfd_ioctl_free_memory_of_gpu_args)
     AMDKFD_IOC_MAP_MEMORY_TO_GPU = _iowr(0x18, u.kfd_ioctl_map_memory_to_gpu_args)
     AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU = _iowr(0x19, u.kfd_ioctl_unmap_memory_from_gpu_args)
-    AMDKFD_IOC_SET_CU_MASK = _iow(0x1A, u.kfd_ioctl_set_cu_mask_args)
-    AMDKFD_IOC_GET_QUEUE_WAVE_STATE = _iowr(0x1B, u.kfd_ioctl_get_queue_wave_state_args)
-    AMDKFD_IOC_GET_DMABUF_INFO = _iowr(0x1C, u.kfd_ioctl_get_dmabuf_info_args)
-    AMDKFD_IOC_IMPORT_DMABUF = _iowr(0x1D, u.kfd_ioctl_import_dmabuf_args)
-    AMDKFD_IOC_ALLOC_QUEUE_GWS = _iowr(0x1E, u.kfd_ioctl_alloc_queue_gws_args)
-    AMDKFD_IOC_SMI_EVENTS = _iowr(0x1F, u.kfd_ioctl_smi_events_args)
-    AMDKFD_IOC_SVM = _iowr(0x20, u.kfd_ioctl_svm_args)
+    AMDKFD_IOC_SET_CU_MASK = _iow(0x1A, m.kfd_ioctl_set_cu_mask_args)
+    AMDKFD_IOC_GET_QUEUE_WAVE_STATE = _iowr(0x1B, m.kfd_ioctl_get_queue_wave_state_args)
+    AMDKFD_IOC_GET_DMABUF_INFO = _iowr(0x1C, m.kfd_ioctl_get_dmabuf_info_args)
+    AMDKFD_IOC_IMPORT_DMABUF = _iowr(0x1D, m.kfd_ioctl_import_dmabuf_args)
+    AMDKFD_IOC_ALLOC_QUEUE_GWS = _iowr(0x1E, m.kfd_ioctl_alloc_queue_gws_args)
+    AMDKFD_IOC_SMI_EVENTS = _iowr(0x1F, m.kfd_ioctl_smi_events_args)
+    AMDKFD_IOC_SVM = _iowr(0x20, m.kfd_ioctl_svm_args)
     AMDKFD_IOC_SET_XNACK_MODE = _iowr(0x21, u.kfd_ioctl_set_xnack_mode_args)
-    AMDKFD_IOC_CRIU_OP = _iowr(0x22, u.kfd_ioctl_criu_args)
+    AMDKFD_IOC_CRIU_OP = _iowr(0x22, m.kfd_ioctl_criu_args)
     AMDKFD_IOC_AVAILABLE_MEMORY = _iowr(0x23, u.kfd_ioctl_get_available_memory_args)
 
 
@@ -154,18 +155,18 @@ _ARGS: Final[dict[KfdIoctl, type[ctypes.Structure]]] = {
     KfdIoctl.AMDKFD_IOC_SET_MEMORY_POLICY: u.kfd_ioctl_set_memory_policy_args,
     KfdIoctl.AMDKFD_IOC_GET_CLOCK_COUNTERS: u.kfd_ioctl_get_clock_counters_args,
     KfdIoctl.AMDKFD_IOC_GET_PROCESS_APERTURES: u.kfd_ioctl_get_process_apertures_args,
-    KfdIoctl.AMDKFD_IOC_UPDATE_QUEUE: u.kfd_ioctl_update_queue_args,
+    KfdIoctl.AMDKFD_IOC_UPDATE_QUEUE: m.kfd_ioctl_update_queue_args,
     KfdIoctl.AMDKFD_IOC_CREATE_EVENT: u.kfd_ioctl_create_event_args,
     KfdIoctl.AMDKFD_IOC_DESTROY_EVENT: u.kfd_ioctl_destroy_event_args,
     KfdIoctl.AMDKFD_IOC_SET_EVENT: u.kfd_ioctl_set_event_args,
     KfdIoctl.AMDKFD_IOC_RESET_EVENT: u.kfd_ioctl_reset_event_args,
     KfdIoctl.AMDKFD_IOC_WAIT_EVENTS: u.kfd_ioctl_wait_events_args,
-    KfdIoctl.AMDKFD_IOC_DBG_REGISTER_DEPRECATED: u.kfd_ioctl_dbg_register_args,
-    KfdIoctl.AMDKFD_IOC_DBG_UNREGISTER_DEPRECATED: u.kfd_ioctl_dbg_unregister_args,
-    KfdIoctl.AMDKFD_IOC_DBG_ADDRESS_WATCH_DEPRECATED: u.kfd_ioctl_dbg_address_watch_args,
-    KfdIoctl.AMDKFD_IOC_DBG_WAVE_CONTROL_DEPRECATED: u.kfd_ioctl_dbg_wave_control_args,
+    KfdIoctl.AMDKFD_IOC_DBG_REGISTER_DEPRECATED: m.kfd_ioctl_dbg_register_args,
+    KfdIoctl.AMDKFD_IOC_DBG_UNREGISTER_DEPRECATED: m.kfd_ioctl_dbg_unregister_args,
+    KfdIoctl.AMDKFD_IOC_DBG_ADDRESS_WATCH_DEPRECATED: m.kfd_ioctl_dbg_address_watch_args,
+    KfdIoctl.AMDKFD_IOC_DBG_WAVE_CONTROL_DEPRECATED: m.kfd_ioctl_dbg_wave_control_args,
     KfdIoctl.AMDKFD_IOC_SET_SCRATCH_BACKING_VA: u.kfd_ioctl_set_scratch_backing_va_args,
-    KfdIoctl.AMDKFD_IOC_GET_TILE_CONFIG: u.kfd_ioctl_get_tile_config_args,
+    KfdIoctl.AMDKFD_IOC_GET_TILE_CONFIG: m.kfd_ioctl_get_tile_config_args,
     KfdIoctl.AMDKFD_IOC_SET_TRAP_HANDLER: u.kfd_ioctl_set_trap_handler_args,
     KfdIoctl.AMDKFD_IOC_GET_PROCESS_APERTURES_NEW: u.kfd_ioctl_get_process_apertures_new_args,
     KfdIoctl.AMDKFD_IOC_ACQUIRE_VM: u.kfd_ioctl_acquire_vm_args,
@@ -173,15 +174,15 @@ _ARGS: Final[dict[KfdIoctl, type[ctypes.Structure]]] = {
     KfdIoctl.AMDKFD_IOC_FREE_MEMORY_OF_GPU: u.kfd_ioctl_free_memory_of_gpu_args,
     KfdIoctl.AMDKFD_IOC_MAP_MEMORY_TO_GPU: u.kfd_ioctl_map_memory_to_gpu_args,
     KfdIoctl.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU: u.kfd_ioctl_unmap_memory_from_gpu_args,
-    KfdIoctl.AMDKFD_IOC_SET_CU_MASK: u.kfd_ioctl_set_cu_mask_args,
-    KfdIoctl.AMDKFD_IOC_GET_QUEUE_WAVE_STATE: u.kfd_ioctl_get_queue_wave_state_args,
-    KfdIoctl.AMDKFD_IOC_GET_DMABUF_INFO: u.kfd_ioctl_get_dmabuf_info_args,
-    KfdIoctl.AMDKFD_IOC_IMPORT_DMABUF: u.kfd_ioctl_import_dmabuf_args,
-    KfdIoctl.AMDKFD_IOC_ALLOC_QUEUE_GWS: u.kfd_ioctl_alloc_queue_gws_args,
-    KfdIoctl.AMDKFD_IOC_SMI_EVENTS: u.kfd_ioctl_smi_events_args,
-    KfdIoctl.AMDKFD_IOC_SVM: u.kfd_ioctl_svm_args,
+    KfdIoctl.AMDKFD_IOC_SET_CU_MASK: m.kfd_ioctl_set_cu_mask_args,
+    KfdIoctl.AMDKFD_IOC_GET_QUEUE_WAVE_STATE: m.kfd_ioctl_get_queue_wave_state_args,
+    KfdIoctl.AMDKFD_IOC_GET_DMABUF_INFO: m.kfd_ioctl_get_dmabuf_info_args,
+    KfdIoctl.AMDKFD_IOC_IMPORT_DMABUF: m.kfd_ioctl_import_dmabuf_args,
+    KfdIoctl.AMDKFD_IOC_ALLOC_QUEUE_GWS: m.kfd_ioctl_alloc_queue_gws_args,
+    KfdIoctl.AMDKFD_IOC_SMI_EVENTS: m.kfd_ioctl_smi_events_args,
+    KfdIoctl.AMDKFD_IOC_SVM: m.kfd_ioctl_svm_args,
     KfdIoctl.AMDKFD_IOC_SET_XNACK_MODE: u.kfd_ioctl_set_xnack_mode_args,
-    KfdIoctl.AMDKFD_IOC_CRIU_OP: u.kfd_ioctl_criu_args,
+    KfdIoctl.AMDKFD_IOC_CRIU_OP: m.kfd_ioctl_criu_args,
     KfdIoctl.AMDKFD_IOC_AVAILABLE_MEMORY: u.kfd_ioctl_get_available_memory_args,
 }
 

@@ -6,14 +6,21 @@ compares every size and field offset). The ioctl request numbers built from thes
 :mod:`tinyhil.kfd.ioctls`.
 
 Fields are declared as annotations (``Annotated[int, ctypes.c_uint32]``) so type checkers see ``int`` attributes;
-:func:`_layout` turns the annotations into ``_fields_`` in declaration order.
+a decorator turns the annotations into ``_fields_`` in declaration order. The structures of ioctls neither the client
+nor MOCKKFD implements live in :mod:`tinyhil.kfd.uapi_misc`.
 """
 
 from __future__ import annotations
 
 import ctypes
 from enum import IntEnum, IntFlag
-from typing import TYPE_CHECKING, Annotated, Final, TypeVar, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Final
+
+from tinyhil.kfd import uapi_misc
+from tinyhil.kfd._layout import layout as _layout
+from tinyhil.kfd._layout import s32 as _s32
+from tinyhil.kfd._layout import u32 as _u32
+from tinyhil.kfd._layout import u64 as _u64
 
 __all__ = [
     "KFD_INVALID_FD",
@@ -34,55 +41,33 @@ __all__ = [
     "MmioRemap",
     "QueueType",
     "WaitResult",
-    "kfd_criu_bo_bucket",
-    "kfd_criu_device_bucket",
     "kfd_event_data",
     "kfd_hsa_hw_exception_data",
     "kfd_hsa_memory_exception_data",
     "kfd_ioctl_acquire_vm_args",
     "kfd_ioctl_alloc_memory_of_gpu_args",
-    "kfd_ioctl_alloc_queue_gws_args",
     "kfd_ioctl_create_event_args",
     "kfd_ioctl_create_queue_args",
-    "kfd_ioctl_criu_args",
-    "kfd_ioctl_dbg_address_watch_args",
-    "kfd_ioctl_dbg_register_args",
-    "kfd_ioctl_dbg_unregister_args",
-    "kfd_ioctl_dbg_wave_control_args",
     "kfd_ioctl_destroy_event_args",
     "kfd_ioctl_destroy_queue_args",
     "kfd_ioctl_free_memory_of_gpu_args",
     "kfd_ioctl_get_available_memory_args",
     "kfd_ioctl_get_clock_counters_args",
-    "kfd_ioctl_get_dmabuf_info_args",
     "kfd_ioctl_get_process_apertures_args",
     "kfd_ioctl_get_process_apertures_new_args",
-    "kfd_ioctl_get_queue_wave_state_args",
-    "kfd_ioctl_get_tile_config_args",
     "kfd_ioctl_get_version_args",
-    "kfd_ioctl_import_dmabuf_args",
     "kfd_ioctl_map_memory_to_gpu_args",
     "kfd_ioctl_reset_event_args",
-    "kfd_ioctl_set_cu_mask_args",
     "kfd_ioctl_set_event_args",
     "kfd_ioctl_set_memory_policy_args",
     "kfd_ioctl_set_scratch_backing_va_args",
     "kfd_ioctl_set_trap_handler_args",
     "kfd_ioctl_set_xnack_mode_args",
-    "kfd_ioctl_smi_events_args",
-    "kfd_ioctl_svm_args",
-    "kfd_ioctl_svm_attribute",
     "kfd_ioctl_unmap_memory_from_gpu_args",
-    "kfd_ioctl_update_queue_args",
     "kfd_ioctl_wait_events_args",
     "kfd_memory_exception_failure",
     "kfd_process_device_apertures",
 ]
-
-_u32 = Annotated[int, ctypes.c_uint32]
-_u64 = Annotated[int, ctypes.c_uint64]
-_s32 = Annotated[int, ctypes.c_int32]
-_C = TypeVar("_C", bound=type[ctypes.Structure] | type[ctypes.Union])
 
 # --- scalar constants (kfd_ioctl.h) ---------------------------------------------------------------------------------
 KFD_IOCTL_MAJOR_VERSION: Final = 1
@@ -180,16 +165,6 @@ class MmioRemap(IntEnum):
     KFD_MMIO_REMAP_HDP_REG_FLUSH_CNTL = 4
 
 
-def _layout(cls: _C) -> _C:
-    """Set ``cls._fields_`` from its annotations, in declaration order (``Annotated[int, ctype]`` or a ctypes type)."""
-    fields = []
-    for name, hint in get_type_hints(cls, include_extras=True).items():
-        ctype = get_args(hint)[1] if get_origin(hint) is Annotated else hint
-        fields.append((name, ctype))
-    cls._fields_ = fields
-    return cls
-
-
 # --- queues -----------------------------------------------------------------------------------------------------------
 @_layout
 class kfd_ioctl_get_version_args(ctypes.Structure):
@@ -218,31 +193,6 @@ class kfd_ioctl_create_queue_args(ctypes.Structure):
 
 @_layout
 class kfd_ioctl_destroy_queue_args(ctypes.Structure):
-    queue_id: _u32
-    pad: _u32
-
-
-@_layout
-class kfd_ioctl_update_queue_args(ctypes.Structure):
-    ring_base_address: _u64
-    queue_id: _u32
-    ring_size: _u32
-    queue_percentage: _u32
-    queue_priority: _u32
-
-
-@_layout
-class kfd_ioctl_set_cu_mask_args(ctypes.Structure):
-    queue_id: _u32
-    num_cu_mask: _u32
-    cu_mask_ptr: _u64
-
-
-@_layout
-class kfd_ioctl_get_queue_wave_state_args(ctypes.Structure):
-    ctl_stack_address: _u64
-    ctl_stack_used_size: _u32
-    save_area_used_size: _u32
     queue_id: _u32
     pad: _u32
 
@@ -301,33 +251,6 @@ class kfd_ioctl_get_process_apertures_new_args(ctypes.Structure):
     kfd_process_device_apertures_ptr: _u64
     num_of_nodes: _u32
     pad: _u32
-
-
-# --- deprecated debugger ioctls (the kernel answers EPERM) ------------------------------------------------------------
-@_layout
-class kfd_ioctl_dbg_register_args(ctypes.Structure):
-    gpu_id: _u32
-    pad: _u32
-
-
-@_layout
-class kfd_ioctl_dbg_unregister_args(ctypes.Structure):
-    gpu_id: _u32
-    pad: _u32
-
-
-@_layout
-class kfd_ioctl_dbg_address_watch_args(ctypes.Structure):
-    content_ptr: _u64
-    gpu_id: _u32
-    buf_size_in_bytes: _u32
-
-
-@_layout
-class kfd_ioctl_dbg_wave_control_args(ctypes.Structure):
-    content_ptr: _u64
-    gpu_id: _u32
-    buf_size_in_bytes: _u32
 
 
 # --- events -----------------------------------------------------------------------------------------------------------
@@ -423,18 +346,6 @@ class kfd_ioctl_set_scratch_backing_va_args(ctypes.Structure):
 
 
 @_layout
-class kfd_ioctl_get_tile_config_args(ctypes.Structure):
-    tile_config_ptr: _u64
-    macro_tile_config_ptr: _u64
-    num_tile_configs: _u32
-    num_macro_tile_configs: _u32
-    gpu_id: _u32
-    gb_addr_config: _u32
-    num_banks: _u32
-    num_ranks: _u32
-
-
-@_layout
 class kfd_ioctl_set_trap_handler_args(ctypes.Structure):
     tba_addr: _u64
     tma_addr: _u64
@@ -479,96 +390,16 @@ class kfd_ioctl_unmap_memory_from_gpu_args(ctypes.Structure):
     n_success: _u32
 
 
-@_layout
-class kfd_ioctl_alloc_queue_gws_args(ctypes.Structure):
-    queue_id: _u32
-    num_gws: _u32
-    first_gws: _u32
-    pad: _u32
-
-
-@_layout
-class kfd_ioctl_get_dmabuf_info_args(ctypes.Structure):
-    size: _u64
-    metadata_ptr: _u64
-    metadata_size: _u32
-    gpu_id: _u32
-    flags: _u32
-    dmabuf_fd: _u32
-
-
-@_layout
-class kfd_ioctl_import_dmabuf_args(ctypes.Structure):
-    va_addr: _u64
-    handle: _u64
-    gpu_id: _u32
-    dmabuf_fd: _u32
-
-
-@_layout
-class kfd_ioctl_smi_events_args(ctypes.Structure):
-    gpuid: _u32
-    anon_fd: _u32
-
-
-# --- CRIU, SVM, XNACK -------------------------------------------------------------------------------------------------
-@_layout
-class kfd_ioctl_criu_args(ctypes.Structure):
-    devices: _u64
-    bos: _u64
-    priv_data: _u64
-    priv_data_size: _u64
-    num_devices: _u32
-    num_bos: _u32
-    num_objects: _u32
-    pid: _u32
-    op: _u32
-
-
-@_layout
-class kfd_criu_device_bucket(ctypes.Structure):
-    user_gpu_id: _u32
-    actual_gpu_id: _u32
-    drm_fd: _u32
-    pad: _u32
-
-
-@_layout
-class kfd_criu_bo_bucket(ctypes.Structure):
-    addr: _u64
-    size: _u64
-    offset: _u64
-    restored_offset: _u64
-    gpu_id: _u32
-    alloc_flags: _u32
-    dmabuf_fd: _u32
-    pad: _u32
-
-
-@_layout
-class kfd_ioctl_svm_attribute(ctypes.Structure):
-    type: _u32
-    value: _u32
-
-
-@_layout
-class kfd_ioctl_svm_args(ctypes.Structure):
-    """The fixed part; the C struct ends in a flexible array ``attrs[]`` of :class:`kfd_ioctl_svm_attribute`."""
-
-    start_addr: _u64
-    size: _u64
-    op: _u32
-    nattr: _u32
-
-
+# --- XNACK ------------------------------------------------------------------------------------------------------------
 @_layout
 class kfd_ioctl_set_xnack_mode_args(ctypes.Structure):
     xnack_enabled: _s32
 
 
-# Every structure above, by C name (the ABI test walks this).
+# Every structure of the header, here and in uapi_misc, by C name (the ABI test walks this).
 STRUCTS: Final[dict[str, type[ctypes.Structure]]] = {
     name: obj
-    for name, obj in list(globals().items())
+    for module in (globals(), vars(uapi_misc))
+    for name, obj in list(module.items())
     if name.startswith("kfd_") and isinstance(obj, type) and issubclass(obj, ctypes.Structure)
 }
