@@ -1,0 +1,227 @@
+"""MOCKKFD's side of the file-I/O seam: file descriptors, ioctls and mmaps on its virtual device tree.
+
+File descriptors are real descriptors of ``/dev/null`` reserved for the mock's files, so they never collide with
+the process's other descriptors. Paths under ``/dev`` and ``/sys/devices/virtual/kfd`` belong to the mock (a missing
+one is ``ENOENT``, never the real file); reads, listings and existence checks of any other path fall through to the
+real file system, and ``open`` refuses them.
+
+mmap offsets::
+
+    /dev/kfd         KFD_MMAP_TYPE_DOORBELL | gpu_id << 46   the GPU's 8 KiB doorbell frame (stores ring doorbells)
+                     KFD_MMAP_TYPE_EVENTS                    the signal page (at most 32 KiB)
+                     KFD_MMAP_TYPE_MMIO | gpu_id << 46       the GPU's MMIO remap page (HDP flush; no effect here)
+    renderD<128+n>   an allocation's mmap_offset (+ page)    CPU access to that VRAM / GTT buffer object
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import posixpath
+import weakref
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from tinyhil.fileio import IoctlArg, MappedBuffer
+from tinyhil.kfd.kernel_abi import (
+    KFD_DEVICE_PATH,
+    KFD_DOORBELL_PROCESS_SLICE_BYTES,
+    KFD_MMAP_TYPE_DOORBELL,
+    KFD_MMAP_TYPE_EVENTS,
+    KFD_MMAP_TYPE_MASK,
+    KFD_MMAP_TYPE_MMIO,
+    KFD_SIGNAL_PAGE_BYTES,
+    PAGE_SIZE,
+    kfd_mmap_get_gpu_id,
+)
+from tinyhil.mocks.kfd._errno import fail
+from tinyhil.mocks.kfd.state import Allocation, GpuDevice
+from tinyhil.mocks.kfd.topology import SysfsTree
+
+if TYPE_CHECKING:
+    from tinyhil.mocks.kfd.device import MockKFD
+
+__all__ = ["FileKind", "MockFileIO", "OpenFile"]
+
+_U64_LIMIT = 1 << 64
+
+
+class FileKind(Enum):
+    """What an open mock file is."""
+
+    KFD = "kfd"
+    RENDER = "render node"
+    SYSFS = "sysfs file"
+    DIRECTORY = "directory"
+
+
+@dataclass(eq=False, slots=True)
+class OpenFile:
+    """One open file description of the mock."""
+
+    fd: int
+    path: str
+    kind: FileKind
+    gpu: GpuDevice | None = None
+
+
+def _normalize(path: Any) -> str:
+    text = os.fspath(path)
+    if not isinstance(text, str):
+        fail(errno.EINVAL, f"path {text!r} is bytes, expected a str path")
+    normal = posixpath.normpath(text)
+    return "/" + normal.lstrip("/") if normal.startswith("/") else normal
+
+
+def _close_reserved(files: dict[int, OpenFile]) -> None:
+    for fd in list(files):
+        os.close(fd)
+    files.clear()
+
+
+class MockFileIO:
+    """The :class:`~tinyhil.fileio.FileIO` seam over a :class:`~tinyhil.mocks.kfd.MockKFD`."""
+
+    def __init__(self, kfd: MockKFD) -> None:
+        self.kfd = kfd
+        self.files: dict[int, OpenFile] = {}
+        self._finalizer = weakref.finalize(self, _close_reserved, self.files)
+
+    def close_all(self) -> None:
+        """Close every file the mock has open (process exit)."""
+        _close_reserved(self.files)
+
+    def file_of(self, fd: int) -> OpenFile | None:
+        return self.files.get(fd)
+
+    def _file(self, fd: int, what: str) -> OpenFile:
+        file = self.files.get(fd)
+        if file is None:
+            fail(errno.EBADF, f"{what}: fd={fd} is not a file open in MOCKKFD")
+        return file
+
+    # --- files ---------------------------------------------------------------------------------------------------
+    def open(self, path: str, flags: int) -> int:
+        normal = _normalize(path)
+        tree = self.kfd.sysfs
+        if not SysfsTree.owns(normal):
+            fail(errno.ENOENT, f"open({path!r}): MOCKKFD opens only its own /dev and KFD sysfs files")
+        if normal in tree.files:
+            content = tree.files[normal]
+            if content is None:
+                gpu = next((g for g in self.kfd.gpus if g.identity.render_path == normal), None)
+                kind = FileKind.KFD if normal == KFD_DEVICE_PATH else FileKind.RENDER
+            else:
+                gpu, kind = None, FileKind.SYSFS
+        elif normal in tree.dirs:
+            gpu, kind = None, FileKind.DIRECTORY
+        else:
+            fail(errno.ENOENT, f"open({path!r}): no such file in MOCKKFD's device tree")
+        if kind in (FileKind.SYSFS, FileKind.DIRECTORY) and flags & (os.O_WRONLY | os.O_RDWR):
+            fail(errno.EISDIR if kind is FileKind.DIRECTORY else errno.EACCES, f"open({path!r}) for writing: read-only")
+        if kind is FileKind.KFD:
+            self.kfd.ensure_process()
+        fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        self.files[fd] = OpenFile(fd, normal, kind, gpu)
+        return fd
+
+    def close(self, fd: int) -> None:
+        self._file(fd, "close")
+        del self.files[fd]
+        os.close(fd)
+
+    def read(self, path: str) -> bytes:
+        normal = _normalize(path)
+        if not SysfsTree.owns(normal):
+            with open(path, "rb") as file:
+                return file.read()
+        tree = self.kfd.sysfs
+        if normal in tree.dirs:
+            fail(errno.EISDIR, f"read({path!r}): is a directory")
+        if normal not in tree.files:
+            fail(errno.ENOENT, f"read({path!r}): no such file in MOCKKFD's device tree")
+        content = tree.files[normal]
+        if content is None:
+            fail(errno.EINVAL, f"read({path!r}): the device has no read operation")
+        return content
+
+    def listdir(self, path: str) -> list[str]:
+        normal = _normalize(path)
+        if not SysfsTree.owns(normal):
+            return sorted(os.listdir(path))
+        tree = self.kfd.sysfs
+        if normal in tree.files:
+            fail(errno.ENOTDIR, f"listdir({path!r}): not a directory")
+        if normal not in tree.dirs:
+            fail(errno.ENOENT, f"listdir({path!r}): no such directory in MOCKKFD's device tree")
+        return sorted(tree.dirs[normal])
+
+    def exists(self, path: str) -> bool:
+        normal = _normalize(path)
+        if not SysfsTree.owns(normal):
+            return os.path.exists(path)
+        return normal in self.kfd.sysfs.files or normal in self.kfd.sysfs.dirs
+
+    # --- ioctl and mmap ------------------------------------------------------------------------------------------
+    def ioctl(self, fd: int, request: int, buf: IoctlArg) -> int:
+        file = self._file(fd, "ioctl")
+        if file.kind is not FileKind.KFD:
+            fail(errno.ENOTTY, f"ioctl({request:#x}) on {file.path}: MOCKKFD emulates ioctls on /dev/kfd only")
+        return self.kfd.dispatcher.ioctl(request, buf)
+
+    def mmap(self, fd: int, length: int, offset: int) -> MappedBuffer:
+        file = self._file(fd, "mmap")
+        what = f"mmap({file.path}, length={length:#x}, offset={offset:#x})"
+        if length <= 0 or offset < 0 or offset >= _U64_LIMIT or offset % PAGE_SIZE:
+            fail(errno.EINVAL, f"{what}: expected length > 0 and a page-aligned 64-bit offset")
+        if file.kind is FileKind.KFD:
+            return self._mmap_kfd(what, length, offset)
+        if file.kind is FileKind.RENDER and file.gpu is not None:
+            return self._mmap_render(what, file.gpu, length, offset)
+        fail(errno.ENODEV, f"{what}: {file.kind.value}s cannot be mapped")
+
+    def munmap(self, buf: MappedBuffer) -> None:
+        buf.release()
+
+    def _mmap_kfd(self, what: str, length: int, offset: int) -> MappedBuffer:
+        mmap_type = offset & KFD_MMAP_TYPE_MASK
+        gpu = self.kfd.gpu_by_id(kfd_mmap_get_gpu_id(offset))
+        if mmap_type == KFD_MMAP_TYPE_EVENTS:
+            page = self.kfd.process.signal_page
+            if length > KFD_SIGNAL_PAGE_BYTES or page is None:
+                fail(errno.EINVAL, f"{what}: no signal page yet, or more than {KFD_SIGNAL_PAGE_BYTES:#x} bytes")
+            self.kfd.process.signal_mapped_size = length
+            return MappedBuffer.over(page, 0, length)
+        if gpu is None:
+            fail(errno.ENODEV, f"{what}: the offset names gpu_id={kfd_mmap_get_gpu_id(offset):#x}, no GPU of MOCKKFD")
+        if mmap_type == KFD_MMAP_TYPE_DOORBELL:
+            if length != KFD_DOORBELL_PROCESS_SLICE_BYTES:
+                fail(errno.EINVAL, f"{what}: the doorbell frame is {KFD_DOORBELL_PROCESS_SLICE_BYTES:#x} bytes")
+            return MappedBuffer.over(
+                gpu.doorbell_page, on_write=functools.partial(self.kfd.queues.doorbell_written, gpu)
+            )
+        if mmap_type == KFD_MMAP_TYPE_MMIO:
+            if length != PAGE_SIZE:
+                fail(errno.EINVAL, f"{what}: the MMIO remap page is {PAGE_SIZE:#x} bytes")
+            return MappedBuffer.over(gpu.mmio_page)
+        fail(errno.EINVAL, f"{what}: KFD_MMAP_TYPE_RESERVED_MEM (APU trap handler memory) is not emulated")
+
+    def _mmap_render(self, what: str, gpu: GpuDevice, length: int, offset: int) -> MappedBuffer:
+        allocations = self.kfd.process.pdds[gpu.gpu_id].allocations.values() if self.kfd.has_process else ()
+        for allocation in allocations:
+            start = allocation.drm_offset
+            if start is not None and start <= offset and offset + length <= start + allocation.size:
+                relative = offset - start
+                on_write = functools.partial(_bo_written, self.kfd, allocation, relative)
+                return MappedBuffer.over(allocation.backing, relative, length, on_write=on_write)
+        fail(errno.EINVAL, f"{what}: no buffer object of {gpu.identity.render_path} covers that range")
+
+
+def _bo_written(kfd: MockKFD, allocation: Allocation, base: int, offset: int, nbytes: int) -> None:
+    """A CPU store into a mapped buffer object: tell every GPU the buffer is mapped on."""
+    for gpu_id in allocation.mapped_on:
+        gpu = kfd.gpu_by_id(gpu_id)
+        if gpu is not None:
+            gpu.port.memory_written(allocation.va + base + offset, nbytes)

@@ -1,0 +1,44 @@
+"""The KFD path: amdkfd's uapi as ctypes, and the reference client that drives /dev/kfd through the file-I/O seam.
+
+::
+
+    with KFD(fileio) as kfd:                       # fileio: RealFileIO() or MockKFD(...).fileio
+        gpu = kfd.device(0)                        # opens renderD<minor>, ACQUIRE_VM
+        buf = gpu.alloc(1 << 20)                   # VRAM, mapped on the GPU and for the CPU
+        queue = gpu.create_queue(QueueEngine.SDMA)
+        queue.submit(packets)                      # ring + write pointer + doorbell
+        kfd.wait(kfd.create_event(), timeout_ms=1000)
+
+Modules: :mod:`~tinyhil.kfd.uapi` (structures and constants of ``linux/kfd_ioctl.h``), :mod:`~tinyhil.kfd.ioctls`
+(request numbers), :mod:`~tinyhil.kfd.kernel_abi` (mmap offsets, handles, event slots, paths), and the client.
+"""
+
+from __future__ import annotations
+
+from tinyhil.kfd.client import KFD, ClockCounters, KfdEvent, KfdMemoryFault
+from tinyhil.kfd.device import VA_WINDOW_BASE, VA_WINDOW_BYTES, Allocation, KfdDevice, MemoryDomain
+from tinyhil.kfd.ioctls import KfdIoctl
+from tinyhil.kfd.queue import CwsrSizes, KfdQueue, QueueEngine, cwsr_sizes
+from tinyhil.kfd.topology import KfdNode, Topology, gfx_arch_name, parse_properties, read_topology
+
+__all__ = [
+    "KFD",
+    "VA_WINDOW_BASE",
+    "VA_WINDOW_BYTES",
+    "Allocation",
+    "ClockCounters",
+    "CwsrSizes",
+    "KfdDevice",
+    "KfdEvent",
+    "KfdIoctl",
+    "KfdMemoryFault",
+    "KfdNode",
+    "KfdQueue",
+    "MemoryDomain",
+    "QueueEngine",
+    "Topology",
+    "cwsr_sizes",
+    "gfx_arch_name",
+    "parse_properties",
+    "read_topology",
+]

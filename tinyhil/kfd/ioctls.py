@@ -1,0 +1,190 @@
+"""amdkfd ioctl request numbers (``AMDKFD_IOC_*`` of ``linux/kfd_ioctl.h``), computed with the kernel's _IOC encoding.
+
+The encoding is asm-generic's (x86, arm, arm64, riscv): bits 0-7 number, 8-15 type (``'K'`` for amdkfd), 16-29 the
+argument size in bytes, 30-31 the direction (1 write = to the kernel, 2 read = from the kernel). The argument sizes
+come from the ctypes structures in :mod:`tinyhil.kfd.uapi`, so a layout bug shows up as a wrong request number too.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from enum import IntEnum, IntFlag
+from typing import Final
+
+from tinyhil.kfd import uapi as u
+from tinyhil.kfd import uapi_misc as m
+
+__all__ = [
+    "AMDKFD_COMMAND_END",
+    "AMDKFD_COMMAND_START",
+    "AMDKFD_IOCTL_BASE",
+    "IOCTLS",
+    "IOC_NRBITS",
+    "IOC_SIZEBITS",
+    "IOC_TYPEBITS",
+    "IocDir",
+    "IoctlDef",
+    "KfdIoctl",
+    "ioc",
+    "ioc_dir",
+    "ioc_nr",
+    "ioc_size",
+    "ioc_type",
+]
+
+IOC_NRBITS: Final = 8
+IOC_TYPEBITS: Final = 8
+IOC_SIZEBITS: Final = 14
+_IOC_NRSHIFT: Final = 0
+_IOC_TYPESHIFT: Final = _IOC_NRSHIFT + IOC_NRBITS
+_IOC_SIZESHIFT: Final = _IOC_TYPESHIFT + IOC_TYPEBITS
+_IOC_DIRSHIFT: Final = _IOC_SIZESHIFT + IOC_SIZEBITS
+
+AMDKFD_IOCTL_BASE: Final = ord("K")
+# Request numbers the kernel dispatches are AMDKFD_COMMAND_START <= nr < AMDKFD_COMMAND_END.
+AMDKFD_COMMAND_START: Final = 0x01
+AMDKFD_COMMAND_END: Final = 0x24
+
+
+class IocDir(IntFlag):
+    """The direction bits of a request number (the kernel's ``_IOC_NONE``, ``_IOC_WRITE``, ``_IOC_READ``)."""
+
+    IOC_NONE = 0
+    IOC_WRITE = 1
+    IOC_READ = 2
+
+
+def ioc(direction: int, type_: int, nr: int, size: int) -> int:
+    """``_IOC(dir, type, nr, size)``: the request number."""
+    return (direction << _IOC_DIRSHIFT) | (size << _IOC_SIZESHIFT) | (type_ << _IOC_TYPESHIFT) | (nr << _IOC_NRSHIFT)
+
+
+def ioc_dir(request: int) -> int:
+    """``_IOC_DIR(request)``."""
+    return (request >> _IOC_DIRSHIFT) & 0x3
+
+
+def ioc_type(request: int) -> int:
+    """``_IOC_TYPE(request)``."""
+    return (request >> _IOC_TYPESHIFT) & ((1 << IOC_TYPEBITS) - 1)
+
+
+def ioc_nr(request: int) -> int:
+    """``_IOC_NR(request)``."""
+    return (request >> _IOC_NRSHIFT) & ((1 << IOC_NRBITS) - 1)
+
+
+def ioc_size(request: int) -> int:
+    """``_IOC_SIZE(request)``: the argument size in bytes the request number encodes."""
+    return (request >> _IOC_SIZESHIFT) & ((1 << IOC_SIZEBITS) - 1)
+
+
+def _ior(nr: int, args: type[ctypes.Structure]) -> int:
+    return ioc(IocDir.IOC_READ, AMDKFD_IOCTL_BASE, nr, ctypes.sizeof(args))
+
+
+def _iow(nr: int, args: type[ctypes.Structure]) -> int:
+    return ioc(IocDir.IOC_WRITE, AMDKFD_IOCTL_BASE, nr, ctypes.sizeof(args))
+
+
+def _iowr(nr: int, args: type[ctypes.Structure]) -> int:
+    return ioc(IocDir.IOC_READ | IocDir.IOC_WRITE, AMDKFD_IOCTL_BASE, nr, ctypes.sizeof(args))
+
+
+class KfdIoctl(IntEnum):
+    """Every request number of the header, with the header's names."""
+
+    AMDKFD_IOC_GET_VERSION = _ior(0x01, u.kfd_ioctl_get_version_args)
+    AMDKFD_IOC_CREATE_QUEUE = _iowr(0x02, u.kfd_ioctl_create_queue_args)
+    AMDKFD_IOC_DESTROY_QUEUE = _iowr(0x03, u.kfd_ioctl_destroy_queue_args)
+    AMDKFD_IOC_SET_MEMORY_POLICY = _iow(0x04, u.kfd_ioctl_set_memory_policy_args)
+    AMDKFD_IOC_GET_CLOCK_COUNTERS = _iowr(0x05, u.kfd_ioctl_get_clock_counters_args)
+    AMDKFD_IOC_GET_PROCESS_APERTURES = _ior(0x06, u.kfd_ioctl_get_process_apertures_args)
+    AMDKFD_IOC_UPDATE_QUEUE = _iow(0x07, m.kfd_ioctl_update_queue_args)
+    AMDKFD_IOC_CREATE_EVENT = _iowr(0x08, u.kfd_ioctl_create_event_args)
+    AMDKFD_IOC_DESTROY_EVENT = _iow(0x09, u.kfd_ioctl_destroy_event_args)
+    AMDKFD_IOC_SET_EVENT = _iow(0x0A, u.kfd_ioctl_set_event_args)
+    AMDKFD_IOC_RESET_EVENT = _iow(0x0B, u.kfd_ioctl_reset_event_args)
+    AMDKFD_IOC_WAIT_EVENTS = _iowr(0x0C, u.kfd_ioctl_wait_events_args)
+    AMDKFD_IOC_DBG_REGISTER_DEPRECATED = _iow(0x0D, m.kfd_ioctl_dbg_register_args)
+    AMDKFD_IOC_DBG_UNREGISTER_DEPRECATED = _iow(0x0E, m.kfd_ioctl_dbg_unregister_args)
+    AMDKFD_IOC_DBG_ADDRESS_WATCH_DEPRECATED = _iow(0x0F, m.kfd_ioctl_dbg_address_watch_args)
+    AMDKFD_IOC_DBG_WAVE_CONTROL_DEPRECATED = _iow(0x10, m.kfd_ioctl_dbg_wave_control_args)
+    AMDKFD_IOC_SET_SCRATCH_BACKING_VA = _iowr(0x11, u.kfd_ioctl_set_scratch_backing_va_args)
+    AMDKFD_IOC_GET_TILE_CONFIG = _iowr(0x12, m.kfd_ioctl_get_tile_config_args)
+    AMDKFD_IOC_SET_TRAP_HANDLER = _iow(0x13, u.kfd_ioctl_set_trap_handler_args)
+    AMDKFD_IOC_GET_PROCESS_APERTURES_NEW = _iowr(0x14, u.kfd_ioctl_get_process_apertures_new_args)
+    AMDKFD_IOC_ACQUIRE_VM = _iow(0x15, u.kfd_ioctl_acquire_vm_args)
+    AMDKFD_IOC_ALLOC_MEMORY_OF_GPU = _iowr(0x16, u.kfd_ioctl_alloc_memory_of_gpu_args)
+    AMDKFD_IOC_FREE_MEMORY_OF_GPU = _iow(0x17, u.kfd_ioctl_free_memory_of_gpu_args)
+    AMDKFD_IOC_MAP_MEMORY_TO_GPU = _iowr(0x18, u.kfd_ioctl_map_memory_to_gpu_args)
+    AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU = _iowr(0x19, u.kfd_ioctl_unmap_memory_from_gpu_args)
+    AMDKFD_IOC_SET_CU_MASK = _iow(0x1A, m.kfd_ioctl_set_cu_mask_args)
+    AMDKFD_IOC_GET_QUEUE_WAVE_STATE = _iowr(0x1B, m.kfd_ioctl_get_queue_wave_state_args)
+    AMDKFD_IOC_GET_DMABUF_INFO = _iowr(0x1C, m.kfd_ioctl_get_dmabuf_info_args)
+    AMDKFD_IOC_IMPORT_DMABUF = _iowr(0x1D, m.kfd_ioctl_import_dmabuf_args)
+    AMDKFD_IOC_ALLOC_QUEUE_GWS = _iowr(0x1E, m.kfd_ioctl_alloc_queue_gws_args)
+    AMDKFD_IOC_SMI_EVENTS = _iowr(0x1F, m.kfd_ioctl_smi_events_args)
+    AMDKFD_IOC_SVM = _iowr(0x20, m.kfd_ioctl_svm_args)
+    AMDKFD_IOC_SET_XNACK_MODE = _iowr(0x21, u.kfd_ioctl_set_xnack_mode_args)
+    AMDKFD_IOC_CRIU_OP = _iowr(0x22, m.kfd_ioctl_criu_args)
+    AMDKFD_IOC_AVAILABLE_MEMORY = _iowr(0x23, u.kfd_ioctl_get_available_memory_args)
+
+
+@dataclass(frozen=True, slots=True)
+class IoctlDef:
+    """One ioctl: its request number and the structure it carries."""
+
+    request: KfdIoctl
+    args: type[ctypes.Structure]
+
+    @property
+    def name(self) -> str:
+        return self.request.name
+
+    @property
+    def nr(self) -> int:
+        return ioc_nr(self.request)
+
+
+_ARGS: Final[dict[KfdIoctl, type[ctypes.Structure]]] = {
+    KfdIoctl.AMDKFD_IOC_GET_VERSION: u.kfd_ioctl_get_version_args,
+    KfdIoctl.AMDKFD_IOC_CREATE_QUEUE: u.kfd_ioctl_create_queue_args,
+    KfdIoctl.AMDKFD_IOC_DESTROY_QUEUE: u.kfd_ioctl_destroy_queue_args,
+    KfdIoctl.AMDKFD_IOC_SET_MEMORY_POLICY: u.kfd_ioctl_set_memory_policy_args,
+    KfdIoctl.AMDKFD_IOC_GET_CLOCK_COUNTERS: u.kfd_ioctl_get_clock_counters_args,
+    KfdIoctl.AMDKFD_IOC_GET_PROCESS_APERTURES: u.kfd_ioctl_get_process_apertures_args,
+    KfdIoctl.AMDKFD_IOC_UPDATE_QUEUE: m.kfd_ioctl_update_queue_args,
+    KfdIoctl.AMDKFD_IOC_CREATE_EVENT: u.kfd_ioctl_create_event_args,
+    KfdIoctl.AMDKFD_IOC_DESTROY_EVENT: u.kfd_ioctl_destroy_event_args,
+    KfdIoctl.AMDKFD_IOC_SET_EVENT: u.kfd_ioctl_set_event_args,
+    KfdIoctl.AMDKFD_IOC_RESET_EVENT: u.kfd_ioctl_reset_event_args,
+    KfdIoctl.AMDKFD_IOC_WAIT_EVENTS: u.kfd_ioctl_wait_events_args,
+    KfdIoctl.AMDKFD_IOC_DBG_REGISTER_DEPRECATED: m.kfd_ioctl_dbg_register_args,
+    KfdIoctl.AMDKFD_IOC_DBG_UNREGISTER_DEPRECATED: m.kfd_ioctl_dbg_unregister_args,
+    KfdIoctl.AMDKFD_IOC_DBG_ADDRESS_WATCH_DEPRECATED: m.kfd_ioctl_dbg_address_watch_args,
+    KfdIoctl.AMDKFD_IOC_DBG_WAVE_CONTROL_DEPRECATED: m.kfd_ioctl_dbg_wave_control_args,
+    KfdIoctl.AMDKFD_IOC_SET_SCRATCH_BACKING_VA: u.kfd_ioctl_set_scratch_backing_va_args,
+    KfdIoctl.AMDKFD_IOC_GET_TILE_CONFIG: m.kfd_ioctl_get_tile_config_args,
+    KfdIoctl.AMDKFD_IOC_SET_TRAP_HANDLER: u.kfd_ioctl_set_trap_handler_args,
+    KfdIoctl.AMDKFD_IOC_GET_PROCESS_APERTURES_NEW: u.kfd_ioctl_get_process_apertures_new_args,
+    KfdIoctl.AMDKFD_IOC_ACQUIRE_VM: u.kfd_ioctl_acquire_vm_args,
+    KfdIoctl.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU: u.kfd_ioctl_alloc_memory_of_gpu_args,
+    KfdIoctl.AMDKFD_IOC_FREE_MEMORY_OF_GPU: u.kfd_ioctl_free_memory_of_gpu_args,
+    KfdIoctl.AMDKFD_IOC_MAP_MEMORY_TO_GPU: u.kfd_ioctl_map_memory_to_gpu_args,
+    KfdIoctl.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU: u.kfd_ioctl_unmap_memory_from_gpu_args,
+    KfdIoctl.AMDKFD_IOC_SET_CU_MASK: m.kfd_ioctl_set_cu_mask_args,
+    KfdIoctl.AMDKFD_IOC_GET_QUEUE_WAVE_STATE: m.kfd_ioctl_get_queue_wave_state_args,
+    KfdIoctl.AMDKFD_IOC_GET_DMABUF_INFO: m.kfd_ioctl_get_dmabuf_info_args,
+    KfdIoctl.AMDKFD_IOC_IMPORT_DMABUF: m.kfd_ioctl_import_dmabuf_args,
+    KfdIoctl.AMDKFD_IOC_ALLOC_QUEUE_GWS: m.kfd_ioctl_alloc_queue_gws_args,
+    KfdIoctl.AMDKFD_IOC_SMI_EVENTS: m.kfd_ioctl_smi_events_args,
+    KfdIoctl.AMDKFD_IOC_SVM: m.kfd_ioctl_svm_args,
+    KfdIoctl.AMDKFD_IOC_SET_XNACK_MODE: u.kfd_ioctl_set_xnack_mode_args,
+    KfdIoctl.AMDKFD_IOC_CRIU_OP: m.kfd_ioctl_criu_args,
+    KfdIoctl.AMDKFD_IOC_AVAILABLE_MEMORY: u.kfd_ioctl_get_available_memory_args,
+}
+
+# The kernel's ioctl table, by request number (nr), AMDKFD_COMMAND_START <= nr < AMDKFD_COMMAND_END.
+IOCTLS: Final[dict[int, IoctlDef]] = {ioc_nr(request): IoctlDef(request, args) for request, args in _ARGS.items()}
