@@ -76,3 +76,13 @@ def test_close_frees_every_buffer_and_blocks_further_use() -> None:
     assert device.closed and not device._live
     with pytest.raises(StateError, match=r"NullDevice\(NULL\)\.copyin\(\) called, but the device is closed"):
         device.copyin(Buffer("NULL", 0, 1, 1), b"x")
+
+
+def test_compile_error_survives_pickling_with_its_compiler_and_message() -> None:
+    import pickle
+
+    from tinyhil.errors import CompileError
+
+    error = pickle.loads(pickle.dumps(CompileError("cc", "x.c:1: error: expected ';'")))
+    assert (error.compiler, error.message) == ("cc", "x.c:1: error: expected ';'")
+    assert "x.c:1" in str(error)

@@ -70,3 +70,7 @@ class CompileError(TinyHilError, RuntimeError):
         super().__init__(f"{compiler} failed to compile:\n{message}")
         self.compiler = compiler
         self.message = message
+
+    def __reduce__(self) -> tuple[type[CompileError], tuple[str, str]]:
+        # Crosses process boundaries (worker pool): rebuild from the constructor's arguments, not from str(self).
+        return type(self), (self.compiler, self.message)

@@ -21,7 +21,7 @@ from tinyhil.usb import _usb1
 from tinyhil.usb.errors import BridgeUnavailable
 from tinyhil.usb.transport import Usb3Transport
 
-__all__ = ["NO_BRIDGE_REASON", "BridgeInfo", "list_bridges", "open_usb3", "probe_usb3"]
+__all__ = ["NO_BRIDGE_REASON", "BridgeInfo", "list_bridges", "open_bridge_handle", "open_usb3", "probe_usb3"]
 
 
 def _vid_pid(vendor_id: int, product_id: int) -> str:
@@ -148,16 +148,11 @@ def _check_product(handle: Any, device: _Device) -> None:
         )
 
 
-def open_usb3(serial: str | None = None, *, context: Any = None) -> Usb3Transport:
-    """Open the attached ASM2464 bridge (the one with serial number ``serial`` when several are attached).
+def open_bridge_handle(serial: str | None = None, *, context: Any = None) -> tuple[Any, Any]:
+    """Find, open and configure the bridge (see :func:`open_usb3`); return ``(handle, opened context)``.
 
-    The returned transport owns the handle and the libusb context: closing it closes both.
-
-    Raises:
-        BridgeUnavailable: libusb missing, no bridge attached, several attached and no ``serial``, no bridge with
-            that serial, or a product string that is not the custom firmware's.
-        usb1.USBError: the device refused to open, configure or give up its interface (e.g. ``USBErrorAccess``:
-            check the udev rules; ``USBErrorBusy``: another process has it).
+    For transports built on the same discovery (``MockUSB3`` opens its emulated board through here, so the checks a
+    real board gets run on the emulated one too). The caller owns both and closes the handle before the context.
     """
     if serial is not None and not isinstance(serial, str):
         raise BridgeUnavailable(f"serial={serial!r}, expected a string (the USB serial number) or None")
@@ -178,9 +173,29 @@ def open_usb3(serial: str | None = None, *, context: Any = None) -> Usb3Transpor
             with contextlib.suppress(_usb1.USBErrorNotSupported):
                 detach(True)
         handle.setConfiguration(BRIDGE_CONFIGURATION)
-        return Usb3Transport(handle, ctx, on_close=ctx.close)
+        return handle, ctx
     except BaseException:
         if handle is not None:
             handle.close()
+        ctx.close()
+        raise
+
+
+def open_usb3(serial: str | None = None, *, context: Any = None) -> Usb3Transport:
+    """Open the attached ASM2464 bridge (the one with serial number ``serial`` when several are attached).
+
+    The returned transport owns the handle and the libusb context: closing it closes both.
+
+    Raises:
+        BridgeUnavailable: libusb missing, no bridge attached, several attached and no ``serial``, no bridge with
+            that serial, or a product string that is not the custom firmware's.
+        usb1.USBError: the device refused to open, configure or give up its interface (e.g. ``USBErrorAccess``:
+            check the udev rules; ``USBErrorBusy``: another process has it).
+    """
+    handle, ctx = open_bridge_handle(serial, context=context)
+    try:
+        return Usb3Transport(handle, ctx, on_close=ctx.close)
+    except BaseException:
+        handle.close()
         ctx.close()
         raise
