@@ -100,12 +100,12 @@ def stage_and_send(b: EmulatedBoard, *, reuse_before_reap: bool) -> bytes:
     staging = bytearray(WINDOW)
     chunks = [bytes([i + 1]) * WINDOW for i in range(2)]
     transfers = [b.handle.getTransfer() for _ in chunks]
-    for seq, chunk in enumerate(chunks):
-        b.handle.controlWrite(0x40, 0xF2, 512, (seq & 1) * 16 | 16 << 8, b"")
+    for seq, chunk in enumerate(chunks):  # the protocol's order: reap, stage, arm, submit
         if seq and not reuse_before_reap:
             while transfers[seq - 1].isSubmitted():
                 b.context.handleEvents()
         staging[:] = chunk
+        b.handle.controlWrite(0x40, 0xF2, 512, (seq & 1) * 16 | 16 << 8, b"")
         transfers[seq].setBulk(0x02, staging if reuse_before_reap else bytearray(staging), timeout=1000)
         transfers[seq].submit()
     while any(t.isSubmitted() for t in transfers):
