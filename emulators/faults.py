@@ -38,12 +38,13 @@ class FaultKind(Enum):
     TIMEOUT = "timeout"  # the transfer times out after moving ``partial_bytes``
     NO_DEVICE = "no_device"  # the device is gone: this and every later request fails with no-device
     SHORT_WRITE = "short_write"  # a bulk OUT completes after sending only ``partial_bytes``
+    DROP = "drop"  # a bulk OUT completes on the wire but its bytes never land in SRAM (the 0xF2 engine loses them)
     RET_STATUS = "ret_status"  # the TLP exchange fails: 0xF0 IN byte 7 reads ``status``
     CPL_STATUS = "cpl_status"  # the completer answers ``status`` (UR, CRS, CA) in 0xF0 IN byte 4 bits 7:5
 
     @property
     def usb(self) -> bool:
-        return self in (FaultKind.STALL, FaultKind.TIMEOUT, FaultKind.NO_DEVICE, FaultKind.SHORT_WRITE)
+        return self in (FaultKind.STALL, FaultKind.TIMEOUT, FaultKind.NO_DEVICE, FaultKind.SHORT_WRITE, FaultKind.DROP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +125,10 @@ class Fault:
         return cls(FaultKind.SHORT_WRITE, partial_bytes)
 
     @classmethod
+    def drop(cls) -> Fault:
+        return cls(FaultKind.DROP)
+
+    @classmethod
     def ret_status(cls, status: int) -> Fault:
         return cls(FaultKind.RET_STATUS, status=status)
 
@@ -159,10 +164,10 @@ class FaultRule:
         if (transfer is Transfer.TLP) == kind.usb:
             raise InvalidArgument(
                 f"{self.fault!r} on {self.operation!r}, expected ret_status/cpl_status faults on Operation.tlp() "
-                "and USB faults (stall, timeout, no_device, short_write) on USB transfers"
+                "and USB faults (stall, timeout, no_device, short_write, drop) on USB transfers"
             )
-        if kind is FaultKind.SHORT_WRITE and transfer is not Transfer.BULK_OUT:
-            raise InvalidArgument(f"{self.fault!r} on {self.operation!r}, expected short writes on bulk OUT only")
+        if kind in (FaultKind.SHORT_WRITE, FaultKind.DROP) and transfer is not Transfer.BULK_OUT:
+            raise InvalidArgument(f"{self.fault!r} on {self.operation!r}, expected {kind.value} on bulk OUT only")
 
     def __repr__(self) -> str:
         return f"FaultRule({self.operation!r}, {self.occurrence}, {self.fault!r})"

@@ -415,6 +415,8 @@ class UsbFront:
             data = np.frombuffer(urb.payload[:moved], dtype=np.uint8)
             if arm.kind is ArmKind.STREAM:
                 bridge.tlp.stream_write(arm, offset, data, bridge.timing.stream_packet_bytes)
+            elif urb._fault is not None and urb._fault.kind is FaultKind.DROP:
+                bridge.engine.finished(arm)  # the wire moved the bytes; the engine lost them (fault plan)
             else:
                 bridge.land(arm, offset, data, whole_transfer=offset == 0 and moved == arm.nbytes)
         urb.actual_length = moved

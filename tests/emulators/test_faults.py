@@ -50,7 +50,8 @@ def test_fault_for_finds_the_rule_of_that_occurrence() -> None:
         (lambda: Fault.ret_status(0), "RetStatus"),
         (lambda: Fault.cpl_status(CplStatus.SC), "CplStatus"),
         (lambda: FaultRule(Operation.bulk_out(), 0, Fault.stall()), "occurrence"),
-        (lambda: FaultRule(Operation.bulk_in(), 1, Fault.short_write(4)), "bulk OUT only"),
+        (lambda: FaultRule(Operation.bulk_in(), 1, Fault.short_write(4)), "short_write on bulk OUT only"),
+        (lambda: FaultRule(Operation.control_out(0xF2), 1, Fault.drop()), "drop on bulk OUT only"),
         (lambda: FaultRule(Operation.tlp(), 1, Fault.stall()), "ret_status/cpl_status"),
         (lambda: FaultRule(Operation.bulk_out(), 1, Fault.ret_status(RetStatus.ERROR)), "ret_status/cpl_status"),
         (lambda: FaultRule("bulk_out", 1, Fault.stall()), "expected an Operation"),  # type: ignore[arg-type]
