@@ -303,11 +303,11 @@ class UsbGpu:
         return QueueStatus(self.read_register(self._block_of(queue) + QueueReg.STATUS))
 
     def describe_queue(self, queue: AmdQueue) -> str:
-        """``"SDMA queue 0 (BAR5 0x1000): STATUS 0x1 IDLE, rptr 0x40 of wptr 0x40"`` (reads the device)."""
+        """``"SDMA queue 0 (BAR5 0x1000): STATUS 0x1 (IDLE), rptr 0x40 of wptr 0x40"`` (reads the device)."""
         block = self._block_of(queue)
         status = QueueStatus(self.read_register(block + QueueReg.STATUS))
         pointers = f"rptr {queue.read_rptr():#x} of wptr {queue.wptr:#x}"
-        return f"{_name(queue.kind, block)}: STATUS {int(status):#x} {status.name}, {pointers}"
+        return f"{_name(queue.kind, block)}: STATUS {int(status):#x} ({status.name or 'running'}), {pointers}"
 
     def check_queues(self) -> None:
         """Raise for the first queue whose STATUS says it stopped.
