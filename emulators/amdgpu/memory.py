@@ -167,6 +167,10 @@ class GpuMemory:
         return ", ".join(f"{m.va:#x}+{m.nbytes:#x}" for m in self._mappings) or "nothing"
 
     # --- the one translation function ---
+    def in_system_aperture(self, va: int) -> bool:
+        """Whether ``va`` is in the active system aperture (the bridge's memory, reached across PCIe)."""
+        return self.aperture_active and SYS_APERTURE <= va < SYS_APERTURE + SYS_APERTURE_BYTES
+
     def translate(self, va: int, nbytes: int) -> list[_Segment]:
         """Split ``[va, va + nbytes)`` into mapped pieces: live views of backings, or ``None`` for the system bus.
 

@@ -1,0 +1,12 @@
+"""The AMD GPU behind a USB bridge, host side: the copyin/copyout protocol (spec/copyin.md).
+
+- :mod:`tinyhil.usbgpu.copy`: ``UsbCopy`` (three protocol revisions, copyout), ``CopyRevision``, ``DrainError``.
+- :mod:`tinyhil.usbgpu.program`: the SDMA program of a copyin, stamped from packet-builder templates.
+"""
+
+from __future__ import annotations
+
+from tinyhil.usbgpu.copy import CopyRevision, DrainError, UsbCopy
+from tinyhil.usbgpu.program import ChunkPlan, chunk_packets, copyin_program
+
+__all__ = ["ChunkPlan", "CopyRevision", "DrainError", "UsbCopy", "chunk_packets", "copyin_program"]
