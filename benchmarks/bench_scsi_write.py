@@ -11,9 +11,10 @@ Usage: python benchmarks/bench_scsi_write.py [--total-mb 64] [--repeat 5]
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import time
-
-import numpy as np
+from pathlib import Path
+from types import ModuleType
 
 from tinyhil.asm24 import Asm24Controller
 from tinyhil.emulators.pcie import PlainEndpoint
@@ -23,10 +24,20 @@ from tinyhil.spec.asm24 import WINDOW_BYTES, WINDOW_SLOTS
 REQUIRED_RATIO = 0.4
 
 
-def _images(total_bytes: int) -> list[bytes]:
-    """Distinct wire images, like a real copyin of ``total_bytes`` of user data (the source is not cache-hot)."""
-    rng = np.random.default_rng(0)
-    return [rng.integers(0, 256, WINDOW_BYTES, dtype=np.uint8).tobytes() for _ in range(total_bytes // WINDOW_BYTES)]
+def _sibling(name: str) -> ModuleType:
+    """Load a benchmark script beside this one (benchmarks/ is a folder of scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The same wire images and the same numpy baseline as the handle-level benchmark, so the two ratios compare.
+_windows = _sibling("bench_usb3_windows")
+assert _windows.CHUNK == WINDOW_BYTES
+_images = _windows._chunks
+bench_copy = _windows.bench_copy
 
 
 def bench_mock(images: list[bytes]) -> float:
@@ -40,16 +51,6 @@ def bench_mock(images: list[bytes]) -> float:
         last = len(images) - 1
         assert usb.bridge.read_sram((last & 1) * WINDOW_BYTES, WINDOW_BYTES) == images[last], "the mock lost bytes"
     return elapsed
-
-
-def bench_copy(images: list[bytes]) -> float:
-    """Seconds to copy every image into alternating halves of a 512 KB numpy array."""
-    sram = np.zeros(2 * WINDOW_BYTES, dtype=np.uint8)
-    start = time.perf_counter()
-    for seq, image in enumerate(images):
-        window = (seq & 1) * WINDOW_BYTES
-        sram[window : window + WINDOW_BYTES] = np.frombuffer(image, dtype=np.uint8)
-    return time.perf_counter() - start
 
 
 def run(total_mb: int = 64, repeat: int = 5) -> float:
