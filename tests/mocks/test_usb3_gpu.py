@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tinyhil.amd import (
     AmdQueue,
@@ -226,3 +228,24 @@ def test_a_memory_fault_names_the_address(board: Board) -> None:
     with pytest.raises(QueueStopped, match=r"MEMORY_FAULT at GPU address 0x900000000 in opcode 0x5 \(FENCE") as error:
         queue.wait_idle()
     assert error.value.fault_addr == 0x9_0000_0000 and error.value.opcode == SdmaOp.FENCE
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    dwords=st.lists(
+        st.one_of(st.integers(0, 0xFFFF_FFFF), st.sampled_from([int(op) for op in SdmaOp])), min_size=1, max_size=48
+    )
+)
+def test_random_dwords_in_an_sdma_ring_over_usb_end_in_idle_a_wait_or_a_reasoned_stop(dwords: list[int]) -> None:
+    board = _open()
+    with board.usb:
+        driver, queue = board.driver, board.sdma()
+        queue.submit(np.array(dwords, "<u4"))
+        try:
+            driver.wait(lambda: queue.read_rptr() >= queue.wptr, "the ring to drain", timeout_s=0.003)
+        except QueueStopped as stopped:
+            assert stopped.error_code != ErrorCode.NONE and stopped.queue in str(stopped)
+            assert 0 <= stopped.ring_offset < RING_BYTES
+        except DeviceTimeout:
+            assert board.gpu.queues[0].waiting or "waiting for the rest" in board.gpu.queues[0].describe()
+        assert board.controller.pcie_link_up(), "the bridge still answers"
