@@ -8,6 +8,10 @@ against the transport runs unchanged on both::
     with MockUSB3() as usb:                              # fresh board, sync mode, default quirks, seed 0
         Asm24Controller(usb).xdata_write(0x5000, b"hi")
         usb.bridge.memory                                # the emulator behind it, for assertions
+        usb.gpu                                          # the emulated AMD GPU at 4:00.0 behind the bridges
+
+    MockUSB3(vram_bytes=64 << 20, gfx_target_version=110000)   # choose the GPU
+    MockUSB3(function=PlainEndpoint())                  # or any other PCIe function (sharing usb.kernel)
 
     MockUSB3(mode="timed", quirks=Quirks(full_window_corruption=True), faults=plan, seed=7)
 
@@ -20,13 +24,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from tinyhil.emulators.amdgpu import DEFAULT_GFX_TARGET_VERSION, AmdGpu, AmdGpuFunction
 from tinyhil.emulators.asm2464 import Asm2464, Quirks
 from tinyhil.emulators.faults import FaultPlan
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.emulators.pcie.protocols import PcieFunction
 from tinyhil.emulators.timing import TimingModel
-from tinyhil.errors import InvalidArgument
+from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.mocks.usb.context import EmulatedUsbContext, TransferMode
+from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES
 from tinyhil.usb.backend import open_bridge_handle
 from tinyhil.usb.transport import Usb3Transport
 
@@ -37,9 +43,11 @@ class MockUSB3(Usb3Transport):
     """A :class:`Usb3Transport` to a fresh emulated board (or to ``bridge=`` when given).
 
     Keyword arguments: ``mode`` (``"sync"`` or ``"timed"``), ``quirks``, ``faults`` (a :class:`FaultPlan`),
-    ``seed``, ``timing`` (a :class:`TimingModel`), ``function`` (the PCIe function behind the bridges), ``kernel``
-    (share a virtual clock), ``usb3`` (``False``: a USB2 link) build the board; ``bridge=`` plugs in one built by
-    the caller instead (then none of those may be given). ``transport_options`` go to :class:`Usb3Transport`.
+    ``seed``, ``timing`` (a :class:`TimingModel`), ``function`` (the PCIe function behind the bridges; default: an
+    emulated AMD GPU, :class:`~tinyhil.emulators.amdgpu.AmdGpuFunction`, of ``vram_bytes`` (default 256 MB) and
+    ``gfx_target_version`` (default 110000, gfx1100) on the board's kernel), ``kernel`` (share a virtual clock),
+    ``usb3`` (``False``: a USB2 link) build the board; ``bridge=`` plugs in one built by the caller instead (then
+    none of those may be given). ``transport_options`` go to :class:`Usb3Transport`.
 
     Attributes:
         bridge: the :class:`~tinyhil.emulators.asm2464.Asm2464` emulator behind the handle.
@@ -58,9 +66,30 @@ class MockUSB3(Usb3Transport):
         function: PcieFunction | None = None,
         kernel: EventKernel | None = None,
         usb3: bool = True,
+        vram_bytes: int | None = None,
+        gfx_target_version: int | None = None,
         **transport_options: Any,
     ) -> None:
+        gpu_options = {
+            name: value
+            for name, value in (("vram_bytes", vram_bytes), ("gfx_target_version", gfx_target_version))
+            if value is not None
+        }
+        if gpu_options and (function is not None or bridge is not None):
+            raise InvalidArgument(
+                f"MockUSB3({', '.join(gpu_options)}=..., {'function' if function is not None else 'bridge'}=...): "
+                "GPU options apply only to the default emulated GPU, expected either them or a function/bridge"
+            )
         if bridge is None:
+            if function is None:
+                kernel = kernel if kernel is not None else EventKernel(seed)
+                function = AmdGpuFunction(
+                    kernel=kernel,
+                    vram_bytes=DEFAULT_VRAM_BYTES if vram_bytes is None else vram_bytes,
+                    gfx_target_version=(
+                        DEFAULT_GFX_TARGET_VERSION if gfx_target_version is None else gfx_target_version
+                    ),
+                )
             bridge = Asm2464(
                 quirks=quirks, faults=faults, seed=seed, timing=timing, function=function, kernel=kernel, usb3=usb3
             )
@@ -91,6 +120,21 @@ class MockUSB3(Usb3Transport):
     def kernel(self) -> EventKernel:
         """The virtual clock the board (and everything on its bus) runs on."""
         return self.bridge.kernel
+
+    @property
+    def gpu(self) -> AmdGpu:
+        """The emulated AMD GPU behind the bridge (the default function).
+
+        Raises:
+            StateError: the function behind the bridge is not an :class:`AmdGpuFunction` (``function=`` chose another).
+        """
+        function = self.bridge.function
+        if not isinstance(function, AmdGpuFunction):
+            raise StateError(
+                f"MockUSB3.gpu: the PCIe function behind the bridge is {function!r}, expected an AmdGpuFunction "
+                "(the default when neither function= nor bridge= is given)"
+            )
+        return function.gpu
 
     @property
     def mode(self) -> TransferMode:

@@ -2,7 +2,7 @@
 
 Modules by block: ``memory`` (VRAM, mappings, system aperture), ``engine`` (what the engines share), ``sdma``,
 ``pm4``, ``queues`` (scheduling on the event kernel), ``registers`` (BAR5), ``executor`` (kernels), ``timing``,
-``gpu`` (the core and its USB front door).
+``gpu`` (the core and its USB front door), ``pcie`` (the GPU as a PCIe function behind the ASM2464 bridge).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from .errors import GpuMemoryFault, GpuQueueError, KernelError
 from .executor import HostNativeExecutor, KernelExecutor, KernelMemory, Launch
 from .gpu import AmdGpu
 from .memory import GpuMemory, HostSpan, Mapping, SystemBus
+from .pcie import DEFAULT_GFX_TARGET_VERSION, DEVICE_IDS, AmdGpuFunction
 from .pm4 import Pm4Engine
 from .queues import Queue
 from .registers import RegisterBlock
@@ -21,9 +22,12 @@ from .sdma import SdmaEngine
 from .timing import DEFAULT_TIMING, GpuTiming
 
 __all__ = [
+    "DEFAULT_GFX_TARGET_VERSION",
     "DEFAULT_TIMING",
+    "DEVICE_IDS",
     "SYS_APERTURE",
     "AmdGpu",
+    "AmdGpuFunction",
     "EngineServices",
     "GpuMemory",
     "GpuMemoryFault",

@@ -1,11 +1,13 @@
 """Reference driver pieces for AMD GPUs: SDMA and PM4 packet builders and the ring-buffer queue object.
 
 The same code drives the emulated GPU directly, over BAR0/BAR2 on the USB path, and over mmaps on the KFD path;
-only the :class:`QueueTransport` differs.
+only the :class:`QueueTransport` differs. :class:`UsbGpu` is the USB-path driver: the GPU's BARs over the ASM2464
+bridge, BAR5 queue setup, and the polling transport its queues use.
 """
 
 from __future__ import annotations
 
+from .errors import QueueStopped
 from .pm4 import (
     pm4_acquire_mem,
     pm4_dispatch_direct,
@@ -32,10 +34,13 @@ from .sdma import (
     sdma_trap,
     sdma_write,
 )
+from .usb_gpu import UsbGpu
 
 __all__ = [
     "AmdQueue",
+    "QueueStopped",
     "QueueTransport",
+    "UsbGpu",
     "pm4_acquire_mem",
     "pm4_dispatch_direct",
     "pm4_header",

@@ -1,0 +1,281 @@
+"""Issue 4 over MockUSB3: the emulated AMD GPU behind the emulated bridge, driven by the USB-path reference driver.
+
+Everything the host does goes through USB: ``pcie_bringup`` programs the PCIe tree with config TLPs, ``UsbGpu``
+sets queues up through BAR5, writes rings and data through BAR0 and rings doorbells through BAR2 (0xF0 streams), and
+lands SRAM bytes with ``scsi_write`` (0xF2 + bulk OUT). ``usb.gpu`` (the emulator) is only read for assertions.
+
+VRAM layout: pointers ``0x1000`` (SDMA rptr/wptr) and ``0x1040`` (compute), SDMA ring ``0x100000``, compute ring
+``0x110000``, data from ``0x400000``, kernel program ``0x800000``, kernel arguments ``0x7F0000``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tinyhil.amd import (
+    AmdQueue,
+    QueueStopped,
+    UsbGpu,
+    pm4_launch,
+    pm4_release_mem,
+    sdma_const_fill,
+    sdma_copy_linear,
+    sdma_fence,
+    sdma_poll_regmem,
+    sdma_timestamp,
+    sdma_write,
+)
+from tinyhil.asm24 import Asm24Controller
+from tinyhil.compiler import HostCCompiler
+from tinyhil.emulators.amdgpu import AmdGpu, AmdGpuFunction
+from tinyhil.emulators.asm2464 import Asm2464
+from tinyhil.emulators.kernel import EventKernel
+from tinyhil.emulators.pcie import PlainEndpoint
+from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
+from tinyhil.mocks.usb3 import MockUSB3
+from tinyhil.spec.amdgpu import SYS_APERTURE, Bar, ErrorCode, QueueKind, QueueStatus
+from tinyhil.spec.amdgpu_sdma import SdmaOp
+from tinyhil.spec.asm24 import PCIE_SRAM_BASE, SLOT_BYTES
+from tinyhil.spec.code_object import ArgKind, CodeObject, pack_code_object
+from tinyhil.spec.pci import Config
+
+VRAM_BYTES = 64 << 20
+SDMA_RING, COMPUTE_RING, RING_BYTES = 0x100000, 0x110000, 0x10000
+DATA, ARGS, PROGRAM = 0x400000, 0x7F0000, 0x800000
+VADD = b"""
+#include <stdint.h>
+void vadd(uint64_t *args, const uint32_t group_id[3], const uint32_t group_size[3]) {
+    float *out = (float *)args[0];
+    const float *a = (const float *)args[1], *b = (const float *)args[2];
+    uint64_t n = args[3];
+    for (uint32_t t = 0; t < group_size[0]; t++) {
+        uint64_t i = (uint64_t)group_id[0] * group_size[0] + t;
+        if (i < n) out[i] = a[i] + b[i];
+    }
+}
+"""
+
+
+@dataclass
+class Board:
+    usb: MockUSB3
+    controller: Asm24Controller
+    driver: UsbGpu
+
+    @property
+    def gpu(self) -> AmdGpu:
+        return self.usb.gpu
+
+    def sdma(self) -> AmdQueue:
+        return self.driver.create_queue(
+            QueueKind.SDMA, ring_va=SDMA_RING, ring_bytes=RING_BYTES, rptr_va=0x1000, wptr_va=0x1008, doorbell_index=2
+        )
+
+    def compute(self) -> AmdQueue:
+        return self.driver.create_queue(
+            QueueKind.COMPUTE, ring_va=COMPUTE_RING, ring_bytes=RING_BYTES, rptr_va=0x1040, wptr_va=0x1048,
+            doorbell_index=3,
+        )  # fmt: skip
+
+
+def _open(seed: int = 0, mode: str = "sync") -> Board:
+    usb = MockUSB3(vram_bytes=VRAM_BYTES, seed=seed, mode=mode)
+    controller = Asm24Controller(usb)
+    return Board(usb, controller, UsbGpu.bring_up(controller))
+
+
+@pytest.fixture(params=["sync", "timed"])
+def board(request: pytest.FixtureRequest) -> Iterator[Board]:
+    """A board brought up, in both transfer modes: the driver code is the same."""
+    board = _open(mode=request.param)
+    yield board
+    board.usb.close()
+
+
+def test_the_default_function_is_the_gpu_on_the_board_kernel() -> None:
+    kernel = EventKernel(seed=3)
+    with MockUSB3(kernel=kernel, vram_bytes=32 << 20, gfx_target_version=90402) as usb:
+        assert isinstance(usb.bridge.function, AmdGpuFunction) and usb.gpu is usb.bridge.function.gpu
+        assert usb.gpu.kernel is usb.kernel is kernel
+        assert (usb.gpu.vram_bytes, usb.gpu.gfx_target_version) == (32 << 20, 90402)
+        assert usb.bridge.function.config.read(Config.DEVICE_ID, 2) == 0x74A1
+    with MockUSB3(function=PlainEndpoint(vram_bytes=1 << 20)) as usb, pytest.raises(StateError, match="PlainEndpoint"):
+        _ = usb.gpu
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"function": "plain", "vram_bytes": 1 << 20}, {"bridge": "board", "gfx_target_version": 110000}],
+)
+def test_gpu_options_with_another_function_or_board_are_refused(options: dict[str, object]) -> None:
+    given = {**options}
+    if given.get("function") == "plain":
+        given["function"] = PlainEndpoint(vram_bytes=1 << 20)
+    if given.get("bridge") == "board":
+        given["bridge"] = Asm2464()
+    with pytest.raises(InvalidArgument, match=r"GPU options apply only to the default emulated GPU"):
+        MockUSB3(**given)  # type: ignore[arg-type]
+
+
+def test_bring_up_finds_the_gpu_and_its_bars(board: Board) -> None:
+    topology = board.driver.topology
+    assert (topology.vendor_id, topology.device_id) == (0x1002, 0x744C)
+    sizes = {bar.index: (bar.size, bar.is_64bit, bar.prefetchable) for bar in topology.bars}
+    assert sizes == {0: (VRAM_BYTES, True, True), 2: (8 << 10, True, True), 5: (2 << 20, False, False)}
+    assert board.driver.vram_bytes == board.gpu.vram_bytes == VRAM_BYTES
+
+
+def test_sdma_packets_submitted_by_doorbell_read_back_through_bar0(board: Board) -> None:
+    """Issue 4, first check: FENCE / WRITE / COPY_LINEAR / CONST_FILL / TIMESTAMP through BAR5, BAR2 and BAR0."""
+    driver, queue = board.driver, board.sdma()
+    source = np.random.default_rng(1).integers(0, 256, 0x30001, dtype=np.uint8)
+    driver.write_memory(DATA + 0x100000, source)
+    before_ns = board.usb.kernel.now_ns
+    queue.submit(
+        sdma_write(DATA, [0x11111111, 0x22222222, 0x33333333]),
+        sdma_copy_linear(DATA + 0x200000, DATA + 0x100000, source.size),
+        sdma_const_fill(DATA + 0x1000, 0xA5A5A5A5, 0x100),
+        sdma_timestamp(DATA + 0x10),
+        sdma_fence(DATA + 0x20, 0x600D),
+    )
+    assert board.gpu.mmio_read(Bar.DOORBELL, 2 * 8, 8) == queue.wptr.to_bytes(8, "little"), "rung through BAR2"
+    driver.wait(lambda: driver.read_u32(DATA + 0x20) == 0x600D, "the fence")
+    assert driver.read_memory(DATA, 16) == bytes.fromhex("111111112222222233333333") + bytes(4)
+    assert driver.read_memory(DATA + 0x200000, source.size + 1) == source.tobytes() + b"\0"
+    assert driver.read_memory(DATA + 0x1000, 0x104) == b"\xa5" * 0x100 + bytes(4)
+    stamp = driver.read_u64(DATA + 0x10)
+    assert before_ns // 10 < stamp <= board.usb.kernel.now_ns // 10, "100 MHz virtual time, after the submission"
+    assert driver.queue_status(queue) == QueueStatus.IDLE and queue.read_rptr() == queue.wptr
+
+
+def test_poll_regmem_on_sram_is_released_by_a_later_scsi_write(board: Board) -> None:
+    """Issue 4, second check: a POLL_REGMEM through the system aperture waits for bytes the host lands in SRAM."""
+    driver, queue = board.driver, board.sdma()
+    wire = 0x1000
+    sentinel = 0x51000007
+    image = np.random.default_rng(2).integers(0, 256, wire, dtype=np.uint8)
+    image[-4:] = np.frombuffer(sentinel.to_bytes(4, "little"), np.uint8)
+    window = SYS_APERTURE + PCIE_SRAM_BASE
+    queue.submit(
+        sdma_poll_regmem(window + wire - 4, sentinel, interval=4),
+        sdma_copy_linear(DATA, window, wire - 4),
+        sdma_fence(DATA + 0x2000, 1),
+    )
+    with pytest.raises(
+        DeviceTimeout, match=r"the copy: not reached .*SDMA queue 0 \(BAR5 0x1000\): STATUS 0x0 \(running\), rptr 0x0"
+    ):
+        driver.wait(lambda: driver.read_u32(DATA + 0x2000) == 1, "the copy", timeout_s=0.02)
+    assert queue.read_rptr() == 0 and board.gpu.queues[0].waiting, "still waiting at the poll"
+    board.controller.scsi_write(image, slot_start=1)  # the right bytes in the wrong slot release nothing
+    board.usb.pause(0.001)  # let the poll re-check a few hundred times
+    assert board.gpu.queues[0].waiting and driver.read_memory(DATA, 16) == bytes(16)
+    board.controller.scsi_write(image, slot_start=0)
+    driver.wait(lambda: driver.read_u32(DATA + 0x2000) == 1, "the copy")
+    assert driver.read_memory(DATA, wire - 4) == image[:-4].tobytes()
+    assert bytes(board.usb.bridge.read_sram(SLOT_BYTES, wire)) == image.tobytes()
+
+
+def test_vector_add_dispatched_through_pm4_gives_the_numpy_result(board: Board) -> None:
+    compiler = HostCCompiler()
+    if compiler.unavailable_reason():
+        pytest.skip(str(compiler.unavailable_reason()))
+    driver, queue = board.driver, board.compute()
+    n = 5000
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+    out, a_va, b_va = DATA, DATA + 0x10000, DATA + 0x20000
+    driver.write_memory(a_va, a)
+    driver.write_memory(b_va, b)
+    code = CodeObject("vadd", (ArgKind.POINTER,) * 3 + (ArgKind.VALUE,), compiler.compile(VADD))
+    driver.write_memory(PROGRAM, pack_code_object(code))
+    driver.write_memory(ARGS, np.array([out, a_va, b_va, n], "<u8"))
+    queue.submit(pm4_launch(PROGRAM, ARGS, (-(-n // 64), 1, 1), (64, 1, 1)), pm4_release_mem(DATA + 0xF000, 7))
+    driver.wait(lambda: driver.read_u32(DATA + 0xF000) == 7, "the end-of-pipe fence")
+    assert np.array_equal(np.frombuffer(driver.read_memory(out, 4 * n), np.float32), a + b)
+    assert driver.read_u32(out + 4 * n) == 0, "the kernel stops at n"
+
+
+def _timestamps(seed: int) -> tuple[list[int], bytes, int]:
+    board = _open(seed)
+    with board.usb:
+        driver, queue = board.driver, board.sdma()
+        sizes = (64, 4096, 1 << 16, 1 << 20)
+        copies = [sdma_copy_linear(DATA + 0x100000, 0x200000, size) for size in sizes]
+        stamps = [sdma_timestamp(DATA + 8 * i) for i in range(len(sizes) + 1)]
+        # One doorbell for the copies (the gaps are the engine's pace), then a second submission.
+        queue.submit(*(packet for pair in zip(stamps, copies, strict=False) for packet in pair), stamps[-1])
+        queue.submit(sdma_timestamp(DATA + 0x28), sdma_fence(DATA + 0x40, 1))
+        driver.wait(lambda: driver.read_u32(DATA + 0x40) == 1, "the fence")
+        raw = driver.read_memory(DATA, 0x30)
+        return [int(t) for t in np.frombuffer(raw, "<u8")], raw, board.usb.kernel.now_ns
+
+
+def test_timestamps_are_monotonic_and_identical_across_two_runs_with_the_same_seed() -> None:
+    stamps, raw, now_ns = _timestamps(seed=5)
+    assert all(earlier < later for earlier, later in itertools.pairwise(stamps)), stamps
+    gaps = [later - earlier for earlier, later in itertools.pairwise(stamps[:5])]
+    assert gaps == sorted(gaps) and gaps[-1] > gaps[0], "a bigger copy takes longer"
+    assert _timestamps(seed=5)[1:] == (raw, now_ns), "byte-identical, at the same virtual time"
+
+
+def test_an_unknown_opcode_reaches_the_host_at_its_next_wait(board: Board) -> None:
+    driver, queue = board.driver, board.sdma()
+    queue.submit(sdma_fence(DATA, 1), np.array([0xEE], "<u4"), sdma_fence(DATA, 2))
+    started_s, started_ns = time.monotonic(), board.usb.kernel.now_ns
+    with pytest.raises(QueueStopped, match=r"SDMA queue 0 \(BAR5 0x1000\): stopped: UNKNOWN_OPCODE in opcode 0xee .*"
+                       r"at ring offset 0x10") as stopped:  # fmt: skip
+        driver.wait(lambda: driver.read_u32(DATA) == 2, "the second fence")
+    assert time.monotonic() - started_s < 1.0 and board.usb.kernel.now_ns - started_ns < 10_000_000
+    error = stopped.value
+    assert (error.error_code, error.opcode, error.ring_offset, error.fault_addr) == (
+        ErrorCode.UNKNOWN_OPCODE,
+        0xEE,
+        16,
+        None,
+    )
+    assert driver.read_u32(DATA) == 1, "the packet before it ran"
+
+
+def test_a_poll_that_never_holds_hangs_the_queue_after_its_retries_in_virtual_time(board: Board) -> None:
+    driver, queue = board.driver, board.sdma()
+    queue.submit(sdma_poll_regmem(DATA, 1, interval=2, retry_count=5), sdma_fence(DATA + 4, 1))
+    with pytest.raises(QueueStopped, match=r"queue hung .*POLL_TIMEOUT in opcode 0x8 \(POLL_REGMEM.*ring offset 0x0"):
+        queue.wait_idle()
+    assert driver.queue_status(queue) & QueueStatus.HUNG and driver.read_u32(DATA + 4) == 0
+
+
+def test_a_memory_fault_names_the_address(board: Board) -> None:
+    queue = board.sdma()
+    queue.submit(sdma_fence(0x9_0000_0000, 1))
+    with pytest.raises(QueueStopped, match=r"MEMORY_FAULT at GPU address 0x900000000 in opcode 0x5 \(FENCE") as error:
+        queue.wait_idle()
+    assert error.value.fault_addr == 0x9_0000_0000 and error.value.opcode == SdmaOp.FENCE
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    dwords=st.lists(
+        st.one_of(st.integers(0, 0xFFFF_FFFF), st.sampled_from([int(op) for op in SdmaOp])), min_size=1, max_size=48
+    )
+)
+def test_random_dwords_in_an_sdma_ring_over_usb_end_in_idle_a_wait_or_a_reasoned_stop(dwords: list[int]) -> None:
+    board = _open()
+    with board.usb:
+        driver, queue = board.driver, board.sdma()
+        queue.submit(np.array(dwords, "<u4"))
+        try:
+            driver.wait(lambda: queue.read_rptr() >= queue.wptr, "the ring to drain", timeout_s=0.003)
+        except QueueStopped as stopped:
+            assert stopped.error_code != ErrorCode.NONE and stopped.queue in str(stopped)
+            assert 0 <= stopped.ring_offset < RING_BYTES
+        except DeviceTimeout:
+            assert board.gpu.queues[0].waiting or "waiting for the rest" in board.gpu.queues[0].describe()
+        assert board.controller.pcie_link_up(), "the bridge still answers"
