@@ -38,7 +38,7 @@ from tinyhil.amd.pm4 import pm4_launch, pm4_release_mem, pm4_wait_reg_mem
 from tinyhil.amd.sdma import sdma_const_fill, sdma_copy_linear, sdma_fence, sdma_poll_regmem, sdma_timestamp, sdma_trap
 from tinyhil.compiler import Compiler
 from tinyhil.errors import DeviceError, StateError
-from tinyhil.runtime import Buffer, Device, DeviceBase, Dim3, KernelArg, Program
+from tinyhil.runtime import Buffer, Device, DeviceBase, Dim3, KernelArg, Program, requires_open
 from tinyhil.spec.amdgpu import TIMESTAMP_PERIOD_NS, CompareFunction, QueueKind
 from tinyhil.spec.amdgpu_pm4 import ReleaseMemDataSel, ReleaseMemIntSel
 from tinyhil.spec.amdgpu_sdma import SDMA_COPY_LINEAR_MAX_BYTES, FillSize
@@ -340,6 +340,21 @@ class AmdDeviceBase(DeviceBase):
         self._synchronize()
 
     # --- the seam ------------------------------------------------------------------------------------------------
+    @requires_open
+    def copyout(self, buf: Buffer, nbytes: int | None = None, offset: int = 0) -> bytearray:
+        """:meth:`DeviceBase.copyout <tinyhil.runtime.DeviceBase.copyout>`, building the result with
+        :meth:`_copyout_bytes` (a path can fill a fresh ``bytearray`` in one pass instead of zeroing it first)."""
+        self._require("copyout")
+        self._check_buffer("buf", buf)
+        count = self._span("copyout", buf, nbytes, offset)
+        return self._copyout_bytes(buf, count, offset) if count else bytearray()
+
+    def _copyout_bytes(self, buf: Buffer, nbytes: int, offset: int) -> bytearray:
+        """``nbytes`` of ``buf`` from ``offset`` as a new bytearray; default: :meth:`_copyout` into a zeroed one."""
+        out = bytearray(nbytes)
+        self._copyout(buf, memoryview(out), offset)
+        return out
+
     def _alloc(self, nbytes: int) -> int:
         region = self._gpu_alloc(max(nbytes, 1), MemoryUse.BUFFER)
         self._buffers[region.va] = region

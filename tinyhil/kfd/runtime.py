@@ -38,7 +38,7 @@ from tinyhil.spec.amdgpu import QueueKind
 
 __all__ = ["DEFAULT_STAGING_BYTES", "KFD_CAPABILITIES", "KfdAmdDevice"]
 
-DEFAULT_STAGING_BYTES: Final = 32 << 20
+DEFAULT_STAGING_BYTES: Final = 64 << 20
 KFD_CAPABILITIES: Final = frozenset({"kfd"})
 _POLL_MS: Final = 100  # one WAIT_EVENTS at most this long between checks of the awaited condition
 _NS_PER_MS: Final = 1_000_000
@@ -255,3 +255,17 @@ class KfdAmdDevice(AmdDeviceBase):
             count = min(chunk, out.nbytes - at)
             self._dma(staging.va, buf.addr + offset + at, count, name="copyout")
             out[at : at + count] = self._staging_view[:count]
+
+    def _copyout_bytes(self, buf: Buffer, nbytes: int, offset: int) -> bytearray:
+        # One pass per chunk: the result is built from the staging bytes (no zero-fill of a fresh bytearray first).
+        chunk = self._staging.size
+        out: bytearray | None = None
+        for at in range(0, nbytes, chunk):
+            count = min(chunk, nbytes - at)
+            self._dma(self._staging.va, buf.addr + offset + at, count, name="copyout")
+            if out is None:
+                out = bytearray(self._staging_view[:count])
+            else:
+                out += self._staging_view[:count]
+        assert out is not None  # nbytes > 0
+        return out
