@@ -9,8 +9,9 @@ opens a device) instead of failing there.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
+from tinyhil._check import check_int
 from tinyhil.compiler import AMD_RENDERERS
 from tinyhil.errors import InvalidArgument
 from tinyhil.registry import Target, default_registry, target
@@ -19,7 +20,8 @@ from tinyhil.runtime import Device
 if TYPE_CHECKING:  # imported when opened: loading the registry's entry points stays light
     from tinyhil.mocks.usb3 import MockUSB3
 
-__all__ = ["AMD_ARCHS", "MOCKUSB_BRIDGE_CAPABILITIES", "mock_kfd_amd", "mock_usb_amd", "open_mock_usb3"]
+__all__ = ["AMD_ARCHS", "GFX_TARGET_VERSIONS", "MOCKKFD_CAPABILITIES", "MOCKKFD_GPUS", "MOCKKFD_VRAM_BYTES",
+           "MOCKUSB_BRIDGE_CAPABILITIES", "mock_kfd_amd", "mock_usb_amd", "open_mock_usb3"]  # fmt: skip
 
 # Emulated GPU models an arch string selects (spec/kfd.md: gfx_target_version per GPU); the first is the default.
 AMD_ARCHS = ("gfx1100", "gfx1201", "gfx950")
@@ -70,19 +72,52 @@ def mock_usb_amd(resolved: Target, **options: Any) -> Device:
     raise NotImplementedError(_mockusb_probe())
 
 
-def _mockkfd_probe() -> str | None:
-    return "not implemented yet: MOCKKFD lands with issue 6"
+# gfx_target_version of each arch (spec/kfd.md: gfx1100 = 110000, gfx1201 = 120001, gfx950 = 90500).
+GFX_TARGET_VERSIONS: Final = {"gfx1100": 110000, "gfx1201": 120001, "gfx950": 90500}
+MOCKKFD_GPUS: Final = 2  # a MOCKKFD+AMD machine has two GPUs of the chosen arch unless gpus= says otherwise
+MOCKKFD_VRAM_BYTES: Final = 256 << 20
+MOCKKFD_CAPABILITIES: Final = ["kfd", "sdma", "compute", "signals", "copyin", "copyout", "copy", "fill", "compile",
+                               "exec", "timestamps", "memory-faults", "multi-gpu"]  # fmt: skip
 
 
 @target(
     "MOCKKFD+AMD",
-    capabilities=[],
-    probe=_mockkfd_probe,
+    capabilities=MOCKKFD_CAPABILITIES,
     renderers=AMD_RENDERERS,
     default_renderer="CC",
     archs=AMD_ARCHS,
-    summary="emulated AMD GPU behind a virtual /dev/kfd",
+    summary="emulated AMD GPUs behind MOCKKFD, a virtual /dev/kfd (MOCKKFD:<n>+AMD drives GPU n)",
 )
-def mock_kfd_amd(resolved: Target, **options: Any) -> Device:
-    """An emulated AMD GPU behind MOCKKFD, a virtual /dev/kfd."""
-    raise NotImplementedError(_mockkfd_probe())
+def mock_kfd_amd(
+    resolved: Target, *, gpus: int | None = None, vram_bytes: int = MOCKKFD_VRAM_BYTES, **options: Any
+) -> Device:
+    """Emulated AMD GPUs (``gpus``, default two, of the target's arch) behind MOCKKFD, driven by the KFD+AMD runtime.
+
+    The target index picks the GPU (``MOCKKFD:1+AMD`` is GPU 1); the device's ``open_peer(i)`` opens another GPU of
+    the same machine. Raises:
+        InvalidArgument: unknown options, or an index past the last GPU.
+    """
+    if options:
+        raise InvalidArgument(f"options={sorted(options)} for {resolved.name}, expected only gpus and vram_bytes")
+    index = resolved.spec.index or 0
+    count = check_int("gpus", gpus if gpus is not None else max(MOCKKFD_GPUS, index + 1), min_value=1)
+    if index >= count:
+        raise InvalidArgument(f"{resolved.name}: GPU index {index}, expected < gpus={count}")
+    from tinyhil.compiler import HostCCompiler
+    from tinyhil.emulators.amdgpu import AmdGpu
+    from tinyhil.emulators.kernel import EventKernel
+    from tinyhil.kfd.runtime import KfdAmdDevice
+    from tinyhil.mocks.kfd import MockKFD
+
+    version = GFX_TARGET_VERSIONS[resolved.arch or AMD_ARCHS[0]]
+    kernel = EventKernel()
+    ports = [AmdGpu(kernel, vram_bytes=vram_bytes, gfx_target_version=version, name=f"gpu{n}") for n in range(count)]
+    mock = MockKFD(ports)
+    return KfdAmdDevice.open(
+        resolved.name,
+        mock.fileio,
+        gpu_index=index,
+        compiler=HostCCompiler(),
+        capabilities={"memory-faults"},
+        on_close=mock.close,
+    )
