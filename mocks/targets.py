@@ -1,26 +1,66 @@
-"""The emulated device targets, registered through the ``tinyhil.targets`` entry point."""
+"""The emulated device targets, registered through the ``tinyhil.targets`` entry point.
+
+``MOCKUSB+AMD`` is available at the bridge level: :func:`open_mock_usb3` gives the :class:`MockUSB3` transport of
+the target (the emulated ASM2464 with its PCIe tree, driven by the same ASM24 client and bring-up as a real board).
+Its *device runtime* (alloc, copyin, exec, ...) lands with issue 5; until then the target reports that precise
+reason as unavailable, so ``--hil-target all`` and ``emulated`` leave it out of the portable suite (whose every test
+opens a device) instead of failing there.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
+from tinyhil._check import check_int
 from tinyhil.compiler import AMD_RENDERERS
-from tinyhil.registry import Target, target
+from tinyhil.errors import InvalidArgument
+from tinyhil.registry import Target, default_registry, target
 from tinyhil.runtime import Device
 
-__all__ = ["AMD_ARCHS", "mock_kfd_amd", "mock_usb_amd"]
+if TYPE_CHECKING:  # imported when opened: loading the registry's entry points stays light
+    from tinyhil.mocks.usb3 import MockUSB3
+
+__all__ = ["AMD_ARCHS", "GFX_TARGET_VERSIONS", "MOCKKFD_CAPABILITIES", "MOCKKFD_GPUS", "MOCKKFD_VRAM_BYTES",
+           "MOCKUSB_BRIDGE_CAPABILITIES", "mock_kfd_amd", "mock_usb_amd", "open_mock_usb3"]  # fmt: skip
 
 # Emulated GPU models an arch string selects (spec/kfd.md: gfx_target_version per GPU); the first is the default.
 AMD_ARCHS = ("gfx1100", "gfx1201", "gfx950")
 
 
+# What MOCKUSB+AMD can do today, at the bridge level (spec/asm24.md): USB3 vendor requests and bulk transfers,
+# 0xF2 SRAM windows, and PCIe (TLPs, config space, bring-up) to the function behind the bridges.
+MOCKUSB_BRIDGE_CAPABILITIES = ("usb3", "sram-windows", "pcie")
+
+
 def _mockusb_probe() -> str | None:
-    return "not implemented yet: the ASM2464 emulator and MockUSB3 land with issue 3"
+    return (
+        "not implemented yet: the MOCKUSB+AMD device runtime (alloc, copyin, copyout, exec, ...) lands with issue 5; "
+        "the bridge level works now: tinyhil.mocks.targets.open_mock_usb3('MOCKUSB+AMD') opens MockUSB3"
+    )
+
+
+def open_mock_usb3(resolved: Target | str = "MOCKUSB+AMD", **options: Any) -> MockUSB3:
+    """Open the bridge level of ``MOCKUSB+AMD``: a fresh emulated board behind a :class:`MockUSB3` transport.
+
+    ``options`` go to :class:`MockUSB3` (``mode``, ``quirks``, ``faults``, ``seed``, ``timing``, ``function``,
+    ``kernel``, ``usb3``). The target's arch does not select the function behind the bridges yet (MockUSB3's
+    default one is used); that comes with the device runtime. Use it as a context manager.
+
+    Raises:
+        InvalidArgument: ``resolved`` is not a ``MOCKUSB+AMD`` target, or a bad option.
+    """
+    if isinstance(resolved, str):
+        resolved = default_registry().resolve(resolved)
+    if not isinstance(resolved, Target) or resolved.definition.name != mock_usb_amd.name:
+        raise InvalidArgument(f"target={resolved!r}, expected MOCKUSB+AMD (a target string or a resolved Target)")
+    from tinyhil.mocks.usb3 import MockUSB3
+
+    return MockUSB3(**options)
 
 
 @target(
     "MOCKUSB+AMD",
-    capabilities=[],
+    capabilities=MOCKUSB_BRIDGE_CAPABILITIES,
     probe=_mockusb_probe,
     renderers=AMD_RENDERERS,
     default_renderer="CC",
@@ -32,19 +72,52 @@ def mock_usb_amd(resolved: Target, **options: Any) -> Device:
     raise NotImplementedError(_mockusb_probe())
 
 
-def _mockkfd_probe() -> str | None:
-    return "not implemented yet: MOCKKFD lands with issue 6"
+# gfx_target_version of each arch (spec/kfd.md: gfx1100 = 110000, gfx1201 = 120001, gfx950 = 90500).
+GFX_TARGET_VERSIONS: Final = {"gfx1100": 110000, "gfx1201": 120001, "gfx950": 90500}
+MOCKKFD_GPUS: Final = 2  # a MOCKKFD+AMD machine has two GPUs of the chosen arch unless gpus= says otherwise
+MOCKKFD_VRAM_BYTES: Final = 256 << 20
+MOCKKFD_CAPABILITIES: Final = ["kfd", "sdma", "compute", "signals", "copyin", "copyout", "copy", "fill", "compile",
+                               "exec", "timestamps", "memory-faults", "multi-gpu"]  # fmt: skip
 
 
 @target(
     "MOCKKFD+AMD",
-    capabilities=[],
-    probe=_mockkfd_probe,
+    capabilities=MOCKKFD_CAPABILITIES,
     renderers=AMD_RENDERERS,
     default_renderer="CC",
     archs=AMD_ARCHS,
-    summary="emulated AMD GPU behind a virtual /dev/kfd",
+    summary="emulated AMD GPUs behind MOCKKFD, a virtual /dev/kfd (MOCKKFD:<n>+AMD drives GPU n)",
 )
-def mock_kfd_amd(resolved: Target, **options: Any) -> Device:
-    """An emulated AMD GPU behind MOCKKFD, a virtual /dev/kfd."""
-    raise NotImplementedError(_mockkfd_probe())
+def mock_kfd_amd(
+    resolved: Target, *, gpus: int | None = None, vram_bytes: int = MOCKKFD_VRAM_BYTES, **options: Any
+) -> Device:
+    """Emulated AMD GPUs (``gpus``, default two, of the target's arch) behind MOCKKFD, driven by the KFD+AMD runtime.
+
+    The target index picks the GPU (``MOCKKFD:1+AMD`` is GPU 1); the device's ``open_peer(i)`` opens another GPU of
+    the same machine. Raises:
+        InvalidArgument: unknown options, or an index past the last GPU.
+    """
+    if options:
+        raise InvalidArgument(f"options={sorted(options)} for {resolved.name}, expected only gpus and vram_bytes")
+    index = resolved.spec.index or 0
+    count = check_int("gpus", gpus if gpus is not None else max(MOCKKFD_GPUS, index + 1), min_value=1)
+    if index >= count:
+        raise InvalidArgument(f"{resolved.name}: GPU index {index}, expected < gpus={count}")
+    from tinyhil.compiler import HostCCompiler
+    from tinyhil.emulators.amdgpu import AmdGpu
+    from tinyhil.emulators.kernel import EventKernel
+    from tinyhil.kfd.runtime import KfdAmdDevice
+    from tinyhil.mocks.kfd import MockKFD
+
+    version = GFX_TARGET_VERSIONS[resolved.arch or AMD_ARCHS[0]]
+    kernel = EventKernel()
+    ports = [AmdGpu(kernel, vram_bytes=vram_bytes, gfx_target_version=version, name=f"gpu{n}") for n in range(count)]
+    mock = MockKFD(ports)
+    return KfdAmdDevice.open(
+        resolved.name,
+        mock.fileio,
+        gpu_index=index,
+        compiler=HostCCompiler(),
+        capabilities={"memory-faults"},
+        on_close=mock.close,
+    )

@@ -6,11 +6,15 @@ Emulated targets live with their mocks (``tinyhil.mocks.targets``); both modules
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from tinyhil.cache import ArtifactError
-from tinyhil.compiler import HOST_CC_RENDERERS, HostCCompiler
+from tinyhil.compiler import AMD_RENDERERS, HOST_CC_RENDERERS, HostCCompiler
 from tinyhil.errors import InvalidArgument, TargetUnavailable
+from tinyhil.fileio import FileIO, RealFileIO
+from tinyhil.kfd.kernel_abi import KFD_DEVICE_PATH
+from tinyhil.kfd.runtime import KfdAmdDevice
 from tinyhil.null_device import NullDevice
 from tinyhil.qemu.toolchains import (
     qcomcl_compiler,
@@ -109,11 +113,40 @@ def amd_usb(resolved: Target, **options: Any) -> Device:
     raise NotImplementedError(_usb_probe())
 
 
-def _kfd_probe() -> str | None:
-    return _not_implemented("the KFD client and /dev/kfd runtime", 6)
+NO_KFD_REASON = "no /dev/kfd: the amdgpu driver's KFD is not present on this machine"
+KFD_CAPABILITIES = ["kfd", "sdma", "signals", "copyin", "copyout", "copy", "fill", "timestamps", "real-hardware"]
 
 
-@target("KFD+AMD", capabilities=[], probe=_kfd_probe, emulated=False, summary="AMD GPU through the kernel's /dev/kfd")
+def _kfd_probe(*, fileio: FileIO | None = None) -> str | None:
+    """Why ``KFD+AMD`` cannot run here: ``/dev/kfd`` missing or not openable (``fileio``: tests inject a seam)."""
+    io = RealFileIO() if fileio is None else fileio
+    try:
+        fd = io.open(KFD_DEVICE_PATH, os.O_RDWR)
+    except FileNotFoundError:
+        return NO_KFD_REASON
+    except PermissionError as exc:
+        return f"/dev/kfd is not accessible ({exc.strerror}): add the user to the 'render' group"
+    except OSError as exc:
+        return f"/dev/kfd cannot be opened: {exc}"
+    io.close(fd)
+    return None
+
+
+@target(
+    "KFD+AMD",
+    capabilities=KFD_CAPABILITIES,
+    probe=_kfd_probe,
+    emulated=False,
+    renderers=AMD_RENDERERS,
+    default_renderer="CC",
+    summary="AMD GPU through the kernel's /dev/kfd (KFD:<n>+AMD drives GPU n)",
+)
 def amd_kfd(resolved: Target, **options: Any) -> Device:
-    """An AMD GPU through the Linux amdkfd driver."""
-    raise NotImplementedError(_kfd_probe())
+    """An AMD GPU through the Linux amdkfd driver, with the same runtime as MOCKKFD+AMD.
+
+    No ``compile`` / ``exec``: tinyhil builds host-native code objects, which only the emulated GPU runs.
+    """
+    if options:
+        raise InvalidArgument(f"options={sorted(options)} for {resolved.name}, expected none")
+    return KfdAmdDevice.open(resolved.name, RealFileIO(), gpu_index=resolved.spec.index or 0,
+                             capabilities={"real-hardware"})  # fmt: skip

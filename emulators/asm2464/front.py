@@ -256,7 +256,8 @@ class UsbFront:
                     self.halted.add(urb.endpoint)
                 self._finish(urb, UsbStatus.STALL, f"stalled by the fault plan ({fault!r})")
                 return
-            urb._limit = min(fault.partial_bytes, urb.length)
+            if fault.kind is not FaultKind.DROP:  # a dropped transfer moves every byte; they just never land
+                urb._limit = min(fault.partial_bytes, urb.length)
             urb._stuck = fault.kind is FaultKind.TIMEOUT
             if urb._stuck:
                 self._ensure_deadline(urb)

@@ -82,6 +82,7 @@ class MockKFD:
         self.fileio = MockFileIO(self)
         self.faults: list[tuple[int, int]] = []
         self.unhandled_faults: list[tuple[int, int]] = []
+        self.queue_errors: list[tuple[int, str]] = []
         self._process: Process | None = None
         for gpu in self.gpus:
             gpu.port.on_interrupt = functools.partial(self.events.interrupt, gpu)
@@ -133,7 +134,7 @@ class MockKFD:
         """Everything a request can change, as plain values (compare before and after a rejected request)."""
         files = sorted((file.path, file.kind.value) for file in self.fileio.files.values())
         process = None if self._process is None else self._process.summary()
-        return (process, tuple(files), tuple(self.faults), tuple(self.unhandled_faults))
+        return (process, tuple(files), tuple(self.faults), tuple(self.unhandled_faults), tuple(self.queue_errors))
 
     def state_digest(self) -> str:
         """A SHA-256 of :meth:`state`."""

@@ -1,8 +1,9 @@
 """Event ioctls and GPU interrupts: signal events, memory-exception events, and waits in virtual time.
 
 As in ``kfd_events.c``: signal events (ids 1..) own a u64 slot in the signal page (the client's GTT event page, or
-a page of the driver's own); a TRAP / RELEASE_MEM interrupt carries an event id, and fires that signal event only
-if its slot no longer holds ``UNSIGNALED_EVENT_SLOT`` (the GPU wrote the slot first), acknowledging the slot. Other
+a page of the driver's own); a TRAP / END_OF_PIPE (RELEASE_MEM) interrupt carries an event id in its context, and
+fires that signal event only if its slot no longer holds ``UNSIGNALED_EVENT_SLOT`` (the GPU wrote the slot first),
+acknowledging the slot. A QUEUE_ERROR is logged and kept in ``MockKFD.queue_errors``. Other
 events get ids from 4096. A GPU memory fault sets every memory event with the faulting page's address (the kernel
 reports the page, ``va & ~0xfff``, and marks it ``imprecise``); with no memory event the fault is logged and kept
 in ``MockKFD.unhandled_faults``. The kernel would also send SIGSEGV to the process, which the mock does not.
@@ -231,16 +232,22 @@ class EventIoctls:
 
     # --- interrupts ----------------------------------------------------------------------------------------------
     def interrupt(self, gpu: GpuDevice, interrupt: Any) -> None:
-        """Route one GPU interrupt (``on_interrupt``); kinds are matched by name."""
+        """Route one GPU interrupt (``on_interrupt``); kinds are matched by name (see :class:`~.port.Interrupt`)."""
         kind = getattr(getattr(interrupt, "kind", None), "name", repr(getattr(interrupt, "kind", None)))
         if not self.kfd.has_process:
             LOG.debug("interrupt %s from gpu_id=%#x with no KFD process: dropped", kind, gpu.gpu_id)
         elif kind == InterruptKind.MEMORY_FAULT.name:
-            self.vm_fault(gpu, int(getattr(interrupt, "va", 0) or 0))
+            self.vm_fault(gpu, int(getattr(interrupt, "fault_va", 0) or 0))
         elif kind == InterruptKind.TRAP.name:
-            self.signal_interrupt(int(getattr(interrupt, "data", 0)), EVENT_ID_BITS_SDMA_TRAP)
-        elif kind == InterruptKind.RELEASE_MEM.name:
-            self.signal_interrupt(int(getattr(interrupt, "data", 0)), EVENT_ID_BITS_END_OF_PIPE)
+            self.signal_interrupt(int(getattr(interrupt, "context", 0)), EVENT_ID_BITS_SDMA_TRAP)
+        elif kind == InterruptKind.END_OF_PIPE.name:
+            self.signal_interrupt(int(getattr(interrupt, "context", 0)), EVENT_ID_BITS_END_OF_PIPE)
+        elif kind == InterruptKind.QUEUE_ERROR.name:
+            # amdkfd learns of a hung or failed queue only through a GPU reset; the mock records the reason, and a
+            # client's waits on the queue's signals then time out naming the stuck queue.
+            message = str(getattr(interrupt, "message", ""))
+            LOG.warning("queue error on gpu_id=%#x: %s", gpu.gpu_id, message)
+            self.kfd.queue_errors.append((gpu.gpu_id, message))
         else:
             LOG.info("interrupt of kind %s from gpu_id=%#x is not handled by MOCKKFD", kind, gpu.gpu_id)
 

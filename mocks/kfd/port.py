@@ -1,8 +1,13 @@
 """The port MOCKKFD drives a GPU through: the subset of the emulated GPU's API a kernel driver needs.
 
-The emulated AMD GPU (``tinyhil.emulators.amdgpu.AmdGpu``) implements it; so does the memory-only fake the mock's
-own tests use. MOCKKFD plays the kernel: it maps allocations into the GPU's address space, creates queues, forwards
-doorbell writes and host writes to watched memory, and turns the GPU's interrupts into KFD events.
+The emulated AMD GPU (:class:`tinyhil.emulators.amdgpu.AmdGpu`) implements it as it is, and so does the memory-only
+fake the mock's own tests use. MOCKKFD plays the kernel: it maps allocations into the GPU's address space, creates
+queues, forwards doorbell writes and host writes to watched memory, and turns the GPU's interrupts into KFD events.
+
+The vocabulary is the GPU's own, so there is no adapter between the two: queue kinds are
+:class:`tinyhil.spec.amdgpu.QueueKind` and interrupts carry the emulator's field names (``kind``, ``queue_id``,
+``context``, ``fault_va``). What they *mean* for KFD (an interrupt context is an event id, a fault fires the memory
+events) lives only in MOCKKFD; the emulator knows nothing of KFD.
 """
 
 from __future__ import annotations
@@ -11,46 +16,37 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
+from tinyhil.emulators.amdgpu import InterruptKind
 from tinyhil.emulators.kernel import EventKernel
+from tinyhil.spec.amdgpu import QueueKind
 
 __all__ = ["GpuPort", "Interrupt", "InterruptKind", "QueueKind"]
 
 
-class QueueKind(Enum):
-    """The engines a KFD queue can feed (``KFD_IOC_QUEUE_TYPE_COMPUTE`` -> ``COMPUTE``, ``..._SDMA`` -> ``SDMA``)."""
-
-    SDMA = "SDMA"
-    COMPUTE = "COMPUTE"
-
-
-class InterruptKind(Enum):
-    """The interrupt kinds MOCKKFD handles, matched by ``name`` against the GPU's own kind enum.
-
-    ``TRAP`` (SDMA TRAP packet) and ``RELEASE_MEM`` (PM4 end-of-pipe interrupt) carry an event id in ``data``;
-    ``MEMORY_FAULT`` carries the faulting GPU virtual address in ``va``.
-    """
-
-    TRAP = "TRAP"
-    RELEASE_MEM = "RELEASE_MEM"
-    MEMORY_FAULT = "MEMORY_FAULT"
-
-
 @runtime_checkable
 class Interrupt(Protocol):
-    """What the GPU hands ``on_interrupt``: its kind (an enum whose member names include :class:`InterruptKind`'s),
-    the queue it came from, the event data (``data``: interrupt context id) and, for faults, the faulting ``va``."""
+    """What the GPU hands ``on_interrupt`` (the emulator's :class:`~tinyhil.emulators.amdgpu.Interrupt`).
+
+    ``kind`` is an enum matched by member name against :class:`InterruptKind`: ``TRAP`` (SDMA TRAP packet) and
+    ``END_OF_PIPE`` (PM4 RELEASE_MEM with an interrupt) carry the interrupt context (KFD: an event id) in
+    ``context``; ``MEMORY_FAULT`` carries the faulting GPU address in ``fault_va``; ``QUEUE_ERROR`` says in
+    ``message`` why a queue stopped.
+    """
 
     @property
     def kind(self) -> Enum: ...
 
     @property
-    def queue(self) -> Any: ...
+    def queue_id(self) -> int: ...
 
     @property
-    def data(self) -> int: ...
+    def context(self) -> int: ...
 
     @property
-    def va(self) -> int | None: ...
+    def fault_va(self) -> int | None: ...
+
+    @property
+    def message(self) -> str: ...
 
 
 @runtime_checkable
@@ -61,10 +57,14 @@ class GpuPort(Protocol):
     """
 
     kernel: EventKernel
-    vram_bytes: int
     gfx_target_version: int
-    vram: memoryview
     on_interrupt: Callable[[Any], None] | None
+
+    @property
+    def vram_bytes(self) -> int: ...
+
+    @property
+    def vram(self) -> memoryview: ...
 
     def map_memory(self, va: int, backing: memoryview) -> None:
         """Map ``backing`` at ``va``. Raises ``InvalidArgument`` on overlap, with the GPU state unchanged."""
@@ -83,9 +83,9 @@ class GpuPort(Protocol):
         ...
 
     def create_queue(
-        self, kind: Any, *, ring_va: int, ring_bytes: int, rptr_va: int, wptr_va: int, doorbell_index: int
+        self, kind: QueueKind, *, ring_va: int, ring_bytes: int, rptr_va: int, wptr_va: int, doorbell_index: int
     ) -> Any:
-        """Create a queue of ``kind`` (a :class:`QueueKind`; the GPU matches it by ``name``) and return it."""
+        """Create a queue of ``kind`` and return it."""
         ...
 
     def destroy_queue(self, queue: Any) -> None:

@@ -293,6 +293,8 @@ BAD_CALLS = [
     ("scsi_write", (b"",), {}, "buf of 0 bytes"),
     ("scsi_write", (bytes(0x80001),), {}, "SRAM arm of 1025 sectors"),
     ("scsi_write", (b"x",), {"slot_start": 32}, "slot_start=32"),
+    ("scsi_write", (b"x",), {"slot_start": True}, "slot_start=True, expected an int"),
+    ("scsi_read_arm", (512,), {"slot_start": 1.0}, "slot_start=1.0, expected an int"),
     ("scsi_write", (bytes(0x4001),), {"slot_start": 31}, "from slot 31 over 2 slots"),
     ("scsi_read_arm", (0,), {}, "nbytes=0"),
     ("scsi_read", (-1,), {}, "nbytes=-1"),

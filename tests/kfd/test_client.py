@@ -169,7 +169,7 @@ def test_a_gpu_interrupt_fires_the_event_whose_slot_it_wrote(kfd: KFD, mock: Moc
     event = kfd.create_event()
     assert event.mailbox_va is not None
     mock.kernel.schedule(2 * MS, lambda: fake.write(event.mailbox_va, event.event_id.to_bytes(8, "little")))
-    fake.interrupt_at(2 * MS, "TRAP", data=event.event_id)
+    fake.interrupt_at(2 * MS, "TRAP", context=event.event_id)
     kfd.wait(event, timeout_ms=100)
     assert mock.kernel.now_ns == 2 * MS
     assert bytes(fake.read(event.mailbox_va, 8)) == b"\xff" * 8  # the driver acknowledged the slot
@@ -177,14 +177,14 @@ def test_a_gpu_interrupt_fires_the_event_whose_slot_it_wrote(kfd: KFD, mock: Moc
 
 def test_an_interrupt_without_a_slot_write_fires_nothing(kfd: KFD, mock: MockKFD) -> None:
     event = kfd.create_event()
-    _gpus(mock)[0].interrupt_at(MS, "RELEASE_MEM", data=event.event_id)
+    _gpus(mock)[0].interrupt_at(MS, "END_OF_PIPE", context=event.event_id)
     assert not kfd.wait_events([event], timeout_ms=3)
 
 
 def test_a_gpu_memory_fault_raises_an_error_naming_the_address(kfd: KFD, mock: MockKFD) -> None:
     event = kfd.create_event()
     gpu1 = kfd.gpus[1]
-    _gpus(mock)[1].interrupt_at(MS, "MEMORY_FAULT", va=0xDEAD_B123)
+    _gpus(mock)[1].interrupt_at(MS, "MEMORY_FAULT", fault_va=0xDEAD_B123)
     with pytest.raises(KfdMemoryFault, match=r"gpu_id=0x[0-9a-f]+ at VA 0xdeadb000 \(page not present") as caught:
         kfd.wait(event, timeout_ms=100)
     assert caught.value.va == 0xDEAD_B000 and caught.value.gpu_id == gpu1.gpu_id

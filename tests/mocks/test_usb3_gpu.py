@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tinyhil.amd import (
     AmdQueue,
@@ -33,13 +35,17 @@ from tinyhil.amd import (
 )
 from tinyhil.asm24 import Asm24Controller
 from tinyhil.compiler import HostCCompiler
-from tinyhil.emulators.amdgpu import AmdGpu
-from tinyhil.errors import DeviceTimeout
+from tinyhil.emulators.amdgpu import AmdGpu, AmdGpuFunction
+from tinyhil.emulators.asm2464 import Asm2464
+from tinyhil.emulators.kernel import EventKernel
+from tinyhil.emulators.pcie import PlainEndpoint
+from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
 from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.spec.amdgpu import SYS_APERTURE, Bar, ErrorCode, QueueKind, QueueStatus
 from tinyhil.spec.amdgpu_sdma import SdmaOp
 from tinyhil.spec.asm24 import PCIE_SRAM_BASE, SLOT_BYTES
 from tinyhil.spec.code_object import ArgKind, CodeObject, pack_code_object
+from tinyhil.spec.pci import Config
 
 VRAM_BYTES = 64 << 20
 SDMA_RING, COMPUTE_RING, RING_BYTES = 0x100000, 0x110000, 0x10000
@@ -80,17 +86,43 @@ class Board:
         )  # fmt: skip
 
 
-def _open(seed: int = 0) -> Board:
-    usb = MockUSB3(vram_bytes=VRAM_BYTES, seed=seed)
+def _open(seed: int = 0, mode: str = "sync") -> Board:
+    usb = MockUSB3(vram_bytes=VRAM_BYTES, seed=seed, mode=mode)
     controller = Asm24Controller(usb)
     return Board(usb, controller, UsbGpu.bring_up(controller))
 
 
-@pytest.fixture
-def board() -> Iterator[Board]:
-    board = _open()
+@pytest.fixture(params=["sync", "timed"])
+def board(request: pytest.FixtureRequest) -> Iterator[Board]:
+    """A board brought up, in both transfer modes: the driver code is the same."""
+    board = _open(mode=request.param)
     yield board
     board.usb.close()
+
+
+def test_the_default_function_is_the_gpu_on_the_board_kernel() -> None:
+    kernel = EventKernel(seed=3)
+    with MockUSB3(kernel=kernel, vram_bytes=32 << 20, gfx_target_version=90402) as usb:
+        assert isinstance(usb.bridge.function, AmdGpuFunction) and usb.gpu is usb.bridge.function.gpu
+        assert usb.gpu.kernel is usb.kernel is kernel
+        assert (usb.gpu.vram_bytes, usb.gpu.gfx_target_version) == (32 << 20, 90402)
+        assert usb.bridge.function.config.read(Config.DEVICE_ID, 2) == 0x74A1
+    with MockUSB3(function=PlainEndpoint(vram_bytes=1 << 20)) as usb, pytest.raises(StateError, match="PlainEndpoint"):
+        _ = usb.gpu
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"function": "plain", "vram_bytes": 1 << 20}, {"bridge": "board", "gfx_target_version": 110000}],
+)
+def test_gpu_options_with_another_function_or_board_are_refused(options: dict[str, object]) -> None:
+    given = {**options}
+    if given.get("function") == "plain":
+        given["function"] = PlainEndpoint(vram_bytes=1 << 20)
+    if given.get("bridge") == "board":
+        given["bridge"] = Asm2464()
+    with pytest.raises(InvalidArgument, match=r"GPU options apply only to the default emulated GPU"):
+        MockUSB3(**given)  # type: ignore[arg-type]
 
 
 def test_bring_up_finds_the_gpu_and_its_bars(board: Board) -> None:
@@ -226,3 +258,24 @@ def test_a_memory_fault_names_the_address(board: Board) -> None:
     with pytest.raises(QueueStopped, match=r"MEMORY_FAULT at GPU address 0x900000000 in opcode 0x5 \(FENCE") as error:
         queue.wait_idle()
     assert error.value.fault_addr == 0x9_0000_0000 and error.value.opcode == SdmaOp.FENCE
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    dwords=st.lists(
+        st.one_of(st.integers(0, 0xFFFF_FFFF), st.sampled_from([int(op) for op in SdmaOp])), min_size=1, max_size=48
+    )
+)
+def test_random_dwords_in_an_sdma_ring_over_usb_end_in_idle_a_wait_or_a_reasoned_stop(dwords: list[int]) -> None:
+    board = _open()
+    with board.usb:
+        driver, queue = board.driver, board.sdma()
+        queue.submit(np.array(dwords, "<u4"))
+        try:
+            driver.wait(lambda: queue.read_rptr() >= queue.wptr, "the ring to drain", timeout_s=0.003)
+        except QueueStopped as stopped:
+            assert stopped.error_code != ErrorCode.NONE and stopped.queue in str(stopped)
+            assert 0 <= stopped.ring_offset < RING_BYTES
+        except DeviceTimeout:
+            assert board.gpu.queues[0].waiting or "waiting for the rest" in board.gpu.queues[0].describe()
+        assert board.controller.pcie_link_up(), "the bridge still answers"

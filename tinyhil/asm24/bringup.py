@@ -26,32 +26,31 @@ from tinyhil._check import check_int
 from tinyhil.asm24.controller import Asm24Controller
 from tinyhil.asm24.topology import PcieBar, PcieBridge, PcieTopology, PcieWindow
 from tinyhil.errors import DeviceError, InvalidArgument
-from tinyhil.spec.asm24 import (
-    CONFIG_REG_MASK,
-    GPU_BUS,
-    PCI_BASE_ADDRESS_MEM_MASK,
-    PCI_BASE_ADDRESS_MEM_TYPE_MASK,
-    PCI_BRIDGE_WINDOW_ALIGN,
-    PCI_EXT_CAP_ID_MASK,
-    PCI_EXT_CAP_ID_REBAR,
-    PCI_EXT_CAP_NEXT_SHIFT,
-    PCI_HEADER_TYPE_BRIDGE,
-    PCI_HEADER_TYPE_MASK,
-    PCI_NUM_BARS,
-    PCI_REBAR_CAP_SIZES_SHIFT,
-    PCI_REBAR_CTRL_BAR_IDX,
-    PCI_REBAR_CTRL_BAR_SHIFT,
-    PCI_REBAR_CTRL_BAR_SIZE,
-    PCI_REBAR_CTRL_NBAR_MASK,
-    PCI_REBAR_CTRL_NBAR_SHIFT,
-    PCI_REBAR_ENTRY_BYTES,
-    PCI_REBAR_MIN_BYTES,
-    PCI_VENDOR_ID_AMD,
-    RESIZABLE_BAR_CAP_OFFSET,
-    PciBaseAddress,
-    PciCommand,
-    PciConfig,
-    PciRebar,
+from tinyhil.spec.asm24 import GPU_BUS, RESIZABLE_BAR_CAP_OFFSET
+from tinyhil.spec.pci import (
+    BAR_COUNT_TYPE0,
+    BAR_MEM_ADDRESS_MASK,
+    BAR_MEM_TYPE_MASK,
+    BRIDGE_WINDOW_ALIGN,
+    EXT_CAP_ID_MASK,
+    EXT_CAP_ID_REBAR,
+    EXT_CAP_NEXT_MASK,
+    EXT_CAP_NEXT_SHIFT,
+    HEADER_TYPE_BRIDGE,
+    HEADER_TYPE_LAYOUT_MASK,
+    REBAR_CTRL_BAR_INDEX_MASK,
+    REBAR_CTRL_BAR_SIZE_MASK,
+    REBAR_CTRL_BAR_SIZE_SHIFT,
+    REBAR_CTRL_NBAR_MASK,
+    REBAR_CTRL_NBAR_SHIFT,
+    REBAR_ENTRY_BYTES,
+    REBAR_MIN_SIZE_BYTES,
+    REBAR_SIZES_SHIFT,
+    VENDOR_ID_AMD,
+    BarBits,
+    Command,
+    Config,
+    Rebar,
 )
 
 __all__ = ["DEFAULT_MEM_BASE", "DEFAULT_PREF_BASE", "pcie_bringup"]
@@ -65,8 +64,8 @@ BAR_BYTES: Final = 4
 WINDOW_FIELD_SHIFT: Final = 16  # a window register holds address bits 31:20 in its bits 15:4
 WINDOW_FIELD_MASK: Final = 0xFFF0
 CLOSED_WINDOW: Final = WINDOW_FIELD_MASK  # base 0xFFF00000 > limit 0x000FFFFF
-BRIDGE_COMMAND: Final = PciCommand.PCI_COMMAND_IO | PciCommand.PCI_COMMAND_MEMORY | PciCommand.PCI_COMMAND_MASTER
-GPU_COMMAND: Final = PciCommand.PCI_COMMAND_MEMORY | PciCommand.PCI_COMMAND_MASTER
+BRIDGE_COMMAND: Final = Command.IO | Command.MEMORY | Command.MASTER
+GPU_COMMAND: Final = Command.MEMORY | Command.MASTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +88,7 @@ def pcie_bringup(
     gpu_bus: int = GPU_BUS,
     mem_base: int = DEFAULT_MEM_BASE,
     pref_base: int = DEFAULT_PREF_BASE,
-    expected_vendor: int | None = PCI_VENDOR_ID_AMD,
+    expected_vendor: int | None = VENDOR_ID_AMD,
 ) -> PcieTopology:
     """Program the bridges on buses ``0..gpu_bus-1`` and the GPU at ``gpu_bus:00.0``; return what was set up.
 
@@ -100,22 +99,22 @@ def pcie_bringup(
             vendor id other than ``expected_vendor`` (``None`` accepts any).
     """
     check_int("gpu_bus", gpu_bus, min_value=1, max_value=0xFF)
-    check_int("mem_base", mem_base, min_value=PCI_BRIDGE_WINDOW_ALIGN, max_value=ADDR32_LIMIT - 1)
-    check_int("pref_base", pref_base, min_value=PCI_BRIDGE_WINDOW_ALIGN)
+    check_int("mem_base", mem_base, min_value=BRIDGE_WINDOW_ALIGN, max_value=ADDR32_LIMIT - 1)
+    check_int("pref_base", pref_base, min_value=BRIDGE_WINDOW_ALIGN)
     for name, base in (("mem_base", mem_base), ("pref_base", pref_base)):
-        if base % PCI_BRIDGE_WINDOW_ALIGN:
-            raise InvalidArgument(f"{name}={base:#x}, expected a multiple of {PCI_BRIDGE_WINDOW_ALIGN:#x} (1 MB)")
+        if base % BRIDGE_WINDOW_ALIGN:
+            raise InvalidArgument(f"{name}={base:#x}, expected a multiple of {BRIDGE_WINDOW_ALIGN:#x} (1 MB)")
     if power_on:
         controller.set_pcie_power(True)
     controller.wait_pcie_link(link_timeout_s)
     for bus in range(gpu_bus):
         _check_bridge(controller, bus)
-        controller.pcie_cfg_write(bus, 0, 0, PciConfig.PCI_PRIMARY_BUS, bus | (bus + 1) << 8 | gpu_bus << 16)
+        controller.pcie_cfg_write(bus, 0, 0, Config.PRIMARY_BUS, bus | (bus + 1) << 8 | gpu_bus << 16)
 
     gpu = (gpu_bus, 0, 0)
-    if controller.pcie_cfg_read(*gpu, PciConfig.PCI_VENDOR_ID, 2) == U16_ALL_ONES:
+    if controller.pcie_cfg_read(*gpu, Config.VENDOR_ID, 2) == U16_ALL_ONES:
         raise DeviceError(f"no function answers at {gpu_bus}:00.0 (vendor id 0xffff)", op="pcie_bringup")
-    controller.pcie_cfg_write(*gpu, PciConfig.PCI_COMMAND, 0, 2)  # no decode while BARs move
+    controller.pcie_cfg_write(*gpu, Config.COMMAND, 0, 2)  # no decode while BARs move
     sized = _size_bars(controller, gpu)
     rebar_size = _resize_bar0(controller, gpu)
     if rebar_size is not None:
@@ -132,10 +131,10 @@ def pcie_bringup(
     memory = _window([b for b in bars if not _in_pref(b)])
     prefetchable = _window([b for b in bars if _in_pref(b)])
     bridges = tuple(_program_bridge(controller, bus, gpu_bus, memory, prefetchable) for bus in range(gpu_bus))
-    controller.pcie_cfg_write(*gpu, PciConfig.PCI_COMMAND, int(GPU_COMMAND), 2)
+    controller.pcie_cfg_write(*gpu, Config.COMMAND, int(GPU_COMMAND), 2)
 
-    vendor_id = controller.pcie_cfg_read(*gpu, PciConfig.PCI_VENDOR_ID, 2)
-    device_id = controller.pcie_cfg_read(*gpu, PciConfig.PCI_DEVICE_ID, 2)
+    vendor_id = controller.pcie_cfg_read(*gpu, Config.VENDOR_ID, 2)
+    device_id = controller.pcie_cfg_read(*gpu, Config.DEVICE_ID, 2)
     if expected_vendor is not None and vendor_id != expected_vendor:
         raise DeviceError(
             f"GPU at {gpu_bus}:00.0 has vendor id {vendor_id:#06x}, expected {expected_vendor:#06x}", op="pcie_bringup"
@@ -145,12 +144,12 @@ def pcie_bringup(
 
 
 def _check_bridge(controller: Asm24Controller, bus: int) -> None:
-    vendor = controller.pcie_cfg_read(bus, 0, 0, PciConfig.PCI_VENDOR_ID, 2)
-    header = controller.pcie_cfg_read(bus, 0, 0, PciConfig.PCI_HEADER_TYPE, 1) & PCI_HEADER_TYPE_MASK
-    if vendor == U16_ALL_ONES or header != PCI_HEADER_TYPE_BRIDGE:
+    vendor = controller.pcie_cfg_read(bus, 0, 0, Config.VENDOR_ID, 2)
+    header = controller.pcie_cfg_read(bus, 0, 0, Config.HEADER_TYPE, 1) & HEADER_TYPE_LAYOUT_MASK
+    if vendor == U16_ALL_ONES or header != HEADER_TYPE_BRIDGE:
         raise DeviceError(
             f"{bus}:00.0 has vendor id {vendor:#06x} and header type {header:#04x}, expected a bridge (header type "
-            f"{PCI_HEADER_TYPE_BRIDGE:#04x}) on every bus above the GPU",
+            f"{HEADER_TYPE_BRIDGE:#04x}) on every bus above the GPU",
             op="pcie_bringup",
         )
 
@@ -158,21 +157,21 @@ def _check_bridge(controller: Asm24Controller, bus: int) -> None:
 def _size_bars(controller: Asm24Controller, gpu: tuple[int, int, int]) -> list[_Sized]:
     found: list[_Sized] = []
     index = 0
-    while index < PCI_NUM_BARS:
-        reg = PciConfig.PCI_BASE_ADDRESS_0 + BAR_BYTES * index
+    while index < BAR_COUNT_TYPE0:
+        reg = Config.BASE_ADDRESS_0 + BAR_BYTES * index
         original = controller.pcie_cfg_read(*gpu, reg)
         controller.pcie_cfg_write(*gpu, reg, U32_MASK)
         low = controller.pcie_cfg_read(*gpu, reg)
-        if low & PciBaseAddress.PCI_BASE_ADDRESS_SPACE_IO:
+        if low & BarBits.SPACE_IO:
             controller.pcie_cfg_write(*gpu, reg, original)  # I/O space: no bridge here routes it; leave it be
-        if not low or low & PciBaseAddress.PCI_BASE_ADDRESS_SPACE_IO:
+        if not low or low & BarBits.SPACE_IO:
             index += 1
             continue
-        is_64bit = low & PCI_BASE_ADDRESS_MEM_TYPE_MASK == PciBaseAddress.PCI_BASE_ADDRESS_MEM_TYPE_64
-        mask = low & PCI_BASE_ADDRESS_MEM_MASK
+        is_64bit = low & BAR_MEM_TYPE_MASK == BarBits.TYPE_64
+        mask = low & BAR_MEM_ADDRESS_MASK
         width = 32
         if is_64bit:
-            if index + 1 >= PCI_NUM_BARS:
+            if index + 1 >= BAR_COUNT_TYPE0:
                 raise DeviceError(f"BAR{index} of {_bdf(gpu)} is 64-bit but is the last BAR", op="pcie_bringup")
             controller.pcie_cfg_write(*gpu, reg + BAR_BYTES, U32_MASK)
             mask |= controller.pcie_cfg_read(*gpu, reg + BAR_BYTES) << 32
@@ -184,7 +183,7 @@ def _size_bars(controller: Asm24Controller, gpu: tuple[int, int, int]) -> list[_
                 "power-of-two size",
                 op="pcie_bringup",
             )
-        prefetchable = bool(low & PciBaseAddress.PCI_BASE_ADDRESS_MEM_PREFETCH)
+        prefetchable = bool(low & BarBits.PREFETCH)
         found.append(_Sized(index, size, is_64bit, prefetchable))
         index += 2 if is_64bit else 1
     return found
@@ -198,9 +197,9 @@ def _find_rebar(controller: Asm24Controller, gpu: tuple[int, int, int]) -> int |
         header = controller.pcie_cfg_read(*gpu, offset)
         if header in (0, U32_MASK):
             return None
-        if header & PCI_EXT_CAP_ID_MASK == PCI_EXT_CAP_ID_REBAR:
+        if header & EXT_CAP_ID_MASK == EXT_CAP_ID_REBAR:
             return offset
-        offset = header >> PCI_EXT_CAP_NEXT_SHIFT & CONFIG_REG_MASK
+        offset = header >> EXT_CAP_NEXT_SHIFT & EXT_CAP_NEXT_MASK
     return None
 
 
@@ -209,20 +208,22 @@ def _resize_bar0(controller: Asm24Controller, gpu: tuple[int, int, int]) -> int 
     cap = _find_rebar(controller, gpu)
     if cap is None:
         return None
-    first_ctrl = controller.pcie_cfg_read(*gpu, cap + PciRebar.PCI_REBAR_CTRL)
-    entries = max(1, (first_ctrl & PCI_REBAR_CTRL_NBAR_MASK) >> PCI_REBAR_CTRL_NBAR_SHIFT)
+    first_ctrl = controller.pcie_cfg_read(*gpu, cap + Rebar.CTRL)
+    entries = max(1, (first_ctrl & REBAR_CTRL_NBAR_MASK) >> REBAR_CTRL_NBAR_SHIFT)
     for entry in range(entries):
-        ctrl_reg = cap + PciRebar.PCI_REBAR_CTRL + entry * PCI_REBAR_ENTRY_BYTES
+        ctrl_reg = cap + Rebar.CTRL + entry * REBAR_ENTRY_BYTES
         ctrl = first_ctrl if entry == 0 else controller.pcie_cfg_read(*gpu, ctrl_reg)
-        if ctrl & PCI_REBAR_CTRL_BAR_IDX != 0:
+        if ctrl & REBAR_CTRL_BAR_INDEX_MASK != 0:
             continue
-        sizes = controller.pcie_cfg_read(*gpu, cap + PciRebar.PCI_REBAR_CAP + entry * PCI_REBAR_ENTRY_BYTES)
-        sizes >>= PCI_REBAR_CAP_SIZES_SHIFT
+        sizes = controller.pcie_cfg_read(*gpu, cap + Rebar.CAP + entry * REBAR_ENTRY_BYTES)
+        sizes >>= REBAR_SIZES_SHIFT
         if not sizes:
             raise DeviceError(f"resizable-BAR entry for BAR0 of {_bdf(gpu)} lists no supported size", op="pcie_bringup")
         code = sizes.bit_length() - 1
-        controller.pcie_cfg_write(*gpu, ctrl_reg, (ctrl & ~PCI_REBAR_CTRL_BAR_SIZE) | code << PCI_REBAR_CTRL_BAR_SHIFT)
-        return PCI_REBAR_MIN_BYTES << code
+        controller.pcie_cfg_write(
+            *gpu, ctrl_reg, (ctrl & ~REBAR_CTRL_BAR_SIZE_MASK) | code << REBAR_CTRL_BAR_SIZE_SHIFT
+        )
+        return REBAR_MIN_SIZE_BYTES << code
     return None
 
 
@@ -247,11 +248,11 @@ def _assign(sized: list[_Sized], mem_base: int, pref_base: int) -> list[PcieBar]
 
 
 def _program_bar(controller: Asm24Controller, gpu: tuple[int, int, int], bar: PcieBar) -> None:
-    reg = PciConfig.PCI_BASE_ADDRESS_0 + BAR_BYTES * bar.index
+    reg = Config.BASE_ADDRESS_0 + BAR_BYTES * bar.index
     controller.pcie_cfg_write(*gpu, reg, bar.address & U32_MASK)
     if bar.is_64bit:
         controller.pcie_cfg_write(*gpu, reg + BAR_BYTES, bar.address >> 32)
-    got = controller.pcie_cfg_read(*gpu, reg) & PCI_BASE_ADDRESS_MEM_MASK
+    got = controller.pcie_cfg_read(*gpu, reg) & BAR_MEM_ADDRESS_MASK
     if bar.is_64bit:
         got |= controller.pcie_cfg_read(*gpu, reg + BAR_BYTES) << 32
     if got != bar.address:
@@ -263,8 +264,8 @@ def _program_bar(controller: Asm24Controller, gpu: tuple[int, int, int], bar: Pc
 def _window(bars: list[PcieBar]) -> PcieWindow | None:
     if not bars:
         return None
-    base = min(b.address for b in bars) // PCI_BRIDGE_WINDOW_ALIGN * PCI_BRIDGE_WINDOW_ALIGN
-    return PcieWindow(base, _align_up(max(b.end for b in bars), PCI_BRIDGE_WINDOW_ALIGN) - 1)
+    base = min(b.address for b in bars) // BRIDGE_WINDOW_ALIGN * BRIDGE_WINDOW_ALIGN
+    return PcieWindow(base, _align_up(max(b.end for b in bars), BRIDGE_WINDOW_ALIGN) - 1)
 
 
 def _window_fields(window: PcieWindow | None) -> int:
@@ -279,12 +280,12 @@ def _window_fields(window: PcieWindow | None) -> int:
 def _program_bridge(
     controller: Asm24Controller, bus: int, gpu_bus: int, memory: PcieWindow | None, prefetchable: PcieWindow | None
 ) -> PcieBridge:
-    controller.pcie_cfg_write(bus, 0, 0, PciConfig.PCI_MEMORY_BASE, _window_fields(memory))
-    controller.pcie_cfg_write(bus, 0, 0, PciConfig.PCI_PREF_MEMORY_BASE, _window_fields(prefetchable))
+    controller.pcie_cfg_write(bus, 0, 0, Config.MEMORY_BASE, _window_fields(memory))
+    controller.pcie_cfg_write(bus, 0, 0, Config.PREF_MEMORY_BASE, _window_fields(prefetchable))
     upper_base, upper_limit = (prefetchable.base >> 32, prefetchable.limit >> 32) if prefetchable else (0, 0)
-    controller.pcie_cfg_write(bus, 0, 0, PciConfig.PCI_PREF_BASE_UPPER32, upper_base)
-    controller.pcie_cfg_write(bus, 0, 0, PciConfig.PCI_PREF_LIMIT_UPPER32, upper_limit)
-    controller.pcie_cfg_write(bus, 0, 0, PciConfig.PCI_COMMAND, int(BRIDGE_COMMAND), 2)
+    controller.pcie_cfg_write(bus, 0, 0, Config.PREF_BASE_UPPER32, upper_base)
+    controller.pcie_cfg_write(bus, 0, 0, Config.PREF_LIMIT_UPPER32, upper_limit)
+    controller.pcie_cfg_write(bus, 0, 0, Config.COMMAND, int(BRIDGE_COMMAND), 2)
     return PcieBridge(bus, 0, 0, bus + 1, gpu_bus, memory, prefetchable)
 
 

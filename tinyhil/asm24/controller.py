@@ -5,6 +5,7 @@ Works over any :class:`~tinyhil.usb.bridge_io.BridgeIO` (the real USB3 transport
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Any, Final
 
@@ -56,6 +57,17 @@ _CPL_STATUS_MEANINGS: Final = {
     CplStatus.CRS: "configuration request retry status",
     CplStatus.CA: "completer abort",
 }
+
+
+_cached_sram_arm = functools.lru_cache(maxsize=256)(SramArm.for_bytes)
+
+
+def _sram_arm(nbytes: Any, slot_start: Any, device_to_host: bool) -> SramArm:
+    """The (frozen, validated) arm for a transfer: a copy loop arms the same few shapes over and over, so plain-int
+    shapes are cached; anything else (bools, floats, unhashables) goes to ``SramArm`` to be rejected by name."""
+    if type(nbytes) is int and type(slot_start) is int:
+        return _cached_sram_arm(nbytes, slot_start, device_to_host=device_to_host)
+    return SramArm.for_bytes(nbytes, slot_start, device_to_host=device_to_host)
 
 
 def _bulk_timeout_ms(nbytes: int) -> int:
@@ -156,7 +168,7 @@ class Asm24Controller:
         view = as_readonly_bytes("buf", buf)
         if not len(view):
             raise InvalidArgument("buf of 0 bytes, expected at least 1 byte")
-        arm = SramArm.for_bytes(len(view), slot_start)
+        arm = _sram_arm(len(view), slot_start, False)
         wire = pad_to_sectors(view)
         self.transport.control_write(Request.SRAM_ARM, arm.value, arm.index)
         self.transport.bulk_write(wire, _bulk_timeout_ms(arm.wire_bytes) if timeout is None else timeout)
@@ -164,7 +176,7 @@ class Asm24Controller:
 
     def scsi_read_arm(self, size: int, slot_start: int = 0) -> SramArm:
         """Arm a device-to-host 0xF2 transfer of ``size`` bytes (rounded up to sectors) from ``slot_start``."""
-        arm = SramArm.for_bytes(size, slot_start, device_to_host=True)
+        arm = _sram_arm(size, slot_start, True)
         self.transport.control_write(Request.SRAM_ARM, arm.value, arm.index)
         return arm
 
@@ -174,7 +186,7 @@ class Asm24Controller:
         ``arm=False`` skips the arm (already sent with :meth:`scsi_read_arm`, e.g. before the GPU fills the SRAM
         for a copyout). Returns a ``bytearray`` of ``size`` bytes.
         """
-        plan = SramArm.for_bytes(size, slot_start, device_to_host=True)
+        plan = _sram_arm(size, slot_start, True)
         if arm:
             self.transport.control_write(Request.SRAM_ARM, plan.value, plan.index)
         wait_ms = _bulk_timeout_ms(plan.wire_bytes) if timeout is None else timeout

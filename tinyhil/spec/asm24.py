@@ -5,7 +5,7 @@ Every name and number cites ``spec/asm24.md``; the copyin constants cite ``spec/
 
 from __future__ import annotations
 
-from enum import IntEnum, IntFlag
+from enum import IntEnum
 from typing import Final
 
 __all__ = [
@@ -33,24 +33,6 @@ __all__ = [
     "PCIE_SRAM_BASE",
     "PCIE_SYS_BUF",
     "PCIE_SYS_BUF_STABLE",
-    "PCI_BASE_ADDRESS_MEM_MASK",
-    "PCI_BASE_ADDRESS_MEM_TYPE_MASK",
-    "PCI_BRIDGE_WINDOW_ALIGN",
-    "PCI_EXT_CAP_ID_MASK",
-    "PCI_EXT_CAP_ID_REBAR",
-    "PCI_EXT_CAP_NEXT_SHIFT",
-    "PCI_HEADER_TYPE_BRIDGE",
-    "PCI_HEADER_TYPE_MASK",
-    "PCI_NUM_BARS",
-    "PCI_REBAR_CAP_SIZES_SHIFT",
-    "PCI_REBAR_CTRL_BAR_IDX",
-    "PCI_REBAR_CTRL_BAR_SHIFT",
-    "PCI_REBAR_CTRL_BAR_SIZE",
-    "PCI_REBAR_CTRL_NBAR_MASK",
-    "PCI_REBAR_CTRL_NBAR_SHIFT",
-    "PCI_REBAR_ENTRY_BYTES",
-    "PCI_REBAR_MIN_BYTES",
-    "PCI_VENDOR_ID_AMD",
     "PRODUCT_PREFIXES",
     "REQUEST_TYPE_IN",
     "REQUEST_TYPE_OUT",
@@ -80,10 +62,6 @@ __all__ = [
     "XDATA_READ_MAX_USB3",
     "CplStatus",
     "FmtType",
-    "PciBaseAddress",
-    "PciCommand",
-    "PciConfig",
-    "PciRebar",
     "Request",
     "RetStatus",
     "TlpMode",
@@ -225,67 +203,3 @@ SYS_BUF_BYTES: Final = 0x1000  # 0xA000-0xAFFF onto PCIe 0x820000-0x820FFF
 ADMIN_WINDOW_BYTES: Final = 0x200  # 0xB000-0xB1FF onto PCIe 0x800000-0x8001FF
 CQ_WINDOW_BYTES: Final = 0x800  # 0xB800-0xBFFF onto PCIe 0x822000-0x8227FF
 ARM_SLOT_COUNT_SHIFT: Final = 8  # wIndex: low byte start slot, high byte slot count (0 means 1)
-
-
-# --- PCI configuration space (PCI Local Bus 3.0 / PCIe base spec; names as in Linux pci_regs.h) ---
-# Used by the PCIe bring-up over the 0xF0 engine (spec/asm24.md "Topology"): bridges on buses 0-3, GPU at 4:0.0.
-class PciConfig(IntEnum):
-    """Configuration-space register offsets (type 0 and type 1 headers)."""
-
-    PCI_VENDOR_ID = 0x00  # 16 bits
-    PCI_DEVICE_ID = 0x02  # 16 bits
-    PCI_COMMAND = 0x04  # 16 bits (the STATUS half above it is write-1-to-clear: write COMMAND as 16 bits)
-    PCI_HEADER_TYPE = 0x0E  # 8 bits, bits 6:0 the layout (0 endpoint, 1 bridge)
-    PCI_BASE_ADDRESS_0 = 0x10  # six BAR dwords in a type 0 header
-    PCI_PRIMARY_BUS = 0x18  # type 1: primary, secondary, subordinate bus, secondary latency (one dword)
-    PCI_SECONDARY_BUS = 0x19
-    PCI_SUBORDINATE_BUS = 0x1A
-    PCI_MEMORY_BASE = 0x20  # type 1: 16-bit memory base then 16-bit memory limit, address bits 31:20 in 15:4
-    PCI_MEMORY_LIMIT = 0x22
-    PCI_PREF_MEMORY_BASE = 0x24  # type 1: prefetchable base/limit, same layout; bits 3:0 say 64-bit capable
-    PCI_PREF_MEMORY_LIMIT = 0x26
-    PCI_PREF_BASE_UPPER32 = 0x28
-    PCI_PREF_LIMIT_UPPER32 = 0x2C
-
-
-class PciCommand(IntFlag):
-    """COMMAND register bits."""
-
-    PCI_COMMAND_IO = 0x1
-    PCI_COMMAND_MEMORY = 0x2
-    PCI_COMMAND_MASTER = 0x4
-
-
-class PciBaseAddress(IntFlag):
-    """Low bits of a BAR dword."""
-
-    PCI_BASE_ADDRESS_SPACE_IO = 0x1
-    PCI_BASE_ADDRESS_MEM_TYPE_64 = 0x4  # bits 2:1 = 0b10: 64-bit BAR, the next dword holds the high half
-    PCI_BASE_ADDRESS_MEM_PREFETCH = 0x8
-
-
-class PciRebar(IntEnum):
-    """Resizable-BAR extended capability layout: header, then one (capability, control) dword pair per BAR."""
-
-    PCI_REBAR_CAP = 0x04  # supported sizes: bit n (n >= 4) set means 1 MB << (n - 4) is supported
-    PCI_REBAR_CTRL = 0x08  # bits 2:0 BAR index, 7:5 number of resizable BARs (first entry), 13:8 size code
-
-
-PCI_BASE_ADDRESS_MEM_MASK: Final = 0xFFFF_FFF0  # address bits of a memory BAR dword
-PCI_BASE_ADDRESS_MEM_TYPE_MASK: Final = 0x6  # bits 2:1: 0b00 32-bit, 0b10 64-bit
-PCI_NUM_BARS: Final = 6
-PCI_HEADER_TYPE_MASK: Final = 0x7F
-PCI_HEADER_TYPE_BRIDGE: Final = 0x01
-PCI_BRIDGE_WINDOW_ALIGN: Final = 0x10_0000  # bridge memory windows have 1 MB granularity
-PCI_EXT_CAP_ID_MASK: Final = 0xFFFF
-PCI_EXT_CAP_NEXT_SHIFT: Final = 20  # next-capability offset in bits 31:20 of the header
-PCI_EXT_CAP_ID_REBAR: Final = 0x0015
-PCI_REBAR_ENTRY_BYTES: Final = 8
-PCI_REBAR_CAP_SIZES_SHIFT: Final = 4
-PCI_REBAR_CTRL_BAR_IDX: Final = 0x7
-PCI_REBAR_CTRL_NBAR_MASK: Final = 0xE0
-PCI_REBAR_CTRL_NBAR_SHIFT: Final = 5
-PCI_REBAR_CTRL_BAR_SIZE: Final = 0x3F00
-PCI_REBAR_CTRL_BAR_SHIFT: Final = 8
-PCI_REBAR_MIN_BYTES: Final = 1 << 20  # size code 0 is 1 MB
-PCI_VENDOR_ID_AMD: Final = 0x1002

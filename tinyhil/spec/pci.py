@@ -11,19 +11,30 @@ from typing import Final
 
 __all__ = [
     "BAR_COUNT_TYPE0",
+    "BAR_MEM_ADDRESS_MASK",
+    "BAR_MEM_TYPE_MASK",
+    "BRIDGE_WINDOW_ALIGN",
     "CONFIG_SPACE_BYTES",
+    "EXT_CAP_ID_MASK",
     "EXT_CAP_ID_REBAR",
+    "EXT_CAP_NEXT_MASK",
+    "EXT_CAP_NEXT_SHIFT",
     "HEADER_TYPE_BRIDGE",
+    "HEADER_TYPE_LAYOUT_MASK",
     "HEADER_TYPE_NORMAL",
     "REBAR_CTRL_BAR_INDEX_MASK",
     "REBAR_CTRL_BAR_SIZE_MASK",
     "REBAR_CTRL_BAR_SIZE_SHIFT",
+    "REBAR_CTRL_NBAR_MASK",
     "REBAR_CTRL_NBAR_SHIFT",
+    "REBAR_ENTRY_BYTES",
     "REBAR_MIN_SIZE_BYTES",
     "REBAR_SIZES_SHIFT",
+    "VENDOR_ID_AMD",
     "BarBits",
     "Command",
     "Config",
+    "Rebar",
     "Status",
 ]
 
@@ -31,6 +42,8 @@ CONFIG_SPACE_BYTES: Final = 0x1000  # PCIe extended configuration space per func
 BAR_COUNT_TYPE0: Final = 6
 HEADER_TYPE_NORMAL: Final = 0x00
 HEADER_TYPE_BRIDGE: Final = 0x01
+HEADER_TYPE_LAYOUT_MASK: Final = 0x7F  # bits 6:0 of HEADER_TYPE; bit 7 says multi-function
+VENDOR_ID_AMD: Final = 0x1002  # PCI-SIG vendor id of AMD/ATI
 
 
 class Config(IntEnum):
@@ -100,17 +113,38 @@ class BarBits(IntFlag):
     """Low bits of a memory BAR (read-only type bits)."""
 
     SPACE_IO = 0x1
-    TYPE_64 = 0x4
+    TYPE_64 = 0x4  # bits 2:1 = 0b10: 64-bit BAR, the next dword holds bits 63:32
     PREFETCH = 0x8
+
+
+BAR_MEM_TYPE_MASK: Final = 0x6  # bits 2:1 of a memory BAR: 0b00 32-bit, 0b10 64-bit
+BAR_MEM_ADDRESS_MASK: Final = 0xFFFF_FFF0  # the address bits of a memory BAR's low dword
+BRIDGE_WINDOW_ALIGN: Final = 1 << 20  # type 1 memory windows hold address bits 31:20: 1 MB granularity
+
+# Extended capability header (PCIe Base 4.0 section 7.6.3): ID in bits 15:0, next offset in bits 31:20.
+EXT_CAP_ID_MASK: Final = 0xFFFF
+EXT_CAP_NEXT_SHIFT: Final = 20
+EXT_CAP_NEXT_MASK: Final = 0xFFC  # the next offset is dword aligned
 
 
 # Resizable BAR extended capability (PCIe Base 4.0 section 7.8.6): a header dword, then per BAR a capability dword
 # (bit n, n >= 4, set: size 1 MB << (n - 4) supported) and a control dword (bits 2:0 BAR index, bits 7:5 number of
 # resizable BARs in the first entry, bits 13:8 the BAR size as log2(size / 1 MB)).
 EXT_CAP_ID_REBAR: Final = 0x0015
+
+
+class Rebar(IntEnum):
+    """Offsets inside the resizable-BAR capability of entry 0; entry ``i`` adds ``i * REBAR_ENTRY_BYTES``."""
+
+    CAP = 0x04  # supported sizes
+    CTRL = 0x08  # BAR index, number of resizable BARs (entry 0), current size
+
+
+REBAR_ENTRY_BYTES: Final = 8
 REBAR_MIN_SIZE_BYTES: Final = 1 << 20
 REBAR_SIZES_SHIFT: Final = 4
 REBAR_CTRL_BAR_INDEX_MASK: Final = 0x7
+REBAR_CTRL_NBAR_MASK: Final = 0x7 << 5
 REBAR_CTRL_NBAR_SHIFT: Final = 5
 REBAR_CTRL_BAR_SIZE_SHIFT: Final = 8
 REBAR_CTRL_BAR_SIZE_MASK: Final = 0x3F << 8

@@ -122,7 +122,7 @@ class Usb3Transport:
             ShortTransfer: fewer data-stage bytes were accepted than sent.
         """
         view = self._check_control(request, value, index, timeout)
-        payload = _check_payload("data", data, allow_empty=True)
+        payload = data if type(data) is bytes else _check_payload("data", data, allow_empty=True)
         if len(payload) > U16_MAX:
             raise InvalidArgument(f"data of {len(payload):#x} bytes, expected at most {U16_MAX:#x} (wLength)")
         sent = self._handle.controlWrite(REQUEST_TYPE_OUT, view[0], view[1], view[2], payload, timeout)
@@ -295,5 +295,19 @@ class Usb3Transport:
                 self._on_close()
 
     def _check_control(self, request: object, value: object, index: object, timeout: object) -> tuple[int, int, int]:
+        """The request fields as plain ints (IntEnum members become ints), or InvalidArgument naming the bad one."""
+        # Fast path, one expression for the common case (every vendor request of a copy loop passes here).
+        if (
+            type(timeout) is int
+            and timeout >= 1
+            and isinstance(request, int)
+            and isinstance(value, int)
+            and isinstance(index, int)
+            and bool not in (type(request), type(value), type(index))
+            and 0 <= request <= U8_MAX
+            and 0 <= value <= U16_MAX
+            and 0 <= index <= U16_MAX
+        ):
+            return int(request), int(value), int(index)
         _check_timeout(timeout)
-        return _check_u8("request", request), _check_u16("value", value), _check_u16("index", index)
+        return int(_check_u8("request", request)), int(_check_u16("value", value)), int(_check_u16("index", index))

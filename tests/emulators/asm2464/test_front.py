@@ -189,7 +189,8 @@ def test_a_dropped_bulk_out_completes_on_the_wire_and_lands_nothing(make_host) -
     host = make_host(faults=FaultPlan.single(Operation.bulk_out(), 2, Fault.drop()))
     for fill in (b"\x01", b"\x02", b"\x03"):
         host.arm(0, 1, 1)
-        assert host.bulk_out(fill * 512).status is UsbStatus.COMPLETED
+        urb = host.bulk_out(fill * 512)
+        assert urb.status is UsbStatus.COMPLETED and urb.actual_length == 512
         if fill == b"\x02":
             assert host.bridge.read_sram(0, 512) == b"\x01" * 512, "the second transfer's bytes never landed"
     assert host.bridge.read_sram(0, 512) == b"\x03" * 512

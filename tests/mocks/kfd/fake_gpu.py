@@ -25,7 +25,7 @@ class FakeInterruptKind(Enum):
     """The GPU's own enum (not MOCKKFD's): the mock matches kinds by name."""
 
     TRAP = 1
-    RELEASE_MEM = 2
+    END_OF_PIPE = 2
     MEMORY_FAULT = 3
     PERFCOUNTER = 4
 
@@ -33,9 +33,10 @@ class FakeInterruptKind(Enum):
 @dataclass(frozen=True)
 class FakeInterrupt:
     kind: FakeInterruptKind
-    queue: Any = None
-    data: int = 0
-    va: int | None = None
+    queue_id: int = 0
+    context: int = 0
+    fault_va: int | None = None
+    message: str = ""
 
 
 @dataclass(eq=False)
@@ -117,10 +118,10 @@ class FakeGpu:
     def timestamp(self) -> int:
         return self.kernel.now_ns // 10
 
-    def interrupt(self, kind: str, *, queue: Any = None, data: int = 0, va: int | None = None) -> None:
+    def interrupt(self, kind: str, *, queue_id: int = 0, context: int = 0, fault_va: int | None = None) -> None:
         """Raise an interrupt now (as an engine would from inside an event)."""
         assert self.on_interrupt is not None, "no driver attached"
-        self.on_interrupt(FakeInterrupt(FakeInterruptKind[kind], queue, data, va))
+        self.on_interrupt(FakeInterrupt(FakeInterruptKind[kind], queue_id, context, fault_va))
 
     def interrupt_at(self, delay_ns: int, kind: str, **fields: Any) -> None:
         """Schedule :meth:`interrupt` ``delay_ns`` of virtual time from now."""

@@ -130,17 +130,17 @@ def test_the_event_page_must_be_a_large_enough_gtt_buffer_given_once(mock: MockK
     assert raw.errno(K.AMDKFD_IOC_FREE_MEMORY_OF_GPU, free) == errno.EPERM
 
 
-@pytest.mark.parametrize(("kind", "context"), [("TRAP", 0xF000_0002), ("RELEASE_MEM", 2)])
+@pytest.mark.parametrize(("kind", "context"), [("TRAP", 0xF000_0002), ("END_OF_PIPE", 2)])
 def test_gpu_interrupts_fire_events_whose_slot_was_written(
     mock: MockKFD, raw: Any, page: int, kind: str, context: int
 ) -> None:
     fake = mock.gpus[0].port
     first, second = _create(raw, page=page).event_id, _create(raw).event_id
     assert second == 2
-    fake.interrupt(kind, data=context)  # slot untouched: nothing fires
+    fake.interrupt(kind, context=context)  # slot untouched: nothing fires
     assert _wait(raw, [second], 1)[0].wait_result == R.KFD_IOC_WAIT_RESULT_TIMEOUT
     fake.write(VA + 8 * second, (second).to_bytes(8, "little"))
-    fake.interrupt_at(2 * MS, kind, data=context)  # TRAP ids keep 28 bits, so 0xF000_0002 names event 2
+    fake.interrupt_at(2 * MS, kind, context=context)  # TRAP ids keep 28 bits, so 0xF000_0002 names event 2
     assert _wait(raw, [first, second], 50)[0].wait_result == R.KFD_IOC_WAIT_RESULT_COMPLETE
     assert int.from_bytes(fake.read(VA + 8 * second, 8), "little") == UNSIGNALED_EVENT_SLOT
     assert mock.kernel.now_ns == 1 * MS + 2 * MS
@@ -150,14 +150,14 @@ def test_an_interrupt_with_a_stale_id_finds_written_slots_by_scanning(mock: Mock
     fake = mock.gpus[0].port
     event_id = _create(raw, page=page).event_id
     fake.write(VA + 8 * event_id, (1).to_bytes(8, "little"))
-    fake.interrupt("RELEASE_MEM", data=999)
+    fake.interrupt("END_OF_PIPE", context=999)
     assert _wait(raw, [event_id], 0)[0].wait_result == R.KFD_IOC_WAIT_RESULT_COMPLETE
 
 
 def test_a_memory_fault_sets_memory_events_with_the_faulting_page(mock: MockKFD, raw: Any) -> None:
     memory = _create(raw, E.KFD_IOC_EVENT_MEMORY).event_id
     signal = _create(raw).event_id
-    mock.gpus[1].port.interrupt_at(4 * MS, "MEMORY_FAULT", va=0x1234_5678)
+    mock.gpus[1].port.interrupt_at(4 * MS, "MEMORY_FAULT", fault_va=0x1234_5678)
     args, table = _wait(raw, [signal, memory], 100)
     assert args.wait_result == R.KFD_IOC_WAIT_RESULT_COMPLETE and mock.kernel.now_ns == 4 * MS
     data = table[1].memory_exception_data
@@ -173,13 +173,13 @@ def test_a_memory_fault_sets_memory_events_with_the_faulting_page(mock: MockKFD,
 
 
 def test_a_fault_nobody_listens_for_is_kept_as_unhandled(mock: MockKFD, raw: Any) -> None:
-    mock.gpus[0].port.interrupt("MEMORY_FAULT", va=0x42)
+    mock.gpus[0].port.interrupt("MEMORY_FAULT", fault_va=0x42)
     mock.gpus[0].port.interrupt("PERFCOUNTER")  # unknown kinds are logged and ignored
     assert mock.unhandled_faults == [(raw.gpu_id(0), 0x42)]
 
 
 def test_interrupts_before_any_process_are_dropped(mock: MockKFD) -> None:
-    mock.gpus[0].port.interrupt("MEMORY_FAULT", va=0x42)
+    mock.gpus[0].port.interrupt("MEMORY_FAULT", fault_va=0x42)
     assert not mock.has_process and mock.faults == []
 
 

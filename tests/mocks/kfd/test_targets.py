@@ -1,0 +1,67 @@
+"""MOCKKFD+AMD target strings: arch -> gfx_target_version in the topology, GPU index, options."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tinyhil.errors import InvalidArgument
+from tinyhil.kfd import read_topology
+from tinyhil.kfd.runtime import KfdAmdDevice
+from tinyhil.mocks.kfd import MockFileIO
+from tinyhil.registry import default_registry, open_target
+
+
+@pytest.mark.parametrize(
+    ("text", "arch", "version"),
+    [("MOCKKFD+AMD", "gfx1100", 110000), ("MOCKKFD+AMD:LLVM:gfx1100", "gfx1100", 110000),
+     ("MOCKKFD+AMD:CC:gfx1201", "gfx1201", 120001), ("MOCKKFD+AMD:HIP:gfx950", "gfx950", 90500)],
+)  # fmt: skip
+def test_the_arch_is_what_the_client_reads_from_the_topology(text: str, arch: str, version: int) -> None:
+    with open_target(text) as device:
+        assert isinstance(device, KfdAmdDevice)
+        topology = read_topology(device.kfd.fileio)
+        assert [node.gfx_target_version for node in topology.gpus] == [version, version]
+        assert device.node.arch == arch
+
+
+def test_dev_selects_the_arch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DEV", "MOCKKFD+AMD:LLVM:gfx1201")
+    resolved = default_registry().resolve(os.environ["DEV"])
+    assert (resolved.renderer, resolved.arch) == ("CC", "gfx1201")
+    with resolved.open() as device:
+        assert isinstance(device, KfdAmdDevice)
+        assert device.kfd.topology.gpus[device.gpu_index].gfx_target_version == 120001
+
+
+def test_the_index_selects_the_gpu_and_gpus_sizes_the_machine() -> None:
+    with open_target("MOCKKFD:1+AMD") as device:
+        assert isinstance(device, KfdAmdDevice)
+        assert (device.gpu_index, device.gpu_count, device.node.drm_render_minor) == (1, 2, 129)
+    with open_target("MOCKKFD:3+AMD") as device:
+        assert isinstance(device, KfdAmdDevice)
+        assert (device.gpu_index, device.gpu_count) == (3, 4)
+    with open_target("MOCKKFD+AMD", gpus=1) as device:
+        assert "multi-gpu" not in device.capabilities
+
+
+@pytest.mark.parametrize(
+    ("text", "options", "match"),
+    [("MOCKKFD:2+AMD", {"gpus": 2}, "GPU index 2, expected < gpus=2"),
+     ("MOCKKFD+AMD", {"gpus": 0}, "gpus=0"),
+     ("MOCKKFD+AMD", {"colour": "blue"}, "expected only gpus and vram_bytes"),
+     ("MOCKKFD+AMD", {"vram_bytes": 12345}, "vram_bytes")],
+)  # fmt: skip
+def test_bad_options_are_typed_errors(text: str, options: dict[str, object], match: str) -> None:
+    with pytest.raises(InvalidArgument, match=match):
+        open_target(text, **options)
+
+
+def test_closing_the_device_ends_the_mock_process() -> None:
+    device = open_target("MOCKKFD+AMD")
+    assert isinstance(device, KfdAmdDevice)
+    fileio = device.kfd.fileio
+    assert isinstance(fileio, MockFileIO) and fileio.kfd.has_process
+    device.close()
+    assert not fileio.kfd.has_process and not fileio.files
