@@ -9,16 +9,18 @@ Four parameters are free and were fitted, from one parameter set, to the three c
 hardware (spec/copyin.md: naive 107, sentinel-sector 276, current 323 MB/s); the rest are the spec's firmware
 figures. ``tinyhil bench copyin --model asm2464-usb3`` prints the fit next to the hardware numbers.
 
-| parameter | value | free? | physical meaning and source |
-|---|---|---|---|
-| ``usb_latency_ns`` | 80 us | free | host submission to the transfer reaching the device (host USB stack, xHCI); batching the arm with the fence read took 294 -> 323 MB/s, one round trip per 256 KB chunk = 80 us |
-| ``control_service_ns`` | 15 us | free | the 8051 handling one vendor request on EP0 (setup, data, status stages) |
-| ``bulk_setup_ns`` | 5 us | free | the firmware priming the 0xF2 DMA for one bulk transfer |
-| ``gpu_copy_bytes_per_s`` | 390 MB/s | free | the GPU's SDMA reading the bridge's SRAM across PCIe; the naive revision (no overlap) leaves ~0.67 ms of GPU copy per 256 KB chunk |
-| ``bulk_out_bytes_per_s`` | 381 MB/s | spec | "0xF2 DMA writes about 381 MB/s" |
-| ``bulk_in_bytes_per_s`` | 700 MB/s | spec | "bulk IN DMA about 700 MB/s" |
-| ``stream_bytes_per_s`` | 4 MB/s | spec | "0xF0 streaming a few MB/s" |
-| ``stream_packet_bytes`` | 1024 B | spec | stream packets on USB3 (512 B on USB2) |
+Free parameters (fitted):
+
+- ``usb_latency_ns`` = 80 us: host submission to the transfer reaching the device (host USB stack, xHCI). Source:
+  batching the arm with the fence read took 294 -> 323 MB/s, one round trip less per 256 KB chunk = 80 us.
+- ``control_service_ns`` = 15 us: the 8051 handling one vendor request on EP0 (setup, data and status stages).
+- ``bulk_setup_ns`` = 5 us: the firmware priming the 0xF2 DMA for one bulk transfer.
+- ``gpu_copy_bytes_per_s`` = 390 MB/s: the GPU's SDMA reading the bridge's SRAM across PCIe. Source: the naive
+  revision overlaps nothing, and 107 MB/s leaves ~0.67 ms of GPU copy per 256 KB chunk.
+
+Spec figures (fixed): ``bulk_out_bytes_per_s`` 381 MB/s ("0xF2 DMA writes about 381 MB/s"), ``bulk_in_bytes_per_s``
+700 MB/s ("bulk IN DMA about 700 MB/s"), ``stream_bytes_per_s`` 4 MB/s ("0xF0 streaming a few MB/s"),
+``stream_packet_bytes`` 1024 B (USB3 stream packets; 512 B on USB2).
 
 What makes the revisions differ in the model is the bridge's single 8051 core (see
 :mod:`tinyhil.emulators.asm2464.front`): EP0 service waits for a running 0xF2 DMA, so every control round trip a

@@ -3,9 +3,9 @@
 Streams (0xF0 modes 1/2) move whole dwords from a dword-aligned address; the unaligned bytes before the first and
 after the last whole dword go as single TLPs with byte enables. A body of at most ``single_max_bytes`` whole dwords
 goes as single TLPs too: a stream costs a control transfer plus a bulk transfer of at least one whole packet at the
-slow stream rate, a single posted write one control transfer (a register, a doorbell, a write pointer). Long bodies are cut into streams of at most
-``stream_chunk_bytes`` (a whole number of bulk packets) so no single stream gets long enough to wedge the bridge
-(spec/asm24.md quirk 3: upstream saw a 4 MB stream wedge it).
+slow stream rate, a single posted write one control transfer (a register, a doorbell, a write pointer). Long
+bodies are cut into streams of at most ``stream_chunk_bytes`` (a whole number of bulk packets) so no single stream
+gets long enough to wedge the bridge (spec/asm24.md quirk 3: upstream saw a 4 MB stream wedge it).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ that never drains ends the copyin with :class:`DrainError` after ``drain_polls``
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from enum import StrEnum
 from typing import Any, Final
@@ -277,10 +278,8 @@ class UsbCopy:
         for window, tag in enumerate(self._inflight):
             self._inflight[window] = None
             if tag is not None:
-                try:
+                with contextlib.suppress(Exception):  # the copyin already failed with a better error
                     self.transport.bulk_wait(tag)
-                except Exception:  # noqa: BLE001: the copyin already failed with a better error
-                    pass
         self.transport.clear_error()
 
     # --- copyout ---
