@@ -12,6 +12,7 @@ __all__ = [
     "FENCE_BYTES",
     "FENCE_PCIE",
     "FENCE_XDATA",
+    "HARDWARE_COPYIN_MBPS",
     "NAIVE_CHUNK_BYTES",
     "POLL_INTERVAL",
     "POLL_RETRY_COUNT",
@@ -39,6 +40,9 @@ POLL_INTERVAL: Final = 4  # POLL_REGMEM interval on the sentinel (x 16 clock cyc
 POLL_RETRY_COUNT: Final = 0xFFF  # retry forever: a sentinel that never lands shows up as the host's drain error
 SDMA_RING_BYTES: Final = 1 << 20  # 3 packets per chunk; upstream used 1 MB for USB
 COPYOUT_PIECE_BYTES: Final = SRAM_BYTES  # copyout moves at most 512 KB per arm (the whole SRAM)
+# Measured on hardware (spec/copyin.md table), MB/s of copyin by protocol revision; the timing model must land within
+# 15% of each from one parameter set.
+HARDWARE_COPYIN_MBPS: Final = {"naive": 107, "sentinel-sector": 276, "pipelined": 323}
 assert CHUNK_BYTES % SECTOR_BYTES == SECTOR_BYTES - SENTINEL_BYTES
 
 
