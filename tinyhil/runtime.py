@@ -249,8 +249,9 @@ class DeviceBase:
 
     @requires_open
     def copyout_into(self, buf: Buffer, out: Any, offset: int = 0) -> None:
-        """Fill the caller's writable bytes-like ``out`` with the ``len(out)`` bytes (counted in bytes, not
-        elements) of ``buf`` from byte ``offset``; returns once they are there. Capability ``copyout``.
+        """Fill the caller's writable bytes-like ``out`` with bytes of ``buf`` from byte ``offset``: as many as
+        ``out`` holds, counted in bytes (``memoryview(out).nbytes``, not elements); returns once they are there.
+        Capability ``copyout``; no memory is allocated, so a caller reusing ``out`` pays no page faults.
 
         ``out`` may be a bytearray, a numpy array, a writable memoryview: any C-contiguous writable buffer.
 
