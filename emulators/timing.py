@@ -1,7 +1,30 @@
-"""How much virtual time each operation on the USB bridge costs: a few named physical parameters.
+"""How much virtual time each operation on the USB bridge costs: the ``asm2464-usb3`` preset and its parameters.
 
-The model is deliberately small so a later calibration against the measured copyin throughputs (spec/copyin.md) can
-fit it: every parameter has a unit in its name and a physical meaning. Durations are integer nanoseconds, rounded up.
+The model charges virtual time per control transfer (submission latency, then EP0 service on the bridge's 8051),
+per bulk transfer and byte (setup, then the firmware's DMA rate), per SRAM landing (the bridge's landing-delay quirk,
+default 0), per GPU copy byte across PCIe (:attr:`TimingModel.gpu_copy_bytes_per_s`, applied by the GPU model's SDMA
+engine) and per GPU poll (the POLL_REGMEM interval of spec/amdgpu.md: 16 clock cycles of 10 ns per unit).
+
+Four parameters are free and were fitted, from one parameter set, to the three copyin throughputs measured on
+hardware (spec/copyin.md: naive 107, sentinel-sector 276, current 323 MB/s); the rest are the spec's firmware
+figures. ``tinyhil bench copyin --model asm2464-usb3`` prints the fit next to the hardware numbers.
+
+Free parameters (fitted):
+
+- ``usb_latency_ns`` = 80 us: host submission to the transfer reaching the device (host USB stack, xHCI). Source:
+  batching the arm with the fence read took 294 -> 323 MB/s, one round trip less per 256 KB chunk = 80 us.
+- ``control_service_ns`` = 15 us: the 8051 handling one vendor request on EP0 (setup, data and status stages).
+- ``bulk_setup_ns`` = 5 us: the firmware priming the 0xF2 DMA for one bulk transfer.
+- ``gpu_copy_bytes_per_s`` = 390 MB/s: the GPU's SDMA reading the bridge's SRAM across PCIe. Source: the naive
+  revision overlaps nothing, and 107 MB/s leaves ~0.67 ms of GPU copy per 256 KB chunk.
+
+Spec figures (fixed): ``bulk_out_bytes_per_s`` 381 MB/s ("0xF2 DMA writes about 381 MB/s"), ``bulk_in_bytes_per_s``
+700 MB/s ("bulk IN DMA about 700 MB/s"), ``stream_bytes_per_s`` 4 MB/s ("0xF0 streaming a few MB/s"),
+``stream_packet_bytes`` 1024 B (USB3 stream packets; 512 B on USB2).
+
+What makes the revisions differ in the model is the bridge's single 8051 core (see
+:mod:`tinyhil.emulators.asm2464.front`): EP0 service waits for a running 0xF2 DMA, so every control round trip a
+revision puts between two bulk transfers adds to the time per chunk. Durations are integer nanoseconds, rounded up.
 """
 
 from __future__ import annotations
@@ -13,9 +36,10 @@ from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.asm24 import STREAM_PACKET_BYTES_USB3
 
-__all__ = ["TIMING_PRESETS", "TimingModel"]
+__all__ = ["DEFAULT_PRESET", "TIMING_PRESETS", "TimingModel"]
 
 _NS_PER_S: Final = 1_000_000_000
+DEFAULT_PRESET: Final = "asm2464-usb3"
 
 
 def _ns_for(nbytes: int, bytes_per_s: int) -> int:
@@ -40,9 +64,8 @@ class TimingModel:
         stream_bytes_per_s: payload rate of the 0xF0 stream modes (every packet becomes TLPs issued by the 8051).
         stream_packet_bytes: packet size of the stream modes (1024 B on USB3, 512 B on USB2); a partial last packet
             costs a whole one.
-        gpu_copy_bytes_per_s: rate at which the GPU copies between the bridge's SRAM and VRAM over PCIe (for the
-            GPU model's copy engines).
-        poll_interval_ns: one retry interval of a GPU memory poll (POLL_REGMEM ``interval``) in ns.
+        gpu_copy_bytes_per_s: rate at which the GPU copies between the bridge's SRAM and VRAM over PCIe (the GPU
+            model's SDMA engine charges COPY_LINEAR to or from the system aperture at this rate).
     """
 
     usb_latency_ns: int
@@ -53,7 +76,6 @@ class TimingModel:
     stream_bytes_per_s: int
     stream_packet_bytes: int
     gpu_copy_bytes_per_s: int
-    poll_interval_ns: int
 
     _RATES: ClassVar[tuple[str, ...]] = (
         "bulk_out_bytes_per_s",
@@ -110,21 +132,16 @@ class TimingModel:
         return _ns_for(nbytes, self.gpu_copy_bytes_per_s)
 
 
-# Firmware figures from spec/asm24.md "Timing" and spec/copyin.md: 0xF2 DMA writes about 381 MB/s, bulk IN DMA about
-# 700 MB/s, 0xF0 streaming a few MB/s. Latency and control service are first estimates from the copyin table:
-# batching the fence read with the arm (one latency saved per chunk) took a 256 KB chunk from 294 to 323 MB/s, about
-# 80 us; the rest of that revision's per-chunk overhead suggests ~20 us of EP0 time per control transfer. Bulk setup,
-# GPU copy rate and poll interval are uncalibrated; the calibration issue fits all of them against the table.
+# The calibrated preset: see the module docstring for each parameter's meaning and source.
 TIMING_PRESETS: Final[dict[str, TimingModel]] = {
-    "asm2464-usb3": TimingModel(
+    DEFAULT_PRESET: TimingModel(
         usb_latency_ns=80_000,
-        control_service_ns=20_000,
-        bulk_setup_ns=20_000,
+        control_service_ns=15_000,
+        bulk_setup_ns=5_000,
         bulk_out_bytes_per_s=381_000_000,
         bulk_in_bytes_per_s=700_000_000,
         stream_bytes_per_s=4_000_000,
         stream_packet_bytes=STREAM_PACKET_BYTES_USB3,
-        gpu_copy_bytes_per_s=4_000_000_000,
-        poll_interval_ns=1_000,
+        gpu_copy_bytes_per_s=390_000_000,
     ),
 }

@@ -1,10 +1,10 @@
 """The emulated device targets, registered through the ``tinyhil.targets`` entry point.
 
-``MOCKUSB+AMD`` is available at the bridge level: :func:`open_mock_usb3` gives the :class:`MockUSB3` transport of
-the target (the emulated ASM2464 with its PCIe tree, driven by the same ASM24 client and bring-up as a real board).
-Its *device runtime* (alloc, copyin, exec, ...) lands with issue 5; until then the target reports that precise
-reason as unavailable, so ``--hil-target all`` and ``emulated`` leave it out of the portable suite (whose every test
-opens a device) instead of failing there.
+- ``MOCKUSB+AMD[:renderer[:arch]]``: the USB device runtime (:class:`~tinyhil.usbgpu.runtime.UsbAmdDevice`, the same
+  code as ``USB+AMD``) over :class:`~tinyhil.mocks.usb3.MockUSB3`: an emulated ASM2464 with an emulated AMD GPU of
+  the arch behind it. Options: ``mode`` (``sync``/``timed``), ``revision`` (the copyin protocol revision),
+  ``quirks``, ``faults``, ``seed``, ``timing``. :func:`open_mock_usb3` opens the bridge level alone.
+- ``MOCKKFD+AMD[:renderer[:arch]]``: the KFD device runtime over MOCKKFD, a virtual ``/dev/kfd`` with emulated GPUs.
 """
 
 from __future__ import annotations
@@ -21,30 +21,27 @@ if TYPE_CHECKING:  # imported when opened: loading the registry's entry points s
     from tinyhil.mocks.usb3 import MockUSB3
 
 __all__ = ["AMD_ARCHS", "GFX_TARGET_VERSIONS", "MOCKKFD_CAPABILITIES", "MOCKKFD_GPUS", "MOCKKFD_VRAM_BYTES",
-           "MOCKUSB_BRIDGE_CAPABILITIES", "mock_kfd_amd", "mock_usb_amd", "open_mock_usb3"]  # fmt: skip
+           "MOCKUSB_BRIDGE_CAPABILITIES", "MOCKUSB_CAPABILITIES", "mock_kfd_amd", "mock_usb_amd",
+           "open_mock_usb3"]  # fmt: skip
 
 # Emulated GPU models an arch string selects (spec/kfd.md: gfx_target_version per GPU); the first is the default.
 AMD_ARCHS = ("gfx1100", "gfx1201", "gfx950")
 
 
-# What MOCKUSB+AMD can do today, at the bridge level (spec/asm24.md): USB3 vendor requests and bulk transfers,
-# 0xF2 SRAM windows, and PCIe (TLPs, config space, bring-up) to the function behind the bridges.
+# gfx_target_version of each arch (spec/kfd.md: gfx1100 = 110000, gfx1201 = 120001, gfx950 = 90500).
+GFX_TARGET_VERSIONS: Final = {"gfx1100": 110000, "gfx1201": 120001, "gfx950": 90500}
+# The bridge level (spec/asm24.md): USB3 vendor requests and bulk transfers, 0xF2 SRAM windows, PCIe to the GPU.
 MOCKUSB_BRIDGE_CAPABILITIES = ("usb3", "sram-windows", "pcie")
-
-
-def _mockusb_probe() -> str | None:
-    return (
-        "not implemented yet: the MOCKUSB+AMD device runtime (alloc, copyin, copyout, exec, ...) lands with issue 5; "
-        "the bridge level works now: tinyhil.mocks.targets.open_mock_usb3('MOCKUSB+AMD') opens MockUSB3"
-    )
+MOCKUSB_CAPABILITIES: Final = [*MOCKUSB_BRIDGE_CAPABILITIES, "sdma", "compute", "signals", "copyin", "copyout", "copy",
+                               "fill", "compile", "exec", "timestamps"]  # fmt: skip
 
 
 def open_mock_usb3(resolved: Target | str = "MOCKUSB+AMD", **options: Any) -> MockUSB3:
     """Open the bridge level of ``MOCKUSB+AMD``: a fresh emulated board behind a :class:`MockUSB3` transport.
 
     ``options`` go to :class:`MockUSB3` (``mode``, ``quirks``, ``faults``, ``seed``, ``timing``, ``function``,
-    ``kernel``, ``usb3``). The target's arch does not select the function behind the bridges yet (MockUSB3's
-    default one is used); that comes with the device runtime. Use it as a context manager.
+    ``kernel``, ``usb3``); the emulated GPU behind it has the target's arch unless ``function`` replaces it. Use it
+    as a context manager.
 
     Raises:
         InvalidArgument: ``resolved`` is not a ``MOCKUSB+AMD`` target, or a bad option.
@@ -55,25 +52,33 @@ def open_mock_usb3(resolved: Target | str = "MOCKUSB+AMD", **options: Any) -> Mo
         raise InvalidArgument(f"target={resolved!r}, expected MOCKUSB+AMD (a target string or a resolved Target)")
     from tinyhil.mocks.usb3 import MockUSB3
 
+    if "function" not in options and "bridge" not in options:
+        options.setdefault("gfx_target_version", GFX_TARGET_VERSIONS[resolved.arch or AMD_ARCHS[0]])
     return MockUSB3(**options)
 
 
 @target(
     "MOCKUSB+AMD",
-    capabilities=MOCKUSB_BRIDGE_CAPABILITIES,
-    probe=_mockusb_probe,
+    capabilities=MOCKUSB_CAPABILITIES,
     renderers=AMD_RENDERERS,
     default_renderer="CC",
     archs=AMD_ARCHS,
-    summary="emulated AMD GPU behind an emulated ASM2464",
+    summary="emulated AMD GPU behind an emulated ASM2464 USB bridge (MockUSB3)",
 )
-def mock_usb_amd(resolved: Target, **options: Any) -> Device:
-    """An emulated AMD GPU behind the emulated ASM2464 bridge, over MockUSB3."""
-    raise NotImplementedError(_mockusb_probe())
+def mock_usb_amd(resolved: Target, *, revision: str = "pipelined", **options: Any) -> Device:
+    """The USB device runtime over a fresh MockUSB3 board whose GPU has the target's arch.
+
+    ``revision`` picks the copyin protocol revision; ``options`` go to :class:`MockUSB3` (``mode``, ``quirks``,
+    ``faults``, ``seed``, ``timing``, ``vram_bytes``).
+    """
+    from tinyhil.compiler import HostCCompiler
+    from tinyhil.mocks.usb3 import MockUSB3
+    from tinyhil.usbgpu.runtime import UsbAmdDevice
+
+    usb = MockUSB3(gfx_target_version=GFX_TARGET_VERSIONS[resolved.arch or AMD_ARCHS[0]], **options)
+    return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=revision, on_close=usb.close)
 
 
-# gfx_target_version of each arch (spec/kfd.md: gfx1100 = 110000, gfx1201 = 120001, gfx950 = 90500).
-GFX_TARGET_VERSIONS: Final = {"gfx1100": 110000, "gfx1201": 120001, "gfx950": 90500}
 MOCKKFD_GPUS: Final = 2  # a MOCKKFD+AMD machine has two GPUs of the chosen arch unless gpus= says otherwise
 MOCKKFD_VRAM_BYTES: Final = 256 << 20
 MOCKKFD_CAPABILITIES: Final = ["kfd", "sdma", "compute", "signals", "copyin", "copyout", "copy", "fill", "compile",

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from tinyhil.emulators.amdgpu import DEFAULT_GFX_TARGET_VERSION, AmdGpu, AmdGpuFunction
+from tinyhil.emulators.amdgpu import DEFAULT_GFX_TARGET_VERSION, AmdGpu, AmdGpuFunction, GpuTiming
 from tinyhil.emulators.asm2464 import Asm2464, Quirks
 from tinyhil.emulators.faults import FaultPlan
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.emulators.pcie.protocols import PcieFunction
-from tinyhil.emulators.timing import TimingModel
+from tinyhil.emulators.timing import DEFAULT_PRESET, TimingModel
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.mocks.usb.context import EmulatedUsbContext, TransferMode
 from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES
@@ -83,8 +83,10 @@ class MockUSB3(Usb3Transport):
         if bridge is None:
             if function is None:
                 kernel = kernel if kernel is not None else EventKernel(seed)
+                board_timing = timing if timing is not None else TimingModel.preset(DEFAULT_PRESET)
                 function = AmdGpuFunction(
                     kernel=kernel,
+                    timing=GpuTiming(system_bytes_per_us=max(1, board_timing.gpu_copy_bytes_per_s // 1_000_000)),
                     vram_bytes=DEFAULT_VRAM_BYTES if vram_bytes is None else vram_bytes,
                     gfx_target_version=(
                         DEFAULT_GFX_TARGET_VERSION if gfx_target_version is None else gfx_target_version

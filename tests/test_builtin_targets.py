@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tinyhil import InvalidArgument, default_registry
+from tinyhil import InvalidArgument, TargetUnavailable, default_registry
 from tinyhil.device_farm.cli import main
 from tinyhil.qemu.toolchains import qcomcl_unavailable_reason, qemucc_unavailable_reason
 
@@ -38,3 +38,20 @@ def test_renderer_tokens_resolve_to_the_compile_only_targets() -> None:
     assert registry.resolve("NULL").definition.name == "NULL"
     with pytest.raises(InvalidArgument, match=r"known renderers: .*QCOMCL.*QEMUCC"):
         registry.resolve("NULL:NOPE")
+
+
+def test_usb_amd_is_the_usb_runtime_and_reports_the_missing_bridge_precisely(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tinyhil import builtin_targets
+    from tinyhil.usb import BridgeUnavailable
+
+    resolved = default_registry().resolve("USB+AMD")
+    assert not resolved.emulated and "real-hardware" in resolved.capabilities
+    assert "exec" not in resolved.capabilities, "host-native code objects run only on the emulated GPU"
+
+    def no_board(serial: str | None = None) -> None:
+        raise BridgeUnavailable("no ASM2464 bridge found (looked for ADD1:0001, 3801:0001)")
+
+    monkeypatch.setattr(builtin_targets, "open_usb3", no_board)
+    with pytest.raises(TargetUnavailable, match="no ASM2464 bridge found") as info:
+        builtin_targets.amd_usb.opener(resolved)  # what open() runs once the probe saw a board
+    assert info.value.target == "USB+AMD"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tinyhil import CapabilityMissing, InvalidArgument, open_target
@@ -15,6 +16,10 @@ def test_copyout_raises_a_clear_error_unless_allowed() -> None:
         device.copyin(buf, b"\x01" * 16)
         with pytest.raises(CapabilityMissing, match="'copyout': NULL keeps no data; open it with allow_copyout=True"):
             device.copyout(buf)
+        out = bytearray(b"\xee" * 16)
+        with pytest.raises(CapabilityMissing, match="'copyout': NULL keeps no data; open it with allow_copyout=True"):
+            device.copyout_into(buf, out)
+        assert out == b"\xee" * 16
         assert "copyout" not in device.capabilities
 
 
@@ -24,6 +29,14 @@ def test_allow_copyout_returns_zeros_of_the_asked_length() -> None:
         device.copyin(buf, b"\x01" * 16)
         assert "copyout" in device.capabilities
         assert device.copyout(buf, nbytes=5, offset=3) == bytes(5)
+
+
+def test_allow_copyout_into_writes_zeros_over_exactly_the_callers_bytes() -> None:
+    with open_target("NULL", allow_copyout=True) as device:
+        buf = device.alloc(16)
+        out = np.full(3, 0xEEEE_EEEE, np.uint32)
+        device.copyout_into(buf, memoryview(out)[1:], offset=8)
+        assert out.tolist() == [0xEEEE_EEEE, 0, 0]
 
 
 def test_programs_run_for_a_fixed_virtual_duration_and_are_profiled() -> None:

@@ -1,17 +1,25 @@
 """The device runtime seam's one table of bad inputs and their typed errors (checked on NULL, which validates
-through the same DeviceBase every device target uses)."""
+through the same DeviceBase every device target uses; opened with copyout allowed, so copyout is validated too)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tinyhil import Buffer, InvalidArgument, Program, StateError, open_target
 from tinyhil.runtime import DeviceBase
 
 Call = Callable[[DeviceBase, Buffer], Any]
+
+
+def _readonly(nbytes: int) -> np.ndarray:
+    array = np.zeros(nbytes, np.uint8)
+    array.flags.writeable = False
+    return array
+
 
 BAD_INPUTS: list[tuple[str, Call, type[Exception], str]] = [
     ("alloc negative", lambda d, b: d.alloc(-1), InvalidArgument, r"nbytes=-1, expected an int >= 0"),
@@ -22,6 +30,35 @@ BAD_INPUTS: list[tuple[str, Call, type[Exception], str]] = [
     ("copyin overrun", lambda d, b: d.copyin(b, bytes(65)), ValueError, r"0x41 bytes at offset 0x0 overruns"),
     ("copyin negative offset", lambda d, b: d.copyin(b, b"x", -1), InvalidArgument, r"offset=-1"),
     ("copyin offset overrun", lambda d, b: d.copyin(b, b"xx", 63), ValueError, r"overruns"),
+    ("copyout past end", lambda d, b: d.copyout(b, 10, 60), InvalidArgument, r"copyout range 0x3c\+0xa ends at 0x46"),
+    ("copyout_into str", lambda d, b: d.copyout_into(b, "abc"), InvalidArgument, r"out=str object, expected a writ"),
+    ("copyout_into bytes", lambda d, b: d.copyout_into(b, bytes(4)), InvalidArgument, r"out is a read-only bytes"),
+    (
+        "copyout_into read-only array",
+        lambda d, b: d.copyout_into(b, _readonly(4)),
+        InvalidArgument,
+        r"out is a read-only ndarray buffer",
+    ),
+    (
+        "copyout_into strided",
+        lambda d, b: d.copyout_into(b, np.zeros(8, np.uint8)[::2]),
+        InvalidArgument,
+        r"out is a non-contiguous buffer, expected a C-contiguous",
+    ),
+    (
+        "copyout_into overrun",
+        lambda d, b: d.copyout_into(b, np.zeros(17, np.uint32)),
+        InvalidArgument,
+        r"copyout_into of 0x44 bytes at offset 0x0 overruns",
+    ),
+    ("copyout_into offset overrun", lambda d, b: d.copyout_into(b, bytearray(2), 63), ValueError, r"overruns"),
+    ("copyout_into negative offset", lambda d, b: d.copyout_into(b, bytearray(1), -1), InvalidArgument, r"offset=-1"),
+    (
+        "copyout_into freed",
+        lambda d, b: d.copyout_into(Buffer("NULL", 1, 1, 999), bytearray(1)),
+        InvalidArgument,
+        r"buf=.*not a live",
+    ),
     ("fill 256", lambda d, b: d.fill(b, 256), InvalidArgument, r"value=256, expected an int <= 255"),
     ("fill past end", lambda d, b: d.fill(b, 1, 10, 60), InvalidArgument, r"fill range 0x3c\+0xa ends at 0x46"),
     ("fill offset past end", lambda d, b: d.fill(b, 1, None, 65), InvalidArgument, r"fill nbytes=-1"),
@@ -50,7 +87,7 @@ BAD_INPUTS: list[tuple[str, Call, type[Exception], str]] = [
     ("call", "error", "message"), [case[1:] for case in BAD_INPUTS], ids=[case[0] for case in BAD_INPUTS]
 )
 def test_bad_input_raises_a_typed_error_naming_it(call: Call, error: type[Exception], message: str) -> None:
-    with open_target("NULL") as device:
+    with open_target("NULL", allow_copyout=True) as device:
         assert isinstance(device, DeviceBase)
         buf = device.alloc(64)
         before = (dict(device._live), len(device.profile_events))

@@ -24,17 +24,13 @@ from tinyhil.qemu.toolchains import (
 )
 from tinyhil.registry import Target, target
 from tinyhil.runtime import Device
-from tinyhil.usb.backend import NO_BRIDGE_REASON, list_bridges
+from tinyhil.usb.backend import open_usb3, probe_usb3
 from tinyhil.usb.errors import BridgeUnavailable
 
 __all__ = ["amd_kfd", "amd_usb", "null", "null_qcomcl_a630", "null_qemucc_aarch64"]
 
 NULL_CAPABILITIES = ["null", "compile", "copyin", "copy", "fill", "exec", "timestamps"]
 COMPILE_ONLY_CAPABILITIES = [*NULL_CAPABILITIES, "compile-only", "qemu-compiler"]
-
-
-def _not_implemented(what: str, issue: int) -> str:
-    return f"not implemented yet: {what} lands with issue {issue}"
 
 
 @target(
@@ -93,24 +89,39 @@ def null_qcomcl_a630(resolved: Target, *, allow_copyout: bool = False, **options
 
 
 def _usb_probe(*, context: Any = None) -> str | None:
-    """Why ``USB+AMD`` cannot run here: libusb missing, no bridge attached, or (a bridge found) no device runtime.
+    """Why ``USB+AMD`` cannot run here: libusb missing or no bridge attached (``None``: a bridge is attached).
 
     ``context`` is an unopened ``usb1.USBContext``-like object (tests inject one); by default a fresh one.
     """
+    return probe_usb3(context=context)
+
+
+# What the USB path does on a real board; host-native code objects run only on the emulated GPU, so no exec here.
+USB_AMD_CAPABILITIES = ["usb3", "sram-windows", "pcie", "sdma", "signals", "copyin", "copyout", "copy", "fill",
+                        "timestamps", "real-hardware"]  # fmt: skip
+
+
+@target(
+    "USB+AMD",
+    capabilities=USB_AMD_CAPABILITIES,
+    probe=_usb_probe,
+    emulated=False,
+    summary="AMD GPU behind an ASM2464 USB bridge",
+)
+def amd_usb(resolved: Target, *, serial: str | None = None, revision: str = "pipelined", **options: Any) -> Device:
+    """An AMD GPU behind a real ASM2464-class bridge (``serial`` picks one of several): the same device runtime as
+    ``MOCKUSB+AMD`` over the libusb transport.
+
+    Raises:
+        TargetUnavailable: no usable bridge (libusb missing, none attached, wrong firmware).
+    """
+    from tinyhil.usbgpu.runtime import UsbAmdDevice
+
     try:
-        bridges = list_bridges(context=context)
+        transport = open_usb3(serial)
     except BridgeUnavailable as exc:
-        return exc.reason
-    if not bridges:
-        return NO_BRIDGE_REASON
-    found = ", ".join(str(bridge) for bridge in bridges)
-    return _not_implemented(f"the USB+AMD device runtime (ASM2464 bridge found: {found})", 5)
-
-
-@target("USB+AMD", capabilities=[], probe=_usb_probe, emulated=False, summary="AMD GPU behind an ASM2464 bridge")
-def amd_usb(resolved: Target, **options: Any) -> Device:
-    """An AMD GPU behind a real ASM2464-class USB bridge."""
-    raise NotImplementedError(_usb_probe())
+        raise TargetUnavailable(resolved.name, exc.reason) from exc
+    return UsbAmdDevice(resolved.name, transport, revision=revision, on_close=transport.close, **options)
 
 
 NO_KFD_REASON = "no /dev/kfd: the amdgpu driver's KFD is not present on this machine"

@@ -1,19 +1,22 @@
 """The NULL device: accepts every operation, executes nothing.
 
 Allocations are bookkeeping in a large virtual address space, copyin validates and discards, programs "run" for a
-fixed virtual duration, and compilation really happens with the target's compiler. Copyout raises unless the
-device was opened with ``allow_copyout=True`` (then the bytes returned are zeros: NULL keeps no data). It is the
-cheapest target, the one for harness self-tests and for compile-only targets such as ``NULL:QCOMCL:a630``.
+fixed virtual duration, and compilation really happens with the target's compiler. Copyout (``copyout``,
+``copyout_into``) raises unless the device was opened with ``allow_copyout=True`` (then the bytes read are zeros:
+NULL keeps no data). It is the cheapest target, the one for harness self-tests and for compile-only targets such as
+``NULL:QCOMCL:a630``.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
+import numpy as np
+
 from tinyhil.allocator import RangeAllocator
 from tinyhil.compiler import Compiler
 from tinyhil.errors import CapabilityMissing
-from tinyhil.runtime import Buffer, DeviceBase, Dim3, KernelArg, Program, requires_open
+from tinyhil.runtime import Buffer, DeviceBase, Dim3, KernelArg, Program
 
 __all__ = ["NULL_ADDRESS_SPACE_BYTES", "NULL_EXEC_DURATION_NS", "NULL_OP_DURATION_NS", "NullDevice"]
 
@@ -39,15 +42,14 @@ class NullDevice(DeviceBase):
         self._space = RangeAllocator(_NULL_BASE, NULL_ADDRESS_SPACE_BYTES)
         self._clock_ns = 0
 
-    @requires_open
-    def copyout(self, buf: Buffer, nbytes: int | None = None, offset: int = 0) -> bytearray:
-        if not self.allow_copyout:
+    def _require(self, capability: str) -> None:
+        if capability == "copyout" and not self.allow_copyout:
             raise CapabilityMissing(
                 self.name,
                 "copyout",
                 "NULL keeps no data; open it with allow_copyout=True to get zeros instead of this error",
             )
-        return super().copyout(buf, nbytes, offset)
+        super()._require(capability)
 
     def _tick(self, duration_ns: int = NULL_OP_DURATION_NS) -> tuple[int, int]:
         start = self._clock_ns
@@ -65,7 +67,8 @@ class NullDevice(DeviceBase):
         self._record_range("copyin", start, end, queue="copy", nbytes=data.nbytes)
 
     def _copyout(self, buf: Buffer, out: memoryview, offset: int) -> None:
-        self._tick()  # NULL keeps no data: ``out`` stays as the caller made it (zeros)
+        self._tick()
+        np.frombuffer(out, np.uint8)[:] = 0  # NULL keeps no data: it reads as zeros
 
     def _fill(self, buf: Buffer, value: int, nbytes: int, offset: int) -> None:
         self._tick()

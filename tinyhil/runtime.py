@@ -92,6 +92,7 @@ class Device(Protocol):
     def free(self, buf: Buffer) -> None: ...
     def copyin(self, buf: Buffer, data: Any, offset: int = 0) -> None: ...
     def copyout(self, buf: Buffer, nbytes: int | None = None, offset: int = 0) -> bytearray: ...
+    def copyout_into(self, buf: Buffer, out: Any, offset: int = 0) -> None: ...
     def fill(self, buf: Buffer, value: int, nbytes: int | None = None, offset: int = 0) -> None: ...
     def copy(self, dst: Buffer, src: Buffer, nbytes: int | None = None) -> None: ...
     def compile(self, source: str | bytes, name: str) -> Program: ...
@@ -120,6 +121,23 @@ def requires_open(method: Callable[Concatenate[D, P], R]) -> Callable[Concatenat
         return method(self, *args, **kwargs)
 
     return guarded
+
+
+def _as_writable_bytes(name: str, out: Any) -> memoryview:
+    """View a writable C-contiguous bytes-like object (bytearray, numpy array, memoryview) as flat unsigned bytes."""
+    try:
+        view = memoryview(out)
+    except (TypeError, ValueError):  # not a buffer, or a released memoryview
+        raise InvalidArgument(
+            f"{name}={type(out).__name__} object, expected a writable bytes-like object (bytearray, numpy array, ...)"
+        ) from None
+    if view.readonly:
+        raise InvalidArgument(
+            f"{name} is a read-only {type(out).__name__} buffer, expected a writable bytes-like object"
+        )
+    if not view.c_contiguous:
+        raise InvalidArgument(f"{name} is a non-contiguous buffer, expected a C-contiguous writable bytes-like object")
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
 
 
 def _dims(name: str, value: int | Sequence[int]) -> Dim3:
@@ -221,14 +239,38 @@ class DeviceBase:
 
     @requires_open
     def copyout(self, buf: Buffer, nbytes: int | None = None, offset: int = 0) -> bytearray:
-        """Return ``nbytes`` (default: to the end of ``buf``) read from ``buf`` at byte ``offset``."""
+        """Return ``nbytes`` (default: to the end of ``buf``) read from ``buf`` at byte ``offset``, as a new
+        ``bytearray``: :meth:`copyout_into` a fresh one (use that to reuse memory you already have)."""
         self._require("copyout")
         self._check_buffer("buf", buf)
-        count = self._span("copyout", buf, nbytes, offset)
-        out = bytearray(count)
-        if count:
-            self._copyout(buf, memoryview(out), offset)
+        out = bytearray(self._span("copyout", buf, nbytes, offset))
+        self.copyout_into(buf, out, offset)
         return out
+
+    @requires_open
+    def copyout_into(self, buf: Buffer, out: Any, offset: int = 0) -> None:
+        """Fill the caller's writable bytes-like ``out`` with bytes of ``buf`` from byte ``offset``: as many as
+        ``out`` holds, counted in bytes (``memoryview(out).nbytes``, not elements); returns once they are there.
+        Capability ``copyout``; no memory is allocated, so a caller reusing ``out`` pays no page faults.
+
+        ``out`` may be a bytearray, a numpy array, a writable memoryview: any C-contiguous writable buffer.
+
+        Raises:
+            InvalidArgument (``ValueError``): ``out`` is not a bytes-like object, is read-only or non-contiguous,
+                ``offset`` is negative, or ``out`` does not fit in ``buf`` after ``offset``.
+        """
+        self._require("copyout")
+        self._check_buffer("buf", buf)
+        view = _as_writable_bytes("out", out)
+        with view:
+            check_int("offset", offset, min_value=0)
+            if offset + view.nbytes > buf.nbytes:
+                raise InvalidArgument(
+                    f"copyout_into of {view.nbytes:#x} bytes at offset {offset:#x} overruns {buf!r} "
+                    f"(ends at {buf.nbytes:#x})"
+                )
+            if view.nbytes:
+                self._copyout(buf, view, offset)
 
     @requires_open
     def fill(self, buf: Buffer, value: int, nbytes: int | None = None, offset: int = 0) -> None:
@@ -333,6 +375,8 @@ class DeviceBase:
         raise NotImplementedError(f"{type(self).__name__} does not implement copyin")
 
     def _copyout(self, buf: Buffer, out: memoryview, offset: int) -> None:
+        """Write ``out.nbytes`` (> 0) bytes of ``buf`` from ``offset`` into ``out`` (flat unsigned bytes, writable;
+        the caller's own memory for :meth:`copyout_into`): what both ``copyout`` and ``copyout_into`` run."""
         raise NotImplementedError(f"{type(self).__name__} does not implement copyout")
 
     def _fill(self, buf: Buffer, value: int, nbytes: int, offset: int) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, IntEnum
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["EngineServices", "Interrupt", "InterruptKind", "QueueConfig", "RingEngine"]
 
 Packet = npt.NDArray[np.uint32]
+_PREFETCH_DWORDS: Final = 16  # one ring read per packet covers every fixed-size packet of both engines
 
 
 class InterruptKind(IntEnum):
@@ -274,8 +275,12 @@ class RingEngine:
                 self.stall = "idle"
                 return 0
         self._forget_opcode("packet fetch")
+        # One read covers most packets (and every header): later peeks within it are slices, not memory reads.
+        prefetched = self._read_packet(min(available // 4, _PREFETCH_DWORDS) * 4)
 
         def peek(dwords: int) -> Packet | None:
+            if dwords <= prefetched.size:
+                return prefetched[:dwords]
             return self._read_packet(dwords * 4) if dwords * 4 <= available else None
 
         header_dwords = peek(1)
@@ -326,7 +331,8 @@ class RingEngine:
             return
         self.rptr += nbytes // self.unit_bytes
         self._forget_opcode("read pointer write-back")
-        self.services.memory.write_u64(self.config.rptr_va, self.rptr)
+        # The engine's own bookkeeping: written without waking pollers (no queue polls another's read pointer).
+        self.services.memory.write_u64(self.config.rptr_va, self.rptr, notify=False)
 
     def _refresh_wptr(self) -> None:
         wptr = self.services.memory.read_u64(self.config.wptr_va)

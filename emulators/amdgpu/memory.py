@@ -105,6 +105,7 @@ class GpuMemory:
             np.frombuffer(self.vram, np.uint8).fill(0)
         self._starts: list[int] = []
         self._mappings: list[Mapping] = []
+        self._last: tuple[int, int, memoryview] = (0, 0, self.vram[:0])  # (va, end, backing) of the last hit
         if self.vram_at_zero:
             self.map(0, self.vram)
 
@@ -149,6 +150,7 @@ class GpuMemory:
         mapping = Mapping(va, view, int(np.frombuffer(view, np.uint8).ctypes.data))
         self._starts.insert(index, va)
         self._mappings.insert(index, mapping)
+        self._last = (0, 0, self.vram[:0])
         return mapping
 
     def unmap(self, va: int) -> None:
@@ -162,11 +164,16 @@ class GpuMemory:
             raise InvalidArgument(f"va={va:#x}, expected the start of a mapping (mapped: {self._describe()})")
         del self._starts[index]
         del self._mappings[index]
+        self._last = (0, 0, self.vram[:0])
 
     def _describe(self) -> str:
         return ", ".join(f"{m.va:#x}+{m.nbytes:#x}" for m in self._mappings) or "nothing"
 
     # --- the one translation function ---
+    def in_system_aperture(self, va: int) -> bool:
+        """Whether ``va`` is in the active system aperture (the bridge's memory, reached across PCIe)."""
+        return self.aperture_active and SYS_APERTURE <= va < SYS_APERTURE + SYS_APERTURE_BYTES
+
     def translate(self, va: int, nbytes: int) -> list[_Segment]:
         """Split ``[va, va + nbytes)`` into mapped pieces: live views of backings, or ``None`` for the system bus.
 
@@ -176,6 +183,9 @@ class GpuMemory:
         if nbytes <= 0:
             return []
         end = va + nbytes
+        first, last_end, backing = self._last
+        if first <= va and end <= last_end:  # the mapping of the last translation: the common case, no search
+            return [(va, backing[va - first : end - first])]
         if self.aperture_active and SYS_APERTURE <= va < SYS_APERTURE + SYS_APERTURE_BYTES:
             if end > SYS_APERTURE + SYS_APERTURE_BYTES:
                 raise GpuMemoryFault(SYS_APERTURE + SYS_APERTURE_BYTES, end - SYS_APERTURE - SYS_APERTURE_BYTES)
@@ -189,6 +199,7 @@ class GpuMemory:
                 raise GpuMemoryFault(cursor, end - cursor, f"no mapping (mapped: {self._describe()})")
             stop = min(end, mapping.end)
             segments.append((cursor, mapping.backing[cursor - mapping.va : stop - mapping.va]))
+            self._last = (mapping.va, mapping.end, mapping.backing)
             cursor = stop
             index += 1
         return segments
@@ -310,5 +321,10 @@ class GpuMemory:
     def write_u32(self, va: int, value: int) -> None:
         self.write(va, (value & 0xFFFF_FFFF).to_bytes(4, "little"))
 
-    def write_u64(self, va: int, value: int) -> None:
-        self.write(va, (value & 0xFFFF_FFFF_FFFF_FFFF).to_bytes(8, "little"))
+    def write_u64(self, va: int, value: int, *, notify: bool = True) -> None:
+        """Write a u64; ``notify=False`` skips waking pollers (the engines' own pointer write-backs)."""
+        data = memoryview((value & 0xFFFF_FFFF_FFFF_FFFF).to_bytes(8, "little"))
+        if notify:
+            self.write(va, data)
+        else:
+            self._scatter(self.translate(va, 8), data)

@@ -42,10 +42,12 @@ DEVICE_IDS: Final[dict[int, int]] = {
     90008: 0x738C,  # gfx908, MI100
     90010: 0x740F,  # gfx90a, MI210
     90402: 0x74A1,  # gfx942, MI300X
+    90500: 0x75A0,  # gfx950, MI350X
     100300: 0x73BF,  # gfx1030, Navi 21 (RX 6800/6900)
     110000: 0x744C,  # gfx1100, Navi 31 (RX 7900 XTX)
     110001: 0x747E,  # gfx1101, Navi 32 (RX 7800 XT)
     110002: 0x7480,  # gfx1102, Navi 33 (RX 7600)
+    120001: 0x7550,  # gfx1201, Navi 48 (RX 9070 XT)
 }
 
 

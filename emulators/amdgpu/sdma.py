@@ -103,7 +103,8 @@ class SdmaEngine(RingEngine):
         src = _addr(packet, SdmaCopyLinearDw.SRC_ADDR_LO)
         dst = _addr(packet, SdmaCopyLinearDw.DST_ADDR_LO)
         self.services.memory.copy(dst, src, nbytes)
-        self.cost_ns += self.services.timing.transfer_ns(nbytes)
+        system = self.services.memory.in_system_aperture(src) or self.services.memory.in_system_aperture(dst)
+        self.cost_ns += self.services.timing.transfer_ns(nbytes, system=system)
         return _Result.DONE
 
     def _op_write(self, packet: Packet) -> _Result:

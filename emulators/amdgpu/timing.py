@@ -22,6 +22,9 @@ class GpuTiming:
     ``packet_ns``: every packet (and every poll re-check) occupies its engine this long.
     ``bytes_per_us``: COPY_LINEAR, CONST_FILL and WRITE move this many bytes per microsecond on top of the
     packet cost (rounded up to whole nanoseconds).
+    ``system_bytes_per_us``: the rate instead when a COPY_LINEAR reads or writes the system aperture (the bridge's
+    SRAM across PCIe, USB path); 0 means ``bytes_per_us``. MockUSB3 sets it from the bridge timing model's
+    ``gpu_copy_bytes_per_s``.
     ``clock_ns``: one model clock cycle; POLL_REGMEM / WAIT_REG_MEM intervals count 16 of them.
     ``dispatch_ns`` + ``workgroup_ns`` per workgroup: a DISPATCH_DIRECT.
     """
@@ -31,6 +34,7 @@ class GpuTiming:
     clock_ns: int = 10  # a 100 MHz model clock, the rate of the timestamp counter
     dispatch_ns: int = 2_000
     workgroup_ns: int = 100
+    system_bytes_per_us: int = 0
 
     def __post_init__(self) -> None:
         check_int("packet_ns", self.packet_ns, min_value=1)
@@ -38,10 +42,12 @@ class GpuTiming:
         check_int("clock_ns", self.clock_ns, min_value=1)
         check_int("dispatch_ns", self.dispatch_ns, min_value=0)
         check_int("workgroup_ns", self.workgroup_ns, min_value=0)
+        check_int("system_bytes_per_us", self.system_bytes_per_us, min_value=0)
 
-    def transfer_ns(self, nbytes: int) -> int:
-        """Time to move ``nbytes`` (beyond the packet cost)."""
-        return -(-nbytes * 1000 // self.bytes_per_us)
+    def transfer_ns(self, nbytes: int, *, system: bool = False) -> int:
+        """Time to move ``nbytes`` (beyond the packet cost); ``system``: to or from the system aperture."""
+        rate = self.system_bytes_per_us if system and self.system_bytes_per_us else self.bytes_per_us
+        return -(-nbytes * 1000 // rate)
 
     def poll_interval_ns(self, interval: int) -> int:
         """A poll interval field (units of 16 clock cycles) in nanoseconds."""

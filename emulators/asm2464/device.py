@@ -23,7 +23,7 @@ from tinyhil.emulators.kernel import EventKernel
 from tinyhil.emulators.pcie.endpoint import PlainEndpoint
 from tinyhil.emulators.pcie.protocols import PcieFunction, PcieUnsupportedRequest
 from tinyhil.emulators.pcie.topology import PcieTopology
-from tinyhil.emulators.timing import TimingModel
+from tinyhil.emulators.timing import DEFAULT_PRESET, TimingModel
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.asm24 import (
     BRIDGE_VID_PIDS,
@@ -88,7 +88,7 @@ class Asm2464:
         self.quirks = quirks if quirks is not None else Quirks()
         self.faults = faults if faults is not None else FaultPlan()
         if timing is None:
-            timing = TimingModel.preset("asm2464-usb3")
+            timing = TimingModel.preset(DEFAULT_PRESET)
             if not usb3:  # stream modes move 512 B packets on USB2 (spec/asm24.md "TLP engine")
                 timing = dataclasses.replace(timing, stream_packet_bytes=STREAM_PACKET_BYTES_USB2)
         self.timing = timing

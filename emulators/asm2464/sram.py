@@ -143,10 +143,10 @@ class SramEngine:
         if arm.kind is ArmKind.SRAM:
             self.inflight -= 1
 
-    def read_in(self, arm: Arm, nbytes: int) -> bytes:
-        """The next ``nbytes`` of a device-to-host SRAM transfer."""
+    def read_in(self, arm: Arm, nbytes: int) -> bytearray:
+        """The next ``nbytes`` of a device-to-host SRAM transfer (a fresh copy: the host owns it)."""
         start = arm.sram_offset + arm.done
-        return self.memory.sram[start : start + nbytes].tobytes()
+        return bytearray(self.memory.sram.data[start : start + nbytes])
 
     def land(self, arm: Arm, offset: int, data: np.ndarray, *, whole_transfer: bool) -> None:
         """Bytes of a bulk OUT land in SRAM, in order; the endpoint is told; quirk 1 applies to whole transfers."""

@@ -43,7 +43,7 @@ class Urb:
     payload: memoryview | None = None
     on_complete: Callable[[Urb], None] | None = None
     status: UsbStatus | None = None
-    data: bytes = b""
+    data: bytes | bytearray = b""
     actual_length: int = 0
     message: str = ""
     submitted_ns: int = 0
@@ -71,7 +71,7 @@ class Urb:
             return UsbNoDevice(self.message or "the device is gone", op=self.describe())
         if self.status is UsbStatus.CANCELLED:
             return UsbError(self.message or "cancelled", op=self.describe())
-        moved = self.data if self.is_in else bytes(self.payload[: self.actual_length]) if self.payload else b""
+        moved = bytes(self.data) if self.is_in else bytes(self.payload[: self.actual_length]) if self.payload else b""
         return UsbTimeout(self.message or f"{self.describe()} timed out", partial=moved, op=self.describe())
 
     def describe(self) -> str:

@@ -8,6 +8,7 @@ clear where a 1 is written).
 
 from __future__ import annotations
 
+import itertools
 from typing import Final
 
 from tinyhil._check import check_int
@@ -30,6 +31,11 @@ _STATUS_W1C: Final = int(
     | Status.SIG_SYSTEM_ERROR
     | Status.DETECTED_PARITY
 )
+
+
+# Every change to any config space takes a fresh number from here, so a tuple of ``generation`` values identifies the
+# routing state of a whole topology (what the per-DMA routing check caches on).
+_GENERATIONS: Final = itertools.count(1)
 
 
 class ConfigSpace:
@@ -57,6 +63,7 @@ class ConfigSpace:
 
     def reset(self) -> None:
         """Return every register to its power-on value (fundamental reset)."""
+        self.generation = next(_GENERATIONS)
         self._regs = bytearray(CONFIG_SPACE_BYTES)
         self._writable = bytearray(CONFIG_SPACE_BYTES)
         self._w1c = bytearray(CONFIG_SPACE_BYTES)
@@ -65,6 +72,7 @@ class ConfigSpace:
     # --- layout helpers for subclasses ---
     def _set(self, offset: int, value: int, nbytes: int) -> None:
         self._regs[offset : offset + nbytes] = value.to_bytes(nbytes, "little")
+        self.generation = next(_GENERATIONS)
 
     def _set_writable(self, offset: int, mask: int, nbytes: int) -> None:
         self._writable[offset : offset + nbytes] = mask.to_bytes(nbytes, "little")
@@ -108,6 +116,7 @@ class ConfigSpace:
             writable, w1c = self._writable[offset], self._w1c[offset]
             self._regs[offset] = (self._regs[offset] & ~writable | new & writable) & ~(new & w1c) & 0xFF
         if byte_enable:
+            self.generation = next(_GENERATIONS)
             self._written(reg, byte_enable)
 
     def write(self, offset: int, value: int, nbytes: int) -> None:

@@ -26,6 +26,9 @@ BRIDGE_DEVICE_ID: Final = 0x2464
 BRIDGE_COUNT: Final = GPU_BUS  # buses 0-3 are bridges
 
 
+_ROUTE_CACHE_ENTRIES: Final = 4096  # distinct ranges remembered per routing state, each direction
+
+
 @dataclass(frozen=True, slots=True)
 class ConfigTarget:
     """Where a config request lands: a bridge of the chain (``bridge`` is its index) or the endpoint function."""
@@ -45,6 +48,11 @@ class PcieTopology:
         self.bridges = [
             Type1Config(vendor_id=BRIDGE_VENDOR_ID, device_id=BRIDGE_DEVICE_ID) for _ in range(BRIDGE_COUNT)
         ]
+        self.generation = 0  # stands in for an empty slot's config generation
+        self._upstream_key: tuple[int, ...] = ()
+        self._upstream_ok: set[tuple[int, int]] = set()
+        self._downstream_key: tuple[int, ...] = ()
+        self._downstream: dict[tuple[int, int], tuple[int, int] | str] = {}
 
     def reset(self) -> None:
         """Fundamental reset of the bridges' config spaces (the endpoint keeps its own state)."""
@@ -75,7 +83,23 @@ class PcieTopology:
         return None, f"bus {bus} lies below the endpoint, which is not a bridge"
 
     def route_memory(self, addr: int, nbytes: int) -> tuple[int, int] | str:
-        """Route a memory request from the TLP engine down the chain: ``(bar, offset)`` or why it is UR."""
+        """Route a memory request from the TLP engine down the chain: ``(bar, offset)`` or why it is UR.
+
+        Cached per range until a config space on the path changes (every TLP and stream asks this)."""
+        key = self._routing_key()
+        if key != self._downstream_key:
+            self._downstream_key, self._downstream = key, {}
+        hit = self._downstream.get((addr, nbytes))
+        if hit is None:
+            hit = self._route_memory(addr, nbytes)
+            if len(self._downstream) < _ROUTE_CACHE_ENTRIES:
+                self._downstream[(addr, nbytes)] = hit
+        return hit
+
+    def _routing_key(self) -> tuple[int, ...]:
+        return (*(bridge.generation for bridge in self.bridges), getattr(self.function, "config", self).generation)
+
+    def _route_memory(self, addr: int, nbytes: int) -> tuple[int, int] | str:
         for index, bridge in enumerate(self.bridges):
             if not bridge.forwards_downstream(addr, nbytes):
                 return f"memory request {addr:#x}+{nbytes:#x} not forwarded by bridge {index} ({bridge.describe()})"
@@ -91,7 +115,21 @@ class PcieTopology:
         return hit
 
     def upstream_error(self, addr: int, nbytes: int) -> str:
-        """Why a DMA from the endpoint to ``[addr, addr + nbytes)`` cannot reach the bridge's memory ('' if it can)."""
+        """Why a DMA from the endpoint to ``[addr, addr + nbytes)`` cannot reach the bridge's memory ('' if it can).
+
+        Every DMA asks this, so the answer for a range is cached until a config space on the path changes.
+        """
+        key = self._routing_key()
+        if key != self._upstream_key:
+            self._upstream_key, self._upstream_ok = key, set()
+        if (addr, nbytes) in self._upstream_ok:
+            return ""
+        error = self._upstream_error(addr, nbytes)
+        if not error and len(self._upstream_ok) < _ROUTE_CACHE_ENTRIES:
+            self._upstream_ok.add((addr, nbytes))
+        return error
+
+    def _upstream_error(self, addr: int, nbytes: int) -> str:
         if self.function is not None and not self.function.config.command & Command.MASTER:
             return f"DMA {addr:#x}+{nbytes:#x}: bus mastering is off on the endpoint (COMMAND lacks MASTER)"
         for index in reversed(range(len(self.bridges))):

@@ -193,7 +193,8 @@ class EmulatedUsbDeviceHandle:
         """Synchronous bulk read; returns the bytes received."""
         endpoint = self._bulk_endpoint(endpoint | usb1.ENDPOINT_DIR_MASK, BULK_IN_EP)
         _check_length(length)
-        return bytearray(self._run(Urb(endpoint, length, timeout_ns(timeout))).data)
+        data = self._run(Urb(endpoint, length, timeout_ns(timeout))).data
+        return data if type(data) is bytearray else bytearray(data)  # usb1 returns a bytearray the caller owns
 
     @_requires_open
     def clearHalt(self, endpoint: int) -> None:

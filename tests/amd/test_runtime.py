@@ -70,6 +70,15 @@ def test_values_and_pointers_are_placed_as_the_arguments_say(device: KfdAmdDevic
     assert repr(GpuPointer(0x1000)) == "GpuPointer(0x1000)"
 
 
+def test_copyout_into_sees_every_earlier_operation_without_a_synchronize(device: KfdAmdDevice) -> None:
+    buf = device.alloc(4096)
+    out = np.empty(1024, np.uint32)
+    for value in range(1, 4):
+        device.fill(buf, value)  # queued on SDMA; copyout_into must order after it
+        device.copyout_into(buf, out)
+        assert (out == np.uint32(value * 0x0101_0101)).all()
+
+
 class _Bare(AmdDeviceBase):
     pass
 

@@ -26,7 +26,8 @@ def test_charges() -> None:
     assert timing.control_round_trip_ns() == timing.usb_latency_ns + timing.control_service_ns
     assert timing.stream_ns(1) == timing.stream_ns(1024), "a partial packet costs a whole one"
     assert timing.stream_packets_done(timing.stream_ns(4096)) == 4 and timing.stream_packets_done(0) == 0
-    assert timing.gpu_copy_ns(4_000) == 1_000
+    fast = dataclasses.replace(timing, gpu_copy_bytes_per_s=4_000_000_000)
+    assert fast.gpu_copy_ns(4_000) == 1_000 and fast.gpu_copy_ns(4_001) == 1_001, "whole ns, rounded up"
 
 
 def test_bad_parameters() -> None:

@@ -49,6 +49,23 @@ def test_copies_larger_than_the_staging_buffer_go_in_chunks(device: KfdAmdDevice
     assert names.count("copyin") == 4 and names.count("copyout") == 4 + 2
 
 
+def test_copyout_into_goes_in_chunks_straight_into_the_callers_memory(
+    device: KfdAmdDevice, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = np.random.default_rng(2).integers(0, 256, 3 * 8192 + 8, dtype=np.uint8)
+    buf = device.alloc(data.nbytes)
+    device.copyin(buf, data)
+    handed: list[object] = []
+    copyout = device._copyout
+    monkeypatch.setattr(device, "_copyout", lambda b, out, offset: (handed.append(out.obj), copyout(b, out, offset)))
+    out = np.zeros((2, 2 * 8192 // 8), np.uint32)  # 2 x 8192 bytes: two staging chunks, from offset 4
+    device.copyout_into(buf, out, offset=4)
+    assert out.tobytes() == data[4 : 4 + 2 * 8192].tobytes()
+    assert len(handed) == 1 and handed[0] is out, "the path wrote the caller's array, not a temporary"
+    device.synchronize()
+    assert [event.name for event in device.profile_events].count("copyout") == 2
+
+
 def test_peers_share_one_connection_and_it_closes_with_the_last(device: KfdAmdDevice) -> None:
     mock = device.kfd.fileio.kfd  # type: ignore[attr-defined]
     with pytest.raises(InvalidArgument, match="already open"):

@@ -1,38 +1,42 @@
-"""MOCKUSB+AMD at the bridge level: honest capabilities, a precise reason for the missing device runtime, the
-transport factory, and the portable suite's ``all`` selection leaving it out instead of failing on it."""
+"""MOCKUSB+AMD: the USB device runtime over MockUSB3, its capabilities and arch, and the bridge-level factory."""
 
 from __future__ import annotations
 
 import pytest
 
-from tinyhil import InvalidArgument, TargetUnavailable, default_registry
+from tinyhil import InvalidArgument, default_registry, open_target
 from tinyhil.asm24 import Asm24Controller, pcie_bringup
 from tinyhil.emulators.asm2464 import Quirks
 from tinyhil.emulators.pcie import PlainEndpoint
-from tinyhil.mocks.targets import MOCKUSB_BRIDGE_CAPABILITIES, open_mock_usb3
+from tinyhil.mocks.targets import GFX_TARGET_VERSIONS, MOCKUSB_BRIDGE_CAPABILITIES, MOCKUSB_CAPABILITIES, open_mock_usb3
 from tinyhil.mocks.usb3 import MockUSB3
+from tinyhil.usbgpu import UsbAmdDevice
 
 
-def test_mockusb_claims_the_bridge_capabilities_and_no_runtime_one() -> None:
+def test_mockusb_is_available_with_the_bridge_and_runtime_capabilities() -> None:
     resolved = default_registry().resolve("MOCKUSB+AMD")
-    assert resolved.capabilities == {"usb3", "sram-windows", "pcie"} == set(MOCKUSB_BRIDGE_CAPABILITIES)
-    assert resolved.emulated
+    assert resolved.capabilities == set(MOCKUSB_CAPABILITIES) >= set(MOCKUSB_BRIDGE_CAPABILITIES)
+    assert resolved.emulated and resolved.unavailable_reason() is None
+    assert "MOCKUSB+AMD" in {t.name for t in default_registry().select(["all"])}
 
 
-def test_opening_the_device_runtime_says_precisely_what_is_missing_and_where_the_bridge_is() -> None:
-    resolved = default_registry().resolve("MOCKUSB+AMD")
-    reason = resolved.unavailable_reason()
-    assert reason is not None and "device runtime" in reason and "issue 5" in reason and "open_mock_usb3" in reason
-    with pytest.raises(TargetUnavailable, match="issue 5") as info:
-        resolved.open()
-    assert info.value.target == "MOCKUSB+AMD"
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx950"])
+def test_the_arch_selects_the_emulated_gpu_the_bring_up_finds(arch: str) -> None:
+    with open_target(f"MOCKUSB+AMD:CC:{arch}") as device:
+        assert isinstance(device, UsbAmdDevice)
+        assert device.capabilities == set(MOCKUSB_CAPABILITIES)
+        assert device.transport.gpu.gfx_target_version == GFX_TARGET_VERSIONS[arch]
+        assert device.gpu.topology.vendor_id == 0x1002
 
 
-def test_all_and_emulated_leave_it_out_of_the_portable_suite_but_naming_it_keeps_it_visible() -> None:
-    registry = default_registry()
-    assert "MOCKUSB+AMD" not in {t.name for t in registry.select(["all"])}
-    assert "MOCKUSB+AMD" not in {t.name for t in registry.select(["emulated"])}
-    assert [t.name for t in registry.select(["MOCKUSB+AMD"])] == ["MOCKUSB+AMD"]
+def test_options_reach_the_board_and_the_copy_protocol() -> None:
+    quirks = Quirks(landing_delay_ns=1000)
+    with open_target("MOCKUSB+AMD", mode="timed", quirks=quirks, revision="sentinel-sector") as device:
+        assert device.transport.mode.value == "timed" and device.transport.bridge.quirks is quirks
+        assert device.copier.revision.value == "sentinel-sector"
+        buffer = device.alloc(3000)
+        device.copyin(buffer, bytes(range(256)) * 11 + b"x" * 184)
+        assert bytes(device.copyout(buffer)) == bytes(range(256)) * 11 + b"x" * 184
 
 
 @pytest.mark.parametrize("given", ["MOCKUSB+AMD", "MOCKUSB+AMD:LLVM:gfx950", "resolved"])

@@ -77,23 +77,31 @@ class AmdQueue:
         self.ring_units = ring_bytes // self.unit_bytes
         self.wptr = 0  # staged write pointer (units)
         self.published_wptr = 0
+        self._rptr_seen = 0  # the read pointer as last read: the engine only moves it forward
 
     def __repr__(self) -> str:
         return f"<AmdQueue {self.kind.name} ring {self.ring_va:#x}+{self.ring_bytes:#x} wptr {self.wptr:#x}>"
 
     def initialize(self) -> None:
         """Zero the read and write pointers in memory and here (before the device-side queue exists)."""
-        self.wptr = self.published_wptr = 0
+        self.wptr = self.published_wptr = self._rptr_seen = 0
         self.transport.write_memory(self.rptr_va, bytes(8))
         self.transport.write_memory(self.wptr_va, bytes(8))
 
     def read_rptr(self) -> int:
         """The read pointer the engine last wrote back (units)."""
-        return int.from_bytes(self.transport.read_memory(self.rptr_va, 8), "little")
+        self._rptr_seen = int.from_bytes(self.transport.read_memory(self.rptr_va, 8), "little")
+        return self._rptr_seen
 
     def free_units(self) -> int:
         """Room left in the ring for staged packets (units)."""
         return self.ring_units - (self.wptr - self.read_rptr())
+
+    def _has_room(self, units: int) -> bool:
+        """Whether ``units`` fit: from the read pointer last seen (no device read) when that already says so."""
+        if units <= self.ring_units - (self.wptr - self._rptr_seen):
+            return True
+        return units <= self.free_units()
 
     def append(self, *packets: Any) -> int:
         """Stage packets (uint32 arrays or bytes of whole dwords) into the ring; returns the staged write pointer.
@@ -114,7 +122,7 @@ class AmdQueue:
                 f"packets of {len(data):#x} bytes, expected at most the ring size {self.ring_bytes:#x}; submit in parts"
             )
         units = len(data) // self.unit_bytes
-        if units > self.free_units():
+        if not self._has_room(units):  # reads the device only when the last seen read pointer leaves too little
             what = f"{units} free units in the {self.kind.name} ring (wptr {self.wptr:#x})"
             self.transport.wait(lambda: units <= self.free_units(), what)
         offset = (self.wptr * self.unit_bytes) % self.ring_bytes

@@ -21,7 +21,9 @@ TIMESTAMP), read when the work is known complete.
 
 Hooks a path implements (all ``_``-prefixed; see each docstring): ``_gpu_alloc``, ``_gpu_free``, ``_host_write``,
 ``_host_read``, ``_create_queue``, ``_completion_event``, ``_wait``, ``_release``, plus ``_copyin`` / ``_copyout``
-of :class:`~tinyhil.runtime.DeviceBase` (use :meth:`AmdDeviceBase._dma` to run a copy on the SDMA queue and wait).
+of :class:`~tinyhil.runtime.DeviceBase` (use :meth:`AmdDeviceBase._dma` to run a copy on the SDMA queue and wait)
+and optionally ``_copyout_bytes``. ``copyout_into`` hands ``_copyout`` the caller's own memory, so a path's
+``_copyout`` should write ``out`` straight from its staging memory (one host copy per byte, no temporary).
 A subclass calls :meth:`AmdDeviceBase._start` at the end of its ``__init__``, once its hooks can run.
 """
 
@@ -343,7 +345,8 @@ class AmdDeviceBase(DeviceBase):
     @requires_open
     def copyout(self, buf: Buffer, nbytes: int | None = None, offset: int = 0) -> bytearray:
         """:meth:`DeviceBase.copyout <tinyhil.runtime.DeviceBase.copyout>`, building the result with
-        :meth:`_copyout_bytes` (a path can fill a fresh ``bytearray`` in one pass instead of zeroing it first)."""
+        :meth:`_copyout_bytes` (a path can fill a fresh ``bytearray`` in one pass instead of zeroing it first).
+        ``copyout_into`` is :class:`~tinyhil.runtime.DeviceBase`'s: it runs ``_copyout`` into the caller's memory."""
         self._require("copyout")
         self._check_buffer("buf", buf)
         count = self._span("copyout", buf, nbytes, offset)

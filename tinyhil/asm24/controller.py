@@ -46,6 +46,7 @@ CONFIG_BYTES: Final = 0x1000  # PCIe extended configuration space per function
 MAX_BUS: Final = 0xFF
 MAX_DEVICE: Final = 0x1F
 MAX_FUNCTION: Final = 0x7
+SINGLE_TLP_MAX_BYTES: Final = 8  # up to two dwords as posted single TLPs (one control transfer each), not a stream
 DEFAULT_STREAM_PACKETS: Final = 1024  # 1 MB streams on USB3, far below the 4 MB upstream saw wedge the bridge
 DEFAULT_RETRY_DELAY_S: Final = 0.001
 MAX_WAIT_S: Final = 60.0
@@ -277,8 +278,11 @@ class Asm24Controller:
         return config_address(bus, dev, fn, reg) | reg % DWORD_BYTES
 
     def pcie_mem_read(self, address: int, size: int) -> bytearray:
-        """Read ``size`` bytes of PCIe memory at ``address``: streams for whole dwords, single TLPs for the rest."""
-        pieces = plan_mem_access(address, size, stream_chunk_bytes=self.stream_chunk_bytes)
+        """Read ``size`` bytes of PCIe memory at ``address``: streams for whole dwords (single TLPs for a body of
+        at most 8 bytes), single TLPs for the unaligned rest."""
+        pieces = plan_mem_access(
+            address, size, stream_chunk_bytes=self.stream_chunk_bytes, single_max_bytes=SINGLE_TLP_MAX_BYTES
+        )
         out = bytearray(size)
         for piece in pieces:
             fmt_type = piece.fmt_type(write=False)
@@ -293,11 +297,15 @@ class Asm24Controller:
         return out
 
     def pcie_mem_write(self, address: int, data: Any) -> None:
-        """Write ``data`` (bytes-like) to PCIe memory at ``address``: streams for whole dwords, TLPs for the rest."""
+        """Write ``data`` (bytes-like) to PCIe memory at ``address``: streams for whole dwords (single TLPs for a
+        body of at most 8 bytes), single TLPs for the unaligned rest."""
         view = as_readonly_bytes("data", data)
         if not len(view):
             raise InvalidArgument("data of 0 bytes, expected at least 1 byte")
-        for piece in plan_mem_access(address, len(view), stream_chunk_bytes=self.stream_chunk_bytes):
+        pieces = plan_mem_access(
+            address, len(view), stream_chunk_bytes=self.stream_chunk_bytes, single_max_bytes=SINGLE_TLP_MAX_BYTES
+        )
+        for piece in pieces:
             fmt_type = piece.fmt_type(write=True)
             chunk = view[piece.offset : piece.offset + piece.size]
             if piece.stream:

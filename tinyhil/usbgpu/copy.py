@@ -1,0 +1,319 @@
+"""USB copyin/copyout: host memory to VRAM through the bridge's SRAM windows, and back (spec/copyin.md).
+
+The engine cannot say when a bulk OUT has landed, so the protocol proves it in the stream: every chunk's wire image
+ends in a sentinel the GPU polls for before it copies the chunk out of its window, and the GPU reports each
+drained chunk by writing ``seq + 1`` to a fence the host reads. Three revisions, selectable for the throughput table
+and the quirk tests:
+
+==================  ==========================================================================================
+revision            per chunk
+==================  ==========================================================================================
+``pipelined``       (current upstream) two windows; ``CHUNK = 0x40000 - 4``; 4-byte sentinel as the last dword of
+                    ``round_up(size + 4, 512)``; the arm and the fence read go out together (one round trip), then
+                    the bulk OUT asynchronously
+``sentinel-sector`` two windows; ``CHUNK = 0x3C000``; payload padded to sectors then one 512 B sentinel sector;
+                    a synchronous fence read (spin), then a synchronous arm, then the bulk OUT asynchronously
+``naive``           one window; a synchronous ``scsi_write``, then an SDMA copy and a fence write, then the host
+                    polls the fence; nothing overlaps
+==================  ==========================================================================================
+
+Invariants kept here: a window is re-armed only after its previous chunk is both reaped (fully sent) and drained
+(fence >= its seq + 1); each window has its own staging buffer, reused only after its transfer is reaped; a chunk
+that never drains ends the copyin with :class:`DrainError` after ``drain_polls`` fence reads, never with wrong data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+from enum import StrEnum
+from typing import Any, Final
+
+import numpy as np
+
+from tinyhil._check import as_readonly_bytes, check_int
+from tinyhil.amd.queue import AmdQueue
+from tinyhil.amd.sdma import sdma_copy_linear, sdma_write
+from tinyhil.amd.usb_gpu import UsbGpu
+from tinyhil.asm24.controller import Asm24Controller
+from tinyhil.asm24.sram import SramArm
+from tinyhil.errors import DeviceTimeout, InvalidArgument
+from tinyhil.spec.amdgpu import SYS_APERTURE, QueueKind
+from tinyhil.spec.asm24 import CPL_RELEASE_OFFSET, PCIE_CQ_WINDOW, PCIE_SRAM_BASE, SECTOR_BYTES, WINDOW_BYTES, Request
+from tinyhil.spec.copyin import (
+    CHUNK_BYTES,
+    COPYOUT_PIECE_BYTES,
+    FENCE_BYTES,
+    FENCE_PCIE,
+    FENCE_XDATA,
+    NAIVE_CHUNK_BYTES,
+    SECTOR_CHUNK_BYTES,
+    SENTINEL_BYTES,
+    WINDOWS,
+    sentinel,
+)
+from tinyhil.usb.bridge_io import AsyncBridgeIO
+
+from .program import ChunkPlan, copyin_program
+
+__all__ = ["CopyRevision", "DrainError", "UsbCopy"]
+
+DEFAULT_DRAIN_POLLS: Final = 2000  # fence reads before giving up: ~0.2 s at a ~100 us USB control round trip
+WINDOW_SLOTS: Final = 16
+_FENCE: Final = struct.Struct("<Q")
+_SENTINEL: Final = struct.Struct("<I")
+
+
+class CopyRevision(StrEnum):
+    """The protocol revisions of spec/copyin.md."""
+
+    NAIVE = "naive"
+    SENTINEL_SECTOR = "sentinel-sector"
+    PIPELINED = "pipelined"
+
+
+class DrainError(DeviceTimeout):
+    """The GPU did not drain a chunk: its sentinel never landed, or the SDMA queue stopped short of it."""
+
+    def __init__(self, chunk: int, seq: int, fence: int, polls: int) -> None:
+        super().__init__(
+            f"GPU failed to drain chunk {chunk} (seq {seq}): the drain fence still reads {fence} after {polls} "
+            f"reads, expected >= {seq + 1}; the chunk's sentinel never landed in SRAM or the SDMA queue stopped",
+            op="copyin",
+        )
+        self.chunk = chunk
+        self.seq = seq
+        self.fence = fence
+
+
+def _round_up(value: int, unit: int) -> int:
+    return -(-value // unit) * unit
+
+
+def _plans(revision: CopyRevision, nbytes: int, seq: int) -> list[ChunkPlan]:
+    chunk = {
+        CopyRevision.PIPELINED: CHUNK_BYTES,
+        CopyRevision.SENTINEL_SECTOR: SECTOR_CHUNK_BYTES,
+        CopyRevision.NAIVE: NAIVE_CHUNK_BYTES,
+    }[revision]
+    plans = []
+    for index, offset in enumerate(range(0, nbytes, chunk)):
+        size = min(chunk, nbytes - offset)
+        if revision is CopyRevision.PIPELINED:
+            wire = _round_up(size + SENTINEL_BYTES, SECTOR_BYTES)
+            at = wire - SENTINEL_BYTES
+        elif revision is CopyRevision.SENTINEL_SECTOR:
+            at = _round_up(size, SECTOR_BYTES)
+            wire = at + SECTOR_BYTES
+        else:
+            wire = _round_up(size, SECTOR_BYTES)
+            at = wire
+        plans.append(ChunkPlan(index, seq + index, offset, size, wire, at))
+    return plans
+
+
+class UsbCopy:
+    """Copies between host memory and VRAM over the bridge, with one SDMA queue of the GPU behind it.
+
+    ``seq`` persists across copyins (the sentinel carries its low 24 bits; the fence holds it whole). The first
+    copy does the one-time setup: fence := ``seq``, both windows zeroed, so stale bytes never match a sentinel.
+    A copyout leaves device data in the SRAM that could alias a future sentinel, so the next copyin zeroes the
+    windows again first.
+
+    Attributes:
+        revision: the protocol revision copyins use.
+        drain_polls: fence reads before a chunk that does not drain raises :class:`DrainError`.
+    """
+
+    def __init__(
+        self,
+        controller: Asm24Controller,
+        gpu: UsbGpu,
+        sdma: AmdQueue,
+        *,
+        revision: CopyRevision | str = CopyRevision.PIPELINED,
+        drain_polls: int = DEFAULT_DRAIN_POLLS,
+        seq: int = 0,
+    ) -> None:
+        if not isinstance(controller, Asm24Controller):
+            raise InvalidArgument(f"controller={controller!r}, expected an Asm24Controller")
+        if not isinstance(gpu, UsbGpu):
+            raise InvalidArgument(f"gpu={gpu!r}, expected a UsbGpu")
+        if not isinstance(sdma, AmdQueue) or sdma.kind is not QueueKind.SDMA:
+            raise InvalidArgument(f"sdma={sdma!r}, expected the AmdQueue of an SDMA queue")
+        try:
+            self.revision = CopyRevision(revision)
+        except ValueError:
+            raise InvalidArgument(f"revision={revision!r}, expected one of {[r.value for r in CopyRevision]}") from None
+        self.controller = controller
+        self.gpu = gpu
+        self.sdma = sdma
+        self.drain_polls = check_int("drain_polls", drain_polls, min_value=1)
+        self.seq = check_int("seq", seq, min_value=0, max_value=(1 << 63) - 1)
+        self.transport: Any = controller.transport
+        if self.revision is not CopyRevision.NAIVE and not isinstance(self.transport, AsyncBridgeIO):
+            raise InvalidArgument(
+                f"the {self.revision.value} revision needs asynchronous transfers, and {self.transport!r} is not an "
+                "AsyncBridgeIO (bulk_write_async, control_write_async, control_read_async, bulk_wait)"
+            )
+        self._staging = [np.zeros(WINDOW_BYTES, dtype=np.uint8) for _ in range(WINDOWS)]
+        self._inflight: list[int | None] = [None] * WINDOWS
+        self._windows_clean = False
+        self._fence_set = False
+
+    def __repr__(self) -> str:
+        return f"<UsbCopy {self.revision.value} seq={self.seq}>"
+
+    # --- setup ---
+    def _prepare(self) -> None:
+        if not self._fence_set:
+            self.controller.xdata_write(FENCE_XDATA, _FENCE.pack(self.seq))
+            self._fence_set = True
+        if not self._windows_clean:
+            zeros = self._staging[0]
+            zeros[:] = 0
+            for window in range(WINDOWS):
+                self.controller.scsi_write(zeros[: WINDOW_BYTES // 2], window * WINDOW_SLOTS)
+                self.controller.scsi_write(zeros[: WINDOW_BYTES // 2], window * WINDOW_SLOTS + WINDOW_SLOTS // 2)
+            self._windows_clean = True
+
+    def read_fence(self) -> int:
+        """The drain fence as the host reads it (0xE4 at XDATA 0xA800)."""
+        return int(_FENCE.unpack(self.controller.xdata_read(FENCE_XDATA, FENCE_BYTES))[0])
+
+    def _wait_drained(self, seq: int, seq_start: int, fence: int | None = None) -> int:
+        """Read the fence until it is at least ``seq`` (chunk ``seq - 1`` drained); returns the fence."""
+        for _ in range(self.drain_polls):
+            if fence is not None and fence >= seq:
+                return fence
+            fence = self.read_fence()
+        if fence is not None and fence >= seq:
+            return fence
+        self.gpu.check_queues()  # a stopped queue says why (QueueStopped) better than the fence does
+        stuck = fence if fence is not None else seq - 1  # fence = seq of the first chunk not drained
+        raise DrainError(stuck - seq_start, stuck, stuck, self.drain_polls)
+
+    # --- copyin ---
+    def copyin(self, dest_va: int, src: Any) -> None:
+        """Copy ``src`` (bytes-like) to VRAM at GPU address ``dest_va``; every byte is in VRAM on return.
+
+        Raises:
+            InvalidArgument: ``src`` is not bytes-like, or the range leaves VRAM.
+            DrainError: a chunk never drained (its sentinel never landed).
+            usb1.USBError / ShortTransfer: a transfer failed.
+        """
+        view = as_readonly_bytes("src", src)
+        self._check_vram("dest_va", dest_va, view.nbytes)
+        if not view.nbytes:
+            return
+        self._prepare()
+        plans = _plans(self.revision, view.nbytes, self.seq)
+        if self.revision is CopyRevision.NAIVE:
+            self._copyin_naive(dest_va, view, plans)
+        else:
+            self._copyin_pipelined(dest_va, view, plans)
+
+    def _copyin_naive(self, dest_va: int, src: memoryview, plans: list[ChunkPlan]) -> None:
+        seq_start = self.seq
+        window = SYS_APERTURE + PCIE_SRAM_BASE
+        for plan in plans:
+            self.controller.scsi_write(src[plan.offset : plan.offset + plan.size], 0)
+            self.sdma.submit(
+                sdma_copy_linear(dest_va + plan.offset, window, plan.size),
+                sdma_write(SYS_APERTURE + FENCE_PCIE, _FENCE.pack(plan.seq + 1)),
+            )
+            self._wait_drained(plan.seq + 1, seq_start)
+            self.seq = plan.seq + 1
+
+    def _copyin_pipelined(self, dest_va: int, src: memoryview, plans: list[ChunkPlan]) -> None:
+        seq_start = self.seq
+        per_chunk = copyin_program(plans[:1], dest_va).nbytes
+        batch = max(1, self.sdma.ring_bytes // 2 // per_chunk)  # leave the ring room for the next batch
+        batched = self.revision is CopyRevision.PIPELINED
+        source = np.frombuffer(src, dtype=np.uint8)
+        try:
+            for first in range(0, len(plans), batch):
+                part = plans[first : first + batch]
+                self.sdma.submit(copyin_program(part, dest_va))  # built before anything is sent, one doorbell
+                for plan in part:
+                    self._send_chunk(plan, source, seq_start, batched=batched)
+            self._reap_all()
+        except BaseException:
+            self._abandon()
+            raise
+        self.seq = plans[-1].seq + 1
+        self._wait_drained(self.seq, seq_start)
+
+    def _send_chunk(self, plan: ChunkPlan, source: np.ndarray, seq_start: int, *, batched: bool) -> None:
+        window = plan.window
+        t = self.transport
+        tag = self._inflight[window]
+        if tag is not None:  # the window's previous chunk must be fully sent before its staging buffer is reused
+            self._inflight[window] = None
+            t.bulk_wait(tag)
+        image = self._staging[window]
+        image[: plan.size] = source[plan.offset : plan.offset + plan.size]
+        image[plan.size : plan.wire] = 0
+        _SENTINEL.pack_into(image.data, plan.sentinel_offset, sentinel(plan.seq))
+        arm = SramArm.for_bytes(plan.wire, window * WINDOW_SLOTS)
+        if batched:  # arm and fence read in one round trip
+            arm_tag = t.control_write_async(Request.SRAM_ARM, arm.value, arm.index)
+            fence_tag, fence_buffer = t.control_read_async(Request.XDATA_READ, FENCE_BYTES, FENCE_XDATA, 0)
+            t.bulk_wait(arm_tag)
+            t.bulk_wait(fence_tag)
+            self._wait_drained(plan.seq - 1, seq_start, int(_FENCE.unpack(fence_buffer)[0]))
+        else:  # spin on the fence, then arm: two synchronous round trips
+            self._wait_drained(plan.seq - 1, seq_start)
+            t.control_write(Request.SRAM_ARM, arm.value, arm.index)
+        self._inflight[window] = t.bulk_write_async(image[: plan.wire])
+
+    def _reap_all(self) -> None:
+        for window, tag in enumerate(self._inflight):
+            if tag is not None:
+                self._inflight[window] = None
+                self.transport.bulk_wait(tag)
+
+    def _abandon(self) -> None:
+        """After a failure: reap what is still in flight, dropping its errors (the first error is what raised)."""
+        for window, tag in enumerate(self._inflight):
+            self._inflight[window] = None
+            if tag is not None:
+                with contextlib.suppress(Exception):  # the copyin already failed with a better error
+                    self.transport.bulk_wait(tag)
+        self.transport.clear_error()
+
+    # --- copyout ---
+    def copyout(self, dest: Any, src_va: int) -> None:
+        """Copy ``len(dest)`` bytes of VRAM at GPU address ``src_va`` into ``dest`` (a writable buffer).
+
+        Per piece of at most 512 KB: arm a device-to-host transfer, have the SDMA copy VRAM into SRAM and write the
+        completion-queue entry that releases the bulk IN, then read the bulk IN.
+        """
+        try:
+            out = memoryview(dest).cast("B")
+        except TypeError:
+            raise InvalidArgument(f"dest={type(dest).__name__}, expected a writable bytes-like buffer") from None
+        if out.readonly:
+            raise InvalidArgument("dest is read-only, expected a writable buffer (bytearray, numpy array)")
+        self._check_vram("src_va", src_va, out.nbytes)
+        if not out.nbytes:
+            return
+        self._prepare()
+        release = SYS_APERTURE + PCIE_CQ_WINDOW + CPL_RELEASE_OFFSET
+        self._windows_clean = False  # device data in the SRAM could alias a later sentinel
+        for offset in range(0, out.nbytes, COPYOUT_PIECE_BYTES):
+            size = min(COPYOUT_PIECE_BYTES, out.nbytes - offset)
+            self.controller.scsi_read_arm(size, 0)
+            self.sdma.submit(
+                sdma_copy_linear(SYS_APERTURE + PCIE_SRAM_BASE, src_va + offset, size),
+                sdma_write(release, b"\x01\x00\x00\x00"),
+            )
+            out[offset : offset + size] = self.controller.scsi_read(size, 0, arm=False)
+
+    def _check_vram(self, name: str, va: int, nbytes: int) -> None:
+        check_int(name, va, min_value=0)
+        if va + nbytes > self.gpu.vram_bar.size:
+            raise InvalidArgument(
+                f"{name}={va:#x} with {nbytes:#x} bytes, expected a range inside the VRAM the host reaches through "
+                f"BAR0 (0 .. {self.gpu.vram_bar.size:#x})"
+            )

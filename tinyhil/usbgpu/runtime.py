@@ -1,0 +1,151 @@
+"""The device runtime of an AMD GPU behind an ASM2464 bridge: ``MOCKUSB+AMD`` (emulated) and ``USB+AMD`` (a board).
+
+The same code on both: it takes any :class:`~tinyhil.usb.bridge_io.AsyncBridgeIO` (``MockUSB3`` or the real
+``Usb3Transport``), brings the PCIe side up, programs queues through BAR5 and moves data with :class:`UsbCopy`.
+
+VRAM layout (GPU address = BAR0 offset, spec/amdgpu.md USB path):
+
+| GPU address | what |
+|---|---|
+| ``0x0000-0x0fff`` | queue read/write pointers (two u64 per queue) |
+| ``0x100000`` | runtime SDMA ring (256 KB) |
+| ``0x140000`` | compute (PM4) ring (256 KB) |
+| ``0x200000`` | copy-engine SDMA ring (1 MB, SDMA queue 1) |
+| ``0x400000 ..`` | buffers, signals, code objects, kernel arguments (the allocator's range, up to the BAR0 size) |
+
+Signals live in VRAM, never in the bridge's sys_buf (whose low half the 0xF2 engine clobbers while a transfer is in
+flight: spec/asm24.md quirk 2). The host has no interrupt on this path: it polls them through BAR0.
+
+Copyin and copyout use their own SDMA queue (queue 1) and are synchronous: they first wait for every earlier
+operation, so program order holds across the queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+from tinyhil.allocator import RangeAllocator
+from tinyhil.amd.queue import AmdQueue
+from tinyhil.amd.runtime import AmdDeviceBase, AmdRing, GpuRegion, MemoryUse
+from tinyhil.amd.usb_gpu import UsbGpu
+from tinyhil.asm24.controller import Asm24Controller
+from tinyhil.compiler import Compiler
+from tinyhil.errors import InvalidArgument
+from tinyhil.runtime import Buffer
+from tinyhil.spec.amdgpu import QueueKind
+from tinyhil.usb.bridge_io import AsyncBridgeIO
+from tinyhil.usbgpu.copy import CopyRevision, UsbCopy
+
+__all__ = ["USB_CAPABILITIES", "UsbAmdDevice"]
+
+USB_CAPABILITIES: Final = frozenset({"usb3", "sram-windows", "pcie"})
+_PAGE: Final = 0x1000
+_POINTERS_VA: Final = 0x0
+_RING_BYTES: Final = 256 << 10
+_RINGS: Final = {QueueKind.SDMA: 0x100000, QueueKind.COMPUTE: 0x140000}
+_DOORBELLS: Final = {QueueKind.SDMA: 0, QueueKind.COMPUTE: 1}
+_COPY_RING_VA: Final = 0x200000
+_COPY_RING_BYTES: Final = 1 << 20
+_COPY_DOORBELL: Final = 2
+_HEAP_VA: Final = 0x400000
+
+
+class UsbAmdDevice(AmdDeviceBase):
+    """An AMD GPU behind a USB bridge as a device (see the module docstring); open it with :meth:`open`.
+
+    Attributes:
+        transport: the USB transport (``MockUSB3`` or ``Usb3Transport``).
+        controller: the ASM24 client over it.
+        gpu: the USB-path GPU driver (BARs, BAR5 queues).
+        copier: the copyin/copyout protocol engine (``copier.revision`` selects the protocol revision).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        transport: AsyncBridgeIO,
+        *,
+        compiler: Compiler | None = None,
+        revision: CopyRevision | str = CopyRevision.PIPELINED,
+        capabilities: Iterable[str] = (),
+        on_close: Callable[[], object] | None = None,
+        wait_timeout_ms: int = 30_000,
+        **bringup_options: Any,
+    ) -> None:
+        if not isinstance(transport, AsyncBridgeIO):
+            raise InvalidArgument(f"transport={transport!r}, expected an AsyncBridgeIO (MockUSB3, Usb3Transport)")
+        super().__init__(name, USB_CAPABILITIES | frozenset(capabilities), compiler=compiler,
+                         wait_timeout_ms=wait_timeout_ms)  # fmt: skip
+        self.transport = transport
+        self._on_close = on_close
+        self._queues: list[AmdQueue] = []
+        try:
+            self.controller = Asm24Controller(transport)
+            self.gpu = UsbGpu.bring_up(self.controller, timeout_s=wait_timeout_ms / 1000, **bringup_options)
+            if self.gpu.vram_bar.size <= _HEAP_VA:
+                raise InvalidArgument(
+                    f"BAR0 of {self.gpu.vram_bar.size:#x} bytes, expected more than {_HEAP_VA:#x} (rings and pointers "
+                    "live below it)"
+                )
+            self._heap = RangeAllocator(_HEAP_VA, self.gpu.vram_bar.size - _HEAP_VA, _PAGE)
+            copy_queue = self._queue(QueueKind.SDMA, _COPY_RING_VA, _COPY_RING_BYTES, _COPY_DOORBELL, index=1)
+            self.copier = UsbCopy(self.controller, self.gpu, copy_queue, revision=revision)
+            self._start()
+        except BaseException:
+            self._release()
+            raise
+
+    def __repr__(self) -> str:
+        return f"<UsbAmdDevice {self.name} {self.copier.revision.value if hasattr(self, 'copier') else ''}>"
+
+    def _queue(self, kind: QueueKind, ring_va: int, ring_bytes: int, doorbell: int, *, index: int = 0) -> AmdQueue:
+        pointers = _POINTERS_VA + 16 * len(self._queues)
+        queue = self.gpu.create_queue(kind, ring_va=ring_va, ring_bytes=ring_bytes, rptr_va=pointers,
+                                      wptr_va=pointers + 8, doorbell_index=doorbell, index=index)  # fmt: skip
+        self._queues.append(queue)
+        return queue
+
+    # --- AmdDeviceBase hooks -------------------------------------------------------------------------------------
+    def _gpu_alloc(self, nbytes: int, use: MemoryUse) -> GpuRegion:
+        va = self._heap.alloc(nbytes)
+        return GpuRegion(va, -(-nbytes // _PAGE) * _PAGE, use)
+
+    def _gpu_free(self, region: GpuRegion) -> None:
+        self._heap.free(region.va)
+
+    def _host_write(self, region: GpuRegion, offset: int, data: bytes | memoryview) -> None:
+        self.gpu.write_memory(region.va + offset, data)
+
+    def _host_read(self, region: GpuRegion, offset: int, nbytes: int) -> bytes:
+        return self.gpu.read_memory(region.va + offset, nbytes)
+
+    def _create_queue(self, kind: QueueKind) -> AmdRing:
+        return self._queue(kind, _RINGS[kind], _RING_BYTES, _DOORBELLS[kind])
+
+    def _wait(self, condition: Callable[[], bool], what: str) -> None:
+        self.gpu.wait(condition, what, timeout_s=self.wait_timeout_ms / 1000)
+
+    def _release(self) -> None:
+        gpu = getattr(self, "gpu", None)
+        try:
+            if gpu is not None:
+                for queue in reversed(self._queues):
+                    gpu.destroy_queue(queue)
+        finally:
+            self._queues.clear()
+            on_close, self._on_close = self._on_close, None
+            if on_close is not None:
+                on_close()
+
+    def _copyin(self, buf: Buffer, data: memoryview, offset: int) -> None:
+        self._synchronize()  # earlier work on the other queues may still use the buffer
+        start = self._now_ns()
+        self.copier.copyin(buf.addr + offset, data)
+        self._record_range("copyin", start, self._now_ns(), queue="copy", nbytes=data.nbytes)
+
+    def _copyout(self, buf: Buffer, out: memoryview, offset: int) -> None:
+        self._synchronize()  # the buffer's producers must have finished
+        start = self._now_ns()
+        self.copier.copyout(out, buf.addr + offset)
+        self._record_range("copyout", start, self._now_ns(), queue="copy", nbytes=out.nbytes)
