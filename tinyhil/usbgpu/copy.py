@@ -33,7 +33,7 @@ import numpy as np
 
 from tinyhil._check import as_readonly_bytes, check_int
 from tinyhil.amd.queue import AmdQueue
-from tinyhil.amd.sdma import sdma_copy_linear, sdma_write
+from tinyhil.amd.sdma import sdma_const_fill, sdma_copy_linear, sdma_write
 from tinyhil.amd.usb_gpu import UsbGpu
 from tinyhil.asm24.controller import Asm24Controller
 from tinyhil.asm24.sram import SramArm
@@ -51,6 +51,7 @@ from tinyhil.spec.copyin import (
     SENTINEL_BYTES,
     WINDOWS,
     sentinel,
+    window_pcie,
 )
 from tinyhil.usb.bridge_io import AsyncBridgeIO
 
@@ -61,6 +62,7 @@ __all__ = ["CopyRevision", "DrainError", "UsbCopy"]
 DEFAULT_DRAIN_POLLS: Final = 2000  # fence reads before giving up: ~0.2 s at a ~100 us USB control round trip
 WINDOW_SLOTS: Final = 16
 _FENCE: Final = struct.Struct("<Q")
+_FENCE_UNSET: Final = (1 << 64) - 1  # the fence while the GPU zeroes the windows: above every seq (< 2**63)
 _SENTINEL: Final = struct.Struct("<I")
 
 
@@ -159,23 +161,32 @@ class UsbCopy:
         self._staging = [np.zeros(WINDOW_BYTES, dtype=np.uint8) for _ in range(WINDOWS)]
         self._inflight: list[int | None] = [None] * WINDOWS
         self._windows_clean = False
-        self._fence_set = False
 
     def __repr__(self) -> str:
         return f"<UsbCopy {self.revision.value} seq={self.seq}>"
 
     # --- setup ---
     def _prepare(self) -> None:
-        if not self._fence_set:
-            self.controller.xdata_write(FENCE_XDATA, _FENCE.pack(self.seq))
-            self._fence_set = True
-        if not self._windows_clean:
-            zeros = self._staging[0]
-            zeros[:] = 0
-            for window in range(WINDOWS):
-                self.controller.scsi_write(zeros[: WINDOW_BYTES // 2], window * WINDOW_SLOTS)
-                self.controller.scsi_write(zeros[: WINDOW_BYTES // 2], window * WINDOW_SLOTS + WINDOW_SLOTS // 2)
-            self._windows_clean = True
+        """One-time setup: fence := ``seq``, both windows zeroed, before any chunk is sent.
+
+        The GPU zeroes the windows (CONST_FILL over PCIe, then its fence write), not 0xF2 transfers: nothing proves
+        when a bulk OUT has landed, and landings may reorder across transfers, so a zeroing transfer could land
+        after the first chunks and wipe their sentinels (a drain error on a healthy board) or their payload. The
+        GPU's writes are done when its fence write, which follows them on the queue, is visible; the host first sets
+        the fence to a value no ``seq`` can have, so it sees that write.
+        """
+        if self._windows_clean:
+            return
+        self.controller.xdata_write(FENCE_XDATA, _FENCE.pack(_FENCE_UNSET))
+        self.sdma.submit(
+            sdma_const_fill(SYS_APERTURE + window_pcie(0), 0, WINDOWS * WINDOW_BYTES),
+            sdma_write(SYS_APERTURE + FENCE_PCIE, _FENCE.pack(self.seq)),
+        )
+        self.gpu.wait(
+            lambda: self.read_fence() == self.seq,
+            f"the GPU to zero the copy windows and set the drain fence to seq {self.seq:#x}",
+        )
+        self._windows_clean = True
 
     def read_fence(self) -> int:
         """The drain fence as the host reads it (0xE4 at XDATA 0xA800)."""
