@@ -1,84 +1,33 @@
-"""Boards for the copyin/copyout tests: a fresh emulated bridge and GPU, brought up over USB, with one SDMA queue.
-
-VRAM layout (the GPU sees VRAM at address 0): SDMA pointers ``0x1000``/``0x1008`` and ring ``0x100000`` (1 MB,
-spec/copyin.md), a second queue's pointers ``0x2000``/``0x2008`` and ring ``0x300000``, copy destinations from
-``DATA`` = ``0x400000``. ``usb.gpu.vram`` (the emulator) is read and filled only to set up and check.
-"""
+"""Fixtures of the copyin/copyout tests. Test folders are not packages: ``boards.py`` is loaded by path here, before
+pytest imports the test modules, and they import it as ``_usbgpu_boards``."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from types import ModuleType
 
-import numpy as np
 import pytest
 
-from tinyhil.amd.queue import AmdQueue
-from tinyhil.amd.usb_gpu import UsbGpu
-from tinyhil.asm24 import Asm24Controller
-from tinyhil.emulators.asm2464 import Quirks
-from tinyhil.emulators.faults import FaultPlan
-from tinyhil.mocks.usb3 import MockUSB3
-from tinyhil.spec.amdgpu import QueueKind
-from tinyhil.spec.copyin import SDMA_RING_BYTES
-from tinyhil.usbgpu.copy import UsbCopy
 
-VRAM_BYTES = 16 << 20
-DATA = 0x400000
-GUARD = 0x10000  # pattern bytes checked on each side of a destination
-PATTERN = 0xA5
+def _load(name: str, path: Path) -> ModuleType:
+    module = sys.modules.get(name)
+    if module is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return module
 
 
-@dataclass
-class Board:
-    usb: MockUSB3
-    ctrl: Asm24Controller
-    gpu: UsbGpu
-    sdma: AmdQueue
-
-    def __enter__(self) -> Board:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.usb.close()
-
-    def copier(self, revision: str = "pipelined", **options: Any) -> UsbCopy:
-        return UsbCopy(self.ctrl, self.gpu, self.sdma, revision=revision, **options)
-
-    @property
-    def vram(self) -> np.ndarray:
-        return np.frombuffer(self.usb.gpu.vram, dtype=np.uint8)
-
-    def guard(self, dest: int, nbytes: int) -> None:
-        """Fill the destination and ``GUARD`` bytes on each side with the pattern."""
-        self.vram[dest - GUARD : dest + nbytes + GUARD] = PATTERN
-
-    def guards_intact(self, dest: int, nbytes: int) -> bool:
-        before = self.vram[dest - GUARD : dest]
-        after = self.vram[dest + nbytes : dest + nbytes + GUARD]
-        return bool((before == PATTERN).all() and (after == PATTERN).all())
-
-
-def make_board(
-    mode: str = "sync",
-    *,
-    quirks: Quirks | None = None,
-    seed: int = 0,
-    faults: FaultPlan | None = None,
-    ring_bytes: int = SDMA_RING_BYTES,
-) -> Board:
-    usb = MockUSB3(mode=mode, quirks=quirks, seed=seed, faults=faults, vram_bytes=VRAM_BYTES)
-    ctrl = Asm24Controller(usb)
-    gpu = UsbGpu.bring_up(ctrl)
-    sdma = gpu.create_queue(
-        QueueKind.SDMA, ring_va=0x100000, ring_bytes=ring_bytes, rptr_va=0x1000, wptr_va=0x1008, doorbell_index=0
-    )
-    return Board(usb, ctrl, gpu, sdma)
+BOARDS = _load("_usbgpu_boards", Path(__file__).with_name("boards.py"))
 
 
 @pytest.fixture
-def board_factory() -> Callable[..., Board]:
+def board_factory() -> Callable[..., object]:
     """``board_factory(mode, quirks=..., seed=..., faults=..., ring_bytes=...)``: a fresh board. Use it as a context
     manager (``with board_factory() as board:``) to close it; hypothesis examples do, so boards do not pile up."""
-    return make_board
+    return BOARDS.make_board  # type: ignore[no-any-return]
