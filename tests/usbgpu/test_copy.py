@@ -130,7 +130,7 @@ def test_timed_virtual_time_and_bytes_are_deterministic_for_a_seed(board_factory
 
 
 # --- properties ---
-PROPERTY = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+PROPERTY = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @st.composite
