@@ -193,3 +193,39 @@ def test_timed_mode_catches_staging_buffer_reuse_before_reap(
             assert np.array_equal(vram[:tail], data[CHUNK_BYTES:])
             assert np.array_equal(vram[SECTOR_BYTES * 2 : CHUNK_BYTES], data[SECTOR_BYTES * 2 : CHUNK_BYTES])
             assert np.array_equal(vram[CHUNK_BYTES:], data[CHUNK_BYTES:])
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_copyin_after_a_drain_error_fails_cleanly_and_writes_nothing(board_factory: Factory, mode: str) -> None:
+    """The failed copy's program still polls for the dropped sentinel's seq; the next copyin must not reuse that seq
+    (its chunk would feed the failed copy's destination) and must say that the queue is stuck."""
+    first, second = random_bytes(4 * CHUNK_BYTES, 10), random_bytes(2 * CHUNK_BYTES, 11)  # drop chunk 1 of 4
+    old, new = DATA + 0x100000, DATA + 0x300000
+
+    def copies(plan: FaultPlan) -> Callable[[Board], None]:
+        def run(board: Board) -> None:
+            copier = board.copier(drain_polls=20)
+            copier.copyin(DATA, b"\1")
+            board.guard(old, first.size)
+            board.guard(new, second.size)
+            arm_faults(board, plan)
+            with pytest.raises(DrainError, match=r"^GPU failed to drain chunk 1 \(seq 2\)"):
+                copier.copyin(old, first)
+            assert copier.seq == 5  # the failed copy's seqs are spent (it failed while sending chunk 3)
+            with pytest.raises(DrainError, match=r"below this copyin's first seq 5; .* still stuck on seq 2 "):
+                copier.copyin(new, second)
+
+        return run
+
+    def probe(board: Board) -> None:
+        copier = board.copier()
+        copier.copyin(DATA, b"\1")
+        arm_faults(board, NEVER)
+        copier.copyin(old, first)
+
+    occurrence = sram_bulk_out_occurrences(probe, mode)[1]
+    with board_factory(mode) as board:
+        copies(FaultPlan.single(Operation.bulk_out(), occurrence, Fault.drop()))(board)
+        assert np.array_equal(board.vram[old : old + CHUNK_BYTES], first[:CHUNK_BYTES])
+        assert (board.vram[old + CHUNK_BYTES : old + first.size] == PATTERN).all()
+        assert (board.vram[new : new + second.size] == PATTERN).all()

@@ -78,11 +78,18 @@ class DrainError(DeviceTimeout):
     """The GPU did not drain a chunk: its sentinel never landed, or the SDMA queue stopped short of it."""
 
     def __init__(self, chunk: int, seq: int, fence: int, polls: int) -> None:
-        super().__init__(
-            f"GPU failed to drain chunk {chunk} (seq {seq}): the drain fence still reads {fence} after {polls} "
-            f"reads, expected >= {seq + 1}; the chunk's sentinel never landed in SRAM or the SDMA queue stopped",
-            op="copyin",
-        )
+        if chunk < 0:  # the fence is below this copyin's first seq: an earlier copyin's program is still stuck
+            message = (
+                f"GPU failed to drain: the drain fence still reads {fence} after {polls} reads, below this copyin's "
+                f"first seq {seq - chunk}; the SDMA queue is still stuck on seq {seq} of an earlier copyin that "
+                "failed (recreate the queue)"
+            )
+        else:
+            message = (
+                f"GPU failed to drain chunk {chunk} (seq {seq}): the drain fence still reads {fence} after {polls} "
+                f"reads, expected >= {seq + 1}; the chunk's sentinel never landed in SRAM or the SDMA queue stopped"
+            )
+        super().__init__(message, op="copyin")
         self.chunk = chunk
         self.seq = seq
         self.fence = fence
@@ -118,9 +125,9 @@ class UsbCopy:
     """Copies between host memory and VRAM over the bridge, with one SDMA queue of the GPU behind it.
 
     ``seq`` persists across copyins (the sentinel carries its low 24 bits; the fence holds it whole). The first
-    copy does the one-time setup: fence := ``seq``, both windows zeroed, so stale bytes never match a sentinel.
-    A copyout leaves device data in the SRAM that could alias a future sentinel, so the next copyin zeroes the
-    windows again first.
+    copy does the one-time setup: both windows zeroed by the GPU, then fence := ``seq``, so stale bytes never match
+    a sentinel. A copyout leaves device data in the SRAM that could alias a future sentinel, so the next copyin
+    zeroes the windows again first. A failed copyin still spends its seqs.
 
     Attributes:
         revision: the protocol revision copyins use.
@@ -251,6 +258,9 @@ class UsbCopy:
             self._reap_all()
         except BaseException:
             self._abandon()
+            # The failed copy's seqs are spent: its program may still poll for one of their sentinels, and a later
+            # copyin that reused that seq would feed this copy's destination with its data.
+            self.seq = plans[-1].seq + 1
             raise
         self.seq = plans[-1].seq + 1
         self._wait_drained(self.seq, seq_start)
