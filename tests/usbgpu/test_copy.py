@@ -217,3 +217,12 @@ def test_naive_has_no_sentinel_so_a_dropped_transfer_goes_unnoticed(board_factor
         vram = board.vram[DATA : DATA + data.size]
         assert np.array_equal(vram[:NAIVE_CHUNK_BYTES], data[:NAIVE_CHUNK_BYTES])
         assert np.array_equal(vram[NAIVE_CHUNK_BYTES:], data[:NAIVE_CHUNK_BYTES])  # chunk 0 again: wrong data
+
+
+@pytest.mark.parametrize(("mode", "seed"), [("timed", 19), ("timed", 41), ("sync", 59)])
+def test_setup_zeroing_cannot_land_after_the_first_chunks(board_factory: Factory, mode: str, seed: int) -> None:
+    """Regression: with landings reordered across transfers, zeroing the windows with 0xF2 transfers let a zeroing
+    transfer land after chunk 1 and wipe its sentinel (a drain error on a healthy board, at these seeds). The GPU
+    zeroes them now, and its fence proves it before any chunk is sent."""
+    with board_factory(mode, quirks=Quirks(landing_jitter_ns=4_000_000), seed=seed) as board:
+        round_trip(board, board.copier(drain_polls=200), DATA, random_bytes(2 * CHUNK_BYTES, seed))
