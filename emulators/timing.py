@@ -15,8 +15,9 @@ Free parameters (fitted):
   batching the arm with the fence read took 294 -> 323 MB/s, one round trip less per 256 KB chunk = 80 us.
 - ``control_service_ns`` = 15 us: the 8051 handling one vendor request on EP0 (setup, data and status stages).
 - ``bulk_setup_ns`` = 5 us: the firmware priming the 0xF2 DMA for one bulk transfer.
-- ``gpu_copy_bytes_per_s`` = 390 MB/s: the GPU's SDMA reading the bridge's SRAM across PCIe. Source: the naive
-  revision overlaps nothing, and 107 MB/s leaves ~0.67 ms of GPU copy per 256 KB chunk.
+- ``gpu_copy_bytes_per_s`` = 330 MB/s: the GPU's SDMA reading the bridge's SRAM across PCIe. Source: the naive
+  revision overlaps nothing, and 107 MB/s leaves ~0.8 ms of GPU copy per 256 KB chunk; the pipelined revision
+  needs the GPU to drain a chunk within about one chunk period (~0.8 ms), which bounds it from below.
 
 Spec figures (fixed): ``bulk_out_bytes_per_s`` 381 MB/s ("0xF2 DMA writes about 381 MB/s"), ``bulk_in_bytes_per_s``
 700 MB/s ("bulk IN DMA about 700 MB/s"), ``stream_bytes_per_s`` 4 MB/s ("0xF0 streaming a few MB/s"),
@@ -142,6 +143,6 @@ TIMING_PRESETS: Final[dict[str, TimingModel]] = {
         bulk_in_bytes_per_s=700_000_000,
         stream_bytes_per_s=4_000_000,
         stream_packet_bytes=STREAM_PACKET_BYTES_USB3,
-        gpu_copy_bytes_per_s=390_000_000,
+        gpu_copy_bytes_per_s=330_000_000,
     ),
 }

@@ -319,6 +319,9 @@ class RingEngine:
             data = bytes(memory.read(frame.base_va + frame.pos_bytes, nbytes))
         else:
             offset, size = self._ring_offset(), self.config.ring_bytes
+            ring = memory.array(self.config.ring_va, size, "<u4")
+            if ring is not None and offset + nbytes <= size:  # the common case: one slice of a live view
+                return ring[offset // 4 : (offset + nbytes) // 4].copy()
             first = min(nbytes, size - offset)
             data = bytes(memory.read(self.config.ring_va + offset, first))
             if first < nbytes:
@@ -332,10 +335,15 @@ class RingEngine:
         self.rptr += nbytes // self.unit_bytes
         self._forget_opcode("read pointer write-back")
         # The engine's own bookkeeping: written without waking pollers (no queue polls another's read pointer).
-        self.services.memory.write_u64(self.config.rptr_va, self.rptr, notify=False)
+        pointer = self.services.memory.array(self.config.rptr_va, 8, "<u8")
+        if pointer is not None:
+            pointer[0] = self.rptr
+        else:
+            self.services.memory.write_u64(self.config.rptr_va, self.rptr, notify=False)
 
     def _refresh_wptr(self) -> None:
-        wptr = self.services.memory.read_u64(self.config.wptr_va)
+        pointer = self.services.memory.array(self.config.wptr_va, 8, "<u8")
+        wptr = int(pointer[0]) if pointer is not None else self.services.memory.read_u64(self.config.wptr_va)
         ahead = (wptr - self.rptr) * self.unit_bytes
         if wptr < self.rptr or ahead > self.config.ring_bytes or ahead % 4:
             raise _PacketError(

@@ -25,6 +25,9 @@ _MAP_NORESERVE: Final = 0x4000 if sys.platform.startswith("linux") else 0
 _BUS_ERRORS: Final = (TinyHilError, ValueError, LookupError)
 
 
+_VIEW_CACHE_ENTRIES: Final = 1024  # rings and pointers of every queue, with room to spare
+
+
 @runtime_checkable
 class SystemBus(Protocol):
     """What the USB bridge offers the GPU: its SRAM and windows at their PCIe addresses.
@@ -106,6 +109,7 @@ class GpuMemory:
         self._starts: list[int] = []
         self._mappings: list[Mapping] = []
         self._last: tuple[int, int, memoryview] = (0, 0, self.vram[:0])  # (va, end, backing) of the last hit
+        self._views: dict[tuple[int, int, str], np.ndarray | None] = {}
         if self.vram_at_zero:
             self.map(0, self.vram)
 
@@ -151,6 +155,7 @@ class GpuMemory:
         self._starts.insert(index, va)
         self._mappings.insert(index, mapping)
         self._last = (0, 0, self.vram[:0])
+        self._views.clear()
         return mapping
 
     def unmap(self, va: int) -> None:
@@ -165,6 +170,7 @@ class GpuMemory:
         del self._starts[index]
         del self._mappings[index]
         self._last = (0, 0, self.vram[:0])
+        self._views.clear()
 
     def _describe(self) -> str:
         return ", ".join(f"{m.va:#x}+{m.nbytes:#x}" for m in self._mappings) or "nothing"
@@ -173,6 +179,28 @@ class GpuMemory:
     def in_system_aperture(self, va: int) -> bool:
         """Whether ``va`` is in the active system aperture (the bridge's memory, reached across PCIe)."""
         return self.aperture_active and SYS_APERTURE <= va < SYS_APERTURE + SYS_APERTURE_BYTES
+
+    def array(self, va: int, nbytes: int, dtype: str) -> np.ndarray | None:
+        """A live numpy view of ``[va, va + nbytes)`` as ``dtype`` when the range lies in one mapping and is aligned
+        to the item size, else ``None`` (use :meth:`read` / :meth:`write`). Cached until the mappings change: what
+        the engines use for their rings and pointers. Writes through it notify nobody."""
+        key = (va, nbytes, dtype)
+        try:
+            return self._views[key]
+        except KeyError:
+            pass
+        view = None
+        item = np.dtype(dtype).itemsize
+        if nbytes > 0 and not va % item and not nbytes % item and not self.in_system_aperture(va):
+            try:
+                segments = self.translate(va, nbytes)
+            except GpuMemoryFault:
+                segments = []
+            if len(segments) == 1 and segments[0][1] is not None:
+                view = np.frombuffer(segments[0][1], dtype)
+        if len(self._views) < _VIEW_CACHE_ENTRIES:
+            self._views[key] = view
+        return view
 
     def translate(self, va: int, nbytes: int) -> list[_Segment]:
         """Split ``[va, va + nbytes)`` into mapped pieces: live views of backings, or ``None`` for the system bus.

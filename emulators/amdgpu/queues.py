@@ -38,6 +38,7 @@ class Queue:
         self._step_event: EventHandle | None = None
         self._deadline_event: EventHandle | None = None
         self._armed_wait: object | None = None
+        self._step_label = f"{engine.name} step"
 
     def __repr__(self) -> str:
         return f"<Queue {self.describe()}>"
@@ -152,7 +153,7 @@ class Queue:
             if self._step_event.time_ns <= at_ns:
                 return
             self.kernel.cancel(self._step_event)
-        self._step_event = self.kernel.schedule(at_ns - now, self._step, label=f"{self.name} step")
+        self._step_event = self.kernel.schedule(at_ns - now, self._step, label=self._step_label)
 
     def _step(self) -> None:
         self._step_event = None

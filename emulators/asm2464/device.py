@@ -268,8 +268,9 @@ class Asm2464:
 
     # --- PcieHost: the function's DMA into the bridge's memory ---
     def _dma_view(self, pcie_addr: int, nbytes: int) -> np.ndarray:
-        check_int("pcie_addr", pcie_addr, min_value=0)
-        check_int("nbytes", nbytes, min_value=1)
+        if type(pcie_addr) is not int or type(nbytes) is not int or pcie_addr < 0 or nbytes < 1:  # hot: every DMA
+            check_int("pcie_addr", pcie_addr, min_value=0)
+            check_int("nbytes", nbytes, min_value=1)
         why = "" if self.link.up else "the PCIe link is down (0xF3 power on first)"
         why = why or self.topology.upstream_error(pcie_addr, nbytes)
         view = None if why else self.memory.pcie_view(pcie_addr, nbytes)

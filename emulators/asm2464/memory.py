@@ -113,8 +113,9 @@ class BridgeMemory:
 
     def pcie_view(self, pcie_addr: int, nbytes: int) -> np.ndarray | None:
         """The bytes behind ``[pcie_addr, pcie_addr + nbytes)`` as a writable view, or ``None`` if not one region."""
-        check_int("pcie_addr", pcie_addr, min_value=0)
-        check_int("nbytes", nbytes, min_value=0)
+        if type(pcie_addr) is not int or type(nbytes) is not int or pcie_addr < 0 or nbytes < 0:  # hot: every DMA
+            check_int("pcie_addr", pcie_addr, min_value=0)
+            check_int("nbytes", nbytes, min_value=0)
         for start, length, store, offset in _PCIE_REGIONS:
             if start <= pcie_addr and pcie_addr + nbytes <= start + length:
                 base = offset + pcie_addr - start

@@ -15,7 +15,7 @@ from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.pci import CONFIG_SPACE_BYTES, Command, Config, Status
 
-__all__ = ["ConfigSpace"]
+__all__ = ["ConfigSpace", "latest_generation"]
 
 _DWORD_MASK: Final = 0xFFFFFFFF
 _LANES: Final = 4
@@ -36,6 +36,19 @@ _STATUS_W1C: Final = int(
 # Every change to any config space takes a fresh number from here, so a tuple of ``generation`` values identifies the
 # routing state of a whole topology (what the per-DMA routing check caches on).
 _GENERATIONS: Final = itertools.count(1)
+
+
+def latest_generation() -> int:
+    """The newest generation handed out so far: unchanged means no config space anywhere has changed."""
+    return _LATEST[0]
+
+
+_LATEST = [0]
+
+
+def _next_generation() -> int:
+    _LATEST[0] = next(_GENERATIONS)
+    return _LATEST[0]
 
 
 class ConfigSpace:
@@ -63,7 +76,7 @@ class ConfigSpace:
 
     def reset(self) -> None:
         """Return every register to its power-on value (fundamental reset)."""
-        self.generation = next(_GENERATIONS)
+        self.generation = _next_generation()
         self._regs = bytearray(CONFIG_SPACE_BYTES)
         self._writable = bytearray(CONFIG_SPACE_BYTES)
         self._w1c = bytearray(CONFIG_SPACE_BYTES)
@@ -72,7 +85,7 @@ class ConfigSpace:
     # --- layout helpers for subclasses ---
     def _set(self, offset: int, value: int, nbytes: int) -> None:
         self._regs[offset : offset + nbytes] = value.to_bytes(nbytes, "little")
-        self.generation = next(_GENERATIONS)
+        self.generation = _next_generation()
 
     def _set_writable(self, offset: int, mask: int, nbytes: int) -> None:
         self._writable[offset : offset + nbytes] = mask.to_bytes(nbytes, "little")
@@ -116,7 +129,7 @@ class ConfigSpace:
             writable, w1c = self._writable[offset], self._w1c[offset]
             self._regs[offset] = (self._regs[offset] & ~writable | new & writable) & ~(new & w1c) & 0xFF
         if byte_enable:
-            self.generation = next(_GENERATIONS)
+            self.generation = _next_generation()
             self._written(reg, byte_enable)
 
     def write(self, offset: int, value: int, nbytes: int) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from tinyhil.emulators.pcie.config import latest_generation
 from tinyhil.emulators.pcie.protocols import PcieFunction
 from tinyhil.emulators.pcie.type1 import Type1Config
 from tinyhil.spec.asm24 import GPU_BUS
@@ -48,10 +49,9 @@ class PcieTopology:
         self.bridges = [
             Type1Config(vendor_id=BRIDGE_VENDOR_ID, device_id=BRIDGE_DEVICE_ID) for _ in range(BRIDGE_COUNT)
         ]
-        self.generation = 0  # stands in for an empty slot's config generation
-        self._upstream_key: tuple[int, ...] = ()
+        self._upstream_key = -1
         self._upstream_ok: set[tuple[int, int]] = set()
-        self._downstream_key: tuple[int, ...] = ()
+        self._downstream_key = -1
         self._downstream: dict[tuple[int, int], tuple[int, int] | str] = {}
 
     def reset(self) -> None:
@@ -96,8 +96,8 @@ class PcieTopology:
                 self._downstream[(addr, nbytes)] = hit
         return hit
 
-    def _routing_key(self) -> tuple[int, ...]:
-        return (*(bridge.generation for bridge in self.bridges), getattr(self.function, "config", self).generation)
+    def _routing_key(self) -> int:
+        return latest_generation()  # any config change anywhere invalidates the routing caches
 
     def _route_memory(self, addr: int, nbytes: int) -> tuple[int, int] | str:
         for index, bridge in enumerate(self.bridges):

@@ -53,7 +53,7 @@ def test_the_log_transport_is_a_queue_transport() -> None:
 def test_submit_writes_the_ring_then_the_write_pointer_then_rings_the_doorbell_once() -> None:
     queue, transport = _queue()
     wptr = queue.submit(sdma_fence(0x40, 1), sdma_fence(0x44, 2))
-    assert wptr == 32 and transport.log == [("write", RING, 32), ("write", WPTR, 8), ("doorbell", 3, 32)]
+    assert wptr == 32 and transport.log == [("write", RING, 32), ("write", WPTR, 4), ("doorbell", 3, 32)]
     assert transport.memory[WPTR : WPTR + 8] == (32).to_bytes(8, "little")
     assert transport.memory[RING : RING + 32] == np.concatenate([sdma_fence(0x40, 1), sdma_fence(0x44, 2)]).tobytes()
 
@@ -64,7 +64,7 @@ def test_a_packet_straddling_the_ring_end_is_written_in_two_pieces() -> None:
     queue.wptr = queue.published_wptr = 248
     packet = sdma_fence(0x40, 0x1234)
     queue.submit(packet)
-    assert transport.log == [("write", RING + 248, 8), ("write", RING, 8), ("write", WPTR, 8), ("doorbell", 3, 264)]
+    assert transport.log == [("write", RING + 248, 8), ("write", RING, 8), ("write", WPTR, 4), ("doorbell", 3, 264)]
     assert bytes(transport.memory[RING + 248 : RING + 256] + transport.memory[RING : RING + 8]) == packet.tobytes()
 
 
@@ -126,3 +126,12 @@ def test_bad_submissions_and_settings_are_refused(make: Callable[[AmdQueue], obj
     queue, _ = _queue()
     with pytest.raises(InvalidArgument, match=message):
         make(queue)
+
+
+def test_the_whole_write_pointer_goes_out_when_its_high_dword_changes() -> None:
+    queue, transport = _queue()
+    queue.wptr = queue.published_wptr = (1 << 32) - 8  # the engine consumed up to here
+    transport.memory[RPTR : RPTR + 8] = queue.wptr.to_bytes(8, "little")
+    queue.submit(sdma_fence(0x40, 1))
+    assert ("write", WPTR, 8) in transport.log
+    assert transport.memory[WPTR : WPTR + 8] == ((1 << 32) + 8).to_bytes(8, "little")

@@ -134,8 +134,13 @@ class AmdQueue:
         return self.wptr
 
     def kick(self) -> int:
-        """Publish the staged write pointer: write it to memory, then ring the doorbell with the same value."""
-        self.transport.write_memory(self.wptr_va, self.wptr.to_bytes(8, "little"))
+        """Publish the staged write pointer: write it to memory, then ring the doorbell with the same value.
+
+        Only the low dword is written while the high one is unchanged (over USB every dword is a TLP)."""
+        if self.wptr >> 32 == self.published_wptr >> 32:
+            self.transport.write_memory(self.wptr_va, (self.wptr & 0xFFFF_FFFF).to_bytes(4, "little"))
+        else:
+            self.transport.write_memory(self.wptr_va, self.wptr.to_bytes(8, "little"))
         self.transport.ring_doorbell(self.doorbell_index, self.wptr)
         self.published_wptr = self.wptr
         return self.wptr

@@ -130,6 +130,7 @@ class UsbGpu:
             )
         self.vram_bytes = vram_mb << MB_SHIFT
         self._queues: dict[int, AmdQueue] = {}
+        self._doorbell_high: dict[int, int] = {}  # per doorbell slot: the high dword this driver last wrote
 
     @classmethod
     def bring_up(
@@ -204,11 +205,18 @@ class UsbGpu:
         return int.from_bytes(self.read_memory(va, 8), "little")
 
     def ring_doorbell(self, doorbell_index: int, value: int) -> None:
-        """Write the u64 ``value`` to doorbell slot ``doorbell_index`` in BAR2."""
+        """Write the u64 ``value`` to doorbell slot ``doorbell_index`` in BAR2.
+
+        A write to a slot's low dword rings it with the whole slot, so while the high dword is what this driver last
+        wrote there only the low dword goes out (one TLP instead of two)."""
         check_int("doorbell_index", doorbell_index, min_value=0, max_value=DOORBELL_SLOTS - 1)
         check_int("value", value, min_value=0, max_value=(1 << 64) - 1)
         address = self.doorbell_bar.address + doorbell_index * DOORBELL_SLOT_BYTES
-        self.controller.pcie_mem_write(address, value.to_bytes(DOORBELL_SLOT_BYTES, "little"))
+        if self._doorbell_high.get(doorbell_index) == value >> 32:
+            self.controller.pcie_mem_write(address, (value & U32_MASK).to_bytes(4, "little"))
+        else:
+            self.controller.pcie_mem_write(address, value.to_bytes(DOORBELL_SLOT_BYTES, "little"))
+            self._doorbell_high[doorbell_index] = value >> 32
 
     def wait(self, condition: Callable[[], bool], what: str, *, timeout_s: float | None = None) -> None:
         """Poll until ``condition()`` holds; a queue that stops meanwhile ends the wait at once.

@@ -6,6 +6,7 @@ Every name and number cites ``spec/amdgpu.md``. The packet layouts live beside t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Final
@@ -57,21 +58,16 @@ class Field:
     name: str
     lsb: int
     width: int
+    max_value: int = dataclasses.field(init=False, repr=False, compare=False)  # the largest value the field holds
+    mask: int = dataclasses.field(init=False, repr=False, compare=False)  # the field's bits in place
 
     def __post_init__(self) -> None:
         if not 0 <= self.lsb < 32 or not 1 <= self.width <= 32 - self.lsb:
             raise InvalidArgument(
                 f"field {self.name}: lsb={self.lsb!r} width={self.width!r}, expected bits within 0-31"
             )
-
-    @property
-    def mask(self) -> int:
-        """The field's bits in place."""
-        return ((1 << self.width) - 1) << self.lsb
-
-    @property
-    def max_value(self) -> int:
-        return (1 << self.width) - 1
+        object.__setattr__(self, "max_value", (1 << self.width) - 1)  # decoded on every packet: computed once
+        object.__setattr__(self, "mask", self.max_value << self.lsb)
 
     def get(self, dword: int) -> int:
         """The field's value in ``dword``."""

@@ -33,7 +33,7 @@ import numpy as np
 
 from tinyhil._check import as_readonly_bytes, check_int
 from tinyhil.amd.queue import AmdQueue
-from tinyhil.amd.sdma import sdma_copy_linear, sdma_write
+from tinyhil.amd.sdma import sdma_const_fill, sdma_copy_linear, sdma_write
 from tinyhil.amd.usb_gpu import UsbGpu
 from tinyhil.asm24.controller import Asm24Controller
 from tinyhil.asm24.sram import SramArm
@@ -51,6 +51,7 @@ from tinyhil.spec.copyin import (
     SENTINEL_BYTES,
     WINDOWS,
     sentinel,
+    window_pcie,
 )
 from tinyhil.usb.bridge_io import AsyncBridgeIO
 
@@ -61,6 +62,7 @@ __all__ = ["CopyRevision", "DrainError", "UsbCopy"]
 DEFAULT_DRAIN_POLLS: Final = 2000  # fence reads before giving up: ~0.2 s at a ~100 us USB control round trip
 WINDOW_SLOTS: Final = 16
 _FENCE: Final = struct.Struct("<Q")
+_FENCE_UNSET: Final = (1 << 64) - 1  # the fence while the GPU zeroes the windows: above every seq (< 2**63)
 _SENTINEL: Final = struct.Struct("<I")
 
 
@@ -76,11 +78,18 @@ class DrainError(DeviceTimeout):
     """The GPU did not drain a chunk: its sentinel never landed, or the SDMA queue stopped short of it."""
 
     def __init__(self, chunk: int, seq: int, fence: int, polls: int) -> None:
-        super().__init__(
-            f"GPU failed to drain chunk {chunk} (seq {seq}): the drain fence still reads {fence} after {polls} "
-            f"reads, expected >= {seq + 1}; the chunk's sentinel never landed in SRAM or the SDMA queue stopped",
-            op="copyin",
-        )
+        if chunk < 0:  # the fence is below this copyin's first seq: an earlier copyin's program is still stuck
+            message = (
+                f"GPU failed to drain: the drain fence still reads {fence} after {polls} reads, below this copyin's "
+                f"first seq {seq - chunk}; the SDMA queue is still stuck on seq {seq} of an earlier copyin that "
+                "failed (recreate the queue)"
+            )
+        else:
+            message = (
+                f"GPU failed to drain chunk {chunk} (seq {seq}): the drain fence still reads {fence} after {polls} "
+                f"reads, expected >= {seq + 1}; the chunk's sentinel never landed in SRAM or the SDMA queue stopped"
+            )
+        super().__init__(message, op="copyin")
         self.chunk = chunk
         self.seq = seq
         self.fence = fence
@@ -116,9 +125,9 @@ class UsbCopy:
     """Copies between host memory and VRAM over the bridge, with one SDMA queue of the GPU behind it.
 
     ``seq`` persists across copyins (the sentinel carries its low 24 bits; the fence holds it whole). The first
-    copy does the one-time setup: fence := ``seq``, both windows zeroed, so stale bytes never match a sentinel.
-    A copyout leaves device data in the SRAM that could alias a future sentinel, so the next copyin zeroes the
-    windows again first.
+    copy does the one-time setup: both windows zeroed by the GPU, then fence := ``seq``, so stale bytes never match
+    a sentinel. A copyout leaves device data in the SRAM that could alias a future sentinel, so the next copyin
+    zeroes the windows again first. A failed copyin still spends its seqs.
 
     Attributes:
         revision: the protocol revision copyins use.
@@ -159,23 +168,32 @@ class UsbCopy:
         self._staging = [np.zeros(WINDOW_BYTES, dtype=np.uint8) for _ in range(WINDOWS)]
         self._inflight: list[int | None] = [None] * WINDOWS
         self._windows_clean = False
-        self._fence_set = False
 
     def __repr__(self) -> str:
         return f"<UsbCopy {self.revision.value} seq={self.seq}>"
 
     # --- setup ---
     def _prepare(self) -> None:
-        if not self._fence_set:
-            self.controller.xdata_write(FENCE_XDATA, _FENCE.pack(self.seq))
-            self._fence_set = True
-        if not self._windows_clean:
-            zeros = self._staging[0]
-            zeros[:] = 0
-            for window in range(WINDOWS):
-                self.controller.scsi_write(zeros[: WINDOW_BYTES // 2], window * WINDOW_SLOTS)
-                self.controller.scsi_write(zeros[: WINDOW_BYTES // 2], window * WINDOW_SLOTS + WINDOW_SLOTS // 2)
-            self._windows_clean = True
+        """One-time setup: fence := ``seq``, both windows zeroed, before any chunk is sent.
+
+        The GPU zeroes the windows (CONST_FILL over PCIe, then its fence write), not 0xF2 transfers: nothing proves
+        when a bulk OUT has landed, and landings may reorder across transfers, so a zeroing transfer could land
+        after the first chunks and wipe their sentinels (a drain error on a healthy board) or their payload. The
+        GPU's writes are done when its fence write, which follows them on the queue, is visible; the host first sets
+        the fence to a value no ``seq`` can have, so it sees that write.
+        """
+        if self._windows_clean:
+            return
+        self.controller.xdata_write(FENCE_XDATA, _FENCE.pack(_FENCE_UNSET))
+        self.sdma.submit(
+            sdma_const_fill(SYS_APERTURE + window_pcie(0), 0, WINDOWS * WINDOW_BYTES),
+            sdma_write(SYS_APERTURE + FENCE_PCIE, _FENCE.pack(self.seq)),
+        )
+        self.gpu.wait(
+            lambda: self.read_fence() == self.seq,
+            f"the GPU to zero the copy windows and set the drain fence to seq {self.seq:#x}",
+        )
+        self._windows_clean = True
 
     def read_fence(self) -> int:
         """The drain fence as the host reads it (0xE4 at XDATA 0xA800)."""
@@ -240,6 +258,9 @@ class UsbCopy:
             self._reap_all()
         except BaseException:
             self._abandon()
+            # The failed copy's seqs are spent: its program may still poll for one of their sentinels, and a later
+            # copyin that reused that seq would feed this copy's destination with its data.
+            self.seq = plans[-1].seq + 1
             raise
         self.seq = plans[-1].seq + 1
         self._wait_drained(self.seq, seq_start)
