@@ -84,9 +84,10 @@ def test_a_launch_runs_each_workgroup_and_reports_what_it_may_have_written(scale
 
 
 def test_the_shared_object_loads_once_from_memory_leaving_no_file_behind(
-    compile_scale: Callable[[str], bytes],
+    compile_scale: Callable[[str], bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     scale_so = compile_scale("once")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # a private temp dir: other processes cannot disturb it
     before_tmp = set(Path(tempfile.gettempdir()).iterdir())
     before_fds = _memfds()
     memory = _memory()
