@@ -51,3 +51,9 @@ class AsyncBridgeIO(BridgeIO, Protocol):
 
     def bulk_wait(self, tag: int) -> None:
         """Pump events until ``tag`` completes; raises the oldest latched async failure once."""
+
+    def clear_error(self) -> tuple[BaseException, ...]:
+        """Drop latched async failures that have not surfaced (after recovering); returns them."""
+
+    def clear_halt(self, endpoint: int) -> None:
+        """CLEAR_FEATURE(ENDPOINT_HALT) on a bulk endpoint (also resets the bridge's 0xF2 engine)."""

@@ -17,7 +17,9 @@ Signals live in VRAM, never in the bridge's sys_buf (whose low half the 0xF2 eng
 flight: spec/asm24.md quirk 2). The host has no interrupt on this path: it polls them through BAR0.
 
 Copyin and copyout use their own SDMA queue (queue 1) and are synchronous: they first wait for every earlier
-operation, so program order holds across the queues.
+operation, so program order holds across the queues. A copy that fails on the device (a chunk that never drains,
+the copy queue stopping) leaves that queue polling for a sentinel that will not come: the runtime destroys and
+recreates the copy queue, with ``seq`` carried on, before it raises, so the next copy works.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from tinyhil.compiler import Compiler
 from tinyhil.errors import InvalidArgument
 from tinyhil.runtime import Buffer
 from tinyhil.spec.amdgpu import QueueKind
+from tinyhil.spec.asm24 import BULK_IN_EP, BULK_OUT_EP
 from tinyhil.usb.bridge_io import AsyncBridgeIO
 from tinyhil.usbgpu.copy import CopyRevision, UsbCopy
 
@@ -89,8 +92,7 @@ class UsbAmdDevice(AmdDeviceBase):
                     "live below it)"
                 )
             self._heap = RangeAllocator(_HEAP_VA, self.gpu.vram_bar.size - _HEAP_VA, _PAGE)
-            copy_queue = self._queue(QueueKind.SDMA, _COPY_RING_VA, _COPY_RING_BYTES, _COPY_DOORBELL, index=1)
-            self.copier = UsbCopy(self.controller, self.gpu, copy_queue, revision=revision)
+            self.copier = self._copy_engine(revision, seq=0)
             self._start()
         except BaseException:
             self._release()
@@ -98,6 +100,35 @@ class UsbAmdDevice(AmdDeviceBase):
 
     def __repr__(self) -> str:
         return f"<UsbAmdDevice {self.name} {self.copier.revision.value if hasattr(self, 'copier') else ''}>"
+
+    def _copy_engine(self, revision: CopyRevision | str, *, seq: int) -> UsbCopy:
+        queue = self._queue(QueueKind.SDMA, _COPY_RING_VA, _COPY_RING_BYTES, _COPY_DOORBELL, index=1)
+        return UsbCopy(self.controller, self.gpu, queue, revision=revision, seq=seq)
+
+    def _recover_copy_engine(self) -> None:
+        """After a failed copy: stop the stuck copy queue and start a fresh one (``seq`` carries on)."""
+        old = self.copier
+        self.transport.clear_error()
+        for endpoint in (BULK_OUT_EP, BULK_IN_EP):  # a stalled endpoint, and the engine's stale arms, start over
+            self.transport.clear_halt(endpoint)
+        self.gpu.destroy_queue(old.sdma)
+        self._queues.remove(old.sdma)
+        self.copier = self._copy_engine(old.revision, seq=old.seq)
+
+    def _copying(self, name: str, nbytes: int, copy: Callable[[], None]) -> None:
+        self._synchronize()  # earlier work on the other queues may still use the buffer
+        start = self._now_ns()
+        try:
+            copy()
+        except InvalidArgument:
+            raise  # refused before anything was sent
+        except Exception as error:
+            try:
+                self._recover_copy_engine()
+            except Exception as recovery:  # the copy's error is the one to raise
+                error.add_note(f"tinyhil: recreating the copy queue failed too: {recovery!r}")
+            raise
+        self._record_range(name, start, self._now_ns(), queue="copy", nbytes=nbytes)
 
     def _queue(self, kind: QueueKind, ring_va: int, ring_bytes: int, doorbell: int, *, index: int = 0) -> AmdQueue:
         pointers = _POINTERS_VA + 16 * len(self._queues)
@@ -139,13 +170,7 @@ class UsbAmdDevice(AmdDeviceBase):
                 on_close()
 
     def _copyin(self, buf: Buffer, data: memoryview, offset: int) -> None:
-        self._synchronize()  # earlier work on the other queues may still use the buffer
-        start = self._now_ns()
-        self.copier.copyin(buf.addr + offset, data)
-        self._record_range("copyin", start, self._now_ns(), queue="copy", nbytes=data.nbytes)
+        self._copying("copyin", data.nbytes, lambda: self.copier.copyin(buf.addr + offset, data))
 
     def _copyout(self, buf: Buffer, out: memoryview, offset: int) -> None:
-        self._synchronize()  # the buffer's producers must have finished
-        start = self._now_ns()
-        self.copier.copyout(out, buf.addr + offset)
-        self._record_range("copyout", start, self._now_ns(), queue="copy", nbytes=out.nbytes)
+        self._copying("copyout", out.nbytes, lambda: self.copier.copyout(out, buf.addr + offset))
