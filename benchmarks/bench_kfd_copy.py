@@ -22,28 +22,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections.abc import Callable
 
 import numpy as np
 
+from tinyhil.device_farm.bench import best_seconds
 from tinyhil.registry import open_target
 
 MB = 1 << 20
 MIN_RATIO = 0.3
 TARGET = "MOCKKFD+AMD"
 INFORMATION = frozenset({"copyout", "fresh bytearray"})  # printed as a reference, not held to MIN_RATIO
-
-
-def _best_seconds(runs: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Best wall time of each run over ``repeats`` rounds; a round times every run once, so all see the same load."""
-    best = dict.fromkeys(runs, float("inf"))
-    for _ in range(repeats):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            run()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
 
 
 def measure(nbytes: int, repeats: int = 7) -> dict[str, float]:
@@ -58,7 +46,7 @@ def measure(nbytes: int, repeats: int = 7) -> dict[str, float]:
         device.copyout_into(buf, out)
         if not np.array_equal(out, data) or device.copyout(buf) != data.tobytes():
             raise AssertionError("copyout returned other bytes than copyin stored")
-        seconds = _best_seconds(
+        seconds = best_seconds(
             {
                 "numpy": lambda: np.copyto(target, data),
                 "copyin": lambda: device.copyin(buf, data),

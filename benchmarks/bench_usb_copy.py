@@ -21,29 +21,17 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from tinyhil.device_farm.bench import best_seconds
 from tinyhil.registry import open_target
 
 MB = 1 << 20
 MIN_RATIO = 0.2
 MAX_EXTRA_RSS_MB = 16
 TARGET = "MOCKUSB+AMD"
-
-
-def _best_seconds(runs: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
-    """Best wall time of each run over ``repeats`` rounds; a round times every run once, so all see the same load."""
-    best = dict.fromkeys(runs, float("inf"))
-    for _ in range(repeats):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            run()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
 
 
 def measure(nbytes: int, repeats: int = 5, revision: str = "pipelined") -> dict[str, float]:
@@ -57,7 +45,7 @@ def measure(nbytes: int, repeats: int = 5, revision: str = "pipelined") -> dict[
         device.copyout_into(buf, out)
         if not np.array_equal(out, data):
             raise AssertionError("copyout returned other bytes than copyin stored")
-        seconds = _best_seconds(
+        seconds = best_seconds(
             {
                 "numpy": lambda: np.copyto(target, data),
                 "copyin": lambda: device.copyin(buf, data),

@@ -9,6 +9,7 @@ it), after a small warm-up copyin has done the protocol's one-time setup. MB are
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
@@ -21,12 +22,24 @@ from tinyhil.profile import ProfileRangeEvent
 from tinyhil.registry import default_registry
 from tinyhil.spec.copyin import HARDWARE_COPYIN_MBPS
 
-__all__ = ["DEFAULT_TOLERANCE", "CopyinResult", "bench_copyin", "parse_size"]
+__all__ = ["DEFAULT_TOLERANCE", "CopyinResult", "bench_copyin", "best_seconds", "parse_size"]
 
 DEFAULT_TOLERANCE: Final = 0.15
 _WARMUP_BYTES: Final = 4096
 _UNITS: Final = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 _SIZE: Final = re.compile(r"(\d+)\s*([KMG]?)(?:I?B)?", re.IGNORECASE)
+
+
+def best_seconds(runs: dict[str, Callable[[], object]], repeats: int) -> dict[str, float]:
+    """Best wall time of each run over ``repeats`` rounds; a round times every run once, so all see the same load
+    (what the side-by-side benchmarks in ``benchmarks/`` measure with: the machine is shared and noisy)."""
+    best = dict.fromkeys(runs, float("inf"))
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
 
 
 def parse_size(text: str) -> int:
