@@ -21,27 +21,11 @@ import numpy as np
 from tinyhil.amd import AmdQueue, sdma_const_fill, sdma_copy_linear, sdma_fence
 from tinyhil.emulators.amdgpu import AmdGpu, QueueKind
 from tinyhil.emulators.kernel import EventKernel
+from tinyhil.mocks.amdgpu import DirectQueueTransport
 
 MB = 1 << 20
 RING, RPTR, WPTR, FENCE, DATA = 0x10000, 0x1000, 0x1008, 0x2000, 16 * MB
 COPY_MIN_RATIO, FILL_MIN_RATIO = 0.7, 0.5
-
-
-class _Direct:
-    def __init__(self, gpu: AmdGpu) -> None:
-        self.gpu = gpu
-
-    def write_memory(self, va: int, data: bytes | memoryview) -> None:
-        self.gpu.write(va, data)
-
-    def read_memory(self, va: int, nbytes: int) -> bytes:
-        return bytes(self.gpu.read(va, nbytes))
-
-    def ring_doorbell(self, doorbell_index: int, value: int) -> None:
-        self.gpu.ring_doorbell(doorbell_index, value)
-
-    def wait(self, condition: Callable[[], bool], what: str) -> None:
-        self.gpu.wait(condition, 10**12, what=what)
 
 
 def _best_seconds(run: Callable[[], None], repeats: int) -> float:
@@ -58,7 +42,7 @@ def measure(nbytes: int, repeats: int = 5) -> dict[str, float]:
     vram_bytes = -(-(DATA + 2 * nbytes) // MB) * MB
     gpu = AmdGpu(EventKernel(), vram_bytes=vram_bytes, vram_at_zero=True)
     layout = {"ring_va": RING, "ring_bytes": 0x10000, "rptr_va": RPTR, "wptr_va": WPTR, "doorbell_index": 0}
-    queue = AmdQueue(_Direct(gpu), QueueKind.SDMA, **layout)
+    queue = AmdQueue(DirectQueueTransport(gpu, wait_ns=10**12), QueueKind.SDMA, **layout)
     queue.initialize()
     gpu.create_queue(QueueKind.SDMA, **layout)
     vram = np.frombuffer(gpu.vram, np.uint8)

@@ -14,6 +14,7 @@ import pytest
 from tinyhil.amd import AmdQueue
 from tinyhil.emulators.amdgpu import AmdGpu, Interrupt, Queue, QueueKind
 from tinyhil.emulators.kernel import EventKernel
+from tinyhil.mocks.amdgpu import DirectQueueTransport
 
 VRAM_BYTES = 16 << 20
 POINTERS = 0x1000
@@ -21,25 +22,6 @@ RINGS = {QueueKind.SDMA: 0x100000, QueueKind.COMPUTE: 0x200000}
 RING_BYTES = 0x10000
 DATA = 0x400000
 WAIT_NS = 1_000_000_000
-
-
-class DirectTransport:
-    """The reference queue's transport onto the emulated GPU itself (no bridge, no KFD)."""
-
-    def __init__(self, gpu: AmdGpu) -> None:
-        self.gpu = gpu
-
-    def write_memory(self, va: int, data: bytes | memoryview) -> None:
-        self.gpu.write(va, data)
-
-    def read_memory(self, va: int, nbytes: int) -> bytes:
-        return bytes(self.gpu.read(va, nbytes))
-
-    def ring_doorbell(self, doorbell_index: int, value: int) -> None:
-        self.gpu.ring_doorbell(doorbell_index, value)
-
-    def wait(self, condition: Callable[[], bool], what: str) -> None:
-        self.gpu.wait(condition, WAIT_NS, what=what)
 
 
 @dataclass
@@ -88,7 +70,7 @@ def make_queue(gpu: AmdGpu) -> Callable[..., QueuePair]:
             "wptr_va": POINTERS + 0x40 * index + 8,
             "doorbell_index": index,
         }
-        driver = AmdQueue(DirectTransport(gpu), kind, **layout)
+        driver = AmdQueue(DirectQueueTransport(gpu, wait_ns=WAIT_NS), kind, **layout)
         driver.initialize()
         return QueuePair(driver, gpu.create_queue(kind, **layout))
 

@@ -12,6 +12,7 @@ from tinyhil.emulators.asm2464 import Asm2464
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.emulators.pcie import PcieFunction, PcieUnsupportedRequest
 from tinyhil.errors import InvalidArgument, StateError
+from tinyhil.mocks.amdgpu import DirectQueueTransport
 from tinyhil.spec.amdgpu import Bar, Bar5, QueueReg
 from tinyhil.spec.pci import Config
 
@@ -40,26 +41,9 @@ class FakeHost:
         self.memory[offset : offset + len(data)] = data
 
 
-class DirectTransport:
-    def __init__(self, gpu: AmdGpu) -> None:
-        self.gpu = gpu
-
-    def write_memory(self, va: int, data: bytes | memoryview) -> None:
-        self.gpu.write(va, data)
-
-    def read_memory(self, va: int, nbytes: int) -> bytes:
-        return bytes(self.gpu.read(va, nbytes))
-
-    def ring_doorbell(self, doorbell_index: int, value: int) -> None:
-        self.gpu.ring_doorbell(doorbell_index, value)
-
-    def wait(self, condition: Any, what: str) -> None:
-        self.gpu.wait(condition, WAIT_NS, what=what)
-
-
 def _sdma(gpu: AmdGpu) -> AmdQueue:
     layout = {"ring_va": 0x100000, "ring_bytes": 0x1000, "rptr_va": 0x1000, "wptr_va": 0x1008, "doorbell_index": 0}
-    queue = AmdQueue(DirectTransport(gpu), QueueKind.SDMA, **layout)
+    queue = AmdQueue(DirectQueueTransport(gpu, wait_ns=WAIT_NS), QueueKind.SDMA, **layout)
     queue.initialize()
     gpu.create_queue(QueueKind.SDMA, **layout)
     return queue

@@ -17,6 +17,7 @@ from tinyhil.amd import AmdQueue, sdma_const_fill, sdma_copy_linear, sdma_fence,
 from tinyhil.emulators.amdgpu import AmdGpu, GpuQueueError, QueueKind
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.errors import InvalidArgument
+from tinyhil.mocks.amdgpu import DirectQueueTransport
 from tinyhil.spec.amdgpu_sdma import FillSize
 
 DATA = 0x400000
@@ -96,24 +97,9 @@ class RingProtocol(RuleBasedStateMachine):
 
     @initialize(ring_bytes=st.sampled_from([256, 512, 4096]))
     def create(self, ring_bytes: int) -> None:
-        class Direct:
-            def __init__(self, gpu: AmdGpu) -> None:
-                self.gpu = gpu
-
-            def write_memory(self, va: int, data: bytes | memoryview) -> None:
-                self.gpu.write(va, data)
-
-            def read_memory(self, va: int, nbytes: int) -> bytes:
-                return bytes(self.gpu.read(va, nbytes))
-
-            def ring_doorbell(self, index: int, value: int) -> None:
-                self.gpu.ring_doorbell(index, value)
-
-            def wait(self, condition: Any, what: str) -> None:
-                self.gpu.wait(condition, 1_000_000_000, what=what)
 
         layout = {**GOOD, "ring_bytes": ring_bytes}
-        self.queue = AmdQueue(Direct(self.gpu), QueueKind.SDMA, **layout)
+        self.queue = AmdQueue(DirectQueueTransport(self.gpu), QueueKind.SDMA, **layout)
         self.queue.initialize()
         self.device = self.gpu.create_queue(QueueKind.SDMA, **layout)
 
