@@ -20,9 +20,11 @@ from typing import Final
 
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument, StateError
-from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES, DOORBELL_BAR_BYTES, REGS_BAR_BYTES, Bar
+from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES, Bar
+from tinyhil.spec.pci import CLASS_DISPLAY_VGA, VENDOR_ID_AMD
 
 from ..kernel import EventKernel
+from ..pcie.endpoint import gpu_bars
 from ..pcie.protocols import PcieHost, PcieUnsupportedRequest
 from ..pcie.type0 import BarSpec, Type0Config
 from .executor import KernelExecutor
@@ -31,10 +33,7 @@ from .timing import DEFAULT_TIMING, GpuTiming
 
 __all__ = ["DEFAULT_GFX_TARGET_VERSION", "DEVICE_IDS", "AmdGpuFunction"]
 
-AMD_VENDOR_ID: Final = 0x1002
-CLASS_DISPLAY_VGA: Final = 0x030000
 DEFAULT_GFX_TARGET_VERSION: Final = 110000
-BAR0_POWER_ON_MAX_BYTES: Final = 256 << 20  # BAR0 powers on at min(VRAM, 256 MB), as discrete AMD GPUs do
 REGISTER_BYTES: Final = 4
 # gfx_target_version (KFD's encoding: major * 10000 + minor * 100 + stepping) -> the PCI device id of a board with
 # that GPU (public PCI ID lists). Only the identity the bring-up reads; the model's behaviour does not depend on it.
@@ -82,7 +81,7 @@ class _GpuConfig(Type0Config):
 
     def __init__(self, gpu: AmdGpu, *, device_id: int, bars: dict[int, BarSpec]) -> None:
         self._gpu: AmdGpu | None = None  # the power-on reset inside __init__ leaves the fresh GPU alone
-        super().__init__(vendor_id=AMD_VENDOR_ID, device_id=device_id, class_code=CLASS_DISPLAY_VGA, bars=bars)
+        super().__init__(vendor_id=VENDOR_ID_AMD, device_id=device_id, class_code=CLASS_DISPLAY_VGA, bars=bars)
         self._gpu = gpu
 
     def reset(self) -> None:
@@ -148,21 +147,15 @@ class AmdGpuFunction:
             timing=timing,
             executor=executor,
         )
-        bar0 = min(vram_bytes, BAR0_POWER_ON_MAX_BYTES)
-        sizes = tuple(bar0 << shift for shift in range((vram_bytes // bar0).bit_length()))
         self._config = _GpuConfig(
             self.gpu,
             device_id=check_int("device_id", device_id, min_value=0, max_value=0xFFFE),
-            bars={
-                Bar.VRAM: BarSpec(bar0, is_64bit=True, prefetchable=True, resizable_sizes=sizes),
-                Bar.DOORBELL: BarSpec(DOORBELL_BAR_BYTES, is_64bit=True, prefetchable=True),
-                Bar.REGS: BarSpec(REGS_BAR_BYTES),
-            },
+            bars=gpu_bars(vram_bytes),
         )
 
     def __repr__(self) -> str:
         host = "attached" if self.host is not None else "not attached"
-        return f"<AmdGpuFunction {AMD_VENDOR_ID:04x}:{self._config.device_id:04x} {self.gpu!r} host {host}>"
+        return f"<AmdGpuFunction {VENDOR_ID_AMD:04x}:{self._config.device_id:04x} {self.gpu!r} host {host}>"
 
     @property
     def kernel(self) -> EventKernel:

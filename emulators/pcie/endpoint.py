@@ -12,21 +12,34 @@ from tinyhil._check import check_int, check_range
 from tinyhil.emulators.pcie.protocols import PcieHost
 from tinyhil.emulators.pcie.type0 import BarSpec, Type0Config
 from tinyhil.errors import InvalidArgument, StateError
+from tinyhil.spec.amdgpu import DOORBELL_BAR_BYTES, REGS_BAR_BYTES, Bar
+from tinyhil.spec.pci import CLASS_DISPLAY_VGA, VENDOR_ID_AMD
 
-__all__ = ["PlainEndpoint"]
+__all__ = ["PlainEndpoint", "gpu_bars"]
 
-AMD_VENDOR_ID: Final = 0x1002
 PLAIN_DEVICE_ID: Final = 0x744C  # model choice: a Navi 31 device ID; the plain endpoint runs nothing
-CLASS_DISPLAY_VGA: Final = 0x030000
-VRAM_BAR: Final = 0
-DOORBELL_BAR: Final = 2
-REGISTER_BAR: Final = 5
+VRAM_BAR: Final = int(Bar.VRAM)
+DOORBELL_BAR: Final = int(Bar.DOORBELL)
+REGISTER_BAR: Final = int(Bar.REGS)
 DEFAULT_VRAM_BYTES: Final = 256 << 20
-DOORBELL_BYTES: Final = 8 << 10  # spec/asm24.md "GPU BARs"
-REGISTER_BYTES: Final = 2 << 20
-DEFAULT_BAR0_BYTES: Final = 256 << 20
+DOORBELL_BYTES: Final = DOORBELL_BAR_BYTES  # spec/asm24.md "GPU BARs"
+REGISTER_BYTES: Final = REGS_BAR_BYTES
+BAR0_POWER_ON_MAX_BYTES: Final = 256 << 20  # BAR0 powers on at min(VRAM, 256 MB), as discrete AMD GPUs do
 MIN_VRAM_BYTES: Final = 1 << 20
 WRITES_SEEN_KEPT: Final = 4096
+
+
+def gpu_bars(vram_bytes: int) -> dict[int, BarSpec]:
+    """The BARs of a GPU behind the bridge (spec/asm24.md "GPU BARs"): BAR0 VRAM, 64-bit prefetchable, powering on
+    at ``min(vram_bytes, 256 MB)`` and resizable by powers of two up to ``vram_bytes``; BAR2 doorbells (8 KB, 64-bit
+    prefetchable); BAR5 registers (2 MB, 32-bit). ``vram_bytes`` is a power of two."""
+    bar0 = min(vram_bytes, BAR0_POWER_ON_MAX_BYTES)
+    sizes = tuple(bar0 << shift for shift in range((vram_bytes // bar0).bit_length()))
+    return {
+        VRAM_BAR: BarSpec(bar0, is_64bit=True, prefetchable=True, resizable_sizes=sizes),
+        DOORBELL_BAR: BarSpec(DOORBELL_BYTES, is_64bit=True, prefetchable=True),
+        REGISTER_BAR: BarSpec(REGISTER_BYTES),
+    }
 
 
 class PlainEndpoint:
@@ -50,17 +63,8 @@ class PlainEndpoint:
         if vram_bytes & (vram_bytes - 1):
             raise InvalidArgument(f"vram_bytes={vram_bytes:#x}, expected a power of two >= 1 MB")
         self.vram_bytes = vram_bytes
-        bar0 = min(vram_bytes, DEFAULT_BAR0_BYTES)
-        sizes = tuple(bar0 << shift for shift in range((vram_bytes // bar0).bit_length()))
         self._config = Type0Config(
-            vendor_id=AMD_VENDOR_ID,
-            device_id=PLAIN_DEVICE_ID,
-            class_code=CLASS_DISPLAY_VGA,
-            bars={
-                VRAM_BAR: BarSpec(bar0, is_64bit=True, prefetchable=True, resizable_sizes=sizes),
-                DOORBELL_BAR: BarSpec(DOORBELL_BYTES, is_64bit=True, prefetchable=True),
-                REGISTER_BAR: BarSpec(REGISTER_BYTES),
-            },
+            vendor_id=VENDOR_ID_AMD, device_id=PLAIN_DEVICE_ID, class_code=CLASS_DISPLAY_VGA, bars=gpu_bars(vram_bytes)
         )
         self._vram_map = mmap.mmap(-1, vram_bytes)
         self.vram = np.frombuffer(self._vram_map, dtype=np.uint8)

@@ -14,6 +14,7 @@ __all__ = [
     "BAR_MEM_ADDRESS_MASK",
     "BAR_MEM_TYPE_MASK",
     "BRIDGE_WINDOW_ALIGN",
+    "CLASS_DISPLAY_VGA",
     "CONFIG_SPACE_BYTES",
     "EXT_CAP_ID_MASK",
     "EXT_CAP_ID_REBAR",
@@ -44,6 +45,7 @@ HEADER_TYPE_NORMAL: Final = 0x00
 HEADER_TYPE_BRIDGE: Final = 0x01
 HEADER_TYPE_LAYOUT_MASK: Final = 0x7F  # bits 6:0 of HEADER_TYPE; bit 7 says multi-function
 VENDOR_ID_AMD: Final = 0x1002  # PCI-SIG vendor id of AMD/ATI
+CLASS_DISPLAY_VGA: Final = 0x030000  # class code: display controller, VGA compatible
 
 
 class Config(IntEnum):
