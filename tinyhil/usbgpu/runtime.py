@@ -52,6 +52,7 @@ _COPY_RING_VA: Final = 0x200000
 _COPY_RING_BYTES: Final = 1 << 20
 _COPY_DOORBELL: Final = 2
 _HEAP_VA: Final = 0x400000
+_POINTER_SLOTS: Final = {(QueueKind.SDMA, 0): 0, (QueueKind.SDMA, 1): 1, (QueueKind.COMPUTE, 0): 2}
 
 
 class UsbAmdDevice(AmdDeviceBase):
@@ -82,7 +83,6 @@ class UsbAmdDevice(AmdDeviceBase):
                          wait_timeout_ms=wait_timeout_ms)  # fmt: skip
         self.transport = transport
         self._on_close = on_close
-        self._queues: list[AmdQueue] = []
         try:
             self.controller = Asm24Controller(transport)
             self.gpu = UsbGpu.bring_up(self.controller, timeout_s=wait_timeout_ms / 1000, **bringup_options)
@@ -112,7 +112,6 @@ class UsbAmdDevice(AmdDeviceBase):
         for endpoint in (BULK_OUT_EP, BULK_IN_EP):  # a stalled endpoint, and the engine's stale arms, start over
             self.transport.clear_halt(endpoint)
         self.gpu.destroy_queue(old.sdma)
-        self._queues.remove(old.sdma)
         self.copier = self._copy_engine(old.revision, seq=old.seq)
 
     def _copying(self, name: str, nbytes: int, copy: Callable[[], None]) -> None:
@@ -131,11 +130,9 @@ class UsbAmdDevice(AmdDeviceBase):
         self._record_range(name, start, self._now_ns(), queue="copy", nbytes=nbytes)
 
     def _queue(self, kind: QueueKind, ring_va: int, ring_bytes: int, doorbell: int, *, index: int = 0) -> AmdQueue:
-        pointers = _POINTERS_VA + 16 * len(self._queues)
-        queue = self.gpu.create_queue(kind, ring_va=ring_va, ring_bytes=ring_bytes, rptr_va=pointers,
-                                      wptr_va=pointers + 8, doorbell_index=doorbell, index=index)  # fmt: skip
-        self._queues.append(queue)
-        return queue
+        pointers = _POINTERS_VA + 16 * _POINTER_SLOTS[kind, index]  # fixed per queue: a recreated queue reuses its own
+        return self.gpu.create_queue(kind, ring_va=ring_va, ring_bytes=ring_bytes, rptr_va=pointers,
+                                     wptr_va=pointers + 8, doorbell_index=doorbell, index=index)  # fmt: skip
 
     # --- AmdDeviceBase hooks -------------------------------------------------------------------------------------
     def _gpu_alloc(self, nbytes: int, use: MemoryUse) -> GpuRegion:
@@ -161,10 +158,9 @@ class UsbAmdDevice(AmdDeviceBase):
         gpu = getattr(self, "gpu", None)
         try:
             if gpu is not None:
-                for queue in reversed(self._queues):
+                for queue in reversed(gpu.queues):
                     gpu.destroy_queue(queue)
         finally:
-            self._queues.clear()
             on_close, self._on_close = self._on_close, None
             if on_close is not None:
                 on_close()
