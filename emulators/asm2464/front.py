@@ -144,11 +144,15 @@ class UsbFront:
             self.kernel.run_until(lambda: urb.status is not None, 2 * UNBOUNDED_WAIT_NS, what=_WAIT_WHAT)
         return urb
 
-    def transfer(self, urb: Urb) -> Urb:
-        """Submit, wait, and raise the emulator error of a failed transfer (the synchronous path)."""
+    def complete(self, urb: Urb) -> Urb:
+        """Submit and run virtual time until ``urb`` is done (inline when nothing can interfere); no raise."""
         if not self._run_inline(urb):
             self.wait(self.submit(urb))
-        error = urb.error()
+        return urb
+
+    def transfer(self, urb: Urb) -> Urb:
+        """Submit, wait, and raise the emulator error of a failed transfer (the synchronous path)."""
+        error = self.complete(urb).error()
         if error is not None:
             raise error
         return urb

@@ -84,8 +84,7 @@ class EmulatedUsbContext:
     # --- transfers and the event pump ---
     def _submit(self, board: Asm2464, transfer: EmulatedUsbTransfer, urb: Urb) -> None:
         if self.mode is TransferMode.SYNC:
-            if not board.front._run_inline(urb):  # the synchronous fast path, same timing as the queued one
-                board.front.wait(board.front.submit(urb))
+            board.front.complete(urb)
             self._ready.append(transfer)
         else:
             urb.on_complete = lambda _urb: self._ready.append(transfer)
