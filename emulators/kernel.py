@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
@@ -44,28 +42,24 @@ class NoProgress(DeviceError):
     """Events keep firing at one instant without the awaited condition ever holding (a model livelock)."""
 
 
-@dataclass(order=True, slots=True)
-class _Event:
-    time_ns: int
-    sequence: int
-    fn: Callable[[], None] = field(compare=False)
-    label: str = field(compare=False, default="")
-    cancelled: bool = field(compare=False, default=False)
-
-
-@dataclass(frozen=True, slots=True)
 class EventHandle:
-    """Returned by :meth:`EventKernel.schedule`; pass it to :meth:`EventKernel.cancel`."""
+    """A scheduled event, returned by :meth:`EventKernel.schedule`; pass it to :meth:`EventKernel.cancel`."""
 
-    _event: _Event
+    __slots__ = ("cancelled", "fn", "label", "time_ns")
 
-    @property
-    def time_ns(self) -> int:
-        return self._event.time_ns
+    def __init__(self, time_ns: int, fn: Callable[[], None], label: str) -> None:
+        self.time_ns = time_ns
+        self.fn = fn
+        self.label = label
+        self.cancelled = False
 
-    @property
-    def label(self) -> str:
-        return self._event.label
+    def __repr__(self) -> str:
+        state = " cancelled" if self.cancelled else ""
+        return f"EventHandle({self.label or self.fn!r} at {self.time_ns} ns{state})"
+
+
+# The queue holds (time_ns, sequence, event): tuples compare in C, and the sequence breaks ties in schedule order.
+_Entry = tuple[int, int, EventHandle]
 
 
 class EventKernel:
@@ -82,7 +76,7 @@ class EventKernel:
     def reset(self) -> None:
         """Drop every pending event and restart time at 0 with a fresh generator from the seed."""
         self._now_ns = 0
-        self._queue: list[_Event] = []
+        self._queue: list[_Entry] = []
         self._sequence = itertools.count()
         self.rng = np.random.default_rng(self.seed)
         self.events_run = 0
@@ -94,7 +88,7 @@ class EventKernel:
     @property
     def pending(self) -> int:
         """How many events are scheduled and not cancelled."""
-        return sum(not event.cancelled for event in self._queue)
+        return sum(not entry[2].cancelled for entry in self._queue)
 
     def schedule(self, delay_ns: int, fn: Callable[[], None], *, label: str = "") -> EventHandle:
         """Run ``fn`` after ``delay_ns`` nanoseconds of virtual time (0: after the events already due now).
@@ -102,32 +96,32 @@ class EventKernel:
         Raises:
             InvalidArgument: ``delay_ns`` is negative or not an int.
         """
-        if not isinstance(delay_ns, int) or isinstance(delay_ns, bool) or delay_ns < 0:
+        if type(delay_ns) is not int or delay_ns < 0:  # hot: every engine step; bool is not an int here
             raise InvalidArgument(f"delay_ns={delay_ns!r}, expected an int >= 0 (virtual time only moves forward)")
-        event = _Event(self._now_ns + delay_ns, next(self._sequence), fn, label)
-        heapq.heappush(self._queue, event)
-        return EventHandle(event)
+        event = EventHandle(self._now_ns + delay_ns, fn, label)
+        heapq.heappush(self._queue, (event.time_ns, next(self._sequence), event))
+        return event
 
     def cancel(self, handle: EventHandle) -> None:
         """Cancel a scheduled event; cancelling one that already ran or was cancelled does nothing."""
-        handle._event.cancelled = True
-
-    def _pop_due(self, limit_ns: float) -> _Event | None:
-        while self._queue and self._queue[0].cancelled:
-            heapq.heappop(self._queue)
-        if not self._queue or self._queue[0].time_ns > limit_ns:
-            return None
-        return heapq.heappop(self._queue)
+        handle.cancelled = True
 
     def step(self, limit_ns: int | None = None) -> bool:
         """Run the next event (if it is due by ``limit_ns``); return whether one ran."""
-        event = self._pop_due(math.inf if limit_ns is None else limit_ns)
-        if event is None:
-            return False
-        self._now_ns = event.time_ns
-        self.events_run += 1
-        event.fn()
-        return True
+        queue = self._queue
+        while queue:
+            time_ns, _, event = queue[0]
+            if event.cancelled:
+                heapq.heappop(queue)
+                continue
+            if limit_ns is not None and time_ns > limit_ns:
+                return False
+            heapq.heappop(queue)
+            self._now_ns = time_ns
+            self.events_run += 1
+            event.fn()
+            return True
+        return False
 
     def run_for(self, duration_ns: int) -> None:
         """Run every event due within ``duration_ns`` from now, then set the clock to that instant."""

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu import (
+    COMPARE_OPERATORS,
     DOORBELL_SLOTS,
     RING_ALIGN_BYTES,
     RING_MAX_BYTES,
@@ -29,7 +30,6 @@ from tinyhil.spec.amdgpu import (
     ErrorCode,
     QueueKind,
     QueueStatus,
-    compare,
 )
 
 from .errors import GpuMemoryFault
@@ -150,7 +150,11 @@ class _Wait:
     start_ns: int
     interval_ns: int
     deadline_ns: int | None
-    what: str
+    describe: Callable[[], str]  # what the poll waits for, in words (formatted on demand)
+
+    @property
+    def what(self) -> str:
+        return self.describe()
 
     def next_check_ns(self, now_ns: int) -> int:
         """The first poll instant (``start + k * interval``) at or after ``now_ns``."""
@@ -388,28 +392,31 @@ class RingEngine:
         self, va: int, reference: int, mask: int, function: int, interval: int, retry_count: int | None
     ) -> _Result:
         """Evaluate a memory poll; on failure wait (``retry_count`` None: forever) or, past the retries, hang."""
-        try:
-            function = CompareFunction(function)
-        except ValueError:
-            raise self._bad(f"function={function}, expected 0..6") from None
-        self._aligned("poll address", va, 4)
+        if not 0 <= function < len(COMPARE_OPERATORS):
+            raise self._bad(f"function={function}, expected 0..6")
+        if va % 4:
+            self._aligned("poll address", va, 4)
         value = self.services.memory.read_u32(va) & mask
-        if compare(function, value, reference):
+        if COMPARE_OPERATORS[function](value, reference):
             return _Result.DONE
         now = self.services.kernel.now_ns
         frame = self._ibs[-1] if self._ibs else None
         key = (len(self._ibs), self.rptr, frame.pos_bytes if frame else 0)
-        condition = f"(mem & {mask:#x}) {function.name} {reference:#x}"
-        if self.wait is None or self.wait.key != key:
+        wait = self.wait
+        if wait is None or wait.key != key:
             interval_ns = self.services.timing.poll_interval_ns(interval)
             deadline = None if retry_count is None else now + retry_count * interval_ns
-            what = f"{self._opcode_name()} at {self._where()} for {condition} on {va:#x}"
+
+            def what() -> str:  # formatted only when someone asks: most polls are satisfied on a later check
+                condition = f"(mem & {mask:#x}) {CompareFunction(function).name} {reference:#x}"
+                return f"{self._opcode_name()} at {self._where()} for {condition} on {va:#x}"
+
             self.wait = _Wait(key, va, 4, now, interval_ns, deadline, what)
-        elif self.wait.deadline_ns is not None and now >= self.wait.deadline_ns:
+        elif wait.deadline_ns is not None and now >= wait.deadline_ns:
             raise _PacketError(
                 ErrorCode.POLL_TIMEOUT,
                 f"queue hung: {self._opcode_name()} on {va:#x} still unsatisfied after {retry_count} retries "
-                f"(mem & {mask:#x} = {value:#x}, expected {function.name} {reference:#x})",
+                f"(mem & {mask:#x} = {value:#x}, expected {CompareFunction(function).name} {reference:#x})",
                 QueueStatus.HUNG,
             )
         return _Result.WAIT

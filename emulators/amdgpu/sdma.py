@@ -88,7 +88,7 @@ class SdmaEngine(RingEngine):
         if op == SdmaOp.WRITE:
             fixed = peek(SDMA_PACKET_DWORDS[SdmaOp.WRITE])
             return None if fixed is None else len(fixed) + SDMA_WRITE_COUNT.get(fixed[SdmaWriteDw.COUNT]) + 1
-        return SDMA_PACKET_DWORDS[SdmaOp(op)]
+        return SDMA_PACKET_DWORDS[op]  # IntEnum keys: the int looks them up
 
     def _check_sub_op(self, expected: int, meaning: str) -> None:
         if self._sub_op != expected:

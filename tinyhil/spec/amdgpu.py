@@ -7,6 +7,8 @@ Every name and number cites ``spec/amdgpu.md``. The packet layouts live beside t
 from __future__ import annotations
 
 import dataclasses
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Final
@@ -15,6 +17,7 @@ from tinyhil.errors import InvalidArgument
 
 __all__ = [
     "BAR5_ID_VALUE",
+    "COMPARE_OPERATORS",
     "COMPUTE_QUEUES",
     "DEFAULT_VRAM_BYTES",
     "DOORBELL_BAR_BYTES",
@@ -214,24 +217,31 @@ class CompareFunction(IntEnum):
     GREATER = 6
 
 
-def compare(function: CompareFunction, value: int, reference: int) -> bool:
-    """Evaluate a poll function on ``value`` (already masked) against ``reference``."""
-    match function:
-        case CompareFunction.ALWAYS:
-            return True
-        case CompareFunction.LESS:
-            return value < reference
-        case CompareFunction.LESS_EQUAL:
-            return value <= reference
-        case CompareFunction.EQUAL:
-            return value == reference
-        case CompareFunction.NOT_EQUAL:
-            return value != reference
-        case CompareFunction.GREATER_EQUAL:
-            return value >= reference
-        case CompareFunction.GREATER:
-            return value > reference
-    raise InvalidArgument(f"function={function!r}, expected a CompareFunction")
+def _always(value: int, reference: int) -> bool:
+    return True
+
+
+# Indexed by the function field (CompareFunction order): evaluated on every poll, so a table, not a match.
+COMPARE_OPERATORS: Final[tuple[Callable[[int, int], bool], ...]] = (
+    _always,
+    operator.lt,
+    operator.le,
+    operator.eq,
+    operator.ne,
+    operator.ge,
+    operator.gt,
+)
+
+
+def compare(function: CompareFunction | int, value: int, reference: int) -> bool:
+    """Evaluate a poll function on ``value`` (already masked) against ``reference``.
+
+    Raises:
+        InvalidArgument: ``function`` is not one of the seven functions (0..6).
+    """
+    if type(function) is bool or not isinstance(function, int) or not 0 <= function < len(COMPARE_OPERATORS):
+        raise InvalidArgument(f"function={function!r}, expected a CompareFunction (0..6)")
+    return COMPARE_OPERATORS[function](value, reference)
 
 
 POLL_INTERVAL_CYCLES: Final = 16  # the interval field counts units of 16 model clock cycles

@@ -74,7 +74,7 @@ SDMA_CONST_FILL_FILL_SIZE: Final = Field("fill_size", 30, 2)  # header
 SDMA_CONST_FILL_COUNT: Final = Field("count", 0, 32)  # DW4: byte count - 1
 
 # Fixed packet sizes in dwords (WRITE: 4 + n data dwords; NOP: 1 + count).
-SDMA_PACKET_DWORDS: Final = {
+SDMA_PACKET_DWORDS: Final[dict[int, int]] = {  # keyed by SdmaOp members (an int finds them)
     SdmaOp.NOP: 1,
     SdmaOp.COPY_LINEAR: 7,
     SdmaOp.WRITE: 4,
