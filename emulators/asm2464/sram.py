@@ -36,6 +36,8 @@ class Direction(Enum):
     OUT = "out"  # host-to-device, bulk OUT 0x02
     IN = "in"  # device-to-host, bulk IN 0x81
 
+    __hash__ = object.__hash__  # hot: the arm table's key on every bulk; members are singletons, so identity will do
+
 
 class ArmKind(Enum):
     """What an armed operation moves."""

@@ -52,7 +52,7 @@ class PcieTopology:
         self._upstream_key = -1
         self._upstream_ok: set[tuple[int, int]] = set()
         self._downstream_key = -1
-        self._downstream: dict[tuple[int, int], tuple[int, int] | str] = {}
+        self._downstream: tuple[list[list[tuple[int, int]]], list[tuple[int, int, int]]] = ([], [])
 
     def reset(self) -> None:
         """Fundamental reset of the bridges' config spaces (the endpoint keeps its own state)."""
@@ -85,16 +85,21 @@ class PcieTopology:
     def route_memory(self, addr: int, nbytes: int) -> tuple[int, int] | str:
         """Route a memory request from the TLP engine down the chain: ``(bar, offset)`` or why it is UR.
 
-        Cached per range until a config space on the path changes (every TLP and stream asks this)."""
+        Every TLP and stream asks this, at ever-changing addresses (ring writes), so the bridges' windows and the
+        endpoint's decoding BARs are read once per routing state and the check runs on those numbers."""
         key = self._routing_key()
         if key != self._downstream_key:
-            self._downstream_key, self._downstream = key, {}
-        hit = self._downstream.get((addr, nbytes))
-        if hit is None:
-            hit = self._route_memory(addr, nbytes)
-            if len(self._downstream) < _ROUTE_CACHE_ENTRIES:
-                self._downstream[(addr, nbytes)] = hit
-        return hit
+            function = self.function
+            bars = function.config.decoding_bars() if function is not None else []
+            self._downstream_key = key
+            self._downstream = ([bridge.downstream_windows() for bridge in self.bridges], bars)
+        windows, bars = self._downstream
+        end = addr + nbytes
+        if all(any(base <= addr and end - 1 <= limit for base, limit in bridge) for bridge in windows):
+            for index, base, size in bars:
+                if base <= addr and end <= base + size:
+                    return index, addr - base
+        return self._route_memory(addr, nbytes)  # refused: the full walk says why
 
     def _routing_key(self) -> int:
         return latest_generation()  # any config change anywhere invalidates the routing caches

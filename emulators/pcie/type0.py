@@ -200,13 +200,17 @@ class Type0Config(ConfigSpace):
 
         A BAR decodes only with COMMAND.MEMORY set and a non-zero base; the request must lie inside one BAR.
         """
-        if not self.command & Command.MEMORY:
-            return None
-        for index in self.bar_specs:
-            base = self.bar_base(index)
-            if base and base <= addr and addr + nbytes <= base + self.bar_sizes[index]:
+        for index, base, size in self.decoding_bars():
+            if base <= addr and addr + nbytes <= base + size:
                 return index, addr - base
         return None
+
+    def decoding_bars(self) -> list[tuple[int, int, int]]:
+        """The BARs that decode now as ``(bar, base, size)``, in BAR order (none while COMMAND.MEMORY is clear)."""
+        if not self.command & Command.MEMORY:
+            return []
+        bars = ((index, self.bar_base(index), self.bar_sizes[index]) for index in self.bar_specs)
+        return [(index, base, size) for index, base, size in bars if base]
 
     def describe_bars(self) -> str:
         """The BARs as ``BAR0=0x...+0x...`` for error messages."""

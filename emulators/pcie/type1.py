@@ -83,9 +83,11 @@ class Type1Config(ConfigSpace):
 
     def forwards_downstream(self, addr: int, nbytes: int) -> bool:
         """Whether a memory request to ``[addr, addr + nbytes)`` passes down through this bridge."""
-        if not self.command & Command.MEMORY:
-            return False
-        return any(base <= addr and addr + nbytes - 1 <= limit for base, limit in self.windows())
+        return any(base <= addr and addr + nbytes - 1 <= limit for base, limit in self.downstream_windows())
+
+    def downstream_windows(self) -> list[tuple[int, int]]:
+        """The windows memory requests pass down through now (none while COMMAND.MEMORY is clear)."""
+        return self.windows() if self.command & Command.MEMORY else []
 
     def forwards_upstream(self, addr: int, nbytes: int) -> bool:
         """Whether a memory request from below to ``[addr, addr + nbytes)`` passes up (bus master, outside windows)."""

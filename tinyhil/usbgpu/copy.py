@@ -25,6 +25,7 @@ that never drains ends the copyin with :class:`DrainError` after ``drain_polls``
 from __future__ import annotations
 
 import contextlib
+import functools
 import struct
 from enum import StrEnum
 from typing import Any, Final
@@ -97,6 +98,13 @@ class DrainError(DeviceTimeout):
 
 def _round_up(value: int, unit: int) -> int:
     return -(-value // unit) * unit
+
+
+@functools.lru_cache(maxsize=64)
+def _arm_request(wire: int, slot_start: int) -> tuple[int, int]:
+    """wValue and wIndex of the 0xF2 arm for a ``wire``-byte image at ``slot_start`` (a few distinct per copy)."""
+    arm = SramArm.for_bytes(wire, slot_start)
+    return arm.value, arm.index
 
 
 def _plans(revision: CopyRevision, nbytes: int, seq: int) -> list[ChunkPlan]:
@@ -276,16 +284,16 @@ class UsbCopy:
         image[: plan.size] = source[plan.offset : plan.offset + plan.size]
         image[plan.size : plan.wire] = 0
         _SENTINEL.pack_into(image.data, plan.sentinel_offset, sentinel(plan.seq))
-        arm = SramArm.for_bytes(plan.wire, window * WINDOW_SLOTS)
+        arm_value, arm_index = _arm_request(plan.wire, window * WINDOW_SLOTS)
         if batched:  # arm and fence read in one round trip
-            arm_tag = t.control_write_async(Request.SRAM_ARM, arm.value, arm.index)
+            arm_tag = t.control_write_async(Request.SRAM_ARM, arm_value, arm_index)
             fence_tag, fence_buffer = t.control_read_async(Request.XDATA_READ, FENCE_BYTES, FENCE_XDATA, 0)
             t.bulk_wait(arm_tag)
             t.bulk_wait(fence_tag)
             self._wait_drained(plan.seq - 1, seq_start, int(_FENCE.unpack(fence_buffer)[0]))
         else:  # spin on the fence, then arm: two synchronous round trips
             self._wait_drained(plan.seq - 1, seq_start)
-            t.control_write(Request.SRAM_ARM, arm.value, arm.index)
+            t.control_write(Request.SRAM_ARM, arm_value, arm_index)
         self._inflight[window] = t.bulk_write_async(image[: plan.wire])
 
     def _reap_all(self) -> None:
