@@ -328,15 +328,12 @@ class UsbCopy:
         if not out.nbytes:
             return
         self._prepare()
-        release = SYS_APERTURE + PCIE_CQ_WINDOW + CPL_RELEASE_OFFSET
+        release = sdma_write(SYS_APERTURE + PCIE_CQ_WINDOW + CPL_RELEASE_OFFSET, b"\x01\x00\x00\x00")
         self._windows_clean = False  # device data in the SRAM could alias a later sentinel
         for offset in range(0, out.nbytes, COPYOUT_PIECE_BYTES):
             size = min(COPYOUT_PIECE_BYTES, out.nbytes - offset)
             self.controller.scsi_read_arm(size, 0)
-            self.sdma.submit(
-                sdma_copy_linear(SYS_APERTURE + PCIE_SRAM_BASE, src_va + offset, size),
-                sdma_write(release, b"\x01\x00\x00\x00"),
-            )
+            self.sdma.submit(sdma_copy_linear(SYS_APERTURE + PCIE_SRAM_BASE, src_va + offset, size), release)
             out[offset : offset + size] = self.controller.scsi_read(size, 0, arm=False)
 
     def _check_vram(self, name: str, va: int, nbytes: int) -> None:
