@@ -246,22 +246,23 @@ class TransferPool:
         self._surface()
 
     def _pump_until_done(self, slot: _Slot) -> None:
-        """Pump events until ``slot`` (not done yet) is done."""
+        """Pump events until ``slot`` (not done yet) is done, for at most its timeout's worth of rounds plus slack."""
         in_flight = len(self._tag2pending)
         pump, interval_s = self._events.handleEventsTimeout, self._pump_interval_s
-        pump(interval_s)  # hot: one round completes it in the emulated sync mode; the bound is worked out after
-        rounds = math.ceil(slot.timeout_ms / 1000 / interval_s) + in_flight + _PUMP_SLACK
-        for _ in range(rounds - 1):
+        pumped, rounds = 0, 1  # hot: one round completes it in the emulated sync mode; the bound is worked out after
+        while pumped < rounds:
+            pump(interval_s)
+            pumped += 1
             if slot.done:
                 return
-            pump(interval_s)
-        if not slot.done:
-            raise DeviceTimeout(
-                f"{slot.what} (tag {slot.tag}) did not complete after {rounds} event-pump rounds of "
-                f"{interval_s}s (transfer timeout {slot.timeout_ms} ms): the event pump never "
-                "delivered its completion",
-                op="bulk_wait",
-            )
+            if pumped == 1:
+                rounds = math.ceil(slot.timeout_ms / 1000 / interval_s) + in_flight + _PUMP_SLACK
+        raise DeviceTimeout(
+            f"{slot.what} (tag {slot.tag}) did not complete after {rounds} event-pump rounds of "
+            f"{interval_s}s (transfer timeout {slot.timeout_ms} ms): the event pump never "
+            "delivered its completion",
+            op="bulk_wait",
+        )
 
     def _reap(self, slot: _Slot) -> None:
         del self._tag2pending[slot.tag]
