@@ -307,17 +307,21 @@ class Usb3Transport:
 
     def _check_control(self, request: object, value: object, index: object, timeout: object) -> tuple[int, int, int]:
         """The request fields as plain ints (IntEnum members become ints), or InvalidArgument naming the bad one."""
-        # hot: one expression for the common case (every vendor request of a copy loop passes here): plain int
-        # fields, the request possibly an IntEnum
+        # hot: one expression for the common case (every vendor request of a copy loop passes here); the fields may
+        # be IntEnum members (Request, TlpMode), which go on as plain ints
         if (
-            type(timeout) is type(value) is type(index) is int
+            type(timeout) is int
             and timeout >= 1
+            and isinstance(request, int)
+            and isinstance(value, int)
+            and isinstance(index, int)
+            and type(request) is not bool
+            and type(value) is not bool
+            and type(index) is not bool
+            and 0 <= request <= U8_MAX
             and 0 <= value <= U16_MAX
             and 0 <= index <= U16_MAX
-            and isinstance(request, int)
-            and type(request) is not bool
-            and 0 <= request <= U8_MAX
         ):
-            return int(request), value, index
+            return int(request), int(value), int(index)
         _check_timeout(timeout)
         return int(_check_u8("request", request)), int(_check_u16("value", value)), int(_check_u16("index", index))
