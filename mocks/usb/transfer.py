@@ -20,6 +20,8 @@ _CONTROL_SETUP_SIZE: Final = 8
 _U8: Final = 0xFF
 _U16: Final = 0xFFFF
 _DIR_MASK: Final[int] = usb1.ENDPOINT_DIR_MASK
+_TYPE_BULK: Final[int] = usb1.TRANSFER_TYPE_BULK
+_TYPE_CONTROL: Final[int] = usb1.TRANSFER_TYPE_CONTROL
 _TRANSFER_COMPLETED: Final[int] = usb1.TRANSFER_COMPLETED
 _USB_COMPLETED: Final = UsbStatus.COMPLETED
 
@@ -85,7 +87,7 @@ class EmulatedUsbTransfer:
         deadline_ns = timeout_ns(timeout)
         self._timeout = timeout
         self._buffer = _buffer(buffer_or_len)
-        self._endpoint, self._type = endpoint, usb1.TRANSFER_TYPE_BULK
+        self._endpoint, self._type = endpoint, _TYPE_BULK
         self._callback, self._user_data = callback, user_data
         self._setup, self._deadline_ns, self._initialized = None, deadline_ns, True
 
@@ -126,7 +128,7 @@ class EmulatedUsbTransfer:
         self._buffer = memoryview(storage)[_CONTROL_SETUP_SIZE:]
         if len(self._buffer) > _U16:
             raise invalid_param(f"control data of {len(self._buffer)} bytes, expected at most 0xffff")
-        self._endpoint, self._type = CONTROL_EP, usb1.TRANSFER_TYPE_CONTROL
+        self._endpoint, self._type = CONTROL_EP, _TYPE_CONTROL
         self._callback, self._user_data = callback, user_data
         self._setup, self._deadline_ns = (request_type, request, value, index), deadline_ns
         self._initialized = True
