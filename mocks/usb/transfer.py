@@ -150,15 +150,13 @@ class EmulatedUsbTransfer:
             raise ValueError("Cannot submit a transfer until it has been initialized")
         if self._doomed:
             raise usb1.DoomedTransferError("Cannot submit doomed transfer")
-        buffer, setup = self._buffer, self._setup
-        # An OUT payload is a view of the buffer, read when the transfer moves.
-        if setup is None:
-            endpoint = self._endpoint
-            payload = None if endpoint & _DIR_MASK else memoryview(buffer)
-            urb = Urb(endpoint, len(buffer), self._deadline_ns, None, payload)
+        buffer, setup, endpoint = self._buffer, self._setup, self._endpoint
+        # An OUT payload is a view of the buffer (the buffer itself when it is one), read when the transfer moves.
+        if (endpoint if setup is None else setup[0]) & _DIR_MASK:
+            payload = None
         else:
-            payload = None if setup[0] & _DIR_MASK else memoryview(buffer)
-            urb = Urb(CONTROL_EP, len(buffer), self._deadline_ns, setup, payload)
+            payload = buffer if type(buffer) is memoryview else memoryview(buffer)
+        urb = Urb(endpoint, len(buffer), self._deadline_ns, setup, payload)
         self._handle._submit_transfer(self, urb)
         self._urb, self._submitted = urb, True
 
