@@ -84,7 +84,7 @@ class TransferPool:
         self._pump_interval_s = pump_interval_s
         self._free: deque[_Slot] = deque()
         self._allocated: list[UsbTransfer] = []
-        self._tag2pending: dict[int, _Slot] = {}
+        self._tag2slot: dict[int, _Slot] = {}
         self._latched: deque[tuple[int, BaseException]] = deque()
         self._next_tag = 1
 
@@ -139,9 +139,9 @@ class TransferPool:
     def _take(self) -> _Slot:
         """A free slot, registered in flight under a new tag (registered before submit: an implementation may
         complete the transfer, and call back, inside submit())."""
-        if len(self._tag2pending) >= self._max_in_flight:
+        if len(self._tag2slot) >= self._max_in_flight:
             raise StateError(
-                f"{len(self._tag2pending)} transfers are in flight (max_in_flight={self._max_in_flight}); "
+                f"{len(self._tag2slot)} transfers are in flight (max_in_flight={self._max_in_flight}); "
                 f"reap some with bulk_wait() before submitting more (in flight: {self.in_flight})"
             )
         if self._free:
@@ -153,18 +153,18 @@ class TransferPool:
         slot.tag = tag = self._next_tag
         self._next_tag = tag + 1
         slot.done = False
-        self._tag2pending[tag] = slot
+        self._tag2slot[tag] = slot
         return slot
 
     def _unregister(self, slot: _Slot) -> None:
         """Undo ``_take`` after a failed setup or submit: the transfer goes back to the pool."""
-        del self._tag2pending[slot.tag]
+        del self._tag2slot[slot.tag]
         slot.keepalive = None
         self._free.append(slot)
 
     def _on_complete(self, slot: _Slot, transfer: UsbTransfer) -> None:
         # Runs inside usb1's ctypes callback, where an exception would be printed and lost: never raise here.
-        if slot.done or self._tag2pending.get(slot.tag) is not slot:  # a stale completion (an abandoned transfer)
+        if slot.done or self._tag2slot.get(slot.tag) is not slot:  # a stale completion (an abandoned transfer)
             return
         slot.done = True
         try:
@@ -204,7 +204,7 @@ class TransferPool:
     @property
     def in_flight(self) -> tuple[int, ...]:
         """Tags submitted and not yet reaped, oldest first."""
-        return tuple(self._tag2pending)
+        return tuple(self._tag2slot)
 
     @property
     def latched_error(self) -> BaseException | None:
@@ -226,9 +226,9 @@ class TransferPool:
             usb1.USBError / ShortTransfer: a latched error (``.tag`` names the failed transfer).
         """
         if type(tag) is int:  # hot: a plain int tag (a bool or another type takes the checked lookup)
-            slot = self._tag2pending.get(tag)
+            slot = self._tag2slot.get(tag)
         else:
-            slot = self._tag2pending.get(tag) if isinstance(tag, int) and not isinstance(tag, bool) else None
+            slot = self._tag2slot.get(tag) if isinstance(tag, int) and not isinstance(tag, bool) else None
         if slot is None:
             state = "already reaped" if isinstance(tag, int) and 0 < tag < self._next_tag else "never submitted"
             raise InvalidArgument(f"tag={tag!r}, expected a tag in flight {self.in_flight} ({state})")
@@ -241,13 +241,13 @@ class TransferPool:
     def wait_all(self) -> None:
         """Reap every transfer in flight, oldest first (stops at the first latched error it raises)."""
         for tag in self.in_flight:
-            if tag in self._tag2pending:
+            if tag in self._tag2slot:
                 self.wait(tag)
         self._surface()
 
     def _pump_until_done(self, slot: _Slot) -> None:
         """Pump events until ``slot`` (not done yet) is done, for at most its timeout's worth of rounds plus slack."""
-        in_flight = len(self._tag2pending)
+        in_flight = len(self._tag2slot)
         pump, interval_s = self._events.handleEventsTimeout, self._pump_interval_s
         pumped, rounds = 0, 1  # hot: one round completes it in the emulated sync mode; the bound is worked out after
         while pumped < rounds:
@@ -265,7 +265,7 @@ class TransferPool:
         )
 
     def _reap(self, slot: _Slot) -> None:
-        del self._tag2pending[slot.tag]
+        del self._tag2slot[slot.tag]
         slot.keepalive = None
         if slot.bulk_endpoint is not None and slot.done:
             # usb1 references a writable payload until the transfer is set up again (and ctypes' export stops the
@@ -284,19 +284,19 @@ class TransferPool:
         Raises:
             DeviceTimeout: a cancelled transfer never completed (it is abandoned, not freed).
         """
-        for slot in self._tag2pending.values():
+        for slot in self._tag2slot.values():
             if not slot.done:
                 # NotFound: it completed meanwhile; NoDevice: the device is gone and its transfers complete anyway.
                 with contextlib.suppress(_usb1.USBErrorNotFound, _usb1.USBErrorNoDevice):
                     slot.transfer.cancel()
         stuck: list[DeviceTimeout] = []
-        for slot in list(self._tag2pending.values()):
+        for slot in list(self._tag2slot.values()):
             try:
                 if not slot.done:
                     self._pump_until_done(slot)
             except DeviceTimeout as exc:
                 stuck.append(exc)
-                del self._tag2pending[slot.tag]
+                del self._tag2slot[slot.tag]
                 self._allocated.remove(slot.transfer)  # still submitted: usb1 refuses to free it
             else:
                 self._reap(slot)
