@@ -28,6 +28,9 @@ class UsbStatus(Enum):
     CANCELLED = "cancelled"
 
 
+_COMPLETED: Final = UsbStatus.COMPLETED  # an Enum class attribute lookup goes through the metaclass
+
+
 @dataclass(eq=False, slots=True)
 class Urb:
     """One transfer: control (``setup`` = bmRequestType, bRequest, wValue, wIndex) or bulk on ``endpoint``.
@@ -63,7 +66,7 @@ class Urb:
 
     def error(self) -> UsbError | None:
         """The emulator error a synchronous call raises for this outcome (``None`` when completed)."""
-        if self.status is UsbStatus.COMPLETED:
+        if self.status is _COMPLETED:  # hot: every synchronous transfer asks
             return None
         if self.status is UsbStatus.STALL:
             return UsbStall(self.message or "the endpoint stalled", op=self.describe())

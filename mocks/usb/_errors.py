@@ -47,8 +47,8 @@ def invalid_param(message: str) -> usb1.USBError:
 
 def timeout_ns(timeout_ms: object) -> int:
     """usb1's timeout (ms, 0 = forever) as virtual ns."""
-    if type(timeout_ms) is int and 0 < timeout_ms <= _TIMEOUT_MAX_MS:
-        return timeout_ms * NS_PER_MS
+    if type(timeout_ms) is int and 0 <= timeout_ms <= _TIMEOUT_MAX_MS:  # hot: a plain int in range
+        return timeout_ms * NS_PER_MS if timeout_ms else UNBOUNDED_WAIT_NS
     if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or not 0 <= timeout_ms <= _TIMEOUT_MAX_MS:
         raise invalid_param(f"timeout={timeout_ms!r}, expected milliseconds as an int in 0..2**32-1 (0: forever)")
     return timeout_ms * NS_PER_MS if timeout_ms else UNBOUNDED_WAIT_NS

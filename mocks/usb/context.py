@@ -26,6 +26,9 @@ class TransferMode(StrEnum):
     TIMED = "timed"  # on the virtual clock, by the board's timing model; OUT payloads are read at completion
 
 
+_SYNC: Final = TransferMode.SYNC  # hot: an Enum class attribute lookup goes through the metaclass
+
+
 class EmulatedUsbContext:
     """A USB context whose bus holds the given emulated boards, one device each, each with its own state.
 
@@ -83,7 +86,7 @@ class EmulatedUsbContext:
 
     # --- transfers and the event pump ---
     def _submit(self, board: Asm2464, transfer: EmulatedUsbTransfer, urb: Urb) -> None:
-        if self.mode is TransferMode.SYNC:
+        if self.mode is _SYNC:
             board.front.complete(urb)
             self._ready.append(transfer)
         else:
@@ -92,9 +95,10 @@ class EmulatedUsbContext:
 
     def handleEventsTimeout(self, tv: float | None = 0) -> None:
         """Run virtual time for at most ``tv`` seconds until a transfer completes; fire completed callbacks."""
-        self._check_open("handleEventsTimeout")
+        if self._closed:
+            self._check_open("handleEventsTimeout")
         seconds = 0 if tv is None else tv
-        if not isinstance(seconds, int | float) or seconds < 0:
+        if not isinstance(seconds, (int, float)) or seconds < 0:  # hot: a tuple, not a slower int | float union
             raise InvalidArgument(f"tv={tv!r}, expected seconds >= 0")
         if not self._ready:
             # Nothing completing within tv is no error: libusb returns after the timeout.

@@ -30,6 +30,7 @@ _STANDARD_OUT_ENDPOINT: Final = usb1.ENDPOINT_OUT | usb1.TYPE_STANDARD | usb1.RE
 _STANDARD_OUT_DEVICE: Final = usb1.ENDPOINT_OUT | usb1.TYPE_STANDARD | usb1.RECIPIENT_DEVICE
 _STANDARD_OUT_INTERFACE: Final = usb1.ENDPOINT_OUT | usb1.TYPE_STANDARD | usb1.RECIPIENT_INTERFACE
 _FEATURE_ENDPOINT_HALT: Final = 0
+_DIR_MASK: Final[int] = usb1.ENDPOINT_DIR_MASK
 _SETUP_TIMEOUT_MS: Final = 1000
 
 
@@ -38,8 +39,7 @@ def _requires_open(method: Callable[_P, _R]) -> Callable[_P, _R]:
 
     @functools.wraps(method)
     def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        handle = args[0]
-        assert isinstance(handle, EmulatedUsbDeviceHandle)
+        handle: EmulatedUsbDeviceHandle = args[0]  # type: ignore[assignment]  # only methods are decorated
         if handle._closed:
             raise StateError(f"EmulatedUsbDeviceHandle.{method.__name__}: the handle is closed, expected an open one")
         return method(*args, **kwargs)
@@ -106,12 +106,11 @@ class EmulatedUsbDeviceHandle:
             _check_length(data)
             if data > _U16:
                 raise invalid_param(f"length={data}, expected at most 0xffff (wLength is 16 bits)")
-            return self._run(Urb(CONTROL_EP, data, deadline_ns, setup=(request_type, request, value, index)))
+            return self._run(Urb(CONTROL_EP, data, deadline_ns, (request_type, request, value, index)))
         payload = memoryview(bytes(data))
         if len(payload) > _U16:
             raise invalid_param(f"control data of {len(payload)} bytes, expected at most 0xffff")
-        setup = (request_type, request, value, index)
-        return self._run(Urb(CONTROL_EP, len(payload), deadline_ns, setup=setup, payload=payload))
+        return self._run(Urb(CONTROL_EP, len(payload), deadline_ns, (request_type, request, value, index), payload))
 
     # --- usb1.USBDeviceHandle ---
     @_requires_open
@@ -157,8 +156,9 @@ class EmulatedUsbDeviceHandle:
         """Synchronous control write; returns the number of bytes sent."""
         if isinstance(data, int):
             raise TypeError("data=int, expected a bytes-like object to send")
-        _check_field("request_type", request_type, _U8)
-        urb = self._control(request_type & ~usb1.ENDPOINT_DIR_MASK, request, value, index, data, timeout)
+        if type(request_type) is not int or not 0 <= request_type <= _U8:
+            _check_field("request_type", request_type, _U8)
+        urb = self._control(request_type & ~_DIR_MASK, request, value, index, data, timeout)
         return urb.actual_length
 
     @_requires_open
@@ -167,11 +167,14 @@ class EmulatedUsbDeviceHandle:
     ) -> bytearray:
         """Synchronous control read; returns the bytes received."""
         _check_length(length)
-        _check_field("request_type", request_type, _U8)
-        urb = self._control(request_type | usb1.ENDPOINT_DIR_MASK, request, value, index, length, timeout)
+        if type(request_type) is not int or not 0 <= request_type <= _U8:
+            _check_field("request_type", request_type, _U8)
+        urb = self._control(request_type | _DIR_MASK, request, value, index, length, timeout)
         return bytearray(urb.data)
 
     def _bulk_endpoint(self, endpoint: Any, expected: int) -> int:
+        if endpoint == expected and type(endpoint) is int:  # hot: the right endpoint, a plain int
+            return expected
         _check_field("endpoint", endpoint, _U8)
         if endpoint != expected:
             error = usb1.USBErrorIO(usb1.ERROR_IO)
@@ -182,7 +185,7 @@ class EmulatedUsbDeviceHandle:
     @_requires_open
     def bulkWrite(self, endpoint: int, data: Any, timeout: int = 0) -> int:
         """Synchronous bulk write; returns the number of bytes sent (a short write returns fewer)."""
-        endpoint = self._bulk_endpoint(endpoint & ~usb1.ENDPOINT_DIR_MASK, BULK_OUT_EP)
+        endpoint = self._bulk_endpoint(endpoint & ~_DIR_MASK, BULK_OUT_EP)
         if isinstance(data, int):
             raise TypeError("data=int, expected a bytes-like object to send")
         view = memoryview(data).cast("B")
@@ -191,8 +194,9 @@ class EmulatedUsbDeviceHandle:
     @_requires_open
     def bulkRead(self, endpoint: int, length: int, timeout: int = 0) -> bytearray:
         """Synchronous bulk read; returns the bytes received."""
-        endpoint = self._bulk_endpoint(endpoint | usb1.ENDPOINT_DIR_MASK, BULK_IN_EP)
-        _check_length(length)
+        endpoint = self._bulk_endpoint(endpoint | _DIR_MASK, BULK_IN_EP)
+        if type(length) is not int or length < 0:
+            _check_length(length)
         data = self._run(Urb(endpoint, length, timeout_ns(timeout))).data
         return data if type(data) is bytearray else bytearray(data)  # usb1 returns a bytearray the caller owns
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 
-from tinyhil.emulators.asm2464 import Urb
+from tinyhil.emulators.asm2464 import Urb, UsbStatus
 from tinyhil.emulators.asm2464.front import CONTROL_EP
 from tinyhil.mocks.usb._errors import STATUS_TO_USB1, invalid_param, timeout_ns
 
@@ -17,7 +17,13 @@ if TYPE_CHECKING:
 __all__ = ["EmulatedUsbTransfer"]
 
 _CONTROL_SETUP_SIZE: Final = 8
+_U8: Final = 0xFF
 _U16: Final = 0xFFFF
+_DIR_MASK: Final[int] = usb1.ENDPOINT_DIR_MASK
+_TYPE_BULK: Final[int] = usb1.TRANSFER_TYPE_BULK
+_TYPE_CONTROL: Final[int] = usb1.TRANSFER_TYPE_CONTROL
+_TRANSFER_COMPLETED: Final[int] = usb1.TRANSFER_COMPLETED
+_USB_COMPLETED: Final = UsbStatus.COMPLETED
 
 
 def _buffer(buffer_or_len: Any) -> bytearray | memoryview:
@@ -52,12 +58,13 @@ class EmulatedUsbTransfer:
         self._buffer: bytearray | memoryview = bytearray()
         self._endpoint = 0
         self._type = usb1.TRANSFER_TYPE_BULK
-        self._status = usb1.TRANSFER_COMPLETED
+        self._status: int = usb1.TRANSFER_COMPLETED
         self._actual_length = 0
         self._submitted = False
         self._initialized = False
         self._doomed = False
-        self._make: Callable[[], Urb] | None = None
+        self._setup: tuple[int, int, int, int] | None = None  # control: the setup fields; bulk: None
+        self._deadline_ns = 0
         self._timeout = 0
 
     def _check_alterable(self) -> None:
@@ -75,20 +82,14 @@ class EmulatedUsbTransfer:
         timeout: int = 0,
     ) -> None:
         """Set up a bulk transfer (OUT: a buffer to send; IN: a length or a writable buffer to fill)."""
-        self._check_alterable()
+        if self._submitted or self._doomed:
+            self._check_alterable()
         deadline_ns = timeout_ns(timeout)
         self._timeout = timeout
         self._buffer = _buffer(buffer_or_len)
-        self._endpoint, self._type = endpoint, usb1.TRANSFER_TYPE_BULK
+        self._endpoint, self._type = endpoint, _TYPE_BULK
         self._callback, self._user_data = callback, user_data
-        buffer = self._buffer
-
-        def make() -> Urb:
-            is_in = bool(endpoint & usb1.ENDPOINT_DIR_MASK)
-            payload = None if is_in else memoryview(buffer)
-            return Urb(endpoint, len(buffer), deadline_ns, payload=payload)
-
-        self._make, self._initialized = make, True
+        self._setup, self._deadline_ns, self._initialized = None, deadline_ns, True
 
     def setControl(
         self,
@@ -102,14 +103,23 @@ class EmulatedUsbTransfer:
         timeout: int = 0,
     ) -> None:
         """Set up a control transfer (the direction comes from bit 7 of ``request_type``)."""
-        self._check_alterable()
+        if self._submitted or self._doomed:
+            self._check_alterable()
         deadline_ns = timeout_ns(timeout)
-        for name, field, limit in (("request_type", request_type, 0xFF), ("request", request, 0xFF)):
-            if not isinstance(field, int) or not 0 <= field <= limit:
-                raise invalid_param(f"{name}={field!r}, expected an int in 0..{limit:#x}")
-        for name, field in (("value", value), ("index", index)):
-            if not isinstance(field, int) or not 0 <= field <= _U16:
-                raise invalid_param(f"{name}={field!r}, expected an int in 0..0xffff")
+        # hot: plain ints in range skip the per-field checks (which also accept bools and IntEnums, as ctypes does)
+        if not (
+            type(request_type) is type(request) is type(value) is type(index) is int
+            and 0 <= request_type <= _U8
+            and 0 <= request <= _U8
+            and 0 <= value <= _U16
+            and 0 <= index <= _U16
+        ):
+            for name, field, limit in (("request_type", request_type, _U8), ("request", request, _U8)):
+                if not isinstance(field, int) or not 0 <= field <= limit:
+                    raise invalid_param(f"{name}={field!r}, expected an int in 0..{limit:#x}")
+            for name, field in (("value", value), ("index", index)):
+                if not isinstance(field, int) or not 0 <= field <= _U16:
+                    raise invalid_param(f"{name}={field!r}, expected an int in 0..0xffff")
         # usb1 keeps the 8 setup bytes in front of the data: getBuffer() is a view past them.
         if isinstance(buffer_or_len, int):
             storage = bytearray(_CONTROL_SETUP_SIZE + buffer_or_len)
@@ -118,15 +128,10 @@ class EmulatedUsbTransfer:
         self._buffer = memoryview(storage)[_CONTROL_SETUP_SIZE:]
         if len(self._buffer) > _U16:
             raise invalid_param(f"control data of {len(self._buffer)} bytes, expected at most 0xffff")
-        self._endpoint, self._type = CONTROL_EP, usb1.TRANSFER_TYPE_CONTROL
+        self._endpoint, self._type = CONTROL_EP, _TYPE_CONTROL
         self._callback, self._user_data = callback, user_data
-        buffer, setup = self._buffer, (request_type, request, value, index)
-
-        def make() -> Urb:
-            payload = None if request_type & usb1.ENDPOINT_DIR_MASK else buffer
-            return Urb(CONTROL_EP, len(buffer), deadline_ns, setup=setup, payload=payload)
-
-        self._make, self._initialized = make, True
+        self._setup, self._deadline_ns = (request_type, request, value, index), deadline_ns
+        self._initialized = True
 
     def setBuffer(self, buffer_or_len: Any) -> None:
         """Replace the buffer of a bulk transfer (usb1 refuses this on control transfers)."""
@@ -141,11 +146,17 @@ class EmulatedUsbTransfer:
         """Submit; the callback fires from the next event pump after completion."""
         if self._submitted:
             raise ValueError("Cannot submit a submitted transfer")
-        if not self._initialized or self._make is None:
+        if not self._initialized:
             raise ValueError("Cannot submit a transfer until it has been initialized")
         if self._doomed:
             raise usb1.DoomedTransferError("Cannot submit doomed transfer")
-        urb = self._make()
+        buffer, setup, endpoint = self._buffer, self._setup, self._endpoint
+        # An OUT payload is a view of the buffer (the buffer itself when it is one), read when the transfer moves.
+        if (endpoint if setup is None else setup[0]) & _DIR_MASK:
+            payload = None
+        else:
+            payload = buffer if type(buffer) is memoryview else memoryview(buffer)
+        urb = Urb(endpoint, len(buffer), self._deadline_ns, setup, payload)
         self._handle._submit_transfer(self, urb)
         self._urb, self._submitted = urb, True
 
@@ -154,10 +165,13 @@ class EmulatedUsbTransfer:
         urb = self._urb
         assert urb is not None and urb.status is not None
         self._submitted = False
-        self._status = STATUS_TO_USB1[urb.status]
+        status = urb.status
+        # hot: a completed transfer skips the UsbStatus lookup (Enum.__hash__ is a Python call)
+        self._status = _TRANSFER_COMPLETED if status is _USB_COMPLETED else STATUS_TO_USB1[status]
         self._actual_length = urb.actual_length
-        if urb.is_in and urb.data:
-            self._buffer[: len(urb.data)] = urb.data
+        data = urb.data
+        if data and urb.is_in:
+            self._buffer[: len(data)] = data
         self._handle._transfer_done(self)
         if self._callback is not None:
             self._callback(self)
@@ -171,7 +185,7 @@ class EmulatedUsbTransfer:
         self._handle._cancel_transfer(self._urb)
 
     def getStatus(self) -> int:
-        return int(self._status)
+        return self._status
 
     def getActualLength(self) -> int:
         return self._actual_length

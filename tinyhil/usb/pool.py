@@ -20,7 +20,6 @@ import functools
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final, cast
 
 from tinyhil._check import check_int
@@ -34,19 +33,45 @@ __all__ = ["TransferPool"]
 _PUMP_SLACK: Final = 16  # extra pump rounds beyond the transfer timeout (each completion may end one round early)
 
 
-@dataclass(slots=True)
-class _Pending:
-    """One submitted transfer until it is reaped."""
+class _Slot:
+    """One pooled transfer and, while it is in flight, its submission (reset by each submit, read until reaped).
 
-    tag: int
-    what: str
-    transfer: UsbTransfer
-    keepalive: object  # the caller's payload, referenced until the transfer is reaped
-    bulk_endpoint: int | None
-    expected: int
-    timeout_ms: int
-    result: bytearray | None  # control IN: filled on completion
-    done: bool = False
+    Its completion callback is bound once, when the transfer is allocated: no closure per submission.
+    """
+
+    __slots__ = (
+        "bulk_endpoint",
+        "callback",
+        "done",
+        "expected",
+        "keepalive",
+        "result",
+        "setup",
+        "tag",
+        "timeout_ms",
+        "transfer",
+    )
+
+    def __init__(self, transfer: UsbTransfer, on_complete: Callable[[_Slot, Any], object]) -> None:
+        self.transfer = transfer
+        self.callback: TransferCallback = functools.partial(on_complete, self)
+        self.tag = 0
+        self.keepalive: object = None  # the caller's payload, referenced until the transfer is reaped
+        self.bulk_endpoint: int | None = None
+        self.setup: tuple[int, int, int] = (0, 0, 0)  # control: bRequest, wValue, wIndex (for the description)
+        self.expected = 0
+        self.timeout_ms = 0
+        self.result: bytearray | None = None  # control IN: filled on completion
+        self.done = False
+
+    @property
+    def what(self) -> str:
+        """The submission in words, for error messages (formatted only when one is raised)."""
+        if self.bulk_endpoint is not None:
+            return f"async bulk OUT of {self.expected:#x} bytes to endpoint {self.bulk_endpoint:#04x}"
+        request, value, index = self.setup
+        direction = "IN" if self.result is not None else "OUT"
+        return f"async control {direction} {request:#04x} (wValue={value:#06x}, wIndex={index:#06x})"
 
 
 class TransferPool:
@@ -57,92 +82,117 @@ class TransferPool:
         self._events = events
         self._max_in_flight = check_int("max_in_flight", max_in_flight, min_value=1)
         self._pump_interval_s = pump_interval_s
-        self._free: deque[UsbTransfer] = deque()
+        self._free: deque[_Slot] = deque()
         self._allocated: list[UsbTransfer] = []
-        self._tag2pending: dict[int, _Pending] = {}
+        self._tag2slot: dict[int, _Slot] = {}
         self._latched: deque[tuple[int, BaseException]] = deque()
         self._next_tag = 1
 
     # --- submission ---
     def submit_bulk(self, endpoint: int, view: memoryview, keepalive: object, timeout: int) -> int:
         """Submit a bulk OUT of ``view`` (not copied when writable); returns its tag."""
-        pending = self._take(f"async bulk OUT of {len(view):#x} bytes to endpoint {endpoint:#04x}", keepalive, timeout)
-        pending.expected = len(view)
-        pending.bulk_endpoint = endpoint
-        return self._submit(pending, lambda t, cb: t.setBulk(endpoint, view, cb, None, timeout))
+        slot = self._take()
+        tag = slot.tag
+        slot.keepalive = keepalive
+        slot.bulk_endpoint = endpoint
+        slot.expected = len(view)
+        slot.timeout_ms = timeout
+        slot.result = None
+        try:
+            slot.transfer.setBulk(endpoint, view, slot.callback, None, timeout)
+            slot.transfer.submit()
+        except BaseException:
+            self._unregister(slot)
+            raise
+        return tag
 
     def submit_control(
-        self, request_type: int, request: int, value: int, index: int, data_or_len: memoryview | int, timeout: int
+        self,
+        request_type: int,
+        request: int,
+        value: int,
+        index: int,
+        data_or_len: bytes | memoryview | int,
+        timeout: int,
     ) -> tuple[int, bytearray | None]:
         """Submit a control transfer (OUT with a data view, IN with a length); returns the tag and the IN buffer."""
-        direction = "IN" if isinstance(data_or_len, int) else "OUT"
-        what = f"async control {direction} {request:#04x} (wValue={value:#06x}, wIndex={index:#06x})"
-        pending = self._take(what, data_or_len, timeout)
+        slot = self._take()
+        tag = slot.tag
+        slot.keepalive = data_or_len
+        slot.bulk_endpoint = None
+        slot.setup = (request, value, index)
+        slot.timeout_ms = timeout
         if isinstance(data_or_len, int):
-            pending.expected = data_or_len
-            pending.result = bytearray(data_or_len)
+            slot.expected = data_or_len
+            slot.result = result = bytearray(data_or_len)
         else:
-            pending.expected = len(data_or_len)
-        tag = self._submit(
-            pending, lambda t, cb: t.setControl(request_type, request, value, index, data_or_len, cb, None, timeout)
-        )
-        return tag, pending.result
+            slot.expected = len(data_or_len)
+            slot.result = result = None
+        try:
+            slot.transfer.setControl(request_type, request, value, index, data_or_len, slot.callback, None, timeout)
+            slot.transfer.submit()
+        except BaseException:
+            self._unregister(slot)
+            raise
+        return tag, result
 
-    def _take(self, what: str, keepalive: object, timeout: int) -> _Pending:
-        if len(self._tag2pending) >= self._max_in_flight:
+    def _take(self) -> _Slot:
+        """A free slot, registered in flight under a new tag (registered before submit: an implementation may
+        complete the transfer, and call back, inside submit())."""
+        if len(self._tag2slot) >= self._max_in_flight:
             raise StateError(
-                f"{len(self._tag2pending)} transfers are in flight (max_in_flight={self._max_in_flight}); "
+                f"{len(self._tag2slot)} transfers are in flight (max_in_flight={self._max_in_flight}); "
                 f"reap some with bulk_wait() before submitting more (in flight: {self.in_flight})"
             )
         if self._free:
-            transfer = self._free.popleft()
+            slot = self._free.popleft()
         else:
             transfer = self._handle.getTransfer()
             self._allocated.append(transfer)
-        tag = self._next_tag
-        self._next_tag += 1
-        return _Pending(tag, what, transfer, keepalive, None, 0, timeout, None)
+            slot = _Slot(transfer, self._on_complete)
+        slot.tag = tag = self._next_tag
+        self._next_tag = tag + 1
+        slot.done = False
+        self._tag2slot[tag] = slot
+        return slot
 
-    def _submit(self, pending: _Pending, setup: Callable[[UsbTransfer, TransferCallback], object]) -> int:
-        # Registered before submit: an implementation may complete the transfer (and call back) inside submit().
-        self._tag2pending[pending.tag] = pending
-        try:
-            setup(pending.transfer, functools.partial(self._on_complete, pending.tag))
-            pending.transfer.submit()
-        except BaseException:
-            del self._tag2pending[pending.tag]
-            self._free.append(pending.transfer)
-            raise
-        return pending.tag
+    def _unregister(self, slot: _Slot) -> None:
+        """Undo ``_take`` after a failed setup or submit: the transfer goes back to the pool."""
+        del self._tag2slot[slot.tag]
+        slot.keepalive = None
+        self._free.append(slot)
 
-    def _on_complete(self, tag: int, transfer: UsbTransfer) -> None:
+    def _on_complete(self, slot: _Slot, transfer: UsbTransfer) -> None:
         # Runs inside usb1's ctypes callback, where an exception would be printed and lost: never raise here.
-        pending = self._tag2pending.get(tag)
-        if pending is None or pending.done:
+        if slot.done or self._tag2slot.get(slot.tag) is not slot:  # a stale completion (an abandoned transfer)
             return
-        pending.done = True
+        slot.done = True
         try:
-            error = self._outcome(pending, transfer)
+            error = self._outcome(slot, transfer)
         except Exception as exc:  # a broken handle implementation: surface it at the next wait
             error = exc
         if error is not None:
-            self._latch(tag, pending.what, error)
+            self._latch(slot.tag, slot.what, error)
 
-    def _outcome(self, pending: _Pending, transfer: UsbTransfer) -> BaseException | None:
+    def _outcome(self, slot: _Slot, transfer: UsbTransfer) -> BaseException | None:
         status = transfer.getStatus()
-        actual = min(transfer.getActualLength(), pending.expected)
-        if pending.result is not None and actual:
-            pending.result[:actual] = memoryview(transfer.getBuffer())[:actual]
+        actual = transfer.getActualLength()
+        expected = slot.expected
+        if actual > expected:
+            actual = expected
+        result = slot.result
+        if result is not None and actual:
+            result[:actual] = memoryview(transfer.getBuffer())[:actual]
         if status != _usb1.TRANSFER_COMPLETED:
             error_cls = _usb1.STATUS2ERROR.get(status, _usb1.USBError)
             error: Any = error_cls()
             if error_cls is _usb1.USBErrorTimeout:  # as usb1's synchronous calls report a timeout
                 error.transferred = actual
-                if pending.result is not None:
-                    error.received = bytes(pending.result[:actual])
+                if result is not None:
+                    error.received = bytes(result[:actual])
             return cast(BaseException, error)
-        if actual != pending.expected:
-            return ShortTransfer("bulk_wait", pending.what, pending.expected, actual)
+        if actual != expected:
+            return ShortTransfer("bulk_wait", slot.what, expected, actual)
         return None
 
     def _latch(self, tag: int, what: str, error: BaseException) -> None:
@@ -154,7 +204,7 @@ class TransferPool:
     @property
     def in_flight(self) -> tuple[int, ...]:
         """Tags submitted and not yet reaped, oldest first."""
-        return tuple(self._tag2pending)
+        return tuple(self._tag2slot)
 
     @property
     def latched_error(self) -> BaseException | None:
@@ -175,43 +225,53 @@ class TransferPool:
             DeviceTimeout: the event pump never completed the transfer (a broken handle; real transfers time out).
             usb1.USBError / ShortTransfer: a latched error (``.tag`` names the failed transfer).
         """
-        pending = self._tag2pending.get(tag) if isinstance(tag, int) and not isinstance(tag, bool) else None
-        if pending is None:
+        if type(tag) is int:  # hot: a plain int tag (a bool or another type takes the checked lookup)
+            slot = self._tag2slot.get(tag)
+        else:
+            slot = self._tag2slot.get(tag) if isinstance(tag, int) and not isinstance(tag, bool) else None
+        if slot is None:
             state = "already reaped" if isinstance(tag, int) and 0 < tag < self._next_tag else "never submitted"
             raise InvalidArgument(f"tag={tag!r}, expected a tag in flight {self.in_flight} ({state})")
-        self._pump_until_done(pending)
-        self._reap(pending)
-        self._surface()
+        if not slot.done:
+            self._pump_until_done(slot)
+        self._reap(slot)
+        if self._latched:
+            self._surface()
 
     def wait_all(self) -> None:
         """Reap every transfer in flight, oldest first (stops at the first latched error it raises)."""
         for tag in self.in_flight:
-            if tag in self._tag2pending:
+            if tag in self._tag2slot:
                 self.wait(tag)
         self._surface()
 
-    def _pump_until_done(self, pending: _Pending) -> None:
-        rounds = math.ceil(pending.timeout_ms / 1000 / self._pump_interval_s) + len(self._tag2pending) + _PUMP_SLACK
-        for _ in range(rounds):
-            if pending.done:
+    def _pump_until_done(self, slot: _Slot) -> None:
+        """Pump events until ``slot`` (not done yet) is done, for at most its timeout's worth of rounds plus slack."""
+        in_flight = len(self._tag2slot)
+        pump, interval_s = self._events.handleEventsTimeout, self._pump_interval_s
+        pumped, rounds = 0, 1  # hot: one round completes it in the emulated sync mode; the bound is worked out after
+        while pumped < rounds:
+            pump(interval_s)
+            pumped += 1
+            if slot.done:
                 return
-            self._events.handleEventsTimeout(self._pump_interval_s)
-        if not pending.done:
-            raise DeviceTimeout(
-                f"{pending.what} (tag {pending.tag}) did not complete after {rounds} event-pump rounds of "
-                f"{self._pump_interval_s}s (transfer timeout {pending.timeout_ms} ms): the event pump never "
-                "delivered its completion",
-                op="bulk_wait",
-            )
+            if pumped == 1:
+                rounds = math.ceil(slot.timeout_ms / 1000 / interval_s) + in_flight + _PUMP_SLACK
+        raise DeviceTimeout(
+            f"{slot.what} (tag {slot.tag}) did not complete after {rounds} event-pump rounds of "
+            f"{interval_s}s (transfer timeout {slot.timeout_ms} ms): the event pump never "
+            "delivered its completion",
+            op="bulk_wait",
+        )
 
-    def _reap(self, pending: _Pending) -> None:
-        del self._tag2pending[pending.tag]
-        pending.keepalive = None
-        if pending.bulk_endpoint is not None and pending.done:
+    def _reap(self, slot: _Slot) -> None:
+        del self._tag2slot[slot.tag]
+        slot.keepalive = None
+        if slot.bulk_endpoint is not None and slot.done:
             # usb1 references a writable payload until the transfer is set up again (and ctypes' export stops the
             # caller from resizing it): point the pooled transfer at an empty buffer so the payload is let go.
-            pending.transfer.setBulk(pending.bulk_endpoint, 0)
-        self._free.append(pending.transfer)
+            slot.transfer.setBulk(slot.bulk_endpoint, 0)
+        self._free.append(slot)
 
     def _surface(self) -> None:
         if self._latched:
@@ -224,21 +284,22 @@ class TransferPool:
         Raises:
             DeviceTimeout: a cancelled transfer never completed (it is abandoned, not freed).
         """
-        for pending in self._tag2pending.values():
-            if not pending.done:
+        for slot in self._tag2slot.values():
+            if not slot.done:
                 # NotFound: it completed meanwhile; NoDevice: the device is gone and its transfers complete anyway.
                 with contextlib.suppress(_usb1.USBErrorNotFound, _usb1.USBErrorNoDevice):
-                    pending.transfer.cancel()
+                    slot.transfer.cancel()
         stuck: list[DeviceTimeout] = []
-        for pending in list(self._tag2pending.values()):
+        for slot in list(self._tag2slot.values()):
             try:
-                self._pump_until_done(pending)
+                if not slot.done:
+                    self._pump_until_done(slot)
             except DeviceTimeout as exc:
                 stuck.append(exc)
-                del self._tag2pending[pending.tag]
-                self._allocated.remove(pending.transfer)  # still submitted: usb1 refuses to free it
+                del self._tag2slot[slot.tag]
+                self._allocated.remove(slot.transfer)  # still submitted: usb1 refuses to free it
             else:
-                self._reap(pending)
+                self._reap(slot)
         self._latched.clear()
         self._free.clear()
         while self._allocated:

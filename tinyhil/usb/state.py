@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from enum import Enum
-from typing import Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
 from tinyhil.errors import StateError
 
@@ -17,6 +17,9 @@ class TransportState(Enum):
 
     OPEN = "open"
     CLOSED = "closed"
+
+
+_OPEN: Final = TransportState.OPEN  # hot: an Enum class attribute lookup goes through the metaclass
 
 
 class _Stateful(Protocol):
@@ -38,13 +41,17 @@ def requires_open(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenat
     if not callable(method) or isinstance(method, (staticmethod, classmethod, property)):
         raise TypeError(f"@requires_open decorates plain methods, not {type(method).__name__}")
 
+    # hot: ``self`` stays in ``args``, so an open call forwards the argument tuple as it came (no repacking)
     @functools.wraps(method)
-    def guarded(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        state = self.state
-        if state is not TransportState.OPEN:
+    def guarded(*args: Any, **kwargs: Any) -> R:
+        try:
+            state = args[0].state
+        except IndexError:  # as the plain method would, when self is not given positionally
+            raise TypeError(f"{method.__qualname__}() missing 1 required positional argument: 'self'") from None
+        if state is not _OPEN:
             raise StateError(
-                f"{type(self).__name__}.{method.__name__}() needs the transport open, but it is {state.value}"
+                f"{type(args[0]).__name__}.{method.__name__}() needs the transport open, but it is {state.value}"
             )
-        return method(self, *args, **kwargs)
+        return method(*args, **kwargs)
 
     return guarded

@@ -51,7 +51,12 @@ def _check_timeout(timeout: object) -> int:
 
 
 def _check_payload(name: str, data: object, *, allow_empty: bool) -> memoryview:
-    view = as_readonly_bytes(name, data)
+    try:  # hot: a flat, contiguous byte buffer (bytes, bytearray, uint8 array) is used as it is
+        view = memoryview(data)  # type: ignore[arg-type]
+    except TypeError:
+        view = as_readonly_bytes(name, data)  # raises the InvalidArgument
+    if view.format != "B" or view.ndim != 1 or not view.c_contiguous:
+        view = as_readonly_bytes(name, data)
     if not allow_empty and not len(view):
         raise InvalidArgument(f"{name} of 0 bytes, expected at least 1 byte")
     return view
@@ -121,13 +126,13 @@ class Usb3Transport:
             usb1.USBError: as the device answered (a stall is ``USBErrorPipe``).
             ShortTransfer: fewer data-stage bytes were accepted than sent.
         """
-        view = self._check_control(request, value, index, timeout)
+        request, value, index = self._check_control(request, value, index, timeout)
         payload = data if type(data) is bytes else _check_payload("data", data, allow_empty=True)
         if len(payload) > U16_MAX:
             raise InvalidArgument(f"data of {len(payload):#x} bytes, expected at most {U16_MAX:#x} (wLength)")
-        sent = self._handle.controlWrite(REQUEST_TYPE_OUT, view[0], view[1], view[2], payload, timeout)
+        sent = self._handle.controlWrite(REQUEST_TYPE_OUT, request, value, index, payload, timeout)
         if sent != len(payload):
-            raise ShortTransfer("control_write", _describe("OUT", *view), len(payload), sent)
+            raise ShortTransfer("control_write", _describe("OUT", request, value, index), len(payload), sent)
 
     @requires_open
     def control_read(
@@ -139,11 +144,12 @@ class Usb3Transport:
             usb1.USBError: as the device answered.
             ShortTransfer: fewer than ``length`` bytes came back.
         """
-        view = self._check_control(request, value, index, timeout)
-        check_int("length", length, min_value=1, max_value=U16_MAX)
-        data = self._handle.controlRead(REQUEST_TYPE_IN, view[0], view[1], view[2], length, timeout)
+        request, value, index = self._check_control(request, value, index, timeout)
+        if type(length) is not int or not 1 <= length <= U16_MAX:
+            check_int("length", length, min_value=1, max_value=U16_MAX)
+        data = self._handle.controlRead(REQUEST_TYPE_IN, request, value, index, length, timeout)
         if len(data) != length:
-            raise ShortTransfer("control_read", _describe("IN", *view), length, len(data))
+            raise ShortTransfer("control_read", _describe("IN", request, value, index), length, len(data))
         return data
 
     @requires_open
@@ -155,7 +161,8 @@ class Usb3Transport:
             ShortTransfer: the transfer completed short.
         """
         view = _check_payload("payload", payload, allow_empty=False)
-        _check_timeout(timeout)
+        if type(timeout) is not int or timeout < 1:
+            _check_timeout(timeout)
         sent = self._handle.bulkWrite(BULK_OUT_EP, view, timeout)
         if sent != len(view):
             raise ShortTransfer("bulk_write", f"bulk OUT to {BULK_OUT_EP:#04x}", len(view), sent)
@@ -168,8 +175,10 @@ class Usb3Transport:
             usb1.USBError: as the device answered (``USBErrorTimeout.received`` holds what arrived).
             ShortTransfer: fewer than ``length`` bytes came back.
         """
-        check_int("length", length, min_value=1)
-        _check_timeout(timeout)
+        if type(length) is not int or length < 1:
+            check_int("length", length, min_value=1)
+        if type(timeout) is not int or timeout < 1:
+            _check_timeout(timeout)
         data = self._handle.bulkRead(BULK_IN_EP, length, timeout)
         if len(data) != length:
             raise ShortTransfer("bulk_read", f"bulk IN from {BULK_IN_EP:#04x}", length, len(data))
@@ -188,7 +197,8 @@ class Usb3Transport:
             usb1.USBError: the transfer could not be submitted.
         """
         view = _check_payload("payload", payload, allow_empty=False)
-        _check_timeout(timeout)
+        if type(timeout) is not int or timeout < 1:
+            _check_timeout(timeout)
         return self._pool.submit_bulk(BULK_OUT_EP, view, (payload, view), timeout)
 
     @requires_open
@@ -196,11 +206,11 @@ class Usb3Transport:
         self, request: int, value: int = 0, index: int = 0, data: Any = b"", timeout: int = DEFAULT_TIMEOUT_MS
     ) -> int:
         """Submit a vendor control OUT; returns its tag (reap it with :meth:`bulk_wait`)."""
-        view = self._check_control(request, value, index, timeout)
-        payload = _check_payload("data", data, allow_empty=True)
+        request, value, index = self._check_control(request, value, index, timeout)
+        payload = data if type(data) is bytes else _check_payload("data", data, allow_empty=True)
         if len(payload) > U16_MAX:
             raise InvalidArgument(f"data of {len(payload):#x} bytes, expected at most {U16_MAX:#x} (wLength)")
-        tag, _ = self._pool.submit_control(REQUEST_TYPE_OUT, view[0], view[1], view[2], payload, timeout)
+        tag, _ = self._pool.submit_control(REQUEST_TYPE_OUT, request, value, index, payload, timeout)
         return tag
 
     @requires_open
@@ -211,9 +221,10 @@ class Usb3Transport:
 
         ``buffer`` holds the received bytes once :meth:`bulk_wait` has reaped ``tag`` without raising.
         """
-        view = self._check_control(request, value, index, timeout)
-        check_int("length", length, min_value=1, max_value=U16_MAX)
-        tag, buffer = self._pool.submit_control(REQUEST_TYPE_IN, view[0], view[1], view[2], length, timeout)
+        request, value, index = self._check_control(request, value, index, timeout)
+        if type(length) is not int or not 1 <= length <= U16_MAX:
+            check_int("length", length, min_value=1, max_value=U16_MAX)
+        tag, buffer = self._pool.submit_control(REQUEST_TYPE_IN, request, value, index, length, timeout)
         assert buffer is not None  # an IN submission always gets its buffer
         return tag, buffer
 
@@ -296,14 +307,17 @@ class Usb3Transport:
 
     def _check_control(self, request: object, value: object, index: object, timeout: object) -> tuple[int, int, int]:
         """The request fields as plain ints (IntEnum members become ints), or InvalidArgument naming the bad one."""
-        # Fast path, one expression for the common case (every vendor request of a copy loop passes here).
+        # hot: one expression for the common case (every vendor request of a copy loop passes here); the fields may
+        # be IntEnum members (Request, TlpMode), which go on as plain ints
         if (
             type(timeout) is int
             and timeout >= 1
             and isinstance(request, int)
             and isinstance(value, int)
             and isinstance(index, int)
-            and bool not in (type(request), type(value), type(index))
+            and type(request) is not bool
+            and type(value) is not bool
+            and type(index) is not bool
             and 0 <= request <= U8_MAX
             and 0 <= value <= U16_MAX
             and 0 <= index <= U16_MAX
