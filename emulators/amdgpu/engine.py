@@ -9,13 +9,14 @@ for their cost.
 
 from __future__ import annotations
 
+import struct
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, IntEnum
-from typing import TYPE_CHECKING, ClassVar, Final
+from typing import TYPE_CHECKING, ClassVar, Final, Literal
 
 import numpy as np
-import numpy.typing as npt
 
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
@@ -43,8 +44,24 @@ if TYPE_CHECKING:
 
 __all__ = ["EngineServices", "Interrupt", "InterruptKind", "QueueConfig", "RingEngine"]
 
-Packet = npt.NDArray[np.uint32]
+Packet = list[int]  # a packet's dwords as Python ints (ops index them without numpy scalar costs)
+_NO_ERROR: Final = ErrorCode.NONE
+_NO_OPCODE: Final[int | None] = None  # typed: after a reset, mypy still sees ``_opcode`` as int | None
 _PREFETCH_DWORDS: Final = 16  # one ring read per packet covers every fixed-size packet of both engines
+# hot: the ring and pointers are read through native-order memoryviews, which equal "<u4" / "<u8" only here
+_NATIVE_VIEWS: Final = sys.byteorder == "little"
+
+
+def _dword_bytes(dwords: Packet) -> bytes:
+    """Packet dwords (a slice of a packet used as data) as little-endian bytes."""
+    return struct.pack(f"<{len(dwords)}I", *dwords)
+
+
+def _native_view(array: np.ndarray | None, fmt: Literal["I", "Q"]) -> memoryview | None:
+    """``array`` (a live little-endian view) as a native-order memoryview of ``fmt`` items, or None."""
+    if array is None or not _NATIVE_VIEWS:
+        return None
+    return array.data.cast("B").cast(fmt)
 
 
 class InterruptKind(IntEnum):
@@ -142,7 +159,11 @@ class _Frame:
 
 @dataclass(slots=True)
 class _Wait:
-    """An unsatisfied poll: the packet it belongs to, what it watches, and when it gives up."""
+    """An unsatisfied poll: the packet it belongs to, what it watches, and when it gives up.
+
+    The engine keeps the decoded poll while it waits (as the hardware holds the fetched packet): a re-check reads
+    the polled memory again, not the packet.
+    """
 
     key: tuple[int, int, int]
     va: int
@@ -151,6 +172,14 @@ class _Wait:
     interval_ns: int
     deadline_ns: int | None
     describe: Callable[[], str]  # what the poll waits for, in words (formatted on demand)
+    # The decoded poll: the condition ((mem & mask) function reference), the packet's size and opcode.
+    reference: int
+    mask: int
+    function: int
+    retry_count: int | None
+    packet_bytes: int
+    opcode: int | None
+    sub_op: int
 
     @property
     def what(self) -> str:
@@ -197,13 +226,24 @@ class RingEngine:
         self._opcode: int | None = None  # of the packet being executed
         self._activity = "packet fetch"  # what the engine does while no opcode is decoded
         self._sub_op = 0
+        self._packet_bytes = 0  # of the packet being executed
         self._ops: dict[int, Callable[[Packet], _Result]] = self._op_table()
+        # Live views of the ring and the pointers (None: not one aligned mapping), taken again when the
+        # GPU's mappings change (``GpuMemory.generation``).
+        self._views_generation = -1
+        self._ring_words: memoryview | None = None
+        self._rptr_word: memoryview | None = None
+        self._wptr_word: memoryview | None = None
 
     def _op_table(self) -> dict[int, Callable[[Packet], _Result]]:
         raise NotImplementedError
 
-    def _packet_dwords(self, header: int, peek: Callable[[int], Packet | None]) -> int | None:
-        """The size of the packet starting with ``header`` (None: more dwords must arrive to tell)."""
+    def _packet_dwords(self, header: int, prefetched: Packet) -> int | None:
+        """Decode ``header`` (set ``_opcode`` and ``_sub_op``) and return the packet's size in dwords.
+
+        ``prefetched`` holds the packet's first dwords (up to 16, fewer only when no more are available);
+        None: more dwords must arrive to tell the size.
+        """
         raise NotImplementedError
 
     # --- state ---
@@ -250,7 +290,7 @@ class RingEngine:
     def execute(self) -> int:
         """Run at most one packet; return the units it consumed (0: stalled, see ``stall`` / ``wait``)."""
         self.cost_ns = 0
-        if self.stopped:
+        if self.error_code is not _NO_ERROR:  # hot: ``stopped`` without the property call
             return 0
         try:
             return self._execute_one()
@@ -266,42 +306,45 @@ class RingEngine:
         return 0
 
     def _execute_one(self) -> int:
-        while self._ibs and self._ibs[-1].pos_bytes >= self._ibs[-1].size_bytes:
-            self._advance(self._ibs.pop().caller_units * self.unit_bytes)
-        if self._ibs:
-            frame = self._ibs[-1]
+        if self.services.memory.generation != self._views_generation:
+            self._load_views()
+        ibs = self._ibs
+        while ibs and ibs[-1].pos_bytes >= ibs[-1].size_bytes:
+            self._advance(ibs.pop().caller_units * self.unit_bytes)
+        if ibs:
+            frame = ibs[-1]
             available = frame.size_bytes - frame.pos_bytes
         else:
-            self._forget_opcode("write pointer read")
+            self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "write pointer read"
             self._refresh_wptr()
             available = (self.wptr - self.rptr) * self.unit_bytes
             if not available:
                 self.stall = "idle"
                 return 0
-        self._forget_opcode("packet fetch")
-        # One read covers most packets (and every header): later peeks within it are slices, not memory reads.
+        wait = self.wait
+        if wait is not None and wait.packet_bytes <= available:
+            return self._recheck(wait)
+        self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "packet fetch"
+        # One read covers most packets (and every header); a longer packet is read again whole.
         prefetched = self._read_packet(min(available // 4, _PREFETCH_DWORDS) * 4)
-
-        def peek(dwords: int) -> Packet | None:
-            if dwords <= prefetched.size:
-                return prefetched[:dwords]
-            return self._read_packet(dwords * 4) if dwords * 4 <= available else None
-
-        header_dwords = peek(1)
-        if header_dwords is None:
+        if not prefetched:
             raise _PacketError(ErrorCode.BAD_WPTR, f"write pointer {self.wptr:#x} ends inside a dword")
-        dwords = self._packet_dwords(int(header_dwords[0]), peek)
-        capacity = self._ibs[-1].size_bytes - self._ibs[-1].pos_bytes if self._ibs else self.config.ring_bytes
-        if dwords is not None and dwords * 4 > capacity:
-            what = "the rest of the IB" if self._ibs else f"the {self.config.ring_bytes:#x}-byte ring"
+        dwords = self._packet_dwords(prefetched[0], prefetched)
+        if dwords is not None and dwords * 4 > (frame.size_bytes - frame.pos_bytes if ibs else self.config.ring_bytes):
+            what = "the rest of the IB" if ibs else f"the {self.config.ring_bytes:#x}-byte ring"
             raise _PacketError(
                 ErrorCode.BAD_PACKET, f"{self._opcode_name()} packet of {dwords} dwords is longer than {what}"
             )
-        packet = None if dwords is None else peek(dwords)
-        if dwords is None or packet is None:
+        if dwords is None or dwords * 4 > available:
             self.stall = f"waiting for the rest of a {self._opcode_name()} packet at {self._where()}"
             return 0
-        units = dwords * 4 // self.unit_bytes
+        if dwords == len(prefetched):
+            packet = prefetched
+        elif dwords < len(prefetched):
+            packet = prefetched[:dwords]
+        else:
+            packet = self._read_packet(dwords * 4)
+        self._packet_bytes = dwords * 4
         assert self._opcode is not None  # _packet_dwords decoded it
         result = self._ops[self._opcode](packet)
         if result is _Result.WAIT:
@@ -311,10 +354,29 @@ class RingEngine:
         if result is _Result.DONE:
             self._advance(dwords * 4)
         self.stall = "running"
-        return units
+        return dwords * 4 // self.unit_bytes
 
-    def _forget_opcode(self, activity: str) -> None:
-        self._opcode, self._sub_op, self._activity = None, 0, activity
+    def _recheck(self, wait: _Wait) -> int:
+        """Re-evaluate the poll the engine waits on (its packet stays decoded); return the units it consumed."""
+        self._opcode, self._sub_op = wait.opcode, wait.sub_op
+        value = self.services.memory.read_u32(wait.va) & wait.mask
+        if not COMPARE_OPERATORS[wait.function](value, wait.reference):
+            if wait.deadline_ns is not None and self.services.kernel.now_ns >= wait.deadline_ns:
+                raise self._hung(wait, value)
+            return 0
+        self.cost_ns += self.services.timing.packet_ns
+        self.wait = None
+        self._advance(wait.packet_bytes)
+        self.stall = "running"
+        return wait.packet_bytes // self.unit_bytes
+
+    def _load_views(self) -> None:
+        """Take live views of the ring and the pointers (hot: kept until the GPU's mappings change)."""
+        memory, config = self.services.memory, self.config
+        self._ring_words = _native_view(memory.array(config.ring_va, config.ring_bytes, "<u4"), "I")
+        self._rptr_word = _native_view(memory.array(config.rptr_va, 8, "<u8"), "Q")
+        self._wptr_word = _native_view(memory.array(config.wptr_va, 8, "<u8"), "Q")
+        self._views_generation = memory.generation
 
     def _read_packet(self, nbytes: int) -> Packet:
         memory = self.services.memory
@@ -322,32 +384,36 @@ class RingEngine:
             frame = self._ibs[-1]
             data = bytes(memory.read(frame.base_va + frame.pos_bytes, nbytes))
         else:
-            offset, size = self._ring_offset(), self.config.ring_bytes
-            ring = memory.array(self.config.ring_va, size, "<u4")
+            size = self.config.ring_bytes
+            offset = (self.rptr * self.unit_bytes) % size
+            ring = self._ring_words
             if ring is not None and offset + nbytes <= size:  # the common case: one slice of a live view
-                return ring[offset // 4 : (offset + nbytes) // 4].copy()
+                return ring[offset // 4 : (offset + nbytes) // 4].tolist()
             first = min(nbytes, size - offset)
             data = bytes(memory.read(self.config.ring_va + offset, first))
             if first < nbytes:
                 data += bytes(memory.read(self.config.ring_va, nbytes - first))
-        return np.frombuffer(data, "<u4")
+        words: list[int] = np.frombuffer(data, "<u4").tolist()
+        return words
 
     def _advance(self, nbytes: int) -> None:
         if self._ibs:
             self._ibs[-1].pos_bytes += nbytes
             return
         self.rptr += nbytes // self.unit_bytes
-        self._forget_opcode("read pointer write-back")
+        self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "read pointer write-back"
         # The engine's own bookkeeping: written without waking pollers (no queue polls another's read pointer).
-        pointer = self.services.memory.array(self.config.rptr_va, 8, "<u8")
+        if self.services.memory.generation != self._views_generation:  # an op changed the mappings
+            self._load_views()
+        pointer = self._rptr_word
         if pointer is not None:
             pointer[0] = self.rptr
         else:
             self.services.memory.write_u64(self.config.rptr_va, self.rptr, notify=False)
 
     def _refresh_wptr(self) -> None:
-        pointer = self.services.memory.array(self.config.wptr_va, 8, "<u8")
-        wptr = int(pointer[0]) if pointer is not None else self.services.memory.read_u64(self.config.wptr_va)
+        pointer = self._wptr_word
+        wptr = pointer[0] if pointer is not None else self.services.memory.read_u64(self.config.wptr_va)
         ahead = (wptr - self.rptr) * self.unit_bytes
         if wptr < self.rptr or ahead > self.config.ring_bytes or ahead % 4:
             raise _PacketError(
@@ -411,12 +477,20 @@ class RingEngine:
                 condition = f"(mem & {mask:#x}) {CompareFunction(function).name} {reference:#x}"
                 return f"{self._opcode_name()} at {self._where()} for {condition} on {va:#x}"
 
-            self.wait = _Wait(key, va, 4, now, interval_ns, deadline, what)
+            self.wait = _Wait(
+                key, va, 4, now, interval_ns, deadline, what,
+                reference, mask, function, retry_count, self._packet_bytes, self._opcode, self._sub_op,
+            )  # fmt: skip
         elif wait.deadline_ns is not None and now >= wait.deadline_ns:
-            raise _PacketError(
-                ErrorCode.POLL_TIMEOUT,
-                f"queue hung: {self._opcode_name()} on {va:#x} still unsatisfied after {retry_count} retries "
-                f"(mem & {mask:#x} = {value:#x}, expected {CompareFunction(function).name} {reference:#x})",
-                QueueStatus.HUNG,
-            )
+            raise self._hung(wait, value)
         return _Result.WAIT
+
+    def _hung(self, wait: _Wait, value: int) -> _PacketError:
+        """The error of a poll whose retries ran out with ``value`` (masked) still failing its condition."""
+        return _PacketError(
+            ErrorCode.POLL_TIMEOUT,
+            f"queue hung: {self._opcode_name()} on {wait.va:#x} still unsatisfied after {wait.retry_count} retries "
+            f"(mem & {wait.mask:#x} = {value:#x}, expected {CompareFunction(wait.function).name} "
+            f"{wait.reference:#x})",
+            QueueStatus.HUNG,
+        )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from tinyhil.spec.amdgpu import POLL_RETRY_FOREVER, ErrorCode, QueueKind
 from tinyhil.spec.amdgpu_sdma import (
@@ -24,23 +24,32 @@ from tinyhil.spec.amdgpu_sdma import (
     SDMA_WRITE_COUNT,
     FillSize,
     SdmaConstFillDw,
-    SdmaCopyLinearDw,
     SdmaFenceDw,
     SdmaIndirectDw,
     SdmaOp,
-    SdmaPollRegmemDw,
     SdmaTimestampDw,
     SdmaTrapDw,
     SdmaWriteDw,
 )
 
-from .engine import Interrupt, InterruptKind, Packet, RingEngine, _PacketError, _Result
+from .engine import Interrupt, InterruptKind, Packet, RingEngine, _dword_bytes, _PacketError, _Result
 
 __all__ = ["SdmaEngine"]
 
+# hot: the per-packet decode uses plain ints (an IntEnum member or Field.get costs ~0.1 us each in Python 3.11)
+_OP_NOP: Final = int(SdmaOp.NOP)
+_OP_WRITE: Final = int(SdmaOp.WRITE)
+_WRITE_FIXED_DWORDS: Final = SDMA_PACKET_DWORDS[SdmaOp.WRITE]
+_WRITE_COUNT_DW: Final = int(SdmaWriteDw.COUNT)
+_WRITE_DST_DW: Final = int(SdmaWriteDw.DST_ADDR_LO)
+_WRITE_DATA_DW: Final = int(SdmaWriteDw.DATA)
+_OP_LSB, _OP_MAX = SDMA_HEADER_OP.lsb, SDMA_HEADER_OP.max_value
+_SUB_OP_LSB, _SUB_OP_MAX = SDMA_HEADER_SUB_OP.lsb, SDMA_HEADER_SUB_OP.max_value
+_FIXED_DWORDS: Final[dict[int, int]] = {int(op): dwords for op, dwords in SDMA_PACKET_DWORDS.items()}
+
 
 def _addr(packet: Packet, lo: int) -> int:
-    return int(packet[lo]) | int(packet[lo + 1]) << 32
+    return packet[lo] | packet[lo + 1] << 32
 
 
 class SdmaEngine(RingEngine):
@@ -78,17 +87,18 @@ class SdmaEngine(RingEngine):
             SdmaOp.TIMESTAMP: self._op_timestamp,
         }
 
-    def _packet_dwords(self, header: int, peek: Callable[[int], Packet | None]) -> int | None:
-        self._opcode = op = SDMA_HEADER_OP.get(header)
-        self._sub_op = SDMA_HEADER_SUB_OP.get(header)
+    def _packet_dwords(self, header: int, prefetched: Packet) -> int | None:
+        self._opcode = op = (header >> _OP_LSB) & _OP_MAX
+        self._sub_op = (header >> _SUB_OP_LSB) & _SUB_OP_MAX
         if op not in self._ops:
             raise _PacketError(ErrorCode.UNKNOWN_OPCODE, f"unknown SDMA opcode {op:#x} (header {header:#010x})")
-        if op == SdmaOp.NOP:
+        if op == _OP_NOP:
             return 1 + SDMA_NOP_COUNT.get(header)
-        if op == SdmaOp.WRITE:
-            fixed = peek(SDMA_PACKET_DWORDS[SdmaOp.WRITE])
-            return None if fixed is None else len(fixed) + SDMA_WRITE_COUNT.get(fixed[SdmaWriteDw.COUNT]) + 1
-        return SDMA_PACKET_DWORDS[op]  # IntEnum keys: the int looks them up
+        if op == _OP_WRITE:
+            if len(prefetched) < _WRITE_FIXED_DWORDS:
+                return None
+            return _WRITE_FIXED_DWORDS + SDMA_WRITE_COUNT.get(prefetched[_WRITE_COUNT_DW]) + 1
+        return _FIXED_DWORDS[op]
 
     def _check_sub_op(self, expected: int, meaning: str) -> None:
         if self._sub_op != expected:
@@ -98,48 +108,53 @@ class SdmaEngine(RingEngine):
         return _Result.DONE
 
     def _op_copy_linear(self, packet: Packet) -> _Result:
-        self._check_sub_op(SDMA_SUBOP_COPY_LINEAR, "linear copy")
-        nbytes = SDMA_COPY_LINEAR_COUNT.get(packet[SdmaCopyLinearDw.COUNT]) + 1
-        src = _addr(packet, SdmaCopyLinearDw.SRC_ADDR_LO)
-        dst = _addr(packet, SdmaCopyLinearDw.DST_ADDR_LO)
-        self.services.memory.copy(dst, src, nbytes)
-        system = self.services.memory.in_system_aperture(src) or self.services.memory.in_system_aperture(dst)
+        if self._sub_op != SDMA_SUBOP_COPY_LINEAR:
+            self._check_sub_op(SDMA_SUBOP_COPY_LINEAR, "linear copy")
+        _header, count, _parameter, src_lo, src_hi, dst_lo, dst_hi = packet  # SdmaCopyLinearDw order (hot)
+        nbytes = (count & SDMA_COPY_LINEAR_COUNT.max_value) + 1
+        src = src_lo | src_hi << 32
+        dst = dst_lo | dst_hi << 32
+        memory = self.services.memory
+        memory.copy(dst, src, nbytes)
+        system = memory.in_system_aperture(src) or memory.in_system_aperture(dst)
         self.cost_ns += self.services.timing.transfer_ns(nbytes, system=system)
         return _Result.DONE
 
     def _op_write(self, packet: Packet) -> _Result:
-        self._check_sub_op(SDMA_SUBOP_WRITE_LINEAR, "linear write")
-        dst = self._aligned("destination", _addr(packet, SdmaWriteDw.DST_ADDR_LO), 4)
-        data = packet[SdmaWriteDw.DATA :]
+        if self._sub_op != SDMA_SUBOP_WRITE_LINEAR:
+            self._check_sub_op(SDMA_SUBOP_WRITE_LINEAR, "linear write")
+        dst = _addr(packet, _WRITE_DST_DW)
+        if dst % 4:
+            self._aligned("destination", dst, 4)
+        data = _dword_bytes(packet[_WRITE_DATA_DW:])
         self.services.memory.write(dst, data)
-        self.cost_ns += self.services.timing.transfer_ns(data.nbytes)
+        self.cost_ns += self.services.timing.transfer_ns(len(data))
         return _Result.DONE
 
     def _op_indirect(self, packet: Packet) -> _Result:
         base = _addr(packet, SdmaIndirectDw.IB_BASE_LO)
-        return self._enter_ib(base, int(packet[SdmaIndirectDw.IB_SIZE]) * 4, len(packet) * 4)
+        return self._enter_ib(base, packet[SdmaIndirectDw.IB_SIZE] * 4, len(packet) * 4)
 
     def _op_fence(self, packet: Packet) -> _Result:
         dst = self._aligned("fence address", _addr(packet, SdmaFenceDw.ADDR_LO), 4)
-        self.services.memory.write_u32(dst, int(packet[SdmaFenceDw.DATA]))
+        self.services.memory.write_u32(dst, packet[SdmaFenceDw.DATA])
         return _Result.DONE
 
     def _op_trap(self, packet: Packet) -> _Result:
         services = self.services
-        context = int(packet[SdmaTrapDw.INT_CONTEXT])
+        context = packet[SdmaTrapDw.INT_CONTEXT]
         services.interrupt(Interrupt(InterruptKind.TRAP, self.queue_id, services.kernel.now_ns, context=context))
         return _Result.DONE
 
     def _op_poll_regmem(self, packet: Packet) -> _Result:
-        header = int(packet[SdmaPollRegmemDw.HEADER])
+        header, addr_lo, addr_hi, reference, mask, dw5 = packet  # SdmaPollRegmemDw order (hot: once per poll)
         if not SDMA_POLL_REGMEM_MEM_POLL.get(header):
             raise self._bad("mem_poll=0 (register poll) is not modelled, expected mem_poll=1")
-        dw5 = int(packet[SdmaPollRegmemDw.DW5])
         retry_count = SDMA_POLL_REGMEM_RETRY_COUNT.get(dw5)
         return self._poll(
-            _addr(packet, SdmaPollRegmemDw.ADDR_LO),
-            int(packet[SdmaPollRegmemDw.REFERENCE]),
-            int(packet[SdmaPollRegmemDw.MASK]),
+            addr_lo | addr_hi << 32,
+            reference,
+            mask,
             SDMA_POLL_REGMEM_FUNCTION.get(header),
             SDMA_POLL_REGMEM_INTERVAL.get(dw5),
             None if retry_count == POLL_RETRY_FOREVER else retry_count,
@@ -151,7 +166,7 @@ class SdmaEngine(RingEngine):
             raise self._bad(f"fill_size={fill_size}, expected {FillSize.BYTE} (byte) or {FillSize.DWORD} (dword)")
         dst = _addr(packet, SdmaConstFillDw.DST_ADDR_LO)
         nbytes = SDMA_CONST_FILL_COUNT.get(packet[SdmaConstFillDw.COUNT]) + 1
-        data = int(packet[SdmaConstFillDw.DATA])
+        data = packet[SdmaConstFillDw.DATA]
         if fill_size == FillSize.DWORD:
             self._aligned("dword fill address", dst, 4)
             if nbytes % 4:
