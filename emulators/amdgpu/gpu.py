@@ -81,6 +81,7 @@ class AmdGpu:
         self.on_interrupt: Callable[[Interrupt], None] | None = None
         self._services = EngineServices(self.memory, kernel, timing, self._interrupt, self.executor)
         self._queues: dict[int, Queue] = {}
+        self._waiting: dict[int, Queue] = {}  # the queues waiting on a poll, by id (kept by the queues)
         self.reset()
 
     def reset(self) -> None:
@@ -88,6 +89,7 @@ class AmdGpu:
         for queue in list(self._queues.values()):
             queue.cancel()
         self._queues = {}
+        self._waiting.clear()
         self._doorbells: dict[int, Queue] = {}
         self._next_queue_id = 0
         self._doorbell_bar = bytearray(DOORBELL_BAR_BYTES)
@@ -153,8 +155,11 @@ class AmdGpu:
 
     def memory_written(self, va: int, nbytes: int) -> None:
         """The host wrote GPU-visible memory at ``[va, va + nbytes)`` directly: wake the queues polling it."""
-        for queue in list(self._queues.values()):
-            queue.wake(va, nbytes)
+        waiting = self._waiting
+        if not waiting:  # hot: most writes land while no queue polls
+            return
+        for queue_id in sorted(waiting):  # queue order, as the queues were created
+            waiting[queue_id].wake(va, nbytes)
 
     def host_memory_written(self, pcie_addr: int, nbytes: int) -> None:
         """The bridge landed bytes at a PCIe address: ``memory_written(SYS_APERTURE + pcie_addr, nbytes)``."""
@@ -187,7 +192,7 @@ class AmdGpu:
         self._next_queue_id += 1
         name = f"{config.kind.name} queue {queue_id}"
         engine = _ENGINES[config.kind](self._services, config, queue_id, name)
-        queue = Queue(queue_id, config, engine, self.kernel)
+        queue = Queue(queue_id, config, engine, self.kernel, self._waiting)
         self._queues[queue_id] = self._doorbells[config.doorbell_index] = queue
         return queue
 

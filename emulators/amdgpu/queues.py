@@ -25,20 +25,31 @@ class Queue:
     """One SDMA or compute queue: configuration, pointers, status, and the engine that drains it.
 
     ``rptr`` and ``wptr`` count bytes (SDMA) or dwords (compute); ``status`` is the BAR5 STATUS word;
-    :meth:`check` raises the error that stopped the queue.
+    :meth:`check` raises the error that stopped the queue. ``waiters`` is the GPU's registry, shared by its queues,
+    of the queues waiting on a poll (by id): a queue enters it while its engine waits, so a memory write need only
+    offer a wake-up to those.
     """
 
-    def __init__(self, queue_id: int, config: QueueConfig, engine: RingEngine, kernel: EventKernel) -> None:
+    def __init__(
+        self,
+        queue_id: int,
+        config: QueueConfig,
+        engine: RingEngine,
+        kernel: EventKernel,
+        waiters: dict[int, Queue] | None = None,
+    ) -> None:
         self.id = queue_id
         self.config = config
         self.engine = engine
         self.kernel = kernel
         self.destroyed = False
+        self._waiters: dict[int, Queue] = {} if waiters is None else waiters
         self._busy_until_ns = 0
         self._step_event: EventHandle | None = None
         self._deadline_event: EventHandle | None = None
         self._armed_wait: object | None = None
         self._step_label = f"{engine.name} step"
+        self._step_fn = self._step  # hot: one bound method, scheduled after every packet
 
     def __repr__(self) -> str:
         return f"<Queue {self.describe()}>"
@@ -141,6 +152,7 @@ class Queue:
     def cancel(self) -> None:
         """Stop scheduling this queue (it is being destroyed)."""
         self.destroyed = True
+        self._waiters.pop(self.id, None)
         for event in (self._step_event, self._deadline_event):
             if event is not None:
                 self.kernel.cancel(event)
@@ -153,27 +165,30 @@ class Queue:
             if self._step_event.time_ns <= at_ns:
                 return
             self.kernel.cancel(self._step_event)
-        self._step_event = self.kernel.schedule(at_ns - now, self._step, label=self._step_label)
+        self._step_event = self.kernel.schedule(at_ns - now, self._step_fn, label=self._step_label)
 
     def _step(self) -> None:
         self._step_event = None
         if self.destroyed:
             return
-        units = self.engine.execute()
-        now = self.kernel.now_ns
-        if units:
-            self._busy_until_ns = now + self.engine.cost_ns
+        engine = self.engine
+        if engine.execute():
+            self._busy_until_ns = self.kernel.now_ns + engine.cost_ns
             self._schedule(self._busy_until_ns)
-        wait = self.engine.wait
+        wait = engine.wait
         if wait is self._armed_wait:
             return
         if self._deadline_event is not None:
             self.kernel.cancel(self._deadline_event)
             self._deadline_event = None
         self._armed_wait = wait
-        if wait is not None and wait.deadline_ns is not None:
+        if wait is None:
+            self._waiters.pop(self.id, None)
+            return
+        self._waiters[self.id] = self
+        if wait.deadline_ns is not None:
             self._deadline_event = self.kernel.schedule(
-                wait.deadline_ns - now, self._deadline, label=f"{self.name} poll deadline"
+                wait.deadline_ns - self.kernel.now_ns, self._deadline, label=f"{self.name} poll deadline"
             )
 
     def _deadline(self) -> None:
