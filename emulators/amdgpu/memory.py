@@ -345,6 +345,8 @@ class GpuMemory:
         self.notify_written(va, nbytes)
 
     def read_u32(self, va: int) -> int:
+        if self.system_bus is not None and SYS_APERTURE <= va <= SYS_APERTURE + SYS_APERTURE_BYTES - 4:
+            return int.from_bytes(self._bus_read(va, 4), "little")  # hot: polls of the bridge's memory
         return int.from_bytes(self.read(va, 4), "little")
 
     def read_u64(self, va: int) -> int:

@@ -42,7 +42,7 @@ from tinyhil.spec.amdgpu_pm4 import (
     WriteDataDw,
 )
 
-from .engine import Interrupt, InterruptKind, Packet, RingEngine, _dword_bytes, _PacketError, _Result
+from .engine import _DONE, Interrupt, InterruptKind, Packet, RingEngine, _dword_bytes, _PacketError, _Result
 from .errors import KernelError
 from .executor import Launch
 
@@ -130,14 +130,14 @@ class Pm4Engine(RingEngine):
                 f"{base:#x}..{base + len(regs) - 1:#x}"
             )
         regs[offset : offset + len(values)] = values
-        return _Result.DONE
+        return _DONE
 
     def sh_reg(self, reg: int) -> int:
         """The value of SH register ``reg`` (a dword register index such as ``ShReg.COMPUTE_PGM_LO``)."""
         return int(self.sh_regs[reg - SH_REG_BASE])
 
     def _op_nop(self, packet: Packet) -> _Result:
-        return _Result.DONE
+        return _DONE
 
     def _op_set_sh_reg(self, packet: Packet) -> _Result:
         return self._set_regs(self.sh_regs, SH_REG_BASE, packet)
@@ -146,7 +146,7 @@ class Pm4Engine(RingEngine):
         return self._set_regs(self.uconfig_regs, UCONFIG_REG_BASE, packet)
 
     def _op_acquire_mem(self, packet: Packet) -> _Result:
-        return _Result.DONE
+        return _DONE
 
     # --- memory ---
     def _op_release_mem(self, packet: Packet) -> _Result:
@@ -174,7 +174,7 @@ class Pm4Engine(RingEngine):
             context = packet[ReleaseMemDw.INT_CTXID]
             now = self.services.kernel.now_ns
             self.services.interrupt(Interrupt(InterruptKind.END_OF_PIPE, self.queue_id, now, context, value))
-        return _Result.DONE
+        return _DONE
 
     def _op_wait_reg_mem(self, packet: Packet) -> _Result:
         control = packet[WaitRegMemDw.CONTROL]
@@ -203,7 +203,7 @@ class Pm4Engine(RingEngine):
         data = _dword_bytes(packet[WriteDataDw.DATA :])
         self.services.memory.write(dst, data)
         self.cost_ns += self.services.timing.transfer_ns(len(data))
-        return _Result.DONE
+        return _DONE
 
     # --- dispatch ---
     def _op_dispatch_direct(self, packet: Packet) -> _Result:
@@ -223,7 +223,7 @@ class Pm4Engine(RingEngine):
         args = self.sh_reg(ShReg.COMPUTE_USER_DATA_1) << 32 | self.sh_reg(ShReg.COMPUTE_USER_DATA_0)
         launch = Launch(program, grid, (group_size[0], group_size[1], group_size[2]), args)
         if not launch.workgroups:
-            return _Result.DONE
+            return _DONE
         try:
             written = self.services.executor.dispatch(self.services.memory, launch)
         except KernelError as error:
@@ -231,4 +231,4 @@ class Pm4Engine(RingEngine):
         for va, nbytes in written:
             self.services.memory.notify_written(va, nbytes)
         self.cost_ns += self.services.timing.dispatch_cost_ns(launch.workgroups)
-        return _Result.DONE
+        return _DONE

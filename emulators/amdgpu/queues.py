@@ -49,6 +49,7 @@ class Queue:
         self._deadline_event: EventHandle | None = None
         self._armed_wait: object | None = None
         self._step_label = f"{engine.name} step"
+        self._deadline_label = f"{engine.name} poll deadline"
         self._step_fn = self._step  # hot: one bound method, scheduled after every packet
 
     def __repr__(self) -> str:
@@ -188,7 +189,7 @@ class Queue:
         self._waiters[self.id] = self
         if wait.deadline_ns is not None:
             self._deadline_event = self.kernel.schedule(
-                wait.deadline_ns - self.kernel.now_ns, self._deadline, label=f"{self.name} poll deadline"
+                wait.deadline_ns - self.kernel.now_ns, self._deadline, label=self._deadline_label
             )
 
     def _deadline(self) -> None:
