@@ -302,8 +302,10 @@ class GpuMemory:
             GpuMemoryFault: part of the range is unmapped.
         """
         view = memoryview(data) if type(data) is bytes else as_readonly_bytes("data", data)  # hot: engine writes
-        self._scatter(self.translate(va, view.nbytes), view)
-        self.notify_written(va, view.nbytes)
+        nbytes = view.nbytes
+        self._scatter(self.translate(va, nbytes), view)
+        if self.on_write is not None and nbytes:  # notify_written, inline (hot: every engine write)
+            self.on_write(va, nbytes)
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
         """Copy like ``memmove``: overlapping ranges come out right; VRAM to VRAM is one slice assignment.
@@ -324,7 +326,8 @@ class GpuMemory:
             data = memoryview(b"".join(view for _, view in sources if view is not None))
         # One target view: a single slice assignment, which memmoves when source and target overlap.
         self._scatter(targets, data)
-        self.notify_written(dst, nbytes)
+        if self.on_write is not None:  # notify_written, inline (hot: every engine copy; nbytes > 0 here)
+            self.on_write(dst, nbytes)
 
     def fill(self, va: int, nbytes: int, value: int, *, dword: bool) -> None:
         """Fill with the byte ``value`` or (``dword``) the little-endian u32 ``value``.

@@ -8,7 +8,7 @@ or stalled queue waits for the next doorbell; a queue blocked on a poll waits fo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from tinyhil.spec.amdgpu import ErrorCode, QueueKind, QueueStatus
 
@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from tinyhil.emulators.kernel import EventHandle, EventKernel
 
 __all__ = ["Queue"]
+
+# Typed so that mypy keeps ``_step_event`` as ``EventHandle | None`` after a step clears it (the engine's memory
+# writes and interrupts can schedule the queue again before the step ends).
+_NO_EVENT: Final[EventHandle | None] = None
 
 
 class Queue:
@@ -169,13 +173,17 @@ class Queue:
         self._step_event = self.kernel.schedule(at_ns - now, self._step_fn, label=self._step_label)
 
     def _step(self) -> None:
-        self._step_event = None
+        self._step_event = _NO_EVENT
         if self.destroyed:
             return
         engine = self.engine
         if engine.execute():
-            self._busy_until_ns = self.kernel.now_ns + engine.cost_ns
-            self._schedule(self._busy_until_ns)
+            cost_ns = engine.cost_ns
+            self._busy_until_ns = self.kernel.now_ns + cost_ns
+            if self._step_event is None:  # hot: the usual case, nothing rescheduled this queue while it ran
+                self._step_event = self.kernel.schedule(cost_ns, self._step_fn, label=self._step_label)
+            else:
+                self._schedule(self._busy_until_ns)
         wait = engine.wait
         if wait is self._armed_wait:
             return
