@@ -52,9 +52,16 @@ _PREFETCH_BYTES: Final = 64  # one ring read per packet covers every fixed-size 
 _NATIVE_VIEWS: Final = sys.byteorder == "little"
 
 
+# hot: packers for the data of short packets (a WRITE of a fence or a completion entry), made once
+_DWORD_PACKERS: Final = tuple(struct.Struct(f"<{count}I") for count in range(_PREFETCH_BYTES // 4 + 1))
+
+
 def _dword_bytes(dwords: Packet) -> bytes:
     """Packet dwords (a slice of a packet used as data) as little-endian bytes."""
-    return struct.pack(f"<{len(dwords)}I", *dwords)
+    count = len(dwords)
+    if count < len(_DWORD_PACKERS):
+        return _DWORD_PACKERS[count].pack(*dwords)
+    return struct.pack(f"<{count}I", *dwords)
 
 
 def _native_view(array: np.ndarray | None, fmt: Literal["I", "Q"]) -> memoryview | None:
@@ -300,7 +307,68 @@ class RingEngine:
         if self.error_code is not _NO_ERROR:  # hot: ``stopped`` without the property call
             return 0
         try:
-            return self._execute_one()
+            # hot: once per packet, so the write pointer read, the ring fetch and the dispatch are written out here
+            if self.services.memory.generation != self._views_generation:
+                self._load_views()
+            ibs = self._ibs
+            while ibs and ibs[-1].pos_bytes >= ibs[-1].size_bytes:
+                self._advance(ibs.pop().caller_units * self.unit_bytes)
+            ring_bytes = self.config.ring_bytes
+            if ibs:
+                frame = ibs[-1]
+                available = frame.size_bytes - frame.pos_bytes
+            else:
+                self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "write pointer read"
+                pointer = self._wptr_word
+                wptr = pointer[0] if pointer is not None else self.services.memory.read_u64(self.config.wptr_va)
+                available = (wptr - self.rptr) * self.unit_bytes
+                if wptr < self.rptr or available > ring_bytes or available % 4:
+                    raise self._bad_wptr(wptr)
+                self.wptr = wptr
+                if not available:
+                    self.stall = "idle"
+                    return 0
+            wait = self.wait
+            if wait is not None and wait.packet_bytes <= available:
+                return self._recheck(wait)
+            self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "packet fetch"
+            # One read covers most packets (and every header); a longer packet is read again whole.
+            nbytes = _PREFETCH_BYTES if available >= _PREFETCH_BYTES else available // 4 * 4
+            offset = (self.rptr * self.unit_bytes) % ring_bytes
+            ring = self._ring_words
+            if not ibs and ring is not None and offset + nbytes <= ring_bytes:  # the common case: a live ring slice
+                prefetched: Packet = ring[offset // 4 : (offset + nbytes) // 4].tolist()
+            else:
+                prefetched = self._read_packet(nbytes)
+            if not prefetched:
+                raise _PacketError(ErrorCode.BAD_WPTR, f"write pointer {self.wptr:#x} ends inside a dword")
+            dwords = self._packet_dwords(prefetched[0], prefetched)
+            if dwords is not None and dwords * 4 > (frame.size_bytes - frame.pos_bytes if ibs else ring_bytes):
+                what = "the rest of the IB" if ibs else f"the {ring_bytes:#x}-byte ring"
+                raise _PacketError(
+                    ErrorCode.BAD_PACKET, f"{self._opcode_name()} packet of {dwords} dwords is longer than {what}"
+                )
+            if dwords is None or dwords * 4 > available:
+                self.stall = f"waiting for the rest of a {self._opcode_name()} packet at {self._where()}"
+                return 0
+            fetched = len(prefetched)
+            if dwords == fetched:
+                packet = prefetched
+            elif dwords < fetched:
+                packet = prefetched[:dwords]
+            else:
+                packet = self._read_packet(dwords * 4)
+            self._packet_bytes = dwords * 4
+            assert self._opcode is not None  # _packet_dwords decoded it
+            result = self._ops[self._opcode](packet)
+            if result is _WAIT:
+                return 0
+            self.cost_ns += self.services.timing.packet_ns
+            self.wait = None
+            if result is _DONE:
+                self._advance(dwords * 4)
+            self.stall = "running"
+            return dwords * 4 // self.unit_bytes
         except GpuMemoryFault as fault:
             self._stop(
                 QueueStatus.MEMORY_FAULT,
@@ -312,73 +380,12 @@ class RingEngine:
             self._stop(error.status, error.code, f"{error} at {self._where()}")
         return 0
 
-    def _execute_one(self) -> int:
-        # hot: once per packet, so the write pointer read and the ring fetch are written out here
-        if self.services.memory.generation != self._views_generation:
-            self._load_views()
-        ibs = self._ibs
-        while ibs and ibs[-1].pos_bytes >= ibs[-1].size_bytes:
-            self._advance(ibs.pop().caller_units * self.unit_bytes)
-        ring_bytes = self.config.ring_bytes
-        if ibs:
-            frame = ibs[-1]
-            available = frame.size_bytes - frame.pos_bytes
-        else:
-            self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "write pointer read"
-            pointer = self._wptr_word
-            wptr = pointer[0] if pointer is not None else self.services.memory.read_u64(self.config.wptr_va)
-            available = (wptr - self.rptr) * self.unit_bytes
-            if wptr < self.rptr or available > ring_bytes or available % 4:
-                raise _PacketError(
-                    ErrorCode.BAD_WPTR,
-                    f"write pointer {wptr:#x} at {self.config.wptr_va:#x} is unusable: read pointer "
-                    f"{self.rptr:#x}, expected rptr <= wptr <= rptr + ring size, whole dwords apart",
-                )
-            self.wptr = wptr
-            if not available:
-                self.stall = "idle"
-                return 0
-        wait = self.wait
-        if wait is not None and wait.packet_bytes <= available:
-            return self._recheck(wait)
-        self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "packet fetch"
-        # One read covers most packets (and every header); a longer packet is read again whole.
-        nbytes = _PREFETCH_BYTES if available >= _PREFETCH_BYTES else available // 4 * 4
-        offset = (self.rptr * self.unit_bytes) % ring_bytes
-        ring = self._ring_words
-        if not ibs and ring is not None and offset + nbytes <= ring_bytes:  # the common case: a live ring slice
-            prefetched: Packet = ring[offset // 4 : (offset + nbytes) // 4].tolist()
-        else:
-            prefetched = self._read_packet(nbytes)
-        if not prefetched:
-            raise _PacketError(ErrorCode.BAD_WPTR, f"write pointer {self.wptr:#x} ends inside a dword")
-        dwords = self._packet_dwords(prefetched[0], prefetched)
-        if dwords is not None and dwords * 4 > (frame.size_bytes - frame.pos_bytes if ibs else ring_bytes):
-            what = "the rest of the IB" if ibs else f"the {ring_bytes:#x}-byte ring"
-            raise _PacketError(
-                ErrorCode.BAD_PACKET, f"{self._opcode_name()} packet of {dwords} dwords is longer than {what}"
-            )
-        if dwords is None or dwords * 4 > available:
-            self.stall = f"waiting for the rest of a {self._opcode_name()} packet at {self._where()}"
-            return 0
-        fetched = len(prefetched)
-        if dwords == fetched:
-            packet = prefetched
-        elif dwords < fetched:
-            packet = prefetched[:dwords]
-        else:
-            packet = self._read_packet(dwords * 4)
-        self._packet_bytes = dwords * 4
-        assert self._opcode is not None  # _packet_dwords decoded it
-        result = self._ops[self._opcode](packet)
-        if result is _WAIT:
-            return 0
-        self.cost_ns += self.services.timing.packet_ns
-        self.wait = None
-        if result is _DONE:
-            self._advance(dwords * 4)
-        self.stall = "running"
-        return dwords * 4 // self.unit_bytes
+    def _bad_wptr(self, wptr: int) -> _PacketError:
+        return _PacketError(
+            ErrorCode.BAD_WPTR,
+            f"write pointer {wptr:#x} at {self.config.wptr_va:#x} is unusable: read pointer {self.rptr:#x}, "
+            f"expected rptr <= wptr <= rptr + ring size, whole dwords apart",
+        )
 
     def _recheck(self, wait: _Wait) -> int:
         """Re-evaluate the poll the engine waits on (its packet stays decoded); return the units it consumed."""

@@ -152,7 +152,8 @@ class Queue:
         wait = self.engine.wait
         if self.destroyed or wait is None or not (wait.va < va + nbytes and va < wait.va + wait.nbytes):
             return
-        self._schedule(max(wait.next_check_ns(self.kernel.now_ns), self._busy_until_ns))
+        now = self.kernel.now_ns
+        self._schedule(max(wait.next_check_ns(now), self._busy_until_ns), now)
 
     def cancel(self) -> None:
         """Stop scheduling this queue (it is being destroyed)."""
@@ -163,8 +164,10 @@ class Queue:
                 self.kernel.cancel(event)
         self._step_event = self._deadline_event = None
 
-    def _schedule(self, at_ns: int) -> None:
-        now = self.kernel.now_ns
+    def _schedule(self, at_ns: int, now: int | None = None) -> None:
+        """Run a step at ``at_ns`` (or now, if that has passed) unless one is due by then; ``now``: the clock."""
+        if now is None:
+            now = self.kernel.now_ns
         at_ns = max(at_ns, now)
         if self._step_event is not None:
             if self._step_event.time_ns <= at_ns:
