@@ -32,6 +32,7 @@ from .timing import DEFAULT_TIMING, GpuTiming
 __all__ = ["AmdGpu"]
 
 _log = logging.getLogger("tinyhil.emulators.amdgpu")
+_BARS: Final[dict[int, Bar]] = {int(bar): bar for bar in Bar}
 _ENGINES: Final[dict[QueueKind, type[RingEngine]]] = {QueueKind.SDMA: SdmaEngine, QueueKind.COMPUTE: Pm4Engine}
 
 
@@ -289,6 +290,6 @@ class AmdGpu:
 
     def _bar(self, bar: int) -> Bar:
         try:
-            return Bar(bar)
-        except ValueError:
+            return _BARS[bar]  # hot: every BAR access (Bar(bar) costs an EnumType.__call__)
+        except (KeyError, TypeError):
             raise InvalidArgument(f"bar={bar!r}, expected 0 (VRAM), 2 (doorbells) or 5 (registers)") from None
