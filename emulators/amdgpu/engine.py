@@ -497,9 +497,21 @@ class RingEngine:
                 return f"{self._opcode_name()} at {self._where()} for {condition} on {va:#x}"
 
             self.wait = _Wait(
-                key, va, 4, now, interval_ns, deadline, what,
-                reference, mask, function, retry_count, self._packet_bytes, self._opcode, self._sub_op,
-            )  # fmt: skip
+                key,
+                va,
+                4,
+                now,
+                interval_ns,
+                deadline,
+                what,
+                reference,
+                mask,
+                function,
+                retry_count,
+                self._packet_bytes,
+                self._opcode,
+                self._sub_op,
+            )
         elif wait.deadline_ns is not None and now >= wait.deadline_ns:
             raise self._hung(wait, value)
         return _WAIT
