@@ -303,7 +303,10 @@ class GpuMemory:
         """
         view = memoryview(data) if type(data) is bytes else as_readonly_bytes("data", data)  # hot: engine writes
         nbytes = view.nbytes
-        self._scatter(self.translate(va, nbytes), view)
+        if self.system_bus is not None and SYS_APERTURE <= va < va + nbytes <= SYS_APERTURE + SYS_APERTURE_BYTES:
+            self._bus_write(va, view)  # hot: fences and completion entries into the bridge's memory
+        else:
+            self._scatter(self.translate(va, nbytes), view)
         if self.on_write is not None and nbytes:  # notify_written, inline (hot: every engine write)
             self.on_write(va, nbytes)
 

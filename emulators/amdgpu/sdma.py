@@ -102,7 +102,8 @@ class SdmaEngine(RingEngine):
         if op == _OP_WRITE:
             if len(prefetched) < _WRITE_FIXED_DWORDS:
                 return None
-            return _WRITE_FIXED_DWORDS + SDMA_WRITE_COUNT.get(prefetched[_WRITE_COUNT_DW]) + 1
+            count = (prefetched[_WRITE_COUNT_DW] >> SDMA_WRITE_COUNT.lsb) & SDMA_WRITE_COUNT.max_value
+            return _WRITE_FIXED_DWORDS + count + 1
         return _FIXED_DWORDS[op]
 
     def _check_sub_op(self, expected: int, meaning: str) -> None:
@@ -128,7 +129,7 @@ class SdmaEngine(RingEngine):
     def _op_write(self, packet: Packet) -> _Result:
         if self._sub_op != SDMA_SUBOP_WRITE_LINEAR:
             self._check_sub_op(SDMA_SUBOP_WRITE_LINEAR, "linear write")
-        dst = _addr(packet, _WRITE_DST_DW)
+        dst = packet[_WRITE_DST_DW] | packet[_WRITE_DST_DW + 1] << 32
         if dst % 4:
             self._aligned("destination", dst, 4)
         data = _dword_bytes(packet[_WRITE_DATA_DW:])
