@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, IntEnum
-from typing import TYPE_CHECKING, ClassVar, Final, Literal
+from typing import TYPE_CHECKING, ClassVar, Final
 
 import numpy as np
 
@@ -48,10 +48,7 @@ Packet = list[int]  # a packet's dwords as Python ints (ops index them without n
 _NO_ERROR: Final = ErrorCode.NONE
 _NO_OPCODE: Final[int | None] = None  # typed: after a reset, mypy still sees ``_opcode`` as int | None
 _PREFETCH_BYTES: Final = 64  # one ring read per packet covers every fixed-size packet of both engines
-# hot: the ring and pointers are read through native-order memoryviews, which equal "<u4" / "<u8" only here
-_NATIVE_VIEWS: Final = sys.byteorder == "little"
-
-
+_NATIVE_VIEWS: Final = sys.byteorder == "little"  # hot: native "I" / "Q" memoryviews equal "<u4" / "<u8" only here
 # hot: packers for the data of short packets (a WRITE of a fence or a completion entry), made once
 _DWORD_PACKERS: Final = tuple(struct.Struct(f"<{count}I") for count in range(_PREFETCH_BYTES // 4 + 1))
 
@@ -62,13 +59,6 @@ def _dword_bytes(dwords: Packet) -> bytes:
     if count < len(_DWORD_PACKERS):
         return _DWORD_PACKERS[count].pack(*dwords)
     return struct.pack(f"<{count}I", *dwords)
-
-
-def _native_view(array: np.ndarray | None, fmt: Literal["I", "Q"]) -> memoryview | None:
-    """``array`` (a live little-endian view) as a native-order memoryview of ``fmt`` items, or None."""
-    if array is None or not _NATIVE_VIEWS:
-        return None
-    return array.data.cast("B").cast(fmt)
 
 
 class InterruptKind(IntEnum):
@@ -145,8 +135,7 @@ class _Result(Enum):
     ENTER = "enter"  # an indirect buffer was entered: the packet completes when the IB does
 
 
-# hot: every op returns one; a module constant costs a dict lookup where ``_Result.DONE`` goes through EnumType's
-# __getattr__ hook (~0.1 us in Python 3.11)
+# hot: op results as module constants (``_Result.DONE`` goes through EnumType's __getattr__ hook in Python 3.11)
 _DONE: Final = _Result.DONE
 _WAIT: Final = _Result.WAIT
 _ENTER: Final = _Result.ENTER
@@ -173,11 +162,8 @@ class _Frame:
 
 @dataclass(slots=True)
 class _Wait:
-    """An unsatisfied poll: the packet it belongs to, what it watches, and when it gives up.
-
-    The engine keeps the decoded poll while it waits (as the hardware holds the fetched packet): a re-check reads
-    the polled memory again, not the packet.
-    """
+    """An unsatisfied poll: the packet it belongs to, what it watches, and when it gives up. The engine keeps the
+    decoded poll while it waits (as the hardware holds the fetched packet): a re-check reads only the polled memory."""
 
     key: tuple[int, int, int]
     va: int
@@ -186,14 +172,14 @@ class _Wait:
     interval_ns: int
     deadline_ns: int | None
     describe: Callable[[], str]  # what the poll waits for, in words (formatted on demand)
-    # The decoded poll: the condition ((mem & mask) function reference), the packet's size and opcode.
+    # The decoded poll: the condition ((mem & mask) function reference), then the packet's size and opcode.
     reference: int
     mask: int
     function: int
     retry_count: int | None
-    packet_bytes: int
-    opcode: int | None
-    sub_op: int
+    packet_bytes: int = 0
+    opcode: int | None = None
+    sub_op: int = 0
 
     @property
     def what(self) -> str:
@@ -242,8 +228,7 @@ class RingEngine:
         self._sub_op = 0
         self._packet_bytes = 0  # of the packet being executed
         self._ops: dict[int, Callable[[Packet], _Result]] = self._op_table()
-        # Live views of the ring and the pointers (None: not one aligned mapping), taken again when the
-        # GPU's mappings change (``GpuMemory.generation``).
+        # Live views of the ring and pointers (None: not one mapping); retaken when GpuMemory.generation moves.
         self._views_generation = -1
         self._ring_words: memoryview | None = None
         self._rptr_word: memoryview | None = None
@@ -253,11 +238,8 @@ class RingEngine:
         raise NotImplementedError
 
     def _packet_dwords(self, header: int, prefetched: Packet) -> int | None:
-        """Decode ``header`` (set ``_opcode`` and ``_sub_op``) and return the packet's size in dwords.
-
-        ``prefetched`` holds the packet's first dwords (up to 16, fewer only when no more are available);
-        None: more dwords must arrive to tell the size.
-        """
+        """Decode ``header`` into ``_opcode``/``_sub_op``; the packet's size in dwords (None: more must arrive to tell).
+        ``prefetched``: the packet's first dwords (up to 16; fewer only when no more are available)."""
         raise NotImplementedError
 
     # --- state ---
@@ -402,11 +384,14 @@ class RingEngine:
         return wait.packet_bytes // self.unit_bytes
 
     def _load_views(self) -> None:
-        """Take live views of the ring and the pointers (hot: kept until the GPU's mappings change)."""
+        """Take live native-order views of the ring and the pointers (hot: kept until the GPU's mappings change)."""
         memory, config = self.services.memory, self.config
-        self._ring_words = _native_view(memory.array(config.ring_va, config.ring_bytes, "<u4"), "I")
-        self._rptr_word = _native_view(memory.array(config.rptr_va, 8, "<u8"), "Q")
-        self._wptr_word = _native_view(memory.array(config.wptr_va, 8, "<u8"), "Q")
+        ring = memory.array(config.ring_va, config.ring_bytes, "<u4") if _NATIVE_VIEWS else None
+        rptr = memory.array(config.rptr_va, 8, "<u8") if _NATIVE_VIEWS else None
+        wptr = memory.array(config.wptr_va, 8, "<u8") if _NATIVE_VIEWS else None
+        self._ring_words = None if ring is None else ring.data.cast("B").cast("I")
+        self._rptr_word = None if rptr is None else rptr.data.cast("B").cast("Q")
+        self._wptr_word = None if wptr is None else wptr.data.cast("B").cast("Q")
         self._views_generation = memory.generation
 
     def _read_packet(self, nbytes: int) -> Packet:
@@ -496,32 +481,19 @@ class RingEngine:
                 condition = f"(mem & {mask:#x}) {CompareFunction(function).name} {reference:#x}"
                 return f"{self._opcode_name()} at {self._where()} for {condition} on {va:#x}"
 
-            self.wait = _Wait(
-                key,
-                va,
-                4,
-                now,
-                interval_ns,
-                deadline,
-                what,
-                reference,
-                mask,
-                function,
-                retry_count,
-                self._packet_bytes,
-                self._opcode,
-                self._sub_op,
-            )
+            wait = _Wait(key, va, 4, now, interval_ns, deadline, what, reference, mask, function, retry_count)
+            wait.packet_bytes, wait.opcode, wait.sub_op = self._packet_bytes, self._opcode, self._sub_op
+            self.wait = wait
         elif wait.deadline_ns is not None and now >= wait.deadline_ns:
             raise self._hung(wait, value)
         return _WAIT
 
     def _hung(self, wait: _Wait, value: int) -> _PacketError:
         """The error of a poll whose retries ran out with ``value`` (masked) still failing its condition."""
+        expected = f"expected {CompareFunction(wait.function).name} {wait.reference:#x}"
         return _PacketError(
             ErrorCode.POLL_TIMEOUT,
             f"queue hung: {self._opcode_name()} on {wait.va:#x} still unsatisfied after {wait.retry_count} retries "
-            f"(mem & {wait.mask:#x} = {value:#x}, expected {CompareFunction(wait.function).name} "
-            f"{wait.reference:#x})",
+            f"(mem & {wait.mask:#x} = {value:#x}, {expected})",
             QueueStatus.HUNG,
         )
