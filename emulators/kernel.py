@@ -58,6 +58,8 @@ class EventHandle:
         return f"EventHandle({self.label or self.fn!r} at {self.time_ns} ns{state})"
 
 
+_heappush: Final = heapq.heappush  # hot: every schedule
+
 # The queue holds (time_ns, sequence, event): tuples compare in C, and the sequence breaks ties in schedule order.
 _Entry = tuple[int, int, EventHandle]
 
@@ -98,8 +100,9 @@ class EventKernel:
         """
         if type(delay_ns) is not int or delay_ns < 0:  # hot: every engine step; bool is not an int here
             raise InvalidArgument(f"delay_ns={delay_ns!r}, expected an int >= 0 (virtual time only moves forward)")
-        event = EventHandle(self._now_ns + delay_ns, fn, label)
-        heapq.heappush(self._queue, (event.time_ns, next(self._sequence), event))
+        time_ns = self._now_ns + delay_ns
+        event = EventHandle(time_ns, fn, label)
+        _heappush(self._queue, (time_ns, next(self._sequence), event))
         return event
 
     def cancel(self, handle: EventHandle) -> None:

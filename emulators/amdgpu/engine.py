@@ -9,13 +9,14 @@ for their cost.
 
 from __future__ import annotations
 
+import struct
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import TYPE_CHECKING, ClassVar, Final
 
 import numpy as np
-import numpy.typing as npt
 
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
@@ -43,8 +44,21 @@ if TYPE_CHECKING:
 
 __all__ = ["EngineServices", "Interrupt", "InterruptKind", "QueueConfig", "RingEngine"]
 
-Packet = npt.NDArray[np.uint32]
-_PREFETCH_DWORDS: Final = 16  # one ring read per packet covers every fixed-size packet of both engines
+Packet = list[int]  # a packet's dwords as Python ints (ops index them without numpy scalar costs)
+_NO_ERROR: Final = ErrorCode.NONE
+_NO_OPCODE: Final[int | None] = None  # typed: after a reset, mypy still sees ``_opcode`` as int | None
+_PREFETCH_BYTES: Final = 64  # one ring read per packet covers every fixed-size packet of both engines
+_NATIVE_VIEWS: Final = sys.byteorder == "little"  # hot: native "I" / "Q" memoryviews equal "<u4" / "<u8" only here
+# hot: packers for the data of short packets (a WRITE of a fence or a completion entry), made once
+_DWORD_PACKERS: Final = tuple(struct.Struct(f"<{count}I") for count in range(_PREFETCH_BYTES // 4 + 1))
+
+
+def _dword_bytes(dwords: Packet) -> bytes:
+    """Packet dwords (a slice of a packet used as data) as little-endian bytes."""
+    count = len(dwords)
+    if count < len(_DWORD_PACKERS):
+        return _DWORD_PACKERS[count].pack(*dwords)
+    return struct.pack(f"<{count}I", *dwords)
 
 
 class InterruptKind(IntEnum):
@@ -121,6 +135,12 @@ class _Result(Enum):
     ENTER = "enter"  # an indirect buffer was entered: the packet completes when the IB does
 
 
+# hot: op results as module constants (``_Result.DONE`` goes through EnumType's __getattr__ hook in Python 3.11)
+_DONE: Final = _Result.DONE
+_WAIT: Final = _Result.WAIT
+_ENTER: Final = _Result.ENTER
+
+
 class _PacketError(Exception):
     """Stops the queue; carries the status bit and error code."""
 
@@ -142,7 +162,8 @@ class _Frame:
 
 @dataclass(slots=True)
 class _Wait:
-    """An unsatisfied poll: the packet it belongs to, what it watches, and when it gives up."""
+    """An unsatisfied poll: the packet it belongs to, what it watches, and when it gives up. The engine keeps the
+    decoded poll while it waits (as the hardware holds the fetched packet): a re-check reads only the polled memory."""
 
     key: tuple[int, int, int]
     va: int
@@ -151,6 +172,14 @@ class _Wait:
     interval_ns: int
     deadline_ns: int | None
     describe: Callable[[], str]  # what the poll waits for, in words (formatted on demand)
+    # The decoded poll: the condition ((mem & mask) function reference), then the packet's size and opcode.
+    reference: int
+    mask: int
+    function: int
+    retry_count: int | None
+    packet_bytes: int = 0
+    opcode: int | None = None
+    sub_op: int = 0
 
     @property
     def what(self) -> str:
@@ -197,13 +226,20 @@ class RingEngine:
         self._opcode: int | None = None  # of the packet being executed
         self._activity = "packet fetch"  # what the engine does while no opcode is decoded
         self._sub_op = 0
+        self._packet_bytes = 0  # of the packet being executed
         self._ops: dict[int, Callable[[Packet], _Result]] = self._op_table()
+        # Live views of the ring and pointers (None: not one mapping); retaken when GpuMemory.generation moves.
+        self._views_generation = -1
+        self._ring_words: memoryview | None = None
+        self._rptr_word: memoryview | None = None
+        self._wptr_word: memoryview | None = None
 
     def _op_table(self) -> dict[int, Callable[[Packet], _Result]]:
         raise NotImplementedError
 
-    def _packet_dwords(self, header: int, peek: Callable[[int], Packet | None]) -> int | None:
-        """The size of the packet starting with ``header`` (None: more dwords must arrive to tell)."""
+    def _packet_dwords(self, header: int, prefetched: Packet) -> int | None:
+        """Decode ``header`` into ``_opcode``/``_sub_op``; the packet's size in dwords (None: more must arrive to tell).
+        ``prefetched``: the packet's first dwords (up to 16; fewer only when no more are available)."""
         raise NotImplementedError
 
     # --- state ---
@@ -250,10 +286,71 @@ class RingEngine:
     def execute(self) -> int:
         """Run at most one packet; return the units it consumed (0: stalled, see ``stall`` / ``wait``)."""
         self.cost_ns = 0
-        if self.stopped:
+        if self.error_code is not _NO_ERROR:  # hot: ``stopped`` without the property call
             return 0
         try:
-            return self._execute_one()
+            # hot: once per packet, so the write pointer read, the ring fetch and the dispatch are written out here
+            if self.services.memory.generation != self._views_generation:
+                self._load_views()
+            ibs = self._ibs
+            while ibs and ibs[-1].pos_bytes >= ibs[-1].size_bytes:
+                self._advance(ibs.pop().caller_units * self.unit_bytes)
+            ring_bytes = self.config.ring_bytes
+            if ibs:
+                frame = ibs[-1]
+                available = frame.size_bytes - frame.pos_bytes
+            else:
+                self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "write pointer read"
+                pointer = self._wptr_word
+                wptr = pointer[0] if pointer is not None else self.services.memory.read_u64(self.config.wptr_va)
+                available = (wptr - self.rptr) * self.unit_bytes
+                if wptr < self.rptr or available > ring_bytes or available % 4:
+                    raise self._bad_wptr(wptr)
+                self.wptr = wptr
+                if not available:
+                    self.stall = "idle"
+                    return 0
+            wait = self.wait
+            if wait is not None and wait.packet_bytes <= available:
+                return self._recheck(wait)
+            self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "packet fetch"
+            # One read covers most packets (and every header); a longer packet is read again whole.
+            nbytes = _PREFETCH_BYTES if available >= _PREFETCH_BYTES else available // 4 * 4
+            offset = (self.rptr * self.unit_bytes) % ring_bytes
+            ring = self._ring_words
+            if not ibs and ring is not None and offset + nbytes <= ring_bytes:  # the common case: a live ring slice
+                prefetched: Packet = ring[offset // 4 : (offset + nbytes) // 4].tolist()
+            else:
+                prefetched = self._read_packet(nbytes)
+            if not prefetched:
+                raise _PacketError(ErrorCode.BAD_WPTR, f"write pointer {self.wptr:#x} ends inside a dword")
+            dwords = self._packet_dwords(prefetched[0], prefetched)
+            if dwords is not None and dwords * 4 > (frame.size_bytes - frame.pos_bytes if ibs else ring_bytes):
+                what = "the rest of the IB" if ibs else f"the {ring_bytes:#x}-byte ring"
+                raise _PacketError(
+                    ErrorCode.BAD_PACKET, f"{self._opcode_name()} packet of {dwords} dwords is longer than {what}"
+                )
+            if dwords is None or dwords * 4 > available:
+                self.stall = f"waiting for the rest of a {self._opcode_name()} packet at {self._where()}"
+                return 0
+            fetched = len(prefetched)
+            if dwords == fetched:
+                packet = prefetched
+            elif dwords < fetched:
+                packet = prefetched[:dwords]
+            else:
+                packet = self._read_packet(dwords * 4)
+            self._packet_bytes = dwords * 4
+            assert self._opcode is not None  # _packet_dwords decoded it
+            result = self._ops[self._opcode](packet)
+            if result is _WAIT:
+                return 0
+            self.cost_ns += self.services.timing.packet_ns
+            self.wait = None
+            if result is _DONE:
+                self._advance(dwords * 4)
+            self.stall = "running"
+            return dwords * 4 // self.unit_bytes
         except GpuMemoryFault as fault:
             self._stop(
                 QueueStatus.MEMORY_FAULT,
@@ -265,56 +362,37 @@ class RingEngine:
             self._stop(error.status, error.code, f"{error} at {self._where()}")
         return 0
 
-    def _execute_one(self) -> int:
-        while self._ibs and self._ibs[-1].pos_bytes >= self._ibs[-1].size_bytes:
-            self._advance(self._ibs.pop().caller_units * self.unit_bytes)
-        if self._ibs:
-            frame = self._ibs[-1]
-            available = frame.size_bytes - frame.pos_bytes
-        else:
-            self._forget_opcode("write pointer read")
-            self._refresh_wptr()
-            available = (self.wptr - self.rptr) * self.unit_bytes
-            if not available:
-                self.stall = "idle"
-                return 0
-        self._forget_opcode("packet fetch")
-        # One read covers most packets (and every header): later peeks within it are slices, not memory reads.
-        prefetched = self._read_packet(min(available // 4, _PREFETCH_DWORDS) * 4)
+    def _bad_wptr(self, wptr: int) -> _PacketError:
+        return _PacketError(
+            ErrorCode.BAD_WPTR,
+            f"write pointer {wptr:#x} at {self.config.wptr_va:#x} is unusable: read pointer {self.rptr:#x}, "
+            f"expected rptr <= wptr <= rptr + ring size, whole dwords apart",
+        )
 
-        def peek(dwords: int) -> Packet | None:
-            if dwords <= prefetched.size:
-                return prefetched[:dwords]
-            return self._read_packet(dwords * 4) if dwords * 4 <= available else None
-
-        header_dwords = peek(1)
-        if header_dwords is None:
-            raise _PacketError(ErrorCode.BAD_WPTR, f"write pointer {self.wptr:#x} ends inside a dword")
-        dwords = self._packet_dwords(int(header_dwords[0]), peek)
-        capacity = self._ibs[-1].size_bytes - self._ibs[-1].pos_bytes if self._ibs else self.config.ring_bytes
-        if dwords is not None and dwords * 4 > capacity:
-            what = "the rest of the IB" if self._ibs else f"the {self.config.ring_bytes:#x}-byte ring"
-            raise _PacketError(
-                ErrorCode.BAD_PACKET, f"{self._opcode_name()} packet of {dwords} dwords is longer than {what}"
-            )
-        packet = None if dwords is None else peek(dwords)
-        if dwords is None or packet is None:
-            self.stall = f"waiting for the rest of a {self._opcode_name()} packet at {self._where()}"
-            return 0
-        units = dwords * 4 // self.unit_bytes
-        assert self._opcode is not None  # _packet_dwords decoded it
-        result = self._ops[self._opcode](packet)
-        if result is _Result.WAIT:
+    def _recheck(self, wait: _Wait) -> int:
+        """Re-evaluate the poll the engine waits on (its packet stays decoded); return the units it consumed."""
+        self._opcode, self._sub_op = wait.opcode, wait.sub_op
+        value = self.services.memory.read_u32(wait.va) & wait.mask
+        if not COMPARE_OPERATORS[wait.function](value, wait.reference):
+            if wait.deadline_ns is not None and self.services.kernel.now_ns >= wait.deadline_ns:
+                raise self._hung(wait, value)
             return 0
         self.cost_ns += self.services.timing.packet_ns
         self.wait = None
-        if result is _Result.DONE:
-            self._advance(dwords * 4)
+        self._advance(wait.packet_bytes)
         self.stall = "running"
-        return units
+        return wait.packet_bytes // self.unit_bytes
 
-    def _forget_opcode(self, activity: str) -> None:
-        self._opcode, self._sub_op, self._activity = None, 0, activity
+    def _load_views(self) -> None:
+        """Take live native-order views of the ring and the pointers (hot: kept until the GPU's mappings change)."""
+        memory, config = self.services.memory, self.config
+        ring = memory.array(config.ring_va, config.ring_bytes, "<u4") if _NATIVE_VIEWS else None
+        rptr = memory.array(config.rptr_va, 8, "<u8") if _NATIVE_VIEWS else None
+        wptr = memory.array(config.wptr_va, 8, "<u8") if _NATIVE_VIEWS else None
+        self._ring_words = None if ring is None else ring.data.cast("B").cast("I")
+        self._rptr_word = None if rptr is None else rptr.data.cast("B").cast("Q")
+        self._wptr_word = None if wptr is None else wptr.data.cast("B").cast("Q")
+        self._views_generation = memory.generation
 
     def _read_packet(self, nbytes: int) -> Packet:
         memory = self.services.memory
@@ -322,40 +400,32 @@ class RingEngine:
             frame = self._ibs[-1]
             data = bytes(memory.read(frame.base_va + frame.pos_bytes, nbytes))
         else:
-            offset, size = self._ring_offset(), self.config.ring_bytes
-            ring = memory.array(self.config.ring_va, size, "<u4")
+            size = self.config.ring_bytes
+            offset = (self.rptr * self.unit_bytes) % size
+            ring = self._ring_words
             if ring is not None and offset + nbytes <= size:  # the common case: one slice of a live view
-                return ring[offset // 4 : (offset + nbytes) // 4].copy()
+                return ring[offset // 4 : (offset + nbytes) // 4].tolist()
             first = min(nbytes, size - offset)
             data = bytes(memory.read(self.config.ring_va + offset, first))
             if first < nbytes:
                 data += bytes(memory.read(self.config.ring_va, nbytes - first))
-        return np.frombuffer(data, "<u4")
+        words: list[int] = np.frombuffer(data, "<u4").tolist()
+        return words
 
     def _advance(self, nbytes: int) -> None:
         if self._ibs:
             self._ibs[-1].pos_bytes += nbytes
             return
         self.rptr += nbytes // self.unit_bytes
-        self._forget_opcode("read pointer write-back")
+        self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "read pointer write-back"
         # The engine's own bookkeeping: written without waking pollers (no queue polls another's read pointer).
-        pointer = self.services.memory.array(self.config.rptr_va, 8, "<u8")
+        if self.services.memory.generation != self._views_generation:  # an op changed the mappings
+            self._load_views()
+        pointer = self._rptr_word
         if pointer is not None:
             pointer[0] = self.rptr
         else:
             self.services.memory.write_u64(self.config.rptr_va, self.rptr, notify=False)
-
-    def _refresh_wptr(self) -> None:
-        pointer = self.services.memory.array(self.config.wptr_va, 8, "<u8")
-        wptr = int(pointer[0]) if pointer is not None else self.services.memory.read_u64(self.config.wptr_va)
-        ahead = (wptr - self.rptr) * self.unit_bytes
-        if wptr < self.rptr or ahead > self.config.ring_bytes or ahead % 4:
-            raise _PacketError(
-                ErrorCode.BAD_WPTR,
-                f"write pointer {wptr:#x} at {self.config.wptr_va:#x} is unusable: read pointer {self.rptr:#x}, "
-                f"expected rptr <= wptr <= rptr + ring size, whole dwords apart",
-            )
-        self.wptr = wptr
 
     def _stop(self, status: QueueStatus, code: ErrorCode, message: str, *, fault_va: int | None = None) -> None:
         self.error_status = status
@@ -384,9 +454,9 @@ class RingEngine:
             raise self._bad(f"indirect buffers nest at most {self.MAX_IB_DEPTH} deep")
         self._aligned("IB address", va, 4)
         if not nbytes:
-            return _Result.DONE
+            return _DONE
         self._ibs.append(_Frame(va, nbytes, 0, caller_units))
-        return _Result.ENTER
+        return _ENTER
 
     def _poll(
         self, va: int, reference: int, mask: int, function: int, interval: int, retry_count: int | None
@@ -398,7 +468,7 @@ class RingEngine:
             self._aligned("poll address", va, 4)
         value = self.services.memory.read_u32(va) & mask
         if COMPARE_OPERATORS[function](value, reference):
-            return _Result.DONE
+            return _DONE
         now = self.services.kernel.now_ns
         frame = self._ibs[-1] if self._ibs else None
         key = (len(self._ibs), self.rptr, frame.pos_bytes if frame else 0)
@@ -411,12 +481,19 @@ class RingEngine:
                 condition = f"(mem & {mask:#x}) {CompareFunction(function).name} {reference:#x}"
                 return f"{self._opcode_name()} at {self._where()} for {condition} on {va:#x}"
 
-            self.wait = _Wait(key, va, 4, now, interval_ns, deadline, what)
+            wait = _Wait(key, va, 4, now, interval_ns, deadline, what, reference, mask, function, retry_count)
+            wait.packet_bytes, wait.opcode, wait.sub_op = self._packet_bytes, self._opcode, self._sub_op
+            self.wait = wait
         elif wait.deadline_ns is not None and now >= wait.deadline_ns:
-            raise _PacketError(
-                ErrorCode.POLL_TIMEOUT,
-                f"queue hung: {self._opcode_name()} on {va:#x} still unsatisfied after {retry_count} retries "
-                f"(mem & {mask:#x} = {value:#x}, expected {CompareFunction(function).name} {reference:#x})",
-                QueueStatus.HUNG,
-            )
-        return _Result.WAIT
+            raise self._hung(wait, value)
+        return _WAIT
+
+    def _hung(self, wait: _Wait, value: int) -> _PacketError:
+        """The error of a poll whose retries ran out with ``value`` (masked) still failing its condition."""
+        expected = f"expected {CompareFunction(wait.function).name} {wait.reference:#x}"
+        return _PacketError(
+            ErrorCode.POLL_TIMEOUT,
+            f"queue hung: {self._opcode_name()} on {wait.va:#x} still unsatisfied after {wait.retry_count} retries "
+            f"(mem & {wait.mask:#x} = {value:#x}, {expected})",
+            QueueStatus.HUNG,
+        )

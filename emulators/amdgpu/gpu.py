@@ -32,6 +32,7 @@ from .timing import DEFAULT_TIMING, GpuTiming
 __all__ = ["AmdGpu"]
 
 _log = logging.getLogger("tinyhil.emulators.amdgpu")
+_BARS: Final[dict[int, Bar]] = {int(bar): bar for bar in Bar}
 _ENGINES: Final[dict[QueueKind, type[RingEngine]]] = {QueueKind.SDMA: SdmaEngine, QueueKind.COMPUTE: Pm4Engine}
 
 
@@ -81,6 +82,7 @@ class AmdGpu:
         self.on_interrupt: Callable[[Interrupt], None] | None = None
         self._services = EngineServices(self.memory, kernel, timing, self._interrupt, self.executor)
         self._queues: dict[int, Queue] = {}
+        self._waiting: dict[int, Queue] = {}  # the queues waiting on a poll, by id (kept by the queues)
         self.reset()
 
     def reset(self) -> None:
@@ -88,6 +90,7 @@ class AmdGpu:
         for queue in list(self._queues.values()):
             queue.cancel()
         self._queues = {}
+        self._waiting.clear()
         self._doorbells: dict[int, Queue] = {}
         self._next_queue_id = 0
         self._doorbell_bar = bytearray(DOORBELL_BAR_BYTES)
@@ -153,8 +156,15 @@ class AmdGpu:
 
     def memory_written(self, va: int, nbytes: int) -> None:
         """The host wrote GPU-visible memory at ``[va, va + nbytes)`` directly: wake the queues polling it."""
-        for queue in list(self._queues.values()):
-            queue.wake(va, nbytes)
+        waiting = self._waiting
+        if not waiting:  # hot: most writes land while no queue polls
+            return
+        if len(waiting) == 1:  # hot: one queue polls (the USB copy path)
+            for queue in waiting.values():
+                queue.wake(va, nbytes)
+            return
+        for queue_id in sorted(waiting):  # queue order, as the queues were created
+            waiting[queue_id].wake(va, nbytes)
 
     def host_memory_written(self, pcie_addr: int, nbytes: int) -> None:
         """The bridge landed bytes at a PCIe address: ``memory_written(SYS_APERTURE + pcie_addr, nbytes)``."""
@@ -187,7 +197,7 @@ class AmdGpu:
         self._next_queue_id += 1
         name = f"{config.kind.name} queue {queue_id}"
         engine = _ENGINES[config.kind](self._services, config, queue_id, name)
-        queue = Queue(queue_id, config, engine, self.kernel)
+        queue = Queue(queue_id, config, engine, self.kernel, self._waiting)
         self._queues[queue_id] = self._doorbells[config.doorbell_index] = queue
         return queue
 
@@ -280,6 +290,6 @@ class AmdGpu:
 
     def _bar(self, bar: int) -> Bar:
         try:
-            return Bar(bar)
-        except ValueError:
+            return _BARS[bar]  # hot: every BAR access (Bar(bar) costs an EnumType.__call__)
+        except (KeyError, TypeError):
             raise InvalidArgument(f"bar={bar!r}, expected 0 (VRAM), 2 (doorbells) or 5 (registers)") from None

@@ -98,6 +98,7 @@ class GpuMemory:
         self._vram_map = mmap.mmap(-1, vram_bytes, flags=flags)
         self.vram = memoryview(self._vram_map)
         self.on_write: Callable[[int, int], None] | None = None
+        self.generation = 0  # bumped whenever the mappings change: views taken earlier may be stale
         self.reset()
 
     def reset(self) -> None:
@@ -110,6 +111,7 @@ class GpuMemory:
         self._mappings: list[Mapping] = []
         self._last: tuple[int, int, memoryview] = (0, 0, self.vram[:0])  # (va, end, backing) of the last hit
         self._views: dict[tuple[int, int, str], np.ndarray | None] = {}
+        self.generation += 1
         if self.vram_at_zero:
             self.map(0, self.vram)
 
@@ -156,6 +158,7 @@ class GpuMemory:
         self._mappings.insert(index, mapping)
         self._last = (0, 0, self.vram[:0])
         self._views.clear()
+        self.generation += 1
         return mapping
 
     def unmap(self, va: int) -> None:
@@ -171,6 +174,7 @@ class GpuMemory:
         del self._mappings[index]
         self._last = (0, 0, self.vram[:0])
         self._views.clear()
+        self.generation += 1
 
     def _describe(self) -> str:
         return ", ".join(f"{m.va:#x}+{m.nbytes:#x}" for m in self._mappings) or "nothing"
@@ -178,7 +182,7 @@ class GpuMemory:
     # --- the one translation function ---
     def in_system_aperture(self, va: int) -> bool:
         """Whether ``va`` is in the active system aperture (the bridge's memory, reached across PCIe)."""
-        return self.aperture_active and SYS_APERTURE <= va < SYS_APERTURE + SYS_APERTURE_BYTES
+        return self.system_bus is not None and SYS_APERTURE <= va < SYS_APERTURE + SYS_APERTURE_BYTES
 
     def array(self, va: int, nbytes: int, dtype: str) -> np.ndarray | None:
         """A live numpy view of ``[va, va + nbytes)`` as ``dtype`` when the range lies in one mapping and is aligned
@@ -214,7 +218,7 @@ class GpuMemory:
         first, last_end, backing = self._last
         if first <= va and end <= last_end:  # the mapping of the last translation: the common case, no search
             return [(va, backing[va - first : end - first])]
-        if self.aperture_active and SYS_APERTURE <= va < SYS_APERTURE + SYS_APERTURE_BYTES:
+        if self.system_bus is not None and SYS_APERTURE <= va < SYS_APERTURE + SYS_APERTURE_BYTES:
             if end > SYS_APERTURE + SYS_APERTURE_BYTES:
                 raise GpuMemoryFault(SYS_APERTURE + SYS_APERTURE_BYTES, end - SYS_APERTURE - SYS_APERTURE_BYTES)
             return [(va, None)]
@@ -297,9 +301,14 @@ class GpuMemory:
         Raises:
             GpuMemoryFault: part of the range is unmapped.
         """
-        view = as_readonly_bytes("data", data)
-        self._scatter(self.translate(va, view.nbytes), view)
-        self.notify_written(va, view.nbytes)
+        view = memoryview(data) if type(data) is bytes else as_readonly_bytes("data", data)  # hot: engine writes
+        nbytes = view.nbytes
+        if self.system_bus is not None and SYS_APERTURE <= va < va + nbytes <= SYS_APERTURE + SYS_APERTURE_BYTES:
+            self._bus_write(va, view)  # hot: fences and completion entries into the bridge's memory
+        else:
+            self._scatter(self.translate(va, nbytes), view)
+        if self.on_write is not None and nbytes:  # notify_written, inline (hot: every engine write)
+            self.on_write(va, nbytes)
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
         """Copy like ``memmove``: overlapping ranges come out right; VRAM to VRAM is one slice assignment.
@@ -320,7 +329,8 @@ class GpuMemory:
             data = memoryview(b"".join(view for _, view in sources if view is not None))
         # One target view: a single slice assignment, which memmoves when source and target overlap.
         self._scatter(targets, data)
-        self.notify_written(dst, nbytes)
+        if self.on_write is not None:  # notify_written, inline (hot: every engine copy; nbytes > 0 here)
+            self.on_write(dst, nbytes)
 
     def fill(self, va: int, nbytes: int, value: int, *, dword: bool) -> None:
         """Fill with the byte ``value`` or (``dword``) the little-endian u32 ``value``.
@@ -341,6 +351,8 @@ class GpuMemory:
         self.notify_written(va, nbytes)
 
     def read_u32(self, va: int) -> int:
+        if self.system_bus is not None and SYS_APERTURE <= va <= SYS_APERTURE + SYS_APERTURE_BYTES - 4:
+            return int.from_bytes(self._bus_read(va, 4), "little")  # hot: polls of the bridge's memory
         return int.from_bytes(self.read(va, 4), "little")
 
     def read_u64(self, va: int) -> int:

@@ -61,19 +61,24 @@ class _HostPort:
         self.host: PcieHost | None = None
 
     def dma_read(self, pcie_addr: int, nbytes: int) -> bytes | memoryview:
-        return self._host(pcie_addr, nbytes).dma_read(pcie_addr, nbytes)
+        host = self.host
+        if host is None:
+            raise self._unplugged(pcie_addr, nbytes)
+        return host.dma_read(pcie_addr, nbytes)
 
     def dma_write(self, pcie_addr: int, data: bytes | memoryview) -> None:
-        self._host(pcie_addr, memoryview(data).nbytes).dma_write(pcie_addr, data)
+        host = self.host
+        if host is None:
+            raise self._unplugged(pcie_addr, memoryview(data).nbytes)
+        host.dma_write(pcie_addr, data)
 
-    def _host(self, pcie_addr: int, nbytes: int) -> PcieHost:
-        if self.host is None:
-            raise PcieUnsupportedRequest(
-                f"DMA {pcie_addr:#x}+{nbytes:#x}: the GPU is not plugged into a bridge (no attach_host yet)",
-                addr=pcie_addr,
-                nbytes=nbytes,
-            )
-        return self.host
+    @staticmethod
+    def _unplugged(pcie_addr: int, nbytes: int) -> PcieUnsupportedRequest:
+        return PcieUnsupportedRequest(
+            f"DMA {pcie_addr:#x}+{nbytes:#x}: the GPU is not plugged into a bridge (no attach_host yet)",
+            addr=pcie_addr,
+            nbytes=nbytes,
+        )
 
 
 class _GpuConfig(Type0Config):

@@ -42,7 +42,7 @@ from tinyhil.spec.amdgpu_pm4 import (
     WriteDataDw,
 )
 
-from .engine import Interrupt, InterruptKind, Packet, RingEngine, _PacketError, _Result
+from .engine import _DONE, Interrupt, InterruptKind, Packet, RingEngine, _dword_bytes, _PacketError, _Result
 from .errors import KernelError
 from .executor import Launch
 
@@ -54,7 +54,7 @@ _MIN_BODY_DWORDS = {Pm4Op.SET_SH_REG: 2, Pm4Op.SET_UCONFIG_REG: 2, Pm4Op.WRITE_D
 
 
 def _addr(packet: Packet, lo: int) -> int:
-    return int(packet[lo]) | int(packet[lo + 1]) << 32
+    return packet[lo] | packet[lo + 1] << 32
 
 
 class Pm4Engine(RingEngine):
@@ -98,7 +98,7 @@ class Pm4Engine(RingEngine):
             Pm4Op.DISPATCH_DIRECT: self._op_dispatch_direct,
         }
 
-    def _packet_dwords(self, header: int, peek: Callable[[int], Packet | None]) -> int | None:
+    def _packet_dwords(self, header: int, prefetched: Packet) -> int | None:
         packet_type = PM4_HEADER_TYPE.get(header)
         self._opcode = opcode = PM4_HEADER_OPCODE.get(header)
         if packet_type != PM4_TYPE_3:
@@ -122,7 +122,7 @@ class Pm4Engine(RingEngine):
 
     # --- registers ---
     def _set_regs(self, regs: np.ndarray, base: int, packet: Packet) -> _Result:
-        offset = int(packet[1]) & 0xFFFF
+        offset = packet[1] & 0xFFFF
         values = packet[2:]
         if offset + len(values) > len(regs):
             raise self._bad(
@@ -130,14 +130,14 @@ class Pm4Engine(RingEngine):
                 f"{base:#x}..{base + len(regs) - 1:#x}"
             )
         regs[offset : offset + len(values)] = values
-        return _Result.DONE
+        return _DONE
 
     def sh_reg(self, reg: int) -> int:
         """The value of SH register ``reg`` (a dword register index such as ``ShReg.COMPUTE_PGM_LO``)."""
         return int(self.sh_regs[reg - SH_REG_BASE])
 
     def _op_nop(self, packet: Packet) -> _Result:
-        return _Result.DONE
+        return _DONE
 
     def _op_set_sh_reg(self, packet: Packet) -> _Result:
         return self._set_regs(self.sh_regs, SH_REG_BASE, packet)
@@ -146,11 +146,11 @@ class Pm4Engine(RingEngine):
         return self._set_regs(self.uconfig_regs, UCONFIG_REG_BASE, packet)
 
     def _op_acquire_mem(self, packet: Packet) -> _Result:
-        return _Result.DONE
+        return _DONE
 
     # --- memory ---
     def _op_release_mem(self, packet: Packet) -> _Result:
-        control = int(packet[ReleaseMemDw.DATA_CNTL])
+        control = packet[ReleaseMemDw.DATA_CNTL]
         try:
             data_sel = ReleaseMemDataSel(RELEASE_MEM_DATA_SEL.get(control))
             int_sel = ReleaseMemIntSel(RELEASE_MEM_INT_SEL.get(control))
@@ -171,19 +171,19 @@ class Pm4Engine(RingEngine):
             case ReleaseMemDataSel.NONE:
                 value = 0
         if int_sel is not ReleaseMemIntSel.NONE:
-            context = int(packet[ReleaseMemDw.INT_CTXID])
+            context = packet[ReleaseMemDw.INT_CTXID]
             now = self.services.kernel.now_ns
             self.services.interrupt(Interrupt(InterruptKind.END_OF_PIPE, self.queue_id, now, context, value))
-        return _Result.DONE
+        return _DONE
 
     def _op_wait_reg_mem(self, packet: Packet) -> _Result:
-        control = int(packet[WaitRegMemDw.CONTROL])
+        control = packet[WaitRegMemDw.CONTROL]
         if WAIT_REG_MEM_MEM_SPACE.get(control) != MemSpace.MEMORY or WAIT_REG_MEM_OPERATION.get(control):
             raise self._bad(f"control {control:#010x}: only memory waits are modelled (mem_space 1, operation 0)")
         return self._poll(
             _addr(packet, WaitRegMemDw.ADDR_LO),
-            int(packet[WaitRegMemDw.REFERENCE]),
-            int(packet[WaitRegMemDw.MASK]),
+            packet[WaitRegMemDw.REFERENCE],
+            packet[WaitRegMemDw.MASK],
             WAIT_REG_MEM_FUNCTION.get(control),
             WAIT_REG_MEM_POLL_INTERVAL.get(packet[WaitRegMemDw.POLL_INTERVAL]),
             None,
@@ -195,22 +195,22 @@ class Pm4Engine(RingEngine):
         return self._enter_ib(base, ib_dwords * 4, len(packet))
 
     def _op_write_data(self, packet: Packet) -> _Result:
-        control = int(packet[WriteDataDw.CONTROL])
+        control = packet[WriteDataDw.CONTROL]
         if WRITE_DATA_DST_SEL.get(control) != WriteDataDstSel.MEMORY:
             dst_sel = WRITE_DATA_DST_SEL.get(control)
             raise self._bad(f"dst_sel={dst_sel}, expected {WriteDataDstSel.MEMORY} (memory)")
         dst = self._aligned("destination", _addr(packet, WriteDataDw.DST_ADDR_LO), 4)
-        data = packet[WriteDataDw.DATA :]
+        data = _dword_bytes(packet[WriteDataDw.DATA :])
         self.services.memory.write(dst, data)
-        self.cost_ns += self.services.timing.transfer_ns(data.nbytes)
-        return _Result.DONE
+        self.cost_ns += self.services.timing.transfer_ns(len(data))
+        return _DONE
 
     # --- dispatch ---
     def _op_dispatch_direct(self, packet: Packet) -> _Result:
         grid = (
-            int(packet[DispatchDirectDw.DIM_X]),
-            int(packet[DispatchDirectDw.DIM_Y]),
-            int(packet[DispatchDirectDw.DIM_Z]),
+            packet[DispatchDirectDw.DIM_X],
+            packet[DispatchDirectDw.DIM_Y],
+            packet[DispatchDirectDw.DIM_Z],
         )
         regs = (ShReg.COMPUTE_NUM_THREAD_X, ShReg.COMPUTE_NUM_THREAD_Y, ShReg.COMPUTE_NUM_THREAD_Z)
         group_size = tuple(COMPUTE_NUM_THREAD_FULL.get(self.sh_reg(reg)) for reg in regs)
@@ -223,7 +223,7 @@ class Pm4Engine(RingEngine):
         args = self.sh_reg(ShReg.COMPUTE_USER_DATA_1) << 32 | self.sh_reg(ShReg.COMPUTE_USER_DATA_0)
         launch = Launch(program, grid, (group_size[0], group_size[1], group_size[2]), args)
         if not launch.workgroups:
-            return _Result.DONE
+            return _DONE
         try:
             written = self.services.executor.dispatch(self.services.memory, launch)
         except KernelError as error:
@@ -231,4 +231,4 @@ class Pm4Engine(RingEngine):
         for va, nbytes in written:
             self.services.memory.notify_written(va, nbytes)
         self.cost_ns += self.services.timing.dispatch_cost_ns(launch.workgroups)
-        return _Result.DONE
+        return _DONE

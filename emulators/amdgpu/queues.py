@@ -8,7 +8,7 @@ or stalled queue waits for the next doorbell; a queue blocked on a poll waits fo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from tinyhil.spec.amdgpu import ErrorCode, QueueKind, QueueStatus
 
@@ -20,25 +20,41 @@ if TYPE_CHECKING:
 
 __all__ = ["Queue"]
 
+# Typed so that mypy keeps ``_step_event`` as ``EventHandle | None`` after a step clears it (the engine's memory
+# writes and interrupts can schedule the queue again before the step ends).
+_NO_EVENT: Final[EventHandle | None] = None
+
 
 class Queue:
     """One SDMA or compute queue: configuration, pointers, status, and the engine that drains it.
 
     ``rptr`` and ``wptr`` count bytes (SDMA) or dwords (compute); ``status`` is the BAR5 STATUS word;
-    :meth:`check` raises the error that stopped the queue.
+    :meth:`check` raises the error that stopped the queue. ``waiters`` is the GPU's registry, shared by its queues,
+    of the queues waiting on a poll (by id): a queue enters it while its engine waits, so a memory write need only
+    offer a wake-up to those.
     """
 
-    def __init__(self, queue_id: int, config: QueueConfig, engine: RingEngine, kernel: EventKernel) -> None:
+    def __init__(
+        self,
+        queue_id: int,
+        config: QueueConfig,
+        engine: RingEngine,
+        kernel: EventKernel,
+        waiters: dict[int, Queue] | None = None,
+    ) -> None:
         self.id = queue_id
         self.config = config
         self.engine = engine
         self.kernel = kernel
         self.destroyed = False
+        self._waiters: dict[int, Queue] = {} if waiters is None else waiters
         self._busy_until_ns = 0
         self._step_event: EventHandle | None = None
         self._deadline_event: EventHandle | None = None
         self._armed_wait: object | None = None
         self._step_label = f"{engine.name} step"
+        self._deadline_label = f"{engine.name} poll deadline"
+        self._step_fn = self._step  # hot: one bound method, scheduled after every packet
 
     def __repr__(self) -> str:
         return f"<Queue {self.describe()}>"
@@ -136,44 +152,55 @@ class Queue:
         wait = self.engine.wait
         if self.destroyed or wait is None or not (wait.va < va + nbytes and va < wait.va + wait.nbytes):
             return
-        self._schedule(max(wait.next_check_ns(self.kernel.now_ns), self._busy_until_ns))
+        now = self.kernel.now_ns
+        self._schedule(max(wait.next_check_ns(now), self._busy_until_ns), now)
 
     def cancel(self) -> None:
         """Stop scheduling this queue (it is being destroyed)."""
         self.destroyed = True
+        self._waiters.pop(self.id, None)
         for event in (self._step_event, self._deadline_event):
             if event is not None:
                 self.kernel.cancel(event)
         self._step_event = self._deadline_event = None
 
-    def _schedule(self, at_ns: int) -> None:
-        now = self.kernel.now_ns
+    def _schedule(self, at_ns: int, now: int | None = None) -> None:
+        """Run a step at ``at_ns`` (or now, if that has passed) unless one is due by then; ``now``: the clock."""
+        if now is None:
+            now = self.kernel.now_ns
         at_ns = max(at_ns, now)
         if self._step_event is not None:
             if self._step_event.time_ns <= at_ns:
                 return
             self.kernel.cancel(self._step_event)
-        self._step_event = self.kernel.schedule(at_ns - now, self._step, label=self._step_label)
+        self._step_event = self.kernel.schedule(at_ns - now, self._step_fn, label=self._step_label)
 
     def _step(self) -> None:
-        self._step_event = None
+        self._step_event = _NO_EVENT
         if self.destroyed:
             return
-        units = self.engine.execute()
-        now = self.kernel.now_ns
-        if units:
-            self._busy_until_ns = now + self.engine.cost_ns
-            self._schedule(self._busy_until_ns)
-        wait = self.engine.wait
+        engine = self.engine
+        if engine.execute():
+            cost_ns = engine.cost_ns
+            self._busy_until_ns = self.kernel.now_ns + cost_ns
+            if self._step_event is None:  # hot: the usual case, nothing rescheduled this queue while it ran
+                self._step_event = self.kernel.schedule(cost_ns, self._step_fn, label=self._step_label)
+            else:
+                self._schedule(self._busy_until_ns)
+        wait = engine.wait
         if wait is self._armed_wait:
             return
         if self._deadline_event is not None:
             self.kernel.cancel(self._deadline_event)
             self._deadline_event = None
         self._armed_wait = wait
-        if wait is not None and wait.deadline_ns is not None:
+        if wait is None:
+            self._waiters.pop(self.id, None)
+            return
+        self._waiters[self.id] = self
+        if wait.deadline_ns is not None:
             self._deadline_event = self.kernel.schedule(
-                wait.deadline_ns - now, self._deadline, label=f"{self.name} poll deadline"
+                wait.deadline_ns - self.kernel.now_ns, self._deadline, label=self._deadline_label
             )
 
     def _deadline(self) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from tinyhil.spec.amdgpu import POLL_RETRY_FOREVER, ErrorCode, QueueKind
 from tinyhil.spec.amdgpu_sdma import (
@@ -24,23 +24,37 @@ from tinyhil.spec.amdgpu_sdma import (
     SDMA_WRITE_COUNT,
     FillSize,
     SdmaConstFillDw,
-    SdmaCopyLinearDw,
     SdmaFenceDw,
     SdmaIndirectDw,
     SdmaOp,
-    SdmaPollRegmemDw,
     SdmaTimestampDw,
     SdmaTrapDw,
     SdmaWriteDw,
 )
 
-from .engine import Interrupt, InterruptKind, Packet, RingEngine, _PacketError, _Result
+from .engine import _DONE, Interrupt, InterruptKind, Packet, RingEngine, _dword_bytes, _PacketError, _Result
 
 __all__ = ["SdmaEngine"]
 
+# hot: the per-packet decode uses plain ints and shifts (an IntEnum member or a Field.get call costs ~0.1 us each in
+# Python 3.11)
+_OP_NOP: Final = int(SdmaOp.NOP)
+_OP_WRITE: Final = int(SdmaOp.WRITE)
+_WRITE_FIXED_DWORDS: Final = SDMA_PACKET_DWORDS[SdmaOp.WRITE]
+_WRITE_COUNT_DW: Final = int(SdmaWriteDw.COUNT)
+_WRITE_DST_DW: Final = int(SdmaWriteDw.DST_ADDR_LO)
+_WRITE_DATA_DW: Final = int(SdmaWriteDw.DATA)
+_OP_LSB, _OP_MAX = SDMA_HEADER_OP.lsb, SDMA_HEADER_OP.max_value
+_SUB_OP_LSB, _SUB_OP_MAX = SDMA_HEADER_SUB_OP.lsb, SDMA_HEADER_SUB_OP.max_value
+_MEM_POLL_MASK: Final = SDMA_POLL_REGMEM_MEM_POLL.mask
+_FUNCTION_LSB, _FUNCTION_MAX = SDMA_POLL_REGMEM_FUNCTION.lsb, SDMA_POLL_REGMEM_FUNCTION.max_value
+_INTERVAL_LSB, _INTERVAL_MAX = SDMA_POLL_REGMEM_INTERVAL.lsb, SDMA_POLL_REGMEM_INTERVAL.max_value
+_RETRY_COUNT_LSB, _RETRY_COUNT_MAX = SDMA_POLL_REGMEM_RETRY_COUNT.lsb, SDMA_POLL_REGMEM_RETRY_COUNT.max_value
+_FIXED_DWORDS: Final[dict[int, int]] = {int(op): dwords for op, dwords in SDMA_PACKET_DWORDS.items()}
+
 
 def _addr(packet: Packet, lo: int) -> int:
-    return int(packet[lo]) | int(packet[lo + 1]) << 32
+    return packet[lo] | packet[lo + 1] << 32
 
 
 class SdmaEngine(RingEngine):
@@ -78,70 +92,77 @@ class SdmaEngine(RingEngine):
             SdmaOp.TIMESTAMP: self._op_timestamp,
         }
 
-    def _packet_dwords(self, header: int, peek: Callable[[int], Packet | None]) -> int | None:
-        self._opcode = op = SDMA_HEADER_OP.get(header)
-        self._sub_op = SDMA_HEADER_SUB_OP.get(header)
+    def _packet_dwords(self, header: int, prefetched: Packet) -> int | None:
+        self._opcode = op = (header >> _OP_LSB) & _OP_MAX
+        self._sub_op = (header >> _SUB_OP_LSB) & _SUB_OP_MAX
         if op not in self._ops:
             raise _PacketError(ErrorCode.UNKNOWN_OPCODE, f"unknown SDMA opcode {op:#x} (header {header:#010x})")
-        if op == SdmaOp.NOP:
+        if op == _OP_NOP:
             return 1 + SDMA_NOP_COUNT.get(header)
-        if op == SdmaOp.WRITE:
-            fixed = peek(SDMA_PACKET_DWORDS[SdmaOp.WRITE])
-            return None if fixed is None else len(fixed) + SDMA_WRITE_COUNT.get(fixed[SdmaWriteDw.COUNT]) + 1
-        return SDMA_PACKET_DWORDS[op]  # IntEnum keys: the int looks them up
+        if op == _OP_WRITE:
+            if len(prefetched) < _WRITE_FIXED_DWORDS:
+                return None
+            count = (prefetched[_WRITE_COUNT_DW] >> SDMA_WRITE_COUNT.lsb) & SDMA_WRITE_COUNT.max_value
+            return _WRITE_FIXED_DWORDS + count + 1
+        return _FIXED_DWORDS[op]
 
     def _check_sub_op(self, expected: int, meaning: str) -> None:
         if self._sub_op != expected:
             raise self._bad(f"sub-op {self._sub_op} is not modelled, expected {expected} ({meaning})")
 
     def _op_nop(self, packet: Packet) -> _Result:
-        return _Result.DONE
+        return _DONE
 
     def _op_copy_linear(self, packet: Packet) -> _Result:
-        self._check_sub_op(SDMA_SUBOP_COPY_LINEAR, "linear copy")
-        nbytes = SDMA_COPY_LINEAR_COUNT.get(packet[SdmaCopyLinearDw.COUNT]) + 1
-        src = _addr(packet, SdmaCopyLinearDw.SRC_ADDR_LO)
-        dst = _addr(packet, SdmaCopyLinearDw.DST_ADDR_LO)
-        self.services.memory.copy(dst, src, nbytes)
-        system = self.services.memory.in_system_aperture(src) or self.services.memory.in_system_aperture(dst)
+        if self._sub_op != SDMA_SUBOP_COPY_LINEAR:
+            self._check_sub_op(SDMA_SUBOP_COPY_LINEAR, "linear copy")
+        _header, count, _parameter, src_lo, src_hi, dst_lo, dst_hi = packet  # SdmaCopyLinearDw order (hot)
+        nbytes = (count & SDMA_COPY_LINEAR_COUNT.max_value) + 1
+        src = src_lo | src_hi << 32
+        dst = dst_lo | dst_hi << 32
+        memory = self.services.memory
+        memory.copy(dst, src, nbytes)
+        system = memory.in_system_aperture(src) or memory.in_system_aperture(dst)
         self.cost_ns += self.services.timing.transfer_ns(nbytes, system=system)
-        return _Result.DONE
+        return _DONE
 
     def _op_write(self, packet: Packet) -> _Result:
-        self._check_sub_op(SDMA_SUBOP_WRITE_LINEAR, "linear write")
-        dst = self._aligned("destination", _addr(packet, SdmaWriteDw.DST_ADDR_LO), 4)
-        data = packet[SdmaWriteDw.DATA :]
+        if self._sub_op != SDMA_SUBOP_WRITE_LINEAR:
+            self._check_sub_op(SDMA_SUBOP_WRITE_LINEAR, "linear write")
+        dst = packet[_WRITE_DST_DW] | packet[_WRITE_DST_DW + 1] << 32
+        if dst % 4:
+            self._aligned("destination", dst, 4)
+        data = _dword_bytes(packet[_WRITE_DATA_DW:])
         self.services.memory.write(dst, data)
-        self.cost_ns += self.services.timing.transfer_ns(data.nbytes)
-        return _Result.DONE
+        self.cost_ns += self.services.timing.transfer_ns(len(data))
+        return _DONE
 
     def _op_indirect(self, packet: Packet) -> _Result:
         base = _addr(packet, SdmaIndirectDw.IB_BASE_LO)
-        return self._enter_ib(base, int(packet[SdmaIndirectDw.IB_SIZE]) * 4, len(packet) * 4)
+        return self._enter_ib(base, packet[SdmaIndirectDw.IB_SIZE] * 4, len(packet) * 4)
 
     def _op_fence(self, packet: Packet) -> _Result:
         dst = self._aligned("fence address", _addr(packet, SdmaFenceDw.ADDR_LO), 4)
-        self.services.memory.write_u32(dst, int(packet[SdmaFenceDw.DATA]))
-        return _Result.DONE
+        self.services.memory.write_u32(dst, packet[SdmaFenceDw.DATA])
+        return _DONE
 
     def _op_trap(self, packet: Packet) -> _Result:
         services = self.services
-        context = int(packet[SdmaTrapDw.INT_CONTEXT])
+        context = packet[SdmaTrapDw.INT_CONTEXT]
         services.interrupt(Interrupt(InterruptKind.TRAP, self.queue_id, services.kernel.now_ns, context=context))
-        return _Result.DONE
+        return _DONE
 
     def _op_poll_regmem(self, packet: Packet) -> _Result:
-        header = int(packet[SdmaPollRegmemDw.HEADER])
-        if not SDMA_POLL_REGMEM_MEM_POLL.get(header):
+        header, addr_lo, addr_hi, reference, mask, dw5 = packet  # SdmaPollRegmemDw order (hot: once per poll)
+        if not header & _MEM_POLL_MASK:
             raise self._bad("mem_poll=0 (register poll) is not modelled, expected mem_poll=1")
-        dw5 = int(packet[SdmaPollRegmemDw.DW5])
-        retry_count = SDMA_POLL_REGMEM_RETRY_COUNT.get(dw5)
+        retry_count = (dw5 >> _RETRY_COUNT_LSB) & _RETRY_COUNT_MAX
         return self._poll(
-            _addr(packet, SdmaPollRegmemDw.ADDR_LO),
-            int(packet[SdmaPollRegmemDw.REFERENCE]),
-            int(packet[SdmaPollRegmemDw.MASK]),
-            SDMA_POLL_REGMEM_FUNCTION.get(header),
-            SDMA_POLL_REGMEM_INTERVAL.get(dw5),
+            addr_lo | addr_hi << 32,
+            reference,
+            mask,
+            (header >> _FUNCTION_LSB) & _FUNCTION_MAX,
+            (dw5 >> _INTERVAL_LSB) & _INTERVAL_MAX,
             None if retry_count == POLL_RETRY_FOREVER else retry_count,
         )
 
@@ -151,7 +172,7 @@ class SdmaEngine(RingEngine):
             raise self._bad(f"fill_size={fill_size}, expected {FillSize.BYTE} (byte) or {FillSize.DWORD} (dword)")
         dst = _addr(packet, SdmaConstFillDw.DST_ADDR_LO)
         nbytes = SDMA_CONST_FILL_COUNT.get(packet[SdmaConstFillDw.COUNT]) + 1
-        data = int(packet[SdmaConstFillDw.DATA])
+        data = packet[SdmaConstFillDw.DATA]
         if fill_size == FillSize.DWORD:
             self._aligned("dword fill address", dst, 4)
             if nbytes % 4:
@@ -160,10 +181,10 @@ class SdmaEngine(RingEngine):
         else:
             self.services.memory.fill(dst, nbytes, data & 0xFF, dword=False)
         self.cost_ns += self.services.timing.transfer_ns(nbytes)
-        return _Result.DONE
+        return _DONE
 
     def _op_timestamp(self, packet: Packet) -> _Result:
         self._check_sub_op(SDMA_SUBOP_TIMESTAMP_GET_GLOBAL, "get global timestamp")
         dst = self._aligned("timestamp address", _addr(packet, SdmaTimestampDw.ADDR_LO), 8)
         self.services.memory.write_u64(dst, self.services.timestamp())
-        return _Result.DONE
+        return _DONE

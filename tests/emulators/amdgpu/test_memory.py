@@ -207,3 +207,17 @@ def test_dword_fills_must_be_aligned() -> None:
     memory = GpuMemory(1 << 20)
     with pytest.raises(InvalidArgument, match="dword fill of 0x2\\+0x8"):
         memory.fill(2, 8, 0, dword=True)
+
+
+def test_the_generation_changes_whenever_the_mappings_do() -> None:
+    memory = GpuMemory(1 << 20, vram_at_zero=True)
+    seen = [memory.generation]
+    memory.map(0x10_0000_0000, memoryview(bytearray(4096)))
+    seen.append(memory.generation)
+    memory.write(0x10, b"abcd")  # accesses leave it alone
+    seen.append(memory.generation)
+    memory.unmap(0x10_0000_0000)
+    seen.append(memory.generation)
+    memory.reset()
+    seen.append(memory.generation)
+    assert seen[1] > seen[0] and seen[2] == seen[1] and seen[3] > seen[2] and seen[4] > seen[3]

@@ -13,11 +13,22 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from tinyhil.amd import AmdQueue, sdma_const_fill, sdma_copy_linear, sdma_fence, sdma_nop, sdma_timestamp, sdma_write
+from tinyhil.amd import (
+    AmdQueue,
+    sdma_const_fill,
+    sdma_copy_linear,
+    sdma_fence,
+    sdma_nop,
+    sdma_poll_regmem,
+    sdma_timestamp,
+    sdma_trap,
+    sdma_write,
+)
 from tinyhil.emulators.amdgpu import AmdGpu, GpuQueueError, QueueKind
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.errors import InvalidArgument
 from tinyhil.mocks.amdgpu import DirectQueueTransport
+from tinyhil.spec.amdgpu import POLL_RETRY_FOREVER
 from tinyhil.spec.amdgpu_sdma import FillSize
 
 DATA = 0x400000
@@ -149,3 +160,18 @@ class RingProtocol(RuleBasedStateMachine):
 
 TestRingProtocol = RingProtocol.TestCase
 TestRingProtocol.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+
+
+def test_one_write_releases_every_queue_polling_it_in_queue_order(
+    gpu: AmdGpu, kernel: EventKernel, make_queue: Any, interrupts: list[Any]
+) -> None:
+    first, second = make_queue(QueueKind.SDMA), make_queue(QueueKind.SDMA)
+    for pair in (second, first):  # the later queue starts waiting first: the wake order is still the queue order
+        pair.driver.submit(sdma_poll_regmem(DATA, 1, retry_count=POLL_RETRY_FOREVER), sdma_trap(pair.device.id))
+        kernel.run_until_idle()
+        assert pair.device.waiting
+    gpu.write(DATA, (1).to_bytes(4, "little"))
+    first.driver.wait_idle()
+    second.driver.wait_idle()
+    assert [interrupt.context for interrupt in interrupts] == [first.device.id, second.device.id]
+    assert interrupts[0].time_ns == interrupts[1].time_ns
