@@ -68,6 +68,11 @@ class BridgeMemory:
         self.xdata = np.zeros(XDATA_BYTES, dtype=np.uint8)
         self.sram = np.zeros(SRAM_BYTES, dtype=np.uint8)
         self._stores = {_SRAM: self.sram, _XDATA: self.xdata}
+        # (start, end, store array, store offset - start) per PCIe region: every GPU DMA looks one up
+        self._regions = [
+            (start, start + length, self._stores[store], offset - start)
+            for start, length, store, offset in _PCIE_REGIONS
+        ]
 
     def _xdata_pieces(self, addr: int, nbytes: int) -> list[tuple[np.ndarray, int, int, int]]:
         """Split an XDATA range into ``(store, store offset, offset in the request, length)`` pieces."""
@@ -120,8 +125,8 @@ class BridgeMemory:
         if type(pcie_addr) is not int or type(nbytes) is not int or pcie_addr < 0 or nbytes < 0:  # hot: every DMA
             check_int("pcie_addr", pcie_addr, min_value=0)
             check_int("nbytes", nbytes, min_value=0)
-        for start, length, store, offset in _PCIE_REGIONS:
-            if start <= pcie_addr and pcie_addr + nbytes <= start + length:
-                base = offset + pcie_addr - start
-                return self._stores[store][base : base + nbytes]
+        end = pcie_addr + nbytes
+        for start, stop, store, shift in self._regions:
+            if start <= pcie_addr and end <= stop:
+                return store[pcie_addr + shift : end + shift]
         return None

@@ -124,7 +124,7 @@ class PcieTopology:
 
         Every DMA asks this, so the answer for a range is cached until a config space on the path changes.
         """
-        key = self._routing_key()
+        key = latest_generation()  # hot: every GPU DMA (the _routing_key call inlined)
         if key != self._upstream_key:
             self._upstream_key, self._upstream_ok = key, set()
         if (addr, nbytes) in self._upstream_ok:
