@@ -95,11 +95,16 @@ class PcieTopology:
             self._downstream = ([bridge.downstream_windows() for bridge in self.bridges], bars)
         windows, bars = self._downstream
         end = addr + nbytes
-        if all(any(base <= addr and end - 1 <= limit for base, limit in bridge) for bridge in windows):
-            for index, base, size in bars:
-                if base <= addr and end <= base + size:
-                    return index, addr - base
-        return self._route_memory(addr, nbytes)  # refused: the full walk says why
+        for bridge in windows:  # plain loops: generator expressions cost more than the checks here
+            for base, limit in bridge:
+                if base <= addr and end - 1 <= limit:
+                    break
+            else:
+                return self._route_memory(addr, nbytes)  # refused: the full walk says why
+        for index, base, size in bars:
+            if base <= addr and end <= base + size:
+                return index, addr - base
+        return self._route_memory(addr, nbytes)
 
     def _routing_key(self) -> int:
         return latest_generation()  # any config change anywhere invalidates the routing caches

@@ -10,6 +10,7 @@ gets long enough to wedge the bridge (spec/asm24.md quirk 3: upstream saw a 4 MB
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Final
 
@@ -41,6 +42,7 @@ class MemPiece:
         return FmtType.MRD64 if wide else FmtType.MRD32
 
 
+@functools.lru_cache(maxsize=4096)  # hot: every ring write, pointer and doorbell; the same few ranges recur
 def plan_mem_access(
     address: int, size: int, *, stream_chunk_bytes: int, single_max_bytes: int = 0
 ) -> tuple[MemPiece, ...]:
