@@ -267,7 +267,7 @@ class Asm2464:
         self.kernel.schedule(delay, landed, label="sram landing")
 
     # --- PcieHost: the function's DMA into the bridge's memory ---
-    def _dma_view(self, pcie_addr: int, nbytes: int) -> np.ndarray:
+    def _dma_view(self, pcie_addr: int, nbytes: int) -> memoryview:
         if type(pcie_addr) is not int or type(nbytes) is not int or pcie_addr < 0 or nbytes < 1:  # hot: every DMA
             check_int("pcie_addr", pcie_addr, min_value=0)
             check_int("nbytes", nbytes, min_value=1)
@@ -285,14 +285,14 @@ class Asm2464:
 
     def dma_read(self, pcie_addr: int, nbytes: int) -> memoryview:
         """Read bridge memory at a PCIe address (a read-only view, valid until the bridge next changes)."""
-        return memoryview(self._dma_view(pcie_addr, nbytes).data).toreadonly()
+        return self._dma_view(pcie_addr, nbytes).toreadonly()
 
     def dma_write(self, pcie_addr: int, data: bytes | memoryview) -> None:
         """Write bridge memory at a PCIe address, with the sys_buf-collision quirk and the copyout release."""
-        source = np.frombuffer(as_readonly_bytes("data", data), dtype=np.uint8)
-        view = self._dma_view(pcie_addr, source.size)
+        source = as_readonly_bytes("data", data)
+        view = self._dma_view(pcie_addr, source.nbytes)
         view[:] = source
-        end = pcie_addr + source.size
+        end = pcie_addr + source.nbytes
         if (
             self.quirks.sys_buf_collision
             and self.engine.inflight
@@ -301,7 +301,7 @@ class Asm2464:
         ):
             lost_from, lost_to = max(pcie_addr, PCIE_SYS_BUF), min(end, PCIE_SYS_BUF_STABLE)
             # The engine owns the low sys_buf while it moves a transfer: the GPU's bytes there are clobbered.
-            view[lost_from - pcie_addr : lost_to - pcie_addr] = 0
+            view[lost_from - pcie_addr : lost_to - pcie_addr] = bytes(lost_to - lost_from)
         if pcie_addr < _CPL_RELEASE_ADDR + _CPL_RELEASE_BYTES and end > _CPL_RELEASE_ADDR:
             self.engine.released = True
             self.front.poke()

@@ -68,9 +68,10 @@ class BridgeMemory:
         self.xdata = np.zeros(XDATA_BYTES, dtype=np.uint8)
         self.sram = np.zeros(SRAM_BYTES, dtype=np.uint8)
         self._stores = {_SRAM: self.sram, _XDATA: self.xdata}
-        # (start, end, store array, store offset - start) per PCIe region: every GPU DMA looks one up
+        # (start, end, store bytes, store offset - start) per PCIe region: every GPU DMA looks one up, and a
+        # memoryview slice costs less than a numpy one
         self._regions = [
-            (start, start + length, self._stores[store], offset - start)
+            (start, start + length, self._stores[store].data, offset - start)
             for start, length, store, offset in _PCIE_REGIONS
         ]
 
@@ -120,8 +121,9 @@ class BridgeMemory:
                 return pcie + addr - offset
         return None
 
-    def pcie_view(self, pcie_addr: int, nbytes: int) -> np.ndarray | None:
-        """The bytes behind ``[pcie_addr, pcie_addr + nbytes)`` as a writable view, or ``None`` if not one region."""
+    def pcie_view(self, pcie_addr: int, nbytes: int) -> memoryview | None:
+        """The bytes behind ``[pcie_addr, pcie_addr + nbytes)`` as a writable byte view, or ``None`` if not one
+        region."""
         if type(pcie_addr) is not int or type(nbytes) is not int or pcie_addr < 0 or nbytes < 0:  # hot: every DMA
             check_int("pcie_addr", pcie_addr, min_value=0)
             check_int("nbytes", nbytes, min_value=0)
