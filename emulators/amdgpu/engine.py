@@ -171,7 +171,6 @@ class _Wait:
     start_ns: int
     interval_ns: int
     deadline_ns: int | None
-    describe: Callable[[], str]  # what the poll waits for, in words (formatted on demand)
     # The decoded poll: the condition ((mem & mask) function reference), then the packet's size and opcode.
     reference: int
     mask: int
@@ -182,8 +181,9 @@ class _Wait:
     sub_op: int = 0
 
     @property
-    def what(self) -> str:
-        return self.describe()
+    def condition(self) -> str:
+        """The poll's condition in words (formatted on demand: most polls are satisfied on a later check)."""
+        return f"(mem & {self.mask:#x}) {CompareFunction(self.function).name} {self.reference:#x} on {self.va:#x}"
 
     def next_check_ns(self, now_ns: int) -> int:
         """The first poll instant (``start + k * interval``) at or after ``now_ns``."""
@@ -260,7 +260,7 @@ class RingEngine:
         if self.stopped:
             return self.error_message
         if self.wait is not None:
-            return f"{self.name}: waiting: {self.wait.what}"
+            return f"{self.name}: waiting: {self._opcode_name()} at {self._where()} for {self.wait.condition}"
         doing = "idle" if self.idle else self.stall
         return f"{self.name}: {doing} (rptr {self.rptr:#x}, wptr {self.wptr:#x})"
 
@@ -316,12 +316,7 @@ class RingEngine:
             self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "packet fetch"
             # One read covers most packets (and every header); a longer packet is read again whole.
             nbytes = _PREFETCH_BYTES if available >= _PREFETCH_BYTES else available // 4 * 4
-            offset = (self.rptr * self.unit_bytes) % ring_bytes
-            ring = self._ring_words
-            if not ibs and ring is not None and offset + nbytes <= ring_bytes:  # the common case: a live ring slice
-                prefetched: Packet = ring[offset // 4 : (offset + nbytes) // 4].tolist()
-            else:
-                prefetched = self._read_packet(nbytes)
+            prefetched = self._read_packet(nbytes)
             if not prefetched:
                 raise _PacketError(ErrorCode.BAD_WPTR, f"write pointer {self.wptr:#x} ends inside a dword")
             dwords = self._packet_dwords(prefetched[0], prefetched)
@@ -476,12 +471,7 @@ class RingEngine:
         if wait is None or wait.key != key:
             interval_ns = self.services.timing.poll_interval_ns(interval)
             deadline = None if retry_count is None else now + retry_count * interval_ns
-
-            def what() -> str:  # formatted only when someone asks: most polls are satisfied on a later check
-                condition = f"(mem & {mask:#x}) {CompareFunction(function).name} {reference:#x}"
-                return f"{self._opcode_name()} at {self._where()} for {condition} on {va:#x}"
-
-            wait = _Wait(key, va, 4, now, interval_ns, deadline, what, reference, mask, function, retry_count)
+            wait = _Wait(key, va, 4, now, interval_ns, deadline, reference, mask, function, retry_count)
             wait.packet_bytes, wait.opcode, wait.sub_op = self._packet_bytes, self._opcode, self._sub_op
             self.wait = wait
         elif wait.deadline_ns is not None and now >= wait.deadline_ns:

@@ -159,10 +159,6 @@ class AmdGpu:
         waiting = self._waiting
         if not waiting:  # hot: most writes land while no queue polls
             return
-        if len(waiting) == 1:  # hot: one queue polls (the USB copy path)
-            for queue in waiting.values():
-                queue.wake(va, nbytes)
-            return
         for queue_id in sorted(waiting):  # queue order, as the queues were created
             waiting[queue_id].wake(va, nbytes)
 
