@@ -59,6 +59,7 @@ class EventHandle:
 
 
 _heappush: Final = heapq.heappush  # hot: every schedule
+_heappop: Final = heapq.heappop
 
 # The queue holds (time_ns, sequence, event): tuples compare in C, and the sequence breaks ties in schedule order.
 _Entry = tuple[int, int, EventHandle]
@@ -79,7 +80,7 @@ class EventKernel:
         """Drop every pending event and restart time at 0 with a fresh generator from the seed."""
         self._now_ns = 0
         self._queue: list[_Entry] = []
-        self._sequence = itertools.count()
+        self._next_sequence = itertools.count().__next__  # hot: one per schedule, without a next() call
         self.rng = np.random.default_rng(self.seed)
         self.events_run = 0
 
@@ -102,7 +103,7 @@ class EventKernel:
             raise InvalidArgument(f"delay_ns={delay_ns!r}, expected an int >= 0 (virtual time only moves forward)")
         time_ns = self._now_ns + delay_ns
         event = EventHandle(time_ns, fn, label)
-        _heappush(self._queue, (time_ns, next(self._sequence), event))
+        _heappush(self._queue, (time_ns, self._next_sequence(), event))
         return event
 
     def cancel(self, handle: EventHandle) -> None:
@@ -115,11 +116,11 @@ class EventKernel:
         while queue:
             time_ns, _, event = queue[0]
             if event.cancelled:
-                heapq.heappop(queue)
+                _heappop(queue)
                 continue
             if limit_ns is not None and time_ns > limit_ns:
                 return False
-            heapq.heappop(queue)
+            _heappop(queue)
             self._now_ns = time_ns
             self.events_run += 1
             event.fn()
@@ -131,8 +132,19 @@ class EventKernel:
         if not isinstance(duration_ns, int) or duration_ns < 0:
             raise InvalidArgument(f"duration_ns={duration_ns!r}, expected an int >= 0")
         deadline = self._now_ns + duration_ns
-        while self.step(deadline):
-            pass
+        queue = self._queue
+        # step(deadline), inline (hot: the bridge runs the clock several times per transfer, mostly over 0-1 events);
+        # a cancelled head past the deadline stays queued: step skips it later just the same
+        while queue:
+            time_ns, _, event = queue[0]
+            if time_ns > deadline:
+                break
+            _heappop(queue)
+            if event.cancelled:
+                continue
+            self._now_ns = time_ns
+            self.events_run += 1
+            event.fn()
         self._now_ns = deadline
 
     def run_until_idle(self, max_events: int = MAX_EVENTS_PER_WAIT) -> None:
