@@ -16,7 +16,6 @@ Usage (one event kernel for the bridge and the GPU)::
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Final
 
 from tinyhil._check import check_int
@@ -60,21 +59,18 @@ class _HostPort:
 
     def __init__(self) -> None:
         self.host: PcieHost | None = None
-        # hot: once plugged, these are the host's own bound methods (no forwarding call per GPU DMA)
-        self.dma_read: Callable[[int, int], bytes | memoryview] = self._unplugged_read
-        self.dma_write: Callable[[int, bytes | memoryview], None] = self._unplugged_write
 
-    def plug(self, host: PcieHost) -> None:
-        """Route the system aperture to ``host``."""
-        self.host = host
-        self.dma_read = host.dma_read
-        self.dma_write = host.dma_write
+    def dma_read(self, pcie_addr: int, nbytes: int) -> bytes | memoryview:
+        host = self.host
+        if host is None:
+            raise self._unplugged(pcie_addr, nbytes)
+        return host.dma_read(pcie_addr, nbytes)
 
-    def _unplugged_read(self, pcie_addr: int, nbytes: int) -> bytes | memoryview:
-        raise self._unplugged(pcie_addr, nbytes)
-
-    def _unplugged_write(self, pcie_addr: int, data: bytes | memoryview) -> None:
-        raise self._unplugged(pcie_addr, memoryview(data).nbytes)
+    def dma_write(self, pcie_addr: int, data: bytes | memoryview) -> None:
+        host = self.host
+        if host is None:
+            raise self._unplugged(pcie_addr, memoryview(data).nbytes)
+        host.dma_write(pcie_addr, data)
 
     @staticmethod
     def _unplugged(pcie_addr: int, nbytes: int) -> PcieUnsupportedRequest:
@@ -211,7 +207,7 @@ class AmdGpuFunction:
         """
         if self._port.host is not None and self._port.host is not host:
             raise StateError(f"{self!r} is already plugged into {self._port.host!r}, expected one bridge per GPU")
-        self._port.plug(host)
+        self._port.host = host
 
     def host_memory_written(self, pcie_addr: int, nbytes: int) -> None:
         """The bridge changed its memory at ``pcie_addr``: wake queues polling it through the system aperture."""
