@@ -47,10 +47,12 @@ __all__ = ["EngineServices", "Interrupt", "InterruptKind", "QueueConfig", "RingE
 Packet = list[int]  # a packet's dwords as Python ints (ops index them without numpy scalar costs)
 _NO_ERROR: Final = ErrorCode.NONE
 _NO_OPCODE: Final[int | None] = None  # typed: after a reset, mypy still sees ``_opcode`` as int | None
-_PREFETCH_BYTES: Final = 64  # one ring read per packet covers every fixed-size packet of both engines
+# One ring read per packet covers every fixed-size packet of both engines (8 dwords at most: RELEASE_MEM,
+# ACQUIRE_MEM), and no more (hot: each prefetched dword becomes a Python int).
+_PREFETCH_BYTES: Final = 32
 _NATIVE_VIEWS: Final = sys.byteorder == "little"  # hot: native "I" / "Q" memoryviews equal "<u4" / "<u8" only here
 # hot: packers for the data of short packets (a WRITE of a fence or a completion entry), made once
-_DWORD_PACKERS: Final = tuple(struct.Struct(f"<{count}I") for count in range(_PREFETCH_BYTES // 4 + 1))
+_DWORD_PACKERS: Final = tuple(struct.Struct(f"<{count}I") for count in range(17))
 
 
 def _dword_bytes(dwords: Packet) -> bytes:
@@ -175,10 +177,11 @@ class _Wait:
     reference: int
     mask: int
     function: int
+    compare: Callable[[int, int], bool]  # COMPARE_OPERATORS[function]
     retry_count: int | None
-    packet_bytes: int = 0
-    opcode: int | None = None
-    sub_op: int = 0
+    packet_bytes: int
+    opcode: int | None
+    sub_op: int
 
     @property
     def condition(self) -> str:
@@ -200,12 +203,53 @@ class RingEngine:
     MAX_IB_DEPTH: ClassVar[int]
     OPCODE_NAMES: ClassVar[type[IntEnum]]
 
+    # hot: slots make every attribute access of the per-packet path a fixed-offset load (an instance dict stops
+    # being specialisable past 30 keys, and the engines are near that); subclasses may add a __dict__
+    __slots__ = (
+        "_activity",
+        "_ibs",
+        "_kernel",
+        "_memory",
+        "_opcode",
+        "_ops",
+        "_packet_bytes",
+        "_packet_ns",
+        "_ring_bytes",
+        "_ring_words",
+        "_rptr_word",
+        "_sub_op",
+        "_views_generation",
+        "_wptr_word",
+        "config",
+        "cost_ns",
+        "error_code",
+        "error_message",
+        "error_opcode",
+        "error_rptr",
+        "error_status",
+        "error_sub_op",
+        "fault_va",
+        "name",
+        "queue_id",
+        "rptr",
+        "services",
+        "stall",
+        "unit_bytes",
+        "wait",
+        "wptr",
+    )
+
     def __init__(self, services: EngineServices, config: QueueConfig, queue_id: int, name: str) -> None:
         self.services = services
         self.config = config
         self.queue_id = queue_id
         self.name = name
         self.unit_bytes = config.kind.unit_bytes
+        # hot: what every packet uses, without the services / config / timing hops
+        self._memory = services.memory
+        self._kernel = services.kernel
+        self._packet_ns = services.timing.packet_ns
+        self._ring_bytes = config.ring_bytes
         self.reset()
 
     def reset(self) -> None:
@@ -290,21 +334,22 @@ class RingEngine:
             return 0
         try:
             # hot: once per packet, so the write pointer read, the ring fetch and the dispatch are written out here
-            if self.services.memory.generation != self._views_generation:
+            if self._memory.generation != self._views_generation:
                 self._load_views()
             ibs = self._ibs
             while ibs and ibs[-1].pos_bytes >= ibs[-1].size_bytes:
                 self._advance(ibs.pop().caller_units * self.unit_bytes)
-            ring_bytes = self.config.ring_bytes
             if ibs:
                 frame = ibs[-1]
-                available = frame.size_bytes - frame.pos_bytes
+                available = room = frame.size_bytes - frame.pos_bytes
             else:
                 self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "write pointer read"
                 pointer = self._wptr_word
-                wptr = pointer[0] if pointer is not None else self.services.memory.read_u64(self.config.wptr_va)
-                available = (wptr - self.rptr) * self.unit_bytes
-                if wptr < self.rptr or available > ring_bytes or available % 4:
+                wptr = pointer[0] if pointer is not None else self._memory.read_u64(self.config.wptr_va)
+                rptr = self.rptr
+                room = self._ring_bytes
+                available = (wptr - rptr) * self.unit_bytes
+                if wptr < rptr or available > room or available % 4:
                     raise self._bad_wptr(wptr)
                 self.wptr = wptr
                 if not available:
@@ -315,37 +360,37 @@ class RingEngine:
                 return self._recheck(wait)
             self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "packet fetch"
             # One read covers most packets (and every header); a longer packet is read again whole.
-            nbytes = _PREFETCH_BYTES if available >= _PREFETCH_BYTES else available // 4 * 4
-            prefetched = self._read_packet(nbytes)
+            prefetched = self._read_packet(_PREFETCH_BYTES if available >= _PREFETCH_BYTES else available // 4 * 4)
             if not prefetched:
                 raise _PacketError(ErrorCode.BAD_WPTR, f"write pointer {self.wptr:#x} ends inside a dword")
             dwords = self._packet_dwords(prefetched[0], prefetched)
-            if dwords is not None and dwords * 4 > (frame.size_bytes - frame.pos_bytes if ibs else ring_bytes):
-                what = "the rest of the IB" if ibs else f"the {ring_bytes:#x}-byte ring"
-                raise _PacketError(
-                    ErrorCode.BAD_PACKET, f"{self._opcode_name()} packet of {dwords} dwords is longer than {what}"
-                )
             if dwords is None or dwords * 4 > available:
+                if dwords is not None and dwords * 4 > room:  # (available <= room)
+                    what = "the rest of the IB" if ibs else f"the {room:#x}-byte ring"
+                    raise _PacketError(
+                        ErrorCode.BAD_PACKET, f"{self._opcode_name()} packet of {dwords} dwords is longer than {what}"
+                    )
                 self.stall = f"waiting for the rest of a {self._opcode_name()} packet at {self._where()}"
                 return 0
+            packet_bytes = dwords * 4
             fetched = len(prefetched)
             if dwords == fetched:
                 packet = prefetched
             elif dwords < fetched:
                 packet = prefetched[:dwords]
             else:
-                packet = self._read_packet(dwords * 4)
-            self._packet_bytes = dwords * 4
+                packet = self._read_packet(packet_bytes)
+            self._packet_bytes = packet_bytes
             assert self._opcode is not None  # _packet_dwords decoded it
             result = self._ops[self._opcode](packet)
             if result is _WAIT:
                 return 0
-            self.cost_ns += self.services.timing.packet_ns
+            self.cost_ns += self._packet_ns
             self.wait = None
             if result is _DONE:
-                self._advance(dwords * 4)
+                self._advance(packet_bytes)
             self.stall = "running"
-            return dwords * 4 // self.unit_bytes
+            return packet_bytes // self.unit_bytes
         except GpuMemoryFault as fault:
             self._stop(
                 QueueStatus.MEMORY_FAULT,
@@ -367,16 +412,17 @@ class RingEngine:
     def _recheck(self, wait: _Wait) -> int:
         """Re-evaluate the poll the engine waits on (its packet stays decoded); return the units it consumed."""
         self._opcode, self._sub_op = wait.opcode, wait.sub_op
-        value = self.services.memory.read_u32(wait.va) & wait.mask
-        if not COMPARE_OPERATORS[wait.function](value, wait.reference):
-            if wait.deadline_ns is not None and self.services.kernel.now_ns >= wait.deadline_ns:
+        value = self._memory.read_u32(wait.va) & wait.mask
+        if not wait.compare(value, wait.reference):
+            if wait.deadline_ns is not None and self._kernel.now_ns >= wait.deadline_ns:
                 raise self._hung(wait, value)
             return 0
-        self.cost_ns += self.services.timing.packet_ns
+        self.cost_ns += self._packet_ns
         self.wait = None
-        self._advance(wait.packet_bytes)
+        packet_bytes = wait.packet_bytes
+        self._advance(packet_bytes)
         self.stall = "running"
-        return wait.packet_bytes // self.unit_bytes
+        return packet_bytes // self.unit_bytes
 
     def _load_views(self) -> None:
         """Take live native-order views of the ring and the pointers (hot: kept until the GPU's mappings change)."""
@@ -390,12 +436,12 @@ class RingEngine:
         self._views_generation = memory.generation
 
     def _read_packet(self, nbytes: int) -> Packet:
-        memory = self.services.memory
+        memory = self._memory
         if self._ibs:
             frame = self._ibs[-1]
             data = bytes(memory.read(frame.base_va + frame.pos_bytes, nbytes))
         else:
-            size = self.config.ring_bytes
+            size = self._ring_bytes
             offset = (self.rptr * self.unit_bytes) % size
             ring = self._ring_words
             if ring is not None and offset + nbytes <= size:  # the common case: one slice of a live view
@@ -411,16 +457,16 @@ class RingEngine:
         if self._ibs:
             self._ibs[-1].pos_bytes += nbytes
             return
-        self.rptr += nbytes // self.unit_bytes
+        self.rptr = rptr = self.rptr + nbytes // self.unit_bytes
         self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "read pointer write-back"
         # The engine's own bookkeeping: written without waking pollers (no queue polls another's read pointer).
-        if self.services.memory.generation != self._views_generation:  # an op changed the mappings
+        if self._memory.generation != self._views_generation:  # an op changed the mappings
             self._load_views()
         pointer = self._rptr_word
         if pointer is not None:
-            pointer[0] = self.rptr
+            pointer[0] = rptr
         else:
-            self.services.memory.write_u64(self.config.rptr_va, self.rptr, notify=False)
+            self._memory.write_u64(self.config.rptr_va, rptr, notify=False)
 
     def _stop(self, status: QueueStatus, code: ErrorCode, message: str, *, fault_va: int | None = None) -> None:
         self.error_status = status
@@ -461,18 +507,33 @@ class RingEngine:
             raise self._bad(f"function={function}, expected 0..6")
         if va % 4:
             self._aligned("poll address", va, 4)
-        value = self.services.memory.read_u32(va) & mask
-        if COMPARE_OPERATORS[function](value, reference):
+        compare = COMPARE_OPERATORS[function]
+        value = self._memory.read_u32(va) & mask
+        if compare(value, reference):
             return _DONE
-        now = self.services.kernel.now_ns
-        frame = self._ibs[-1] if self._ibs else None
-        key = (len(self._ibs), self.rptr, frame.pos_bytes if frame else 0)
+        now = self._kernel.now_ns
+        ibs = self._ibs
+        key = (len(ibs), self.rptr, ibs[-1].pos_bytes if ibs else 0)
         wait = self.wait
         if wait is None or wait.key != key:
             interval_ns = self.services.timing.poll_interval_ns(interval)
             deadline = None if retry_count is None else now + retry_count * interval_ns
-            wait = _Wait(key, va, 4, now, interval_ns, deadline, reference, mask, function, retry_count)
-            wait.packet_bytes, wait.opcode, wait.sub_op = self._packet_bytes, self._opcode, self._sub_op
+            wait = _Wait(
+                key,
+                va,
+                4,
+                now,
+                interval_ns,
+                deadline,
+                reference,
+                mask,
+                function,
+                compare,
+                retry_count,
+                self._packet_bytes,
+                self._opcode,
+                self._sub_op,
+            )
             self.wait = wait
         elif wait.deadline_ns is not None and now >= wait.deadline_ns:
             raise self._hung(wait, value)

@@ -23,6 +23,7 @@ __all__ = ["GpuMemory", "HostSpan", "Mapping", "SystemBus"]
 _MAP_NORESERVE: Final = 0x4000 if sys.platform.startswith("linux") else 0
 # Exceptions a SystemBus raises for an address with nothing behind it; the GPU turns them into memory faults.
 _BUS_ERRORS: Final = (TinyHilError, ValueError, LookupError)
+_APERTURE_END: Final = SYS_APERTURE + SYS_APERTURE_BYTES  # hot: the aperture checks of every engine access
 
 
 _VIEW_CACHE_ENTRIES: Final = 1024  # rings and pointers of every queue, with room to spare
@@ -182,7 +183,7 @@ class GpuMemory:
     # --- the one translation function ---
     def in_system_aperture(self, va: int) -> bool:
         """Whether ``va`` is in the active system aperture (the bridge's memory, reached across PCIe)."""
-        return self.system_bus is not None and SYS_APERTURE <= va < SYS_APERTURE + SYS_APERTURE_BYTES
+        return self.system_bus is not None and SYS_APERTURE <= va < _APERTURE_END
 
     def array(self, va: int, nbytes: int, dtype: str) -> np.ndarray | None:
         """A live numpy view of ``[va, va + nbytes)`` as ``dtype`` when the range lies in one mapping and is aligned
@@ -218,8 +219,8 @@ class GpuMemory:
         first, last_end, backing = self._last
         if first <= va and end <= last_end:  # the mapping of the last translation: the common case, no search
             return [(va, backing[va - first : end - first])]
-        if self.system_bus is not None and SYS_APERTURE <= va < SYS_APERTURE + SYS_APERTURE_BYTES:
-            if end > SYS_APERTURE + SYS_APERTURE_BYTES:
+        if self.system_bus is not None and SYS_APERTURE <= va < _APERTURE_END:
+            if end > _APERTURE_END:
                 raise GpuMemoryFault(SYS_APERTURE + SYS_APERTURE_BYTES, end - SYS_APERTURE - SYS_APERTURE_BYTES)
             return [(va, None)]
         index = bisect.bisect_right(self._starts, va) - 1
@@ -303,7 +304,7 @@ class GpuMemory:
         """
         view = memoryview(data) if type(data) is bytes else as_readonly_bytes("data", data)  # hot: engine writes
         nbytes = view.nbytes
-        if self.system_bus is not None and SYS_APERTURE <= va < va + nbytes <= SYS_APERTURE + SYS_APERTURE_BYTES:
+        if self.system_bus is not None and SYS_APERTURE <= va < va + nbytes <= _APERTURE_END:
             self._bus_write(va, view)  # hot: fences and completion entries into the bridge's memory
         else:
             self._scatter(self.translate(va, nbytes), view)
@@ -328,7 +329,11 @@ class GpuMemory:
         else:
             data = memoryview(b"".join(view for _, view in sources if view is not None))
         # One target view: a single slice assignment, which memmoves when source and target overlap.
-        self._scatter(targets, data)
+        target = targets[0][1] if len(targets) == 1 else None
+        if target is not None:  # hot: _scatter's one-view case, inline (every engine copy into VRAM)
+            target[:] = data
+        else:
+            self._scatter(targets, data)
         if self.on_write is not None:  # notify_written, inline (hot: every engine copy; nbytes > 0 here)
             self.on_write(dst, nbytes)
 
@@ -351,7 +356,7 @@ class GpuMemory:
         self.notify_written(va, nbytes)
 
     def read_u32(self, va: int) -> int:
-        if self.system_bus is not None and SYS_APERTURE <= va <= SYS_APERTURE + SYS_APERTURE_BYTES - 4:
+        if self.system_bus is not None and SYS_APERTURE <= va <= _APERTURE_END - 4:
             return int.from_bytes(self._bus_read(va, 4), "little")  # hot: polls of the bridge's memory
         return int.from_bytes(self.read(va, 4), "little")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar, Final
 
-from tinyhil.spec.amdgpu import POLL_RETRY_FOREVER, ErrorCode, QueueKind
+from tinyhil.spec.amdgpu import POLL_RETRY_FOREVER, SYS_APERTURE, SYS_APERTURE_BYTES, ErrorCode, QueueKind
 from tinyhil.spec.amdgpu_sdma import (
     SDMA_CONST_FILL_COUNT,
     SDMA_CONST_FILL_FILL_SIZE,
@@ -51,6 +51,21 @@ _FUNCTION_LSB, _FUNCTION_MAX = SDMA_POLL_REGMEM_FUNCTION.lsb, SDMA_POLL_REGMEM_F
 _INTERVAL_LSB, _INTERVAL_MAX = SDMA_POLL_REGMEM_INTERVAL.lsb, SDMA_POLL_REGMEM_INTERVAL.max_value
 _RETRY_COUNT_LSB, _RETRY_COUNT_MAX = SDMA_POLL_REGMEM_RETRY_COUNT.lsb, SDMA_POLL_REGMEM_RETRY_COUNT.max_value
 _FIXED_DWORDS: Final[dict[int, int]] = {int(op): dwords for op, dwords in SDMA_PACKET_DWORDS.items()}
+# hot: the sizes of the modelled packets whose size is fixed (NOP and WRITE carry theirs in the packet), found in one
+# lookup; must list only opcodes of SdmaEngine._op_table
+_MODELLED_FIXED_DWORDS: Final[dict[int, int]] = {
+    int(op): SDMA_PACKET_DWORDS[op]
+    for op in (
+        SdmaOp.COPY_LINEAR,
+        SdmaOp.INDIRECT,
+        SdmaOp.FENCE,
+        SdmaOp.TRAP,
+        SdmaOp.POLL_REGMEM,
+        SdmaOp.CONST_FILL,
+        SdmaOp.TIMESTAMP,
+    )
+}
+_SYS_APERTURE_END: Final = SYS_APERTURE + SYS_APERTURE_BYTES
 
 
 def _addr(packet: Packet, lo: int) -> int:
@@ -75,6 +90,7 @@ class SdmaEngine(RingEngine):
     Register polls (mem_poll = 0) and other sub-ops are not modelled: they stop the queue with a packet error.
     """
 
+    __slots__ = ()
     KIND: ClassVar[QueueKind] = QueueKind.SDMA
     MAX_IB_DEPTH: ClassVar[int] = 1
     OPCODE_NAMES: ClassVar[type[SdmaOp]] = SdmaOp
@@ -95,6 +111,9 @@ class SdmaEngine(RingEngine):
     def _packet_dwords(self, header: int, prefetched: Packet) -> int | None:
         self._opcode = op = (header >> _OP_LSB) & _OP_MAX
         self._sub_op = (header >> _SUB_OP_LSB) & _SUB_OP_MAX
+        dwords = _MODELLED_FIXED_DWORDS.get(op)
+        if dwords is not None:
+            return dwords
         if op not in self._ops:
             raise _PacketError(ErrorCode.UNKNOWN_OPCODE, f"unknown SDMA opcode {op:#x} (header {header:#010x})")
         if op == _OP_NOP:
@@ -120,9 +139,12 @@ class SdmaEngine(RingEngine):
         nbytes = (count & SDMA_COPY_LINEAR_COUNT.max_value) + 1
         src = src_lo | src_hi << 32
         dst = dst_lo | dst_hi << 32
-        memory = self.services.memory
+        memory = self._memory
         memory.copy(dst, src, nbytes)
-        system = memory.in_system_aperture(src) or memory.in_system_aperture(dst)
+        # memory.in_system_aperture(src) or (dst), inline (hot: every copy)
+        system = memory.system_bus is not None and (
+            SYS_APERTURE <= src < _SYS_APERTURE_END or SYS_APERTURE <= dst < _SYS_APERTURE_END
+        )
         self.cost_ns += self.services.timing.transfer_ns(nbytes, system=system)
         return _DONE
 
@@ -133,7 +155,7 @@ class SdmaEngine(RingEngine):
         if dst % 4:
             self._aligned("destination", dst, 4)
         data = _dword_bytes(packet[_WRITE_DATA_DW:])
-        self.services.memory.write(dst, data)
+        self._memory.write(dst, data)
         self.cost_ns += self.services.timing.transfer_ns(len(data))
         return _DONE
 
