@@ -135,16 +135,12 @@ class EventKernel:
         queue = self._queue
         # step(deadline), inline (hot: the bridge runs the clock several times per transfer, mostly over 0-1 events);
         # a cancelled head past the deadline stays queued: step skips it later just the same
-        while queue:
-            time_ns, _, event = queue[0]
-            if time_ns > deadline:
-                break
-            _heappop(queue)
-            if event.cancelled:
-                continue
-            self.now_ns = time_ns
-            self.events_run += 1
-            event.fn()
+        while queue and queue[0][0] <= deadline:
+            time_ns, _, event = _heappop(queue)
+            if not event.cancelled:
+                self.now_ns = time_ns
+                self.events_run += 1
+                event.fn()
         self.now_ns = deadline
 
     def run_until_idle(self, max_events: int = MAX_EVENTS_PER_WAIT) -> None:

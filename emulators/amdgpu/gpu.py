@@ -33,6 +33,9 @@ __all__ = ["AmdGpu"]
 
 _log = logging.getLogger("tinyhil.emulators.amdgpu")
 _BARS: Final[dict[int, Bar]] = {int(bar): bar for bar in Bar}
+# hot: the BARs as module constants (reading a member off the enum class costs ~0.1 us in Python 3.11)
+_VRAM_BAR: Final = Bar.VRAM
+_DOORBELL_BAR: Final = Bar.DOORBELL
 _ENGINES: Final[dict[QueueKind, type[RingEngine]]] = {QueueKind.SDMA: SdmaEngine, QueueKind.COMPUTE: Pm4Engine}
 
 
@@ -249,15 +252,15 @@ class AmdGpu:
         Raises:
             InvalidArgument: an unknown BAR, or a range outside it (BAR5: not whole aligned registers).
         """
-        match self._bar(bar):
-            case Bar.VRAM:
-                check_range("BAR0", offset, nbytes, self.vram_bytes)
-                return bytes(self.vram[offset : offset + nbytes])
-            case Bar.DOORBELL:
-                check_range("BAR2", offset, nbytes, DOORBELL_BAR_BYTES)
-                return bytes(self._doorbell_bar[offset : offset + nbytes])
-            case Bar.REGS:
-                return self.registers.read(offset, nbytes)
+        kind = self._bar(bar)
+        if kind is _VRAM_BAR:
+            memory = self.memory
+            check_range("BAR0", offset, nbytes, memory.vram_bytes)
+            return bytes(memory.vram[offset : offset + nbytes])
+        if kind is _DOORBELL_BAR:
+            check_range("BAR2", offset, nbytes, DOORBELL_BAR_BYTES)
+            return bytes(self._doorbell_bar[offset : offset + nbytes])
+        return self.registers.read(offset, nbytes)  # Bar.REGS
 
     def mmio_write(self, bar: int, offset: int, data: bytes) -> None:
         """Write ``data`` at ``offset`` of BAR ``bar``: VRAM bytes, doorbells, or registers.
@@ -266,23 +269,26 @@ class AmdGpu:
             InvalidArgument: an unknown BAR, or a range outside it (BAR5: not whole aligned registers).
         """
         view = as_readonly_bytes("data", data)
-        match self._bar(bar):
-            case Bar.VRAM:
-                check_range("BAR0", offset, view.nbytes, self.vram_bytes)
-                self.vram[offset : offset + view.nbytes] = view
-                if self.memory.vram_at_zero:
-                    self.memory_written(offset, view.nbytes)
-            case Bar.DOORBELL:
-                check_range("BAR2", offset, view.nbytes, DOORBELL_BAR_BYTES)
-                self._doorbell_bar[offset : offset + view.nbytes] = view
-                # Slots whose low dword [8s, 8s + 4) the write touches.
-                first = (offset + 4) // DOORBELL_SLOT_BYTES
-                for slot in range(first, -(-(offset + view.nbytes) // DOORBELL_SLOT_BYTES)):
-                    start = slot * DOORBELL_SLOT_BYTES
-                    value = int.from_bytes(self._doorbell_bar[start : start + DOORBELL_SLOT_BYTES], "little")
-                    self.ring_doorbell(slot, value)
-            case Bar.REGS:
-                self.registers.write(offset, bytes(view))
+        nbytes = view.nbytes
+        kind = self._bar(bar)
+        if kind is _VRAM_BAR:
+            memory = self.memory
+            check_range("BAR0", offset, nbytes, memory.vram_bytes)
+            memory.vram[offset : offset + nbytes] = view
+            if memory.vram_at_zero:
+                self.memory_written(offset, nbytes)
+        elif kind is _DOORBELL_BAR:
+            check_range("BAR2", offset, nbytes, DOORBELL_BAR_BYTES)
+            doorbells = self._doorbell_bar
+            doorbells[offset : offset + nbytes] = view
+            # Slots whose low dword [8s, 8s + 4) the write touches.
+            first = (offset + 4) // DOORBELL_SLOT_BYTES
+            for slot in range(first, -(-(offset + nbytes) // DOORBELL_SLOT_BYTES)):
+                start = slot * DOORBELL_SLOT_BYTES
+                value = int.from_bytes(doorbells[start : start + DOORBELL_SLOT_BYTES], "little")
+                self.ring_doorbell(slot, value)
+        else:  # Bar.REGS
+            self.registers.write(offset, bytes(view))
 
     def _bar(self, bar: int) -> Bar:
         try:

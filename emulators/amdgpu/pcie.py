@@ -20,7 +20,7 @@ from typing import Final
 
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument, StateError
-from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES, Bar
+from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES, SYS_APERTURE, Bar
 from tinyhil.spec.pci import CLASS_DISPLAY_VGA, VENDOR_ID_AMD
 
 from ..kernel import EventKernel
@@ -35,6 +35,7 @@ __all__ = ["DEFAULT_GFX_TARGET_VERSION", "DEVICE_IDS", "AmdGpuFunction"]
 
 DEFAULT_GFX_TARGET_VERSION: Final = 110000
 REGISTER_BYTES: Final = 4
+_REGS_BAR: Final = int(Bar.REGS)  # hot: every BAR access compares with it (an enum member lookup costs ~0.1 us)
 # gfx_target_version (KFD's encoding: major * 10000 + minor * 100 + stepping) -> the PCI device id of a board with
 # that GPU (public PCI ID lists). Only the identity the bring-up reads; the model's behaviour does not depend on it.
 DEVICE_IDS: Final[dict[int, int]] = {
@@ -184,14 +185,14 @@ class AmdGpuFunction:
 
     def mmio_read(self, bar: int, offset: int, nbytes: int) -> bytes:
         """Read ``nbytes`` at ``offset`` of BAR ``bar`` (decoded and bounds-checked by the bridge)."""
-        if bar != Bar.REGS or (offset % REGISTER_BYTES == 0 and nbytes % REGISTER_BYTES == 0):
+        if bar != _REGS_BAR or (offset % REGISTER_BYTES == 0 and nbytes % REGISTER_BYTES == 0):
             return self.gpu.mmio_read(bar, offset, nbytes)
         start, end = _registers_around(offset, nbytes)
         return self.gpu.mmio_read(bar, start, end - start)[offset - start : offset - start + nbytes]
 
     def mmio_write(self, bar: int, offset: int, data: bytes) -> None:
         """Write ``data`` at ``offset`` of BAR ``bar`` (decoded and bounds-checked by the bridge)."""
-        if bar != Bar.REGS or (offset % REGISTER_BYTES == 0 and len(data) % REGISTER_BYTES == 0):
+        if bar != _REGS_BAR or (offset % REGISTER_BYTES == 0 and len(data) % REGISTER_BYTES == 0):
             self.gpu.mmio_write(bar, offset, data)
             return
         start, end = _registers_around(offset, len(data))
@@ -211,7 +212,7 @@ class AmdGpuFunction:
 
     def host_memory_written(self, pcie_addr: int, nbytes: int) -> None:
         """The bridge changed its memory at ``pcie_addr``: wake queues polling it through the system aperture."""
-        self.gpu.host_memory_written(pcie_addr, nbytes)
+        self.gpu.memory_written(SYS_APERTURE + pcie_addr, nbytes)  # gpu.host_memory_written, inline (hot: landings)
 
 
 def _registers_around(offset: int, nbytes: int) -> tuple[int, int]:
