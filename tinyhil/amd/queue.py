@@ -111,10 +111,13 @@ class AmdQueue:
         Raises:
             InvalidArgument: the packets are not whole dwords, or are larger than the whole ring.
         """
-        data = b"".join(
-            bytes(as_readonly_bytes("packet", np.ascontiguousarray(p) if isinstance(p, np.ndarray) else p))
-            for p in packets
-        )
+        if len(packets) == 1 and type(packets[0]) is bytes:  # hot: a prebuilt program (a copyout piece)
+            data = packets[0]
+        else:
+            data = b"".join(
+                bytes(as_readonly_bytes("packet", np.ascontiguousarray(p) if isinstance(p, np.ndarray) else p))
+                for p in packets
+            )
         if len(data) % 4:
             raise InvalidArgument(f"packets of {len(data)} bytes, expected whole dwords")
         if len(data) > self.ring_bytes:

@@ -30,6 +30,7 @@ from tinyhil.usb.seam import EventPump, TransferCallback, UsbHandle, UsbTransfer
 
 __all__ = ["TransferPool"]
 
+_COMPLETED: Final = _usb1.TRANSFER_COMPLETED
 _PUMP_SLACK: Final = 16  # extra pump rounds beyond the transfer timeout (each completion may end one round early)
 
 
@@ -168,6 +169,13 @@ class TransferPool:
             return
         slot.done = True
         try:
+            # hot: a bulk OUT or control OUT that completed whole (nothing to copy, nothing to latch)
+            if (
+                slot.result is None
+                and transfer.getStatus() == _COMPLETED
+                and transfer.getActualLength() == slot.expected
+            ):
+                return
             error = self._outcome(slot, transfer)
         except Exception as exc:  # a broken handle implementation: surface it at the next wait
             error = exc
