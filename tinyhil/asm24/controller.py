@@ -14,7 +14,7 @@ from tinyhil._check import as_readonly_bytes, check_int, check_range
 from tinyhil.asm24.errors import PcieError
 from tinyhil.asm24.sram import SramArm, pad_to_sectors
 from tinyhil.asm24.stream import MemPiece, plan_mem_access
-from tinyhil.asm24.tlp import TlpCompletion, describe_fmt_type, encode_tlp, has_data, is_posted
+from tinyhil.asm24.tlp import TlpCompletion, byte_enables, describe_fmt_type, encode_tlp, has_data, is_posted
 from tinyhil.errors import DeviceTimeout, InvalidArgument
 from tinyhil.spec.asm24 import (
     BYTE_ENABLE_SHIFT,
@@ -66,6 +66,10 @@ _REQUEST_TLP: Final = int(Request.TLP)
 _REQUEST_SRAM_ARM: Final = int(Request.SRAM_ARM)
 _MODE_SINGLE: Final = int(TlpMode.SINGLE)
 _MODE_STREAM_WRITE: Final = int(TlpMode.STREAM_WRITE)
+_MWR32: Final = int(FmtType.MWR32)
+_MWR64: Final = int(FmtType.MWR64)
+ADDR32_LIMIT: Final = 1 << 32
+ADDR64_LIMIT: Final = 1 << 64
 
 
 def _arm_fields(arm: SramArm) -> tuple[SramArm, int, int, int]:
@@ -92,40 +96,35 @@ def _bulk_timeout_ms(nbytes: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class _WriteStep:
-    """One transaction of a PCIe memory write with its 0xF0 request worked out: data bytes ``[offset, end)``."""
+    """One transaction of a PCIe memory write: data bytes ``[offset, end)`` at the write's address + ``offset``."""
 
     offset: int
     end: int
-    stream: bool
-    wvalue: int  # fmt_type | byte enables << 8
-    stream_request: bytes  # stream: the 0xF0 OUT data stage (address, dword count)
-    aligned: int  # single TLP: the dword-aligned address
-    shift: int  # single TLP: bit position of the first byte in its dword's lanes
+    stream: bool  # True: an 0xF0 stream of ``dwords``; False: one single TLP
+    byte_enables: int  # shifted into wValue's high byte
+    lane: int  # single TLP: the first byte's offset within its dword
+    dwords: int  # stream: its length in dwords
     timeout_ms: int  # stream: of the bulk OUT
 
 
-def _plan_write(address: int, size: int, stream_chunk_bytes: int) -> tuple[_WriteStep, ...]:
-    """The steps of a PCIe memory write of ``size`` bytes at ``address`` (validated as ``pcie_request`` would)."""
+@functools.lru_cache(maxsize=1024)
+def _plan_write(lane: int, size: int, stream_chunk_bytes: int) -> tuple[_WriteStep, ...]:
+    """The steps of a PCIe memory write of ``size`` bytes at an address ``a`` with ``a % 4 == lane``: how
+    :func:`plan_mem_access` cuts it depends on nothing else (hot: a ring write moves along the ring every time)."""
     steps = []
-    pieces = plan_mem_access(
-        address, size, stream_chunk_bytes=stream_chunk_bytes, single_max_bytes=SINGLE_TLP_MAX_BYTES
-    )
+    pieces = plan_mem_access(lane, size, stream_chunk_bytes=stream_chunk_bytes, single_max_bytes=SINGLE_TLP_MAX_BYTES)
     for piece in pieces:
-        fmt_type = piece.fmt_type(write=True)
         end = piece.offset + piece.size
         if piece.stream:
-            request = _TLP_REQUEST.pack(piece.address & U32_MASK, piece.address >> 32, piece.size // DWORD_BYTES)
-            wvalue = int(fmt_type) | TLP_BYTE_ENABLE_ALL << BYTE_ENABLE_SHIFT
-            steps.append(_WriteStep(piece.offset, end, True, wvalue, request, 0, 0, _bulk_timeout_ms(piece.size)))
+            enables = TLP_BYTE_ENABLE_ALL << BYTE_ENABLE_SHIFT
+            steps.append(
+                _WriteStep(piece.offset, end, True, enables, 0, piece.size // DWORD_BYTES, _bulk_timeout_ms(piece.size))
+            )
         else:
-            wvalue, _ = encode_tlp(fmt_type, piece.address, piece.size, 0)
-            lane = piece.address % DWORD_BYTES
-            steps.append(_WriteStep(piece.offset, end, False, int(wvalue), b"", piece.address - lane, 8 * lane, 0))
+            piece_lane = piece.address % DWORD_BYTES
+            enables = byte_enables(piece_lane, piece.size) << BYTE_ENABLE_SHIFT
+            steps.append(_WriteStep(piece.offset, end, False, enables, piece_lane, 0, 0))
     return tuple(steps)
-
-
-# hot: every ring write, write pointer and doorbell of a copy loop writes the same few ranges again and again
-_cached_plan_write = functools.lru_cache(maxsize=4096)(_plan_write)
 
 
 def _check_seconds(name: str, value: object, *, minimum: float, inclusive: bool = True) -> float:
@@ -354,18 +353,26 @@ class Asm24Controller:
         """Write ``data`` (bytes-like) to PCIe memory at ``address``: streams for whole dwords (single TLPs for a
         body of at most 8 bytes), single TLPs for the unaligned rest."""
         view = memoryview(data) if type(data) is bytes else as_readonly_bytes("data", data)
-        if not len(view):
+        size = len(view)
+        if not size:
             raise InvalidArgument("data of 0 bytes, expected at least 1 byte")
-        plan = _cached_plan_write if type(address) is int else _plan_write  # a bool must not hit a cached int
+        if type(address) is not int or address < 0 or address + size > ADDR64_LIMIT:  # raises naming the problem
+            plan_mem_access(
+                address, size, stream_chunk_bytes=self.stream_chunk_bytes, single_max_bytes=SINGLE_TLP_MAX_BYTES
+            )
         transport = self.transport
-        for step in plan(address, len(view), self.stream_chunk_bytes):
+        for step in _plan_write(address % DWORD_BYTES, size, self.stream_chunk_bytes):
+            piece_address = address + step.offset
+            fmt_type = _MWR64 if piece_address + step.end - step.offset > ADDR32_LIMIT else _MWR32  # MemPiece.fmt_type
             if step.stream:
-                transport.control_write(_REQUEST_TLP, step.wvalue, _MODE_STREAM_WRITE, step.stream_request)
+                request = _TLP_REQUEST.pack(piece_address & U32_MASK, piece_address >> 32, step.dwords)
+                transport.control_write(_REQUEST_TLP, fmt_type | step.byte_enables, _MODE_STREAM_WRITE, request)
                 transport.bulk_write(view[step.offset : step.end], step.timeout_ms)
-            else:  # a posted single TLP (as pcie_request sends it): no completion to read
-                value = int.from_bytes(view[step.offset : step.end], "little") << step.shift
-                request = _TLP_REQUEST.pack(step.aligned & U32_MASK, step.aligned >> 32, value)
-                transport.control_write(_REQUEST_TLP, step.wvalue, _MODE_SINGLE, request)
+            else:  # a posted single TLP, as pcie_request sends it (encode_tlp's layout): no completion to read
+                aligned = piece_address - step.lane
+                value = int.from_bytes(view[step.offset : step.end], "little") << 8 * step.lane
+                request = _TLP_REQUEST.pack(aligned & U32_MASK, aligned >> 32, value)
+                transport.control_write(_REQUEST_TLP, fmt_type | step.byte_enables, _MODE_SINGLE, request)
 
     def _stream_start(self, fmt_type: FmtType, piece: MemPiece, mode: TlpMode) -> None:
         payload = struct.pack(TLP_REQUEST_FORMAT, piece.address & U32_MASK, piece.address >> 32, piece.size // 4)
