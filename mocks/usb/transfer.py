@@ -48,6 +48,26 @@ class EmulatedUsbTransfer:
     until then. The OUT payload of a writable buffer is read when the transfer moves (timed mode: at completion).
     """
 
+    __slots__ = (  # hot: every transfer sets and reads a dozen of these
+        "__weakref__",
+        "_actual_length",
+        "_buffer",
+        "_callback",
+        "_deadline_ns",
+        "_doomed",
+        "_endpoint",
+        "_handle",
+        "_initialized",
+        "_setup",
+        "_short_is_error",
+        "_status",
+        "_submitted",
+        "_timeout",
+        "_type",
+        "_urb",
+        "_user_data",
+    )
+
     def __init__(self, handle: EmulatedUsbDeviceHandle, iso_packets: int, short_is_error: bool) -> None:
         if iso_packets:
             raise NotImplementedError("isochronous transfers: the bridge has no isochronous endpoints")

@@ -169,12 +169,11 @@ class TransferPool:
             return
         slot.done = True
         try:
-            # hot: a bulk OUT or control OUT that completed whole (nothing to copy, nothing to latch)
-            if (
-                slot.result is None
-                and transfer.getStatus() == _COMPLETED
-                and transfer.getActualLength() == slot.expected
-            ):
+            # hot: a transfer that completed whole: nothing to latch (a control IN's bytes go to its buffer)
+            if transfer.getStatus() == _COMPLETED and transfer.getActualLength() == slot.expected:
+                result = slot.result
+                if result:
+                    result[:] = memoryview(transfer.getBuffer())[: len(result)]
                 return
             error = self._outcome(slot, transfer)
         except Exception as exc:  # a broken handle implementation: surface it at the next wait
@@ -242,7 +241,12 @@ class TransferPool:
             raise InvalidArgument(f"tag={tag!r}, expected a tag in flight {self.in_flight} ({state})")
         if not slot.done:
             self._pump_until_done(slot)
-        self._reap(slot)
+        if slot.bulk_endpoint is None:  # hot: a control transfer's reap (_reap, without the call)
+            del self._tag2slot[tag]
+            slot.keepalive = None
+            self._free.append(slot)
+        else:
+            self._reap(slot)
         if self._latched:
             self._surface()
 
