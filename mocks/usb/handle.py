@@ -80,18 +80,6 @@ class EmulatedUsbDeviceHandle:
         self._closed = False
 
     # --- plumbing shared with transfers ---
-    def _run(self, urb: Urb) -> Urb:
-        try:
-            return self._bridge.front.transfer(urb)
-        except UsbError as error:
-            raise usb1_error(error, is_in=urb.is_in) from None
-
-    def _submit_transfer(self, transfer: EmulatedUsbTransfer, urb: Urb) -> None:
-        if self._closed:
-            raise StateError("EmulatedUsbTransfer.submit: the handle is closed, expected an open one")
-        self._inflight.add(transfer)
-        self._context._submit(self._bridge, transfer, urb)
-
     def _cancel_transfer(self, urb: Urb) -> None:
         self._bridge.front.cancel(urb)
 
@@ -116,7 +104,7 @@ class EmulatedUsbDeviceHandle:
             if len(payload) > _U16:
                 raise invalid_param(f"control data of {len(payload)} bytes, expected at most 0xffff")
             urb = Urb(CONTROL_EP, len(payload), deadline_ns, (request_type, request, value, index), payload)
-        try:  # hot: _run, without the call
+        try:  # hot: the transfer, inline in each synchronous call
             return self._bridge.front.transfer(urb)
         except UsbError as error:
             raise usb1_error(error, is_in=urb.is_in) from None
@@ -208,7 +196,11 @@ class EmulatedUsbDeviceHandle:
             deadline_ns = timeout * NS_PER_MS or UNBOUNDED_WAIT_NS
         else:
             deadline_ns = timeout_ns(timeout)
-        return self._run(Urb(endpoint, len(view), deadline_ns, payload=view)).actual_length
+        urb = Urb(endpoint, len(view), deadline_ns, payload=view)
+        try:  # hot: the transfer, inline in each synchronous call
+            return self._bridge.front.transfer(urb).actual_length
+        except UsbError as error:
+            raise usb1_error(error, is_in=urb.is_in) from None
 
     def bulkRead(self, endpoint: int, length: int, timeout: int = 0) -> bytearray:
         """Synchronous bulk read; returns the bytes received."""
@@ -222,7 +214,11 @@ class EmulatedUsbDeviceHandle:
             deadline_ns = timeout * NS_PER_MS or UNBOUNDED_WAIT_NS
         else:
             deadline_ns = timeout_ns(timeout)
-        data = self._run(Urb(endpoint, length, deadline_ns)).data
+        urb = Urb(endpoint, length, deadline_ns)
+        try:  # hot: the transfer, inline in each synchronous call
+            data = self._bridge.front.transfer(urb).data
+        except UsbError as error:
+            raise usb1_error(error, is_in=urb.is_in) from None
         return data if type(data) is bytearray else bytearray(data)  # usb1 returns a bytearray the caller owns
 
     @_requires_open

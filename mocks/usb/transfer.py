@@ -9,6 +9,7 @@ import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 
 from tinyhil.emulators.asm2464 import UNBOUNDED_WAIT_NS, Urb, UsbStatus
 from tinyhil.emulators.asm2464.front import CONTROL_EP
+from tinyhil.errors import StateError
 from tinyhil.mocks.usb._errors import NS_PER_MS, STATUS_TO_USB1, TIMEOUT_MAX_MS, invalid_param, timeout_ns
 
 if TYPE_CHECKING:
@@ -110,7 +111,12 @@ class EmulatedUsbTransfer:
         else:
             deadline_ns = timeout_ns(timeout)
         self._timeout = timeout
-        self._buffer = bytearray(buffer_or_len) if type(buffer_or_len) is int else _buffer(buffer_or_len)
+        if type(buffer_or_len) is memoryview and not buffer_or_len.readonly:  # hot: _buffer's rule, without a call
+            self._buffer = buffer_or_len.cast("B")
+        elif type(buffer_or_len) is int:
+            self._buffer = bytearray(buffer_or_len)
+        else:
+            self._buffer = _buffer(buffer_or_len)
         self._endpoint, self._type = endpoint, _TYPE_BULK
         self._callback, self._user_data = callback, user_data
         self._setup, self._deadline_ns, self._initialized = None, deadline_ns, True
@@ -184,7 +190,11 @@ class EmulatedUsbTransfer:
         else:
             payload = buffer if type(buffer) is memoryview else memoryview(buffer)
         urb = Urb(endpoint, len(buffer), self._deadline_ns, setup, payload)
-        self._handle._submit_transfer(self, urb)
+        handle = self._handle  # hot: the handle's side of a submit, without a call
+        if handle._closed:
+            raise StateError("EmulatedUsbTransfer.submit: the handle is closed, expected an open one")
+        handle._inflight.add(self)
+        handle._context._submit(handle._bridge, self, urb)
         self._urb, self._submitted = urb, True
 
     def _completed(self) -> None:

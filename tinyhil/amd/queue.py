@@ -125,7 +125,8 @@ class AmdQueue:
                 f"packets of {len(data):#x} bytes, expected at most the ring size {self.ring_bytes:#x}; submit in parts"
             )
         units = len(data) // self.unit_bytes
-        if not self._has_room(units):  # reads the device only when the last seen read pointer leaves too little
+        # hot: room by the read pointer last seen (_has_room's first test, without the call); else read the device
+        if units > self.ring_units - (self.wptr - self._rptr_seen) and not self._has_room(units):
             what = f"{units} free units in the {self.kind.name} ring (wptr {self.wptr:#x})"
             self.transport.wait(lambda: units <= self.free_units(), what)
         offset = (self.wptr * self.unit_bytes) % self.ring_bytes

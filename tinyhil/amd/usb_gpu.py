@@ -192,8 +192,9 @@ class UsbGpu:
 
     def write_memory(self, va: int, data: Any) -> None:
         """Write ``data`` (bytes-like, e.g. a numpy array) to VRAM at GPU address ``va`` through BAR0."""
-        if type(data) is bytes:  # hot: ring writes, write pointers (the controller takes bytes as they are)
-            self.controller.pcie_mem_write(self._vram_address(va, len(data)), data)
+        if type(data) is bytes and type(va) is int and 0 <= va <= self.vram_bar.size - len(data):
+            # hot: ring writes and write pointers (the controller takes bytes as they are; _vram_address inline)
+            self.controller.pcie_mem_write(self.vram_bar.address + va, data)
             return
         view = as_readonly_bytes("data", data)
         self.controller.pcie_mem_write(self._vram_address(va, view.nbytes), view)

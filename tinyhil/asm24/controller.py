@@ -229,7 +229,10 @@ class Asm24Controller:
 
     def scsi_read_arm(self, size: int, slot_start: int = 0) -> SramArm:
         """Arm a device-to-host 0xF2 transfer of ``size`` bytes (rounded up to sectors) from ``slot_start``."""
-        arm, value, index, _ = _sram_arm(size, slot_start, True)
+        if type(size) is int and type(slot_start) is int:  # hot: _sram_arm's cached path, without the call
+            arm, value, index, _ = _cached_sram_arm(size, slot_start, True)
+        else:
+            arm, value, index, _ = _sram_arm(size, slot_start, True)
         self.transport.control_write(_REQUEST_SRAM_ARM, value, index)
         return arm
 
@@ -239,7 +242,10 @@ class Asm24Controller:
         ``arm=False`` skips the arm (already sent with :meth:`scsi_read_arm`, e.g. before the GPU fills the SRAM
         for a copyout). Returns a ``bytearray`` of ``size`` bytes.
         """
-        _, value, index, wire_bytes = _sram_arm(size, slot_start, True)
+        if type(size) is int and type(slot_start) is int:  # hot: _sram_arm's cached path, without the call
+            _, value, index, wire_bytes = _cached_sram_arm(size, slot_start, True)
+        else:
+            _, value, index, wire_bytes = _sram_arm(size, slot_start, True)
         if arm:
             self.transport.control_write(_REQUEST_SRAM_ARM, value, index)
         wait_ms = _bulk_timeout_ms(wire_bytes) if timeout is None else timeout

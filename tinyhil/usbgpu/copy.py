@@ -50,8 +50,9 @@ from tinyhil.spec.copyin import (
     NAIVE_CHUNK_BYTES,
     SECTOR_CHUNK_BYTES,
     SENTINEL_BYTES,
+    SENTINEL_TAG,
+    SEQ_MASK,
     WINDOWS,
-    sentinel,
     window_pcie,
 )
 from tinyhil.usb.bridge_io import AsyncBridgeIO
@@ -116,19 +117,26 @@ def _plans(revision: CopyRevision, nbytes: int, seq: int) -> list[ChunkPlan]:
         CopyRevision.NAIVE: NAIVE_CHUNK_BYTES,
     }[revision]
     plans = []
+    size2shape: dict[int, tuple[int, int]] = {}  # hot: every full chunk has the same wire size and sentinel offset
     for index, offset in enumerate(range(0, nbytes, chunk)):
         size = min(chunk, nbytes - offset)
-        if revision is CopyRevision.PIPELINED:
-            wire = _round_up(size + SENTINEL_BYTES, SECTOR_BYTES)
-            at = wire - SENTINEL_BYTES
-        elif revision is CopyRevision.SENTINEL_SECTOR:
-            at = _round_up(size, SECTOR_BYTES)
-            wire = at + SECTOR_BYTES
-        else:
-            wire = _round_up(size, SECTOR_BYTES)
-            at = wire
-        plans.append(ChunkPlan(index, seq + index, offset, size, wire, at))
+        shape = size2shape.get(size)
+        if shape is None:
+            shape = size2shape[size] = _shape(revision, size)
+        plans.append(ChunkPlan(index, seq + index, offset, size, *shape))
     return plans
+
+
+def _shape(revision: CopyRevision, size: int) -> tuple[int, int]:
+    """The wire bytes of a ``size``-byte chunk's image and the offset of its sentinel."""
+    if revision is CopyRevision.PIPELINED:
+        wire = _round_up(size + SENTINEL_BYTES, SECTOR_BYTES)
+        return wire, wire - SENTINEL_BYTES
+    if revision is CopyRevision.SENTINEL_SECTOR:
+        at = _round_up(size, SECTOR_BYTES)
+        return at + SECTOR_BYTES, at
+    wire = _round_up(size, SECTOR_BYTES)
+    return wire, wire
 
 
 class UsbCopy:
@@ -291,7 +299,7 @@ class UsbCopy:
         image[:size] = src[offset : offset + size]
         if wire - size > SENTINEL_BYTES:  # padding to zero (a full pipelined chunk's sentinel directly follows)
             self._staging[window][size:wire] = 0
-        _SENTINEL.pack_into(image, plan.sentinel_offset, sentinel(seq))
+        _SENTINEL.pack_into(image, plan.sentinel_offset, SENTINEL_TAG | (seq & SEQ_MASK))  # sentinel(seq), inline
         arm_value, arm_index = _arm_request(wire, window * WINDOW_SLOTS)
         if batched:  # arm and fence read in one round trip
             arm_tag = t.control_write_async(_SRAM_ARM, arm_value, arm_index)
