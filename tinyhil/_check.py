@@ -14,7 +14,7 @@ __all__ = ["as_readonly_bytes", "check_int", "check_range"]
 
 def check_int(name: str, value: Any, *, min_value: int | None = None, max_value: int | None = None) -> int:
     """Return ``value`` if it is an ``int`` (not a ``bool``) within ``[min_value, max_value]``."""
-    if not isinstance(value, int) or isinstance(value, bool):
+    if type(value) is not int and (not isinstance(value, int) or isinstance(value, bool)):  # hot: a plain int
         raise InvalidArgument(f"{name}={value!r}, expected an int")
     if min_value is not None and value < min_value:
         raise InvalidArgument(f"{name}={value!r}, expected an int >= {min_value}")
@@ -25,6 +25,8 @@ def check_int(name: str, value: Any, *, min_value: int | None = None, max_value:
 
 def check_range(what: str, offset: int, nbytes: int, limit: int) -> None:
     """Check that ``[offset, offset + nbytes)`` lies within ``[0, limit)``."""
+    if type(offset) is int and type(nbytes) is int and offset >= 0 and nbytes >= 0 and offset + nbytes <= limit:
+        return  # hot: plain ints in range (every emulated register and XDATA access) skip the checks below
     check_int(f"{what} offset", offset, min_value=0)
     check_int(f"{what} nbytes", nbytes, min_value=0)
     if offset + nbytes > limit:

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 
 import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 
-from tinyhil.emulators.asm2464 import Urb, UsbError
+from tinyhil.emulators.asm2464 import UNBOUNDED_WAIT_NS, Urb, UsbError
 from tinyhil.emulators.asm2464.front import CONTROL_EP, StandardRequest
 from tinyhil.errors import StateError
-from tinyhil.mocks.usb._errors import invalid_param, timeout_ns, usb1_error
+from tinyhil.mocks.usb._errors import NS_PER_MS, TIMEOUT_MAX_MS, invalid_param, timeout_ns, usb1_error
 from tinyhil.mocks.usb.transfer import EmulatedUsbTransfer
 from tinyhil.spec.asm24 import BULK_IN_EP, BULK_OUT_EP
 
@@ -34,6 +34,10 @@ _DIR_MASK: Final[int] = usb1.ENDPOINT_DIR_MASK
 _SETUP_TIMEOUT_MS: Final = 1000
 
 
+def _closed_error(method: str) -> StateError:
+    return StateError(f"EmulatedUsbDeviceHandle.{method}: the handle is closed, expected an open one")
+
+
 def _requires_open(method: Callable[_P, _R]) -> Callable[_P, _R]:
     """Raise a StateError naming the method when the handle is closed."""
 
@@ -41,7 +45,7 @@ def _requires_open(method: Callable[_P, _R]) -> Callable[_P, _R]:
     def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         handle: EmulatedUsbDeviceHandle = args[0]  # type: ignore[assignment]  # only methods are decorated
         if handle._closed:
-            raise StateError(f"EmulatedUsbDeviceHandle.{method.__name__}: the handle is closed, expected an open one")
+            raise _closed_error(method.__name__)
         return method(*args, **kwargs)
 
     return guarded
@@ -76,21 +80,6 @@ class EmulatedUsbDeviceHandle:
         self._closed = False
 
     # --- plumbing shared with transfers ---
-    def _run(self, urb: Urb) -> Urb:
-        try:
-            return self._bridge.front.transfer(urb)
-        except UsbError as error:
-            raise usb1_error(error, is_in=urb.is_in) from None
-
-    def _submit_transfer(self, transfer: EmulatedUsbTransfer, urb: Urb) -> None:
-        if self._closed:
-            raise StateError("EmulatedUsbTransfer.submit: the handle is closed, expected an open one")
-        self._inflight.add(transfer)
-        self._context._submit(self._bridge, transfer, urb)
-
-    def _transfer_done(self, transfer: EmulatedUsbTransfer) -> None:
-        self._inflight.discard(transfer)
-
     def _cancel_transfer(self, urb: Urb) -> None:
         self._bridge.front.cancel(urb)
 
@@ -101,16 +90,24 @@ class EmulatedUsbDeviceHandle:
             _check_field("request", request, _U8)
             _check_field("value", value, _U16)
             _check_field("index", index, _U16)
-        deadline_ns = timeout_ns(timeout)
+        if type(timeout) is int and 0 <= timeout <= TIMEOUT_MAX_MS:  # hot: timeout_ns's fast path, without the call
+            deadline_ns = timeout * NS_PER_MS or UNBOUNDED_WAIT_NS
+        else:
+            deadline_ns = timeout_ns(timeout)
         if isinstance(data, int):
             _check_length(data)
             if data > _U16:
                 raise invalid_param(f"length={data}, expected at most 0xffff (wLength is 16 bits)")
-            return self._run(Urb(CONTROL_EP, data, deadline_ns, (request_type, request, value, index)))
-        payload = memoryview(bytes(data))
-        if len(payload) > _U16:
-            raise invalid_param(f"control data of {len(payload)} bytes, expected at most 0xffff")
-        return self._run(Urb(CONTROL_EP, len(payload), deadline_ns, (request_type, request, value, index), payload))
+            urb = Urb(CONTROL_EP, data, deadline_ns, (request_type, request, value, index))
+        else:
+            payload = memoryview(bytes(data))
+            if len(payload) > _U16:
+                raise invalid_param(f"control data of {len(payload)} bytes, expected at most 0xffff")
+            urb = Urb(CONTROL_EP, len(payload), deadline_ns, (request_type, request, value, index), payload)
+        try:  # hot: the transfer, inline in each synchronous call
+            return self._bridge.front.transfer(urb)
+        except UsbError as error:
+            raise usb1_error(error, is_in=urb.is_in) from None
 
     # --- usb1.USBDeviceHandle ---
     @_requires_open
@@ -151,9 +148,12 @@ class EmulatedUsbDeviceHandle:
         request = StandardRequest.SET_INTERFACE
         self._control(_STANDARD_OUT_INTERFACE, request, alt_setting, interface, b"", _SETUP_TIMEOUT_MS)
 
-    @_requires_open
+    # The synchronous transfers guard inline what @_requires_open guards (the same StateError): a copy runs several
+    # per 256 KB, and the wrapper costs a Python call each.
     def controlWrite(self, request_type: int, request: int, value: int, index: int, data: Any, timeout: int = 0) -> int:
         """Synchronous control write; returns the number of bytes sent."""
+        if self._closed:
+            raise _closed_error("controlWrite")
         if isinstance(data, int):
             raise TypeError("data=int, expected a bytes-like object to send")
         if type(request_type) is not int or not 0 <= request_type <= _U8:
@@ -161,11 +161,12 @@ class EmulatedUsbDeviceHandle:
         urb = self._control(request_type & ~_DIR_MASK, request, value, index, data, timeout)
         return urb.actual_length
 
-    @_requires_open
     def controlRead(
         self, request_type: int, request: int, value: int, index: int, length: int, timeout: int = 0
     ) -> bytearray:
         """Synchronous control read; returns the bytes received."""
+        if self._closed:
+            raise _closed_error("controlRead")
         _check_length(length)
         if type(request_type) is not int or not 0 <= request_type <= _U8:
             _check_field("request_type", request_type, _U8)
@@ -182,22 +183,42 @@ class EmulatedUsbDeviceHandle:
             raise error
         return expected
 
-    @_requires_open
     def bulkWrite(self, endpoint: int, data: Any, timeout: int = 0) -> int:
         """Synchronous bulk write; returns the number of bytes sent (a short write returns fewer)."""
-        endpoint = self._bulk_endpoint(endpoint & ~_DIR_MASK, BULK_OUT_EP)
+        if self._closed:
+            raise _closed_error("bulkWrite")
+        if endpoint != BULK_OUT_EP or type(endpoint) is not int:  # hot: the right endpoint, a plain int
+            endpoint = self._bulk_endpoint(endpoint & ~_DIR_MASK, BULK_OUT_EP)
         if isinstance(data, int):
             raise TypeError("data=int, expected a bytes-like object to send")
         view = memoryview(data).cast("B")
-        return self._run(Urb(endpoint, len(view), timeout_ns(timeout), payload=view)).actual_length
+        if type(timeout) is int and 0 <= timeout <= TIMEOUT_MAX_MS:  # hot: timeout_ns's fast path, without the call
+            deadline_ns = timeout * NS_PER_MS or UNBOUNDED_WAIT_NS
+        else:
+            deadline_ns = timeout_ns(timeout)
+        urb = Urb(endpoint, len(view), deadline_ns, payload=view)
+        try:  # hot: the transfer, inline in each synchronous call
+            return self._bridge.front.transfer(urb).actual_length
+        except UsbError as error:
+            raise usb1_error(error, is_in=urb.is_in) from None
 
-    @_requires_open
     def bulkRead(self, endpoint: int, length: int, timeout: int = 0) -> bytearray:
         """Synchronous bulk read; returns the bytes received."""
-        endpoint = self._bulk_endpoint(endpoint | _DIR_MASK, BULK_IN_EP)
+        if self._closed:
+            raise _closed_error("bulkRead")
+        if endpoint != BULK_IN_EP or type(endpoint) is not int:  # hot: the right endpoint, a plain int
+            endpoint = self._bulk_endpoint(endpoint | _DIR_MASK, BULK_IN_EP)
         if type(length) is not int or length < 0:
             _check_length(length)
-        data = self._run(Urb(endpoint, length, timeout_ns(timeout))).data
+        if type(timeout) is int and 0 <= timeout <= TIMEOUT_MAX_MS:  # hot: timeout_ns's fast path, without the call
+            deadline_ns = timeout * NS_PER_MS or UNBOUNDED_WAIT_NS
+        else:
+            deadline_ns = timeout_ns(timeout)
+        urb = Urb(endpoint, length, deadline_ns)
+        try:  # hot: the transfer, inline in each synchronous call
+            data = self._bridge.front.transfer(urb).data
+        except UsbError as error:
+            raise usb1_error(error, is_in=urb.is_in) from None
         return data if type(data) is bytearray else bytearray(data)  # usb1 returns a bytearray the caller owns
 
     @_requires_open

@@ -7,9 +7,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 
-from tinyhil.emulators.asm2464 import Urb, UsbStatus
+from tinyhil.emulators.asm2464 import UNBOUNDED_WAIT_NS, Urb, UsbStatus
 from tinyhil.emulators.asm2464.front import CONTROL_EP
-from tinyhil.mocks.usb._errors import STATUS_TO_USB1, invalid_param, timeout_ns
+from tinyhil.errors import StateError
+from tinyhil.mocks.usb._errors import NS_PER_MS, STATUS_TO_USB1, TIMEOUT_MAX_MS, invalid_param, timeout_ns
 
 if TYPE_CHECKING:
     from tinyhil.mocks.usb.handle import EmulatedUsbDeviceHandle
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["EmulatedUsbTransfer"]
 
 _CONTROL_SETUP_SIZE: Final = 8
+_SETUP_ZEROS: Final = bytearray(_CONTROL_SETUP_SIZE)  # only ever concatenated (a new bytearray each time)
 _U8: Final = 0xFF
 _U16: Final = 0xFFFF
 _DIR_MASK: Final[int] = usb1.ENDPOINT_DIR_MASK
@@ -46,6 +48,26 @@ class EmulatedUsbTransfer:
     way the callback fires from the context's ``handleEvents*``, as in libusb, and :meth:`isSubmitted` stays true
     until then. The OUT payload of a writable buffer is read when the transfer moves (timed mode: at completion).
     """
+
+    __slots__ = (  # hot: every transfer sets and reads a dozen of these
+        "__weakref__",
+        "_actual_length",
+        "_buffer",
+        "_callback",
+        "_deadline_ns",
+        "_doomed",
+        "_endpoint",
+        "_handle",
+        "_initialized",
+        "_setup",
+        "_short_is_error",
+        "_status",
+        "_submitted",
+        "_timeout",
+        "_type",
+        "_urb",
+        "_user_data",
+    )
 
     def __init__(self, handle: EmulatedUsbDeviceHandle, iso_packets: int, short_is_error: bool) -> None:
         if iso_packets:
@@ -84,9 +106,17 @@ class EmulatedUsbTransfer:
         """Set up a bulk transfer (OUT: a buffer to send; IN: a length or a writable buffer to fill)."""
         if self._submitted or self._doomed:
             self._check_alterable()
-        deadline_ns = timeout_ns(timeout)
+        if type(timeout) is int and 0 <= timeout <= TIMEOUT_MAX_MS:  # hot: timeout_ns's fast path, without the call
+            deadline_ns = timeout * NS_PER_MS or UNBOUNDED_WAIT_NS
+        else:
+            deadline_ns = timeout_ns(timeout)
         self._timeout = timeout
-        self._buffer = _buffer(buffer_or_len)
+        if type(buffer_or_len) is memoryview and not buffer_or_len.readonly:  # hot: _buffer's rule, without a call
+            self._buffer = buffer_or_len.cast("B")
+        elif type(buffer_or_len) is int:
+            self._buffer = bytearray(buffer_or_len)
+        else:
+            self._buffer = _buffer(buffer_or_len)
         self._endpoint, self._type = endpoint, _TYPE_BULK
         self._callback, self._user_data = callback, user_data
         self._setup, self._deadline_ns, self._initialized = None, deadline_ns, True
@@ -105,7 +135,10 @@ class EmulatedUsbTransfer:
         """Set up a control transfer (the direction comes from bit 7 of ``request_type``)."""
         if self._submitted or self._doomed:
             self._check_alterable()
-        deadline_ns = timeout_ns(timeout)
+        if type(timeout) is int and 0 <= timeout <= TIMEOUT_MAX_MS:  # hot: timeout_ns's fast path, without the call
+            deadline_ns = timeout * NS_PER_MS or UNBOUNDED_WAIT_NS
+        else:
+            deadline_ns = timeout_ns(timeout)
         # hot: plain ints in range skip the per-field checks (which also accept bools and IntEnums, as ctypes does)
         if not (
             type(request_type) is type(request) is type(value) is type(index) is int
@@ -124,7 +157,7 @@ class EmulatedUsbTransfer:
         if isinstance(buffer_or_len, int):
             storage = bytearray(_CONTROL_SETUP_SIZE + buffer_or_len)
         else:
-            storage = bytearray(_CONTROL_SETUP_SIZE) + bytes(buffer_or_len)
+            storage = _SETUP_ZEROS + (buffer_or_len if type(buffer_or_len) is bytes else bytes(buffer_or_len))
         self._buffer = memoryview(storage)[_CONTROL_SETUP_SIZE:]
         if len(self._buffer) > _U16:
             raise invalid_param(f"control data of {len(self._buffer)} bytes, expected at most 0xffff")
@@ -157,7 +190,11 @@ class EmulatedUsbTransfer:
         else:
             payload = buffer if type(buffer) is memoryview else memoryview(buffer)
         urb = Urb(endpoint, len(buffer), self._deadline_ns, setup, payload)
-        self._handle._submit_transfer(self, urb)
+        handle = self._handle  # hot: the handle's side of a submit, without a call
+        if handle._closed:
+            raise StateError("EmulatedUsbTransfer.submit: the handle is closed, expected an open one")
+        handle._inflight.add(self)
+        handle._context._submit(handle._bridge, self, urb)
         self._urb, self._submitted = urb, True
 
     def _completed(self) -> None:
@@ -172,7 +209,7 @@ class EmulatedUsbTransfer:
         data = urb.data
         if data and urb.is_in:
             self._buffer[: len(data)] = data
-        self._handle._transfer_done(self)
+        self._handle._inflight.discard(self)  # hot: the handle's _transfer_done, without the call
         if self._callback is not None:
             self._callback(self)
         if self._doomed:

@@ -1,4 +1,5 @@
-"""The stamped SDMA program of a copyin equals the one built packet by packet, and the chunk plans follow the spec.
+"""The stamped SDMA program of a copyin (and of a copyout) equals the one built packet by packet, and the chunk plans
+follow the spec.
 
 ``copyin_program`` stamps full chunks from a template and patches the sentinel, destination and fence columns with
 numpy; ``chunk_packets`` calls the packet builders. They must agree dword for dword for every size class (one
@@ -14,9 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinyhil.spec.amdgpu import SYS_APERTURE
-from tinyhil.spec.asm24 import SECTOR_BYTES, WINDOW_BYTES
+from tinyhil.spec.asm24 import CPL_RELEASE_OFFSET, PCIE_CQ_WINDOW, PCIE_SRAM_BASE, SECTOR_BYTES, WINDOW_BYTES
 from tinyhil.spec.copyin import (
     CHUNK_BYTES,
+    COPYOUT_PIECE_BYTES,
     FENCE_PCIE,
     NAIVE_CHUNK_BYTES,
     SECTOR_CHUNK_BYTES,
@@ -25,7 +27,7 @@ from tinyhil.spec.copyin import (
     window_pcie,
 )
 from tinyhil.usbgpu.copy import CopyRevision, _plans
-from tinyhil.usbgpu.program import ChunkPlan, chunk_packets, copyin_program
+from tinyhil.usbgpu.program import ChunkPlan, chunk_packets, copyin_program, copyout_packets, copyout_program
 
 CHUNK = {CopyRevision.PIPELINED: CHUNK_BYTES, CopyRevision.SENTINEL_SECTOR: SECTOR_CHUNK_BYTES}
 SENTINEL_REVISIONS = tuple(CHUNK)
@@ -142,3 +144,31 @@ def test_stamped_equals_built_property(
     plans = spec_plans(revision, nbytes, seq)
     plans = plans[min(first, len(plans) - 1) :]  # a later batch of a copyin starts mid-way
     np.testing.assert_array_equal(copyin_program(plans, dest_va), built(plans, dest_va))
+
+
+# --- copyout ---
+@pytest.mark.parametrize("src_va", [0, 0x400001, 0xFFFF_FF00, 0x1_2345_6789])
+def test_stamped_copyout_pieces_equal_the_built_ones(src_va: int) -> None:
+    """Each piece's bytes are its COPY_LINEAR (VRAM into the SRAM) and its release WRITE, as the builders make them."""
+    for nbytes in (
+        1,
+        COPYOUT_PIECE_BYTES - 1,
+        COPYOUT_PIECE_BYTES,
+        COPYOUT_PIECE_BYTES + 1,
+        5 * COPYOUT_PIECE_BYTES + 3,
+    ):
+        offsets = range(0, nbytes, COPYOUT_PIECE_BYTES)
+        expected = [
+            np.concatenate(copyout_packets(src_va, offset, min(COPYOUT_PIECE_BYTES, nbytes - offset))).tobytes()
+            for offset in offsets
+        ]
+        assert copyout_program(src_va, nbytes) == expected, f"{nbytes=:#x} {src_va=:#x}"
+
+
+def test_copyout_packets_copy_into_the_sram_and_release_the_bulk_in() -> None:
+    copy, release = copyout_packets(0x1_0000_0000, 0x80000, 0x100)
+    assert int(copy[1]) + 1 == 0x100  # COPY_LINEAR count is bytes - 1
+    assert int(copy[3]) | int(copy[4]) << 32 == 0x1_0008_0000  # src: VRAM
+    assert int(copy[5]) | int(copy[6]) << 32 == SYS_APERTURE + PCIE_SRAM_BASE  # dst: the SRAM
+    assert int(release[1]) | int(release[2]) << 32 == SYS_APERTURE + PCIE_CQ_WINDOW + CPL_RELEASE_OFFSET
+    assert release[4:].tolist() == [1]

@@ -111,10 +111,13 @@ class AmdQueue:
         Raises:
             InvalidArgument: the packets are not whole dwords, or are larger than the whole ring.
         """
-        data = b"".join(
-            bytes(as_readonly_bytes("packet", np.ascontiguousarray(p) if isinstance(p, np.ndarray) else p))
-            for p in packets
-        )
+        if len(packets) == 1 and type(packets[0]) is bytes:  # hot: a prebuilt program (a copyout piece)
+            data = packets[0]
+        else:
+            data = b"".join(
+                bytes(as_readonly_bytes("packet", np.ascontiguousarray(p) if isinstance(p, np.ndarray) else p))
+                for p in packets
+            )
         if len(data) % 4:
             raise InvalidArgument(f"packets of {len(data)} bytes, expected whole dwords")
         if len(data) > self.ring_bytes:
@@ -122,7 +125,8 @@ class AmdQueue:
                 f"packets of {len(data):#x} bytes, expected at most the ring size {self.ring_bytes:#x}; submit in parts"
             )
         units = len(data) // self.unit_bytes
-        if not self._has_room(units):  # reads the device only when the last seen read pointer leaves too little
+        # hot: room by the read pointer last seen (_has_room's first test, without the call); else read the device
+        if units > self.ring_units - (self.wptr - self._rptr_seen) and not self._has_room(units):
             what = f"{units} free units in the {self.kind.name} ring (wptr {self.wptr:#x})"
             self.transport.wait(lambda: units <= self.free_units(), what)
         offset = (self.wptr * self.unit_bytes) % self.ring_bytes

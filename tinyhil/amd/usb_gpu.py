@@ -61,6 +61,7 @@ __all__ = ["UsbGpu"]
 REGISTER_BYTES: Final = 4
 MB_SHIFT: Final = 20
 U32_MASK: Final = 0xFFFF_FFFF
+U64_MASK: Final = (1 << 64) - 1
 DEFAULT_POLL_S: Final = 0.001
 DEFAULT_TIMEOUT_S: Final = 10.0
 _STOPPED: Final = QueueStatus.HUNG | QueueStatus.PACKET_ERROR | QueueStatus.MEMORY_FAULT
@@ -180,7 +181,8 @@ class UsbGpu:
 
     # --- BAR0 / BAR2: the QueueTransport ---
     def _vram_address(self, va: int, nbytes: int) -> int:
-        check_int("va", va, min_value=0)
+        if type(va) is not int or va < 0:  # hot: a plain int skips the call
+            check_int("va", va, min_value=0)
         if va + nbytes > self.vram_bar.size:
             raise InvalidArgument(
                 f"GPU address {va:#x}+{nbytes:#x}, expected VRAM the host reaches through BAR0 (below "
@@ -190,6 +192,10 @@ class UsbGpu:
 
     def write_memory(self, va: int, data: Any) -> None:
         """Write ``data`` (bytes-like, e.g. a numpy array) to VRAM at GPU address ``va`` through BAR0."""
+        if type(data) is bytes and type(va) is int and 0 <= va <= self.vram_bar.size - len(data):
+            # hot: ring writes and write pointers (the controller takes bytes as they are; _vram_address inline)
+            self.controller.pcie_mem_write(self.vram_bar.address + va, data)
+            return
         view = as_readonly_bytes("data", data)
         self.controller.pcie_mem_write(self._vram_address(va, view.nbytes), view)
 
@@ -209,8 +215,13 @@ class UsbGpu:
 
         A write to a slot's low dword rings it with the whole slot, so while the high dword is what this driver last
         wrote there only the low dword goes out (one TLP instead of two)."""
-        check_int("doorbell_index", doorbell_index, min_value=0, max_value=DOORBELL_SLOTS - 1)
-        check_int("value", value, min_value=0, max_value=(1 << 64) - 1)
+        if not (  # hot: plain ints in range skip the calls
+            type(doorbell_index) is type(value) is int
+            and 0 <= doorbell_index < DOORBELL_SLOTS
+            and 0 <= value <= U64_MASK
+        ):
+            check_int("doorbell_index", doorbell_index, min_value=0, max_value=DOORBELL_SLOTS - 1)
+            check_int("value", value, min_value=0, max_value=U64_MASK)
         address = self.doorbell_bar.address + doorbell_index * DOORBELL_SLOT_BYTES
         if self._doorbell_high.get(doorbell_index) == value >> 32:
             self.controller.pcie_mem_write(address, (value & U32_MASK).to_bytes(4, "little"))

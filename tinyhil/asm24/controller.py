@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import functools
 import struct
+from dataclasses import dataclass
 from typing import Any, Final
 
 from tinyhil._check import as_readonly_bytes, check_int, check_range
 from tinyhil.asm24.errors import PcieError
 from tinyhil.asm24.sram import SramArm, pad_to_sectors
 from tinyhil.asm24.stream import MemPiece, plan_mem_access
-from tinyhil.asm24.tlp import TlpCompletion, describe_fmt_type, encode_tlp, has_data, is_posted
+from tinyhil.asm24.tlp import TlpCompletion, byte_enables, describe_fmt_type, encode_tlp, has_data, is_posted
 from tinyhil.errors import DeviceTimeout, InvalidArgument
 from tinyhil.spec.asm24 import (
     BYTE_ENABLE_SHIFT,
@@ -59,19 +60,71 @@ _CPL_STATUS_MEANINGS: Final = {
 }
 
 
-_cached_sram_arm = functools.lru_cache(maxsize=256)(SramArm.for_bytes)
+_TLP_REQUEST: Final = struct.Struct(TLP_REQUEST_FORMAT)
+# hot: the requests of a copy loop as plain ints (the transport's fast path; an IntEnum member takes its checked path)
+_REQUEST_TLP: Final = int(Request.TLP)
+_REQUEST_SRAM_ARM: Final = int(Request.SRAM_ARM)
+_MODE_SINGLE: Final = int(TlpMode.SINGLE)
+_MODE_STREAM_WRITE: Final = int(TlpMode.STREAM_WRITE)
+_MWR32: Final = int(FmtType.MWR32)
+_MWR64: Final = int(FmtType.MWR64)
+ADDR32_LIMIT: Final = 1 << 32
+ADDR64_LIMIT: Final = 1 << 64
 
 
-def _sram_arm(nbytes: Any, slot_start: Any, device_to_host: bool) -> SramArm:
-    """The (frozen, validated) arm for a transfer: a copy loop arms the same few shapes over and over, so plain-int
-    shapes are cached; anything else (bools, floats, unhashables) goes to ``SramArm`` to be rejected by name."""
+def _arm_fields(arm: SramArm) -> tuple[SramArm, int, int, int]:
+    return arm, arm.value, arm.index, arm.wire_bytes
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_sram_arm(nbytes: int, slot_start: int, device_to_host: bool) -> tuple[SramArm, int, int, int]:
+    return _arm_fields(SramArm.for_bytes(nbytes, slot_start, device_to_host=device_to_host))
+
+
+def _sram_arm(nbytes: Any, slot_start: Any, device_to_host: bool) -> tuple[SramArm, int, int, int]:
+    """The (frozen, validated) arm for a transfer with its wValue, wIndex and wire bytes: a copy loop arms the same
+    few shapes over and over, so plain-int shapes are cached; anything else (bools, floats, unhashables) goes to
+    ``SramArm`` to be rejected by name."""
     if type(nbytes) is int and type(slot_start) is int:
-        return _cached_sram_arm(nbytes, slot_start, device_to_host=device_to_host)
-    return SramArm.for_bytes(nbytes, slot_start, device_to_host=device_to_host)
+        return _cached_sram_arm(nbytes, slot_start, device_to_host)
+    return _arm_fields(SramArm.for_bytes(nbytes, slot_start, device_to_host=device_to_host))
 
 
 def _bulk_timeout_ms(nbytes: int) -> int:
     return BASE_BULK_TIMEOUT_MS + nbytes // SLOWEST_BYTES_PER_MS
+
+
+@dataclass(frozen=True, slots=True)
+class _WriteStep:
+    """One transaction of a PCIe memory write: data bytes ``[offset, end)`` at the write's address + ``offset``."""
+
+    offset: int
+    end: int
+    stream: bool  # True: an 0xF0 stream of ``dwords``; False: one single TLP
+    byte_enables: int  # shifted into wValue's high byte
+    lane: int  # single TLP: the first byte's offset within its dword
+    dwords: int  # stream: its length in dwords
+    timeout_ms: int  # stream: of the bulk OUT
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan_write(lane: int, size: int, stream_chunk_bytes: int) -> tuple[_WriteStep, ...]:
+    """The steps of a PCIe memory write of ``size`` bytes at an address ``a`` with ``a % 4 == lane``: how
+    :func:`plan_mem_access` cuts it depends on nothing else (hot: a ring write moves along the ring every time)."""
+    steps = []
+    pieces = plan_mem_access(lane, size, stream_chunk_bytes=stream_chunk_bytes, single_max_bytes=SINGLE_TLP_MAX_BYTES)
+    for piece in pieces:
+        end = piece.offset + piece.size
+        if piece.stream:
+            enables = TLP_BYTE_ENABLE_ALL << BYTE_ENABLE_SHIFT
+            steps.append(
+                _WriteStep(piece.offset, end, True, enables, 0, piece.size // DWORD_BYTES, _bulk_timeout_ms(piece.size))
+            )
+        else:
+            piece_lane = piece.address % DWORD_BYTES
+            enables = byte_enables(piece_lane, piece.size) << BYTE_ENABLE_SHIFT
+            steps.append(_WriteStep(piece.offset, end, False, enables, piece_lane, 0, 0))
+    return tuple(steps)
 
 
 def _check_seconds(name: str, value: object, *, minimum: float, inclusive: bool = True) -> float:
@@ -168,16 +221,19 @@ class Asm24Controller:
         view = as_readonly_bytes("buf", buf)
         if not len(view):
             raise InvalidArgument("buf of 0 bytes, expected at least 1 byte")
-        arm = _sram_arm(len(view), slot_start, False)
+        arm, value, index, wire_bytes = _sram_arm(len(view), slot_start, False)
         wire = pad_to_sectors(view)
-        self.transport.control_write(Request.SRAM_ARM, arm.value, arm.index)
-        self.transport.bulk_write(wire, _bulk_timeout_ms(arm.wire_bytes) if timeout is None else timeout)
+        self.transport.control_write(_REQUEST_SRAM_ARM, value, index)
+        self.transport.bulk_write(wire, _bulk_timeout_ms(wire_bytes) if timeout is None else timeout)
         return arm
 
     def scsi_read_arm(self, size: int, slot_start: int = 0) -> SramArm:
         """Arm a device-to-host 0xF2 transfer of ``size`` bytes (rounded up to sectors) from ``slot_start``."""
-        arm = _sram_arm(size, slot_start, True)
-        self.transport.control_write(Request.SRAM_ARM, arm.value, arm.index)
+        if type(size) is int and type(slot_start) is int:  # hot: _sram_arm's cached path, without the call
+            arm, value, index, _ = _cached_sram_arm(size, slot_start, True)
+        else:
+            arm, value, index, _ = _sram_arm(size, slot_start, True)
+        self.transport.control_write(_REQUEST_SRAM_ARM, value, index)
         return arm
 
     def scsi_read(self, size: int, slot_start: int = 0, *, arm: bool = True, timeout: int | None = None) -> Any:
@@ -186,11 +242,14 @@ class Asm24Controller:
         ``arm=False`` skips the arm (already sent with :meth:`scsi_read_arm`, e.g. before the GPU fills the SRAM
         for a copyout). Returns a ``bytearray`` of ``size`` bytes.
         """
-        plan = _sram_arm(size, slot_start, True)
+        if type(size) is int and type(slot_start) is int:  # hot: _sram_arm's cached path, without the call
+            _, value, index, wire_bytes = _cached_sram_arm(size, slot_start, True)
+        else:
+            _, value, index, wire_bytes = _sram_arm(size, slot_start, True)
         if arm:
-            self.transport.control_write(Request.SRAM_ARM, plan.value, plan.index)
-        wait_ms = _bulk_timeout_ms(plan.wire_bytes) if timeout is None else timeout
-        data = self.transport.bulk_read(plan.wire_bytes, wait_ms)
+            self.transport.control_write(_REQUEST_SRAM_ARM, value, index)
+        wait_ms = _bulk_timeout_ms(wire_bytes) if timeout is None else timeout
+        data = self.transport.bulk_read(wire_bytes, wait_ms)
         if len(data) == size:
             return data
         if isinstance(data, bytearray):
@@ -299,20 +358,27 @@ class Asm24Controller:
     def pcie_mem_write(self, address: int, data: Any) -> None:
         """Write ``data`` (bytes-like) to PCIe memory at ``address``: streams for whole dwords (single TLPs for a
         body of at most 8 bytes), single TLPs for the unaligned rest."""
-        view = as_readonly_bytes("data", data)
-        if not len(view):
+        view = memoryview(data) if type(data) is bytes else as_readonly_bytes("data", data)
+        size = len(view)
+        if not size:
             raise InvalidArgument("data of 0 bytes, expected at least 1 byte")
-        pieces = plan_mem_access(
-            address, len(view), stream_chunk_bytes=self.stream_chunk_bytes, single_max_bytes=SINGLE_TLP_MAX_BYTES
-        )
-        for piece in pieces:
-            fmt_type = piece.fmt_type(write=True)
-            chunk = view[piece.offset : piece.offset + piece.size]
-            if piece.stream:
-                self._stream_start(fmt_type, piece, TlpMode.STREAM_WRITE)
-                self.transport.bulk_write(chunk, _bulk_timeout_ms(piece.size))
-            else:
-                self.pcie_request(fmt_type, piece.address, int.from_bytes(chunk, "little"), piece.size)
+        if type(address) is not int or address < 0 or address + size > ADDR64_LIMIT:  # raises naming the problem
+            plan_mem_access(
+                address, size, stream_chunk_bytes=self.stream_chunk_bytes, single_max_bytes=SINGLE_TLP_MAX_BYTES
+            )
+        transport = self.transport
+        for step in _plan_write(address % DWORD_BYTES, size, self.stream_chunk_bytes):
+            piece_address = address + step.offset
+            fmt_type = _MWR64 if piece_address + step.end - step.offset > ADDR32_LIMIT else _MWR32  # MemPiece.fmt_type
+            if step.stream:
+                request = _TLP_REQUEST.pack(piece_address & U32_MASK, piece_address >> 32, step.dwords)
+                transport.control_write(_REQUEST_TLP, fmt_type | step.byte_enables, _MODE_STREAM_WRITE, request)
+                transport.bulk_write(view[step.offset : step.end], step.timeout_ms)
+            else:  # a posted single TLP, as pcie_request sends it (encode_tlp's layout): no completion to read
+                aligned = piece_address - step.lane
+                value = int.from_bytes(view[step.offset : step.end], "little") << 8 * step.lane
+                request = _TLP_REQUEST.pack(aligned & U32_MASK, aligned >> 32, value)
+                transport.control_write(_REQUEST_TLP, fmt_type | step.byte_enables, _MODE_SINGLE, request)
 
     def _stream_start(self, fmt_type: FmtType, piece: MemPiece, mode: TlpMode) -> None:
         payload = struct.pack(TLP_REQUEST_FORMAT, piece.address & U32_MASK, piece.address >> 32, piece.size // 4)

@@ -30,6 +30,7 @@ from tinyhil.usb.seam import EventPump, TransferCallback, UsbHandle, UsbTransfer
 
 __all__ = ["TransferPool"]
 
+_COMPLETED: Final = _usb1.TRANSFER_COMPLETED
 _PUMP_SLACK: Final = 16  # extra pump rounds beyond the transfer timeout (each completion may end one round early)
 
 
@@ -91,8 +92,16 @@ class TransferPool:
     # --- submission ---
     def submit_bulk(self, endpoint: int, view: memoryview, keepalive: object, timeout: int) -> int:
         """Submit a bulk OUT of ``view`` (not copied when writable); returns its tag."""
-        slot = self._take()
-        tag = slot.tag
+        free, tag2slot = self._free, self._tag2slot
+        if free and len(tag2slot) < self._max_in_flight:  # hot: a pooled transfer (_take, without the call)
+            slot = free.popleft()
+            slot.tag = tag = self._next_tag
+            self._next_tag = tag + 1
+            slot.done = False
+            tag2slot[tag] = slot
+        else:
+            slot = self._take()
+            tag = slot.tag
         slot.keepalive = keepalive
         slot.bulk_endpoint = endpoint
         slot.expected = len(view)
@@ -116,8 +125,16 @@ class TransferPool:
         timeout: int,
     ) -> tuple[int, bytearray | None]:
         """Submit a control transfer (OUT with a data view, IN with a length); returns the tag and the IN buffer."""
-        slot = self._take()
-        tag = slot.tag
+        free, tag2slot = self._free, self._tag2slot
+        if free and len(tag2slot) < self._max_in_flight:  # hot: a pooled transfer (_take, without the call)
+            slot = free.popleft()
+            slot.tag = tag = self._next_tag
+            self._next_tag = tag + 1
+            slot.done = False
+            tag2slot[tag] = slot
+        else:
+            slot = self._take()
+            tag = slot.tag
         slot.keepalive = data_or_len
         slot.bulk_endpoint = None
         slot.setup = (request, value, index)
@@ -168,6 +185,12 @@ class TransferPool:
             return
         slot.done = True
         try:
+            # hot: a transfer that completed whole: nothing to latch (a control IN's bytes go to its buffer)
+            if transfer.getStatus() == _COMPLETED and transfer.getActualLength() == slot.expected:
+                result = slot.result
+                if result:
+                    result[:] = memoryview(transfer.getBuffer())[: len(result)]
+                return
             error = self._outcome(slot, transfer)
         except Exception as exc:  # a broken handle implementation: surface it at the next wait
             error = exc
@@ -234,7 +257,12 @@ class TransferPool:
             raise InvalidArgument(f"tag={tag!r}, expected a tag in flight {self.in_flight} ({state})")
         if not slot.done:
             self._pump_until_done(slot)
-        self._reap(slot)
+        if slot.bulk_endpoint is None:  # hot: a control transfer's reap (_reap, without the call)
+            del self._tag2slot[tag]
+            slot.keepalive = None
+            self._free.append(slot)
+        else:
+            self._reap(slot)
         if self._latched:
             self._surface()
 

@@ -9,7 +9,7 @@ from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
 
 from tinyhil.errors import StateError
 
-__all__ = ["TransportState", "requires_open"]
+__all__ = ["TransportState", "not_open", "requires_open"]
 
 
 class TransportState(Enum):
@@ -20,6 +20,11 @@ class TransportState(Enum):
 
 
 _OPEN: Final = TransportState.OPEN  # hot: an Enum class attribute lookup goes through the metaclass
+
+
+def not_open(obj: object, method: str, state: TransportState) -> StateError:
+    """The error :func:`requires_open` raises for ``obj.method()`` in ``state`` (for guards written inline)."""
+    return StateError(f"{type(obj).__name__}.{method}() needs the transport open, but it is {state.value}")
 
 
 class _Stateful(Protocol):
@@ -49,9 +54,7 @@ def requires_open(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenat
         except IndexError:  # as the plain method would, when self is not given positionally
             raise TypeError(f"{method.__qualname__}() missing 1 required positional argument: 'self'") from None
         if state is not _OPEN:
-            raise StateError(
-                f"{type(args[0]).__name__}.{method.__name__}() needs the transport open, but it is {state.value}"
-            )
+            raise not_open(args[0], method.__name__, state)
         return method(*args, **kwargs)
 
     return guarded

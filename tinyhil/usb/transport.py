@@ -25,7 +25,7 @@ from tinyhil.usb import _usb1
 from tinyhil.usb.errors import ShortTransfer
 from tinyhil.usb.pool import TransferPool
 from tinyhil.usb.seam import EventPump, UsbHandle
-from tinyhil.usb.state import TransportState, requires_open
+from tinyhil.usb.state import TransportState, not_open, requires_open
 
 __all__ = ["Usb3Transport"]
 
@@ -35,6 +35,7 @@ DEFAULT_TIMEOUT_MS: Final = 1000
 DEFAULT_ASYNC_TIMEOUT_MS: Final = 10_000
 DEFAULT_MAX_IN_FLIGHT: Final = 64
 DEFAULT_PUMP_INTERVAL_S: Final = 0.05
+_OPEN: Final = TransportState.OPEN  # hot: an Enum class attribute lookup goes through the metaclass
 
 
 def _check_u8(name: str, value: object) -> int:
@@ -116,7 +117,8 @@ class Usb3Transport:
         self.close()
 
     # --- synchronous ---
-    @requires_open
+    # The transfer methods guard inline what @requires_open guards (the same StateError): they run several times
+    # per 256 KB of a copy, and the decorator's wrapper and ``state`` property cost a Python call each.
     def control_write(
         self, request: int, value: int = 0, index: int = 0, data: Any = b"", timeout: int = DEFAULT_TIMEOUT_MS
     ) -> None:
@@ -126,7 +128,16 @@ class Usb3Transport:
             usb1.USBError: as the device answered (a stall is ``USBErrorPipe``).
             ShortTransfer: fewer data-stage bytes were accepted than sent.
         """
-        request, value, index = self._check_control(request, value, index, timeout)
+        if self._state is not _OPEN:
+            raise not_open(self, "control_write", self._state)
+        if not (  # hot: plain ints in range (IntEnum members and anything else take the checked path)
+            type(request) is type(value) is type(index) is type(timeout) is int
+            and 0 <= request <= U8_MAX
+            and 0 <= value <= U16_MAX
+            and 0 <= index <= U16_MAX
+            and timeout >= 1
+        ):
+            request, value, index = self._check_control(request, value, index, timeout)
         payload = data if type(data) is bytes else _check_payload("data", data, allow_empty=True)
         if len(payload) > U16_MAX:
             raise InvalidArgument(f"data of {len(payload):#x} bytes, expected at most {U16_MAX:#x} (wLength)")
@@ -134,7 +145,6 @@ class Usb3Transport:
         if sent != len(payload):
             raise ShortTransfer("control_write", _describe("OUT", request, value, index), len(payload), sent)
 
-    @requires_open
     def control_read(
         self, request: int, length: int, value: int = 0, index: int = 0, timeout: int = DEFAULT_TIMEOUT_MS
     ) -> Any:
@@ -144,7 +154,16 @@ class Usb3Transport:
             usb1.USBError: as the device answered.
             ShortTransfer: fewer than ``length`` bytes came back.
         """
-        request, value, index = self._check_control(request, value, index, timeout)
+        if self._state is not _OPEN:
+            raise not_open(self, "control_read", self._state)
+        if not (  # hot: plain ints in range
+            type(request) is type(value) is type(index) is type(timeout) is int
+            and 0 <= request <= U8_MAX
+            and 0 <= value <= U16_MAX
+            and 0 <= index <= U16_MAX
+            and timeout >= 1
+        ):
+            request, value, index = self._check_control(request, value, index, timeout)
         if type(length) is not int or not 1 <= length <= U16_MAX:
             check_int("length", length, min_value=1, max_value=U16_MAX)
         data = self._handle.controlRead(REQUEST_TYPE_IN, request, value, index, length, timeout)
@@ -152,7 +171,6 @@ class Usb3Transport:
             raise ShortTransfer("control_read", _describe("IN", request, value, index), length, len(data))
         return data
 
-    @requires_open
     def bulk_write(self, payload: Any, timeout: int = DEFAULT_TIMEOUT_MS) -> None:
         """Bulk OUT of ``payload`` (any bytes-like object) on endpoint ``0x02``.
 
@@ -160,6 +178,8 @@ class Usb3Transport:
             usb1.USBError: as the device answered (``USBErrorTimeout.transferred`` says how much went out).
             ShortTransfer: the transfer completed short.
         """
+        if self._state is not _OPEN:
+            raise not_open(self, "bulk_write", self._state)
         view = _check_payload("payload", payload, allow_empty=False)
         if type(timeout) is not int or timeout < 1:
             _check_timeout(timeout)
@@ -167,7 +187,6 @@ class Usb3Transport:
         if sent != len(view):
             raise ShortTransfer("bulk_write", f"bulk OUT to {BULK_OUT_EP:#04x}", len(view), sent)
 
-    @requires_open
     def bulk_read(self, length: int, timeout: int = DEFAULT_TIMEOUT_MS) -> Any:
         """Bulk IN of exactly ``length`` bytes on endpoint ``0x81``; returns them (a bytearray).
 
@@ -175,6 +194,8 @@ class Usb3Transport:
             usb1.USBError: as the device answered (``USBErrorTimeout.received`` holds what arrived).
             ShortTransfer: fewer than ``length`` bytes came back.
         """
+        if self._state is not _OPEN:
+            raise not_open(self, "bulk_read", self._state)
         if type(length) is not int or length < 1:
             check_int("length", length, min_value=1)
         if type(timeout) is not int or timeout < 1:
@@ -185,7 +206,6 @@ class Usb3Transport:
         return data
 
     # --- asynchronous ---
-    @requires_open
     def bulk_write_async(self, payload: Any, timeout: int = DEFAULT_ASYNC_TIMEOUT_MS) -> int:
         """Submit a bulk OUT of ``payload`` on ``0x02``; returns its tag (reap it with :meth:`bulk_wait`).
 
@@ -196,24 +216,33 @@ class Usb3Transport:
             StateError: ``max_in_flight`` transfers are already in flight.
             usb1.USBError: the transfer could not be submitted.
         """
+        if self._state is not _OPEN:
+            raise not_open(self, "bulk_write_async", self._state)
         view = _check_payload("payload", payload, allow_empty=False)
         if type(timeout) is not int or timeout < 1:
             _check_timeout(timeout)
         return self._pool.submit_bulk(BULK_OUT_EP, view, (payload, view), timeout)
 
-    @requires_open
     def control_write_async(
         self, request: int, value: int = 0, index: int = 0, data: Any = b"", timeout: int = DEFAULT_TIMEOUT_MS
     ) -> int:
         """Submit a vendor control OUT; returns its tag (reap it with :meth:`bulk_wait`)."""
-        request, value, index = self._check_control(request, value, index, timeout)
+        if self._state is not _OPEN:
+            raise not_open(self, "control_write_async", self._state)
+        if not (  # hot: plain ints in range
+            type(request) is type(value) is type(index) is type(timeout) is int
+            and 0 <= request <= U8_MAX
+            and 0 <= value <= U16_MAX
+            and 0 <= index <= U16_MAX
+            and timeout >= 1
+        ):
+            request, value, index = self._check_control(request, value, index, timeout)
         payload = data if type(data) is bytes else _check_payload("data", data, allow_empty=True)
         if len(payload) > U16_MAX:
             raise InvalidArgument(f"data of {len(payload):#x} bytes, expected at most {U16_MAX:#x} (wLength)")
         tag, _ = self._pool.submit_control(REQUEST_TYPE_OUT, request, value, index, payload, timeout)
         return tag
 
-    @requires_open
     def control_read_async(
         self, request: int, length: int, value: int = 0, index: int = 0, timeout: int = DEFAULT_TIMEOUT_MS
     ) -> tuple[int, bytearray]:
@@ -221,14 +250,22 @@ class Usb3Transport:
 
         ``buffer`` holds the received bytes once :meth:`bulk_wait` has reaped ``tag`` without raising.
         """
-        request, value, index = self._check_control(request, value, index, timeout)
+        if self._state is not _OPEN:
+            raise not_open(self, "control_read_async", self._state)
+        if not (  # hot: plain ints in range
+            type(request) is type(value) is type(index) is type(timeout) is int
+            and 0 <= request <= U8_MAX
+            and 0 <= value <= U16_MAX
+            and 0 <= index <= U16_MAX
+            and timeout >= 1
+        ):
+            request, value, index = self._check_control(request, value, index, timeout)
         if type(length) is not int or not 1 <= length <= U16_MAX:
             check_int("length", length, min_value=1, max_value=U16_MAX)
         tag, buffer = self._pool.submit_control(REQUEST_TYPE_IN, request, value, index, length, timeout)
         assert buffer is not None  # an IN submission always gets its buffer
         return tag, buffer
 
-    @requires_open
     def bulk_wait(self, tag: int) -> None:
         """Pump USB events until transfer ``tag`` (bulk or control) completes and reap it.
 
@@ -238,6 +275,8 @@ class Usb3Transport:
                 exception's ``.tag`` names the failed transfer.
             DeviceTimeout: the event pump never completed the transfer.
         """
+        if self._state is not _OPEN:
+            raise not_open(self, "bulk_wait", self._state)
         self._pool.wait(tag)
 
     @requires_open

@@ -40,7 +40,7 @@ from tinyhil.asm24.controller import Asm24Controller
 from tinyhil.asm24.sram import SramArm
 from tinyhil.errors import DeviceTimeout, InvalidArgument
 from tinyhil.spec.amdgpu import SYS_APERTURE, QueueKind
-from tinyhil.spec.asm24 import CPL_RELEASE_OFFSET, PCIE_CQ_WINDOW, PCIE_SRAM_BASE, SECTOR_BYTES, WINDOW_BYTES, Request
+from tinyhil.spec.asm24 import PCIE_SRAM_BASE, SECTOR_BYTES, WINDOW_BYTES, Request
 from tinyhil.spec.copyin import (
     CHUNK_BYTES,
     COPYOUT_PIECE_BYTES,
@@ -50,13 +50,14 @@ from tinyhil.spec.copyin import (
     NAIVE_CHUNK_BYTES,
     SECTOR_CHUNK_BYTES,
     SENTINEL_BYTES,
+    SENTINEL_TAG,
+    SEQ_MASK,
     WINDOWS,
-    sentinel,
     window_pcie,
 )
 from tinyhil.usb.bridge_io import AsyncBridgeIO
 
-from .program import ChunkPlan, copyin_program
+from .program import ChunkPlan, copyin_program, copyout_program
 
 __all__ = ["CopyRevision", "DrainError", "UsbCopy"]
 
@@ -65,6 +66,8 @@ WINDOW_SLOTS: Final = 16
 _FENCE: Final = struct.Struct("<Q")
 _FENCE_UNSET: Final = (1 << 64) - 1  # the fence while the GPU zeroes the windows: above every seq (< 2**63)
 _SENTINEL: Final = struct.Struct("<I")
+_SRAM_ARM: Final = int(Request.SRAM_ARM)  # hot: a plain int takes the transport's fast path (an IntEnum does not)
+_XDATA_READ: Final = int(Request.XDATA_READ)
 
 
 class CopyRevision(StrEnum):
@@ -114,19 +117,26 @@ def _plans(revision: CopyRevision, nbytes: int, seq: int) -> list[ChunkPlan]:
         CopyRevision.NAIVE: NAIVE_CHUNK_BYTES,
     }[revision]
     plans = []
+    size2shape: dict[int, tuple[int, int]] = {}  # hot: every full chunk has the same wire size and sentinel offset
     for index, offset in enumerate(range(0, nbytes, chunk)):
         size = min(chunk, nbytes - offset)
-        if revision is CopyRevision.PIPELINED:
-            wire = _round_up(size + SENTINEL_BYTES, SECTOR_BYTES)
-            at = wire - SENTINEL_BYTES
-        elif revision is CopyRevision.SENTINEL_SECTOR:
-            at = _round_up(size, SECTOR_BYTES)
-            wire = at + SECTOR_BYTES
-        else:
-            wire = _round_up(size, SECTOR_BYTES)
-            at = wire
-        plans.append(ChunkPlan(index, seq + index, offset, size, wire, at))
+        shape = size2shape.get(size)
+        if shape is None:
+            shape = size2shape[size] = _shape(revision, size)
+        plans.append(ChunkPlan(index, seq + index, offset, size, *shape))
     return plans
+
+
+def _shape(revision: CopyRevision, size: int) -> tuple[int, int]:
+    """The wire bytes of a ``size``-byte chunk's image and the offset of its sentinel."""
+    if revision is CopyRevision.PIPELINED:
+        wire = _round_up(size + SENTINEL_BYTES, SECTOR_BYTES)
+        return wire, wire - SENTINEL_BYTES
+    if revision is CopyRevision.SENTINEL_SECTOR:
+        at = _round_up(size, SECTOR_BYTES)
+        return at + SECTOR_BYTES, at
+    wire = _round_up(size, SECTOR_BYTES)
+    return wire, wire
 
 
 class UsbCopy:
@@ -256,13 +266,13 @@ class UsbCopy:
         per_chunk = copyin_program(plans[:1], dest_va).nbytes
         batch = max(1, self.sdma.ring_bytes // 2 // per_chunk)  # leave the ring room for the next batch
         batched = self.revision is CopyRevision.PIPELINED
-        source = np.frombuffer(src, dtype=np.uint8)
+        images = [image.data for image in self._staging]  # hot: memoryview slicing is cheaper than numpy's
         try:
             for first in range(0, len(plans), batch):
                 part = plans[first : first + batch]
                 self.sdma.submit(copyin_program(part, dest_va))  # built before anything is sent, one doorbell
                 for plan in part:
-                    self._send_chunk(plan, source, seq_start, batched=batched)
+                    self._send_chunk(plan, src, images, seq_start, batched=batched)
             self._reap_all()
         except BaseException:
             self._abandon()
@@ -273,28 +283,36 @@ class UsbCopy:
         self.seq = plans[-1].seq + 1
         self._wait_drained(self.seq, seq_start)
 
-    def _send_chunk(self, plan: ChunkPlan, source: np.ndarray, seq_start: int, *, batched: bool) -> None:
-        window = plan.window
+    def _send_chunk(
+        self, plan: ChunkPlan, src: memoryview, images: list[memoryview], seq_start: int, *, batched: bool
+    ) -> None:
+        seq, size, wire = plan.seq, plan.size, plan.wire
+        window = seq & 1  # plan.window, without the property call
         t = self.transport
-        tag = self._inflight[window]
+        inflight = self._inflight
+        tag = inflight[window]
         if tag is not None:  # the window's previous chunk must be fully sent before its staging buffer is reused
-            self._inflight[window] = None
+            inflight[window] = None
             t.bulk_wait(tag)
-        image = self._staging[window]
-        image[: plan.size] = source[plan.offset : plan.offset + plan.size]
-        image[plan.size : plan.wire] = 0
-        _SENTINEL.pack_into(image.data, plan.sentinel_offset, sentinel(plan.seq))
-        arm_value, arm_index = _arm_request(plan.wire, window * WINDOW_SLOTS)
+        image = images[window]
+        offset = plan.offset
+        image[:size] = src[offset : offset + size]
+        if wire - size > SENTINEL_BYTES:  # padding to zero (a full pipelined chunk's sentinel directly follows)
+            self._staging[window][size:wire] = 0
+        _SENTINEL.pack_into(image, plan.sentinel_offset, SENTINEL_TAG | (seq & SEQ_MASK))  # sentinel(seq), inline
+        arm_value, arm_index = _arm_request(wire, window * WINDOW_SLOTS)
         if batched:  # arm and fence read in one round trip
-            arm_tag = t.control_write_async(Request.SRAM_ARM, arm_value, arm_index)
-            fence_tag, fence_buffer = t.control_read_async(Request.XDATA_READ, FENCE_BYTES, FENCE_XDATA, 0)
+            arm_tag = t.control_write_async(_SRAM_ARM, arm_value, arm_index)
+            fence_tag, fence_buffer = t.control_read_async(_XDATA_READ, FENCE_BYTES, FENCE_XDATA, 0)
             t.bulk_wait(arm_tag)
             t.bulk_wait(fence_tag)
-            self._wait_drained(plan.seq - 1, seq_start, int(_FENCE.unpack(fence_buffer)[0]))
+            fence: int = _FENCE.unpack(fence_buffer)[0]
+            if fence < seq - 1:  # hot: the fence read already shows the window's previous chunk drained
+                self._wait_drained(seq - 1, seq_start, fence)
         else:  # spin on the fence, then arm: two synchronous round trips
-            self._wait_drained(plan.seq - 1, seq_start)
-            t.control_write(Request.SRAM_ARM, arm_value, arm_index)
-        self._inflight[window] = t.bulk_write_async(image[: plan.wire])
+            self._wait_drained(seq - 1, seq_start)
+            t.control_write(_SRAM_ARM, arm_value, arm_index)
+        inflight[window] = t.bulk_write_async(image[:wire])
 
     def _reap_all(self) -> None:
         for window, tag in enumerate(self._inflight):
@@ -328,13 +346,13 @@ class UsbCopy:
         if not out.nbytes:
             return
         self._prepare()
-        release = sdma_write(SYS_APERTURE + PCIE_CQ_WINDOW + CPL_RELEASE_OFFSET, b"\x01\x00\x00\x00")
         self._windows_clean = False  # device data in the SRAM could alias a later sentinel
-        for offset in range(0, out.nbytes, COPYOUT_PIECE_BYTES):
-            size = min(COPYOUT_PIECE_BYTES, out.nbytes - offset)
-            self.controller.scsi_read_arm(size, 0)
-            self.sdma.submit(sdma_copy_linear(SYS_APERTURE + PCIE_SRAM_BASE, src_va + offset, size), release)
-            out[offset : offset + size] = self.controller.scsi_read(size, 0, arm=False)
+        controller, sdma, nbytes = self.controller, self.sdma, out.nbytes
+        for offset, packets in zip(range(0, nbytes, COPYOUT_PIECE_BYTES), copyout_program(src_va, nbytes), strict=True):
+            size = min(COPYOUT_PIECE_BYTES, nbytes - offset)
+            controller.scsi_read_arm(size, 0)
+            sdma.submit(packets)
+            out[offset : offset + size] = controller.scsi_read(size, 0, arm=False)
 
     def _check_vram(self, name: str, va: int, nbytes: int) -> None:
         check_int(name, va, min_value=0)

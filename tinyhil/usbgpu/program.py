@@ -1,4 +1,4 @@
-"""The SDMA side of a copyin, built in one go before anything is sent (spec/copyin.md "GPU side").
+"""The SDMA side of a copyin and of a copyout, built in one go before anything is sent (spec/copyin.md "GPU side").
 
 Per chunk three packets: POLL_REGMEM on the chunk's sentinel, COPY_LINEAR from its window to VRAM, WRITE of
 ``seq + 1`` to the drain fence. A 64 MB copyin has 256 chunks; building 768 packets one builder call at a time costs
@@ -6,6 +6,9 @@ more wall time than the copy itself, so full chunks are stamped from a two-row t
 fields that change from chunk to chunk (sentinel, destination, fence value) are written as numpy columns. The
 template rows come from the packet builders, and ``tests/usbgpu/test_program.py`` checks the stamped program
 against one built packet by packet.
+
+A copyout's pieces are stamped the same way: per piece a COPY_LINEAR from VRAM into the SRAM and the WRITE that
+releases the bulk IN, as bytes ready for the ring (``tests/usbgpu/test_program.py`` checks them against the builders).
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import numpy.typing as npt
 
 from tinyhil.amd.sdma import sdma_copy_linear, sdma_poll_regmem, sdma_write
 from tinyhil.spec.amdgpu import SYS_APERTURE, CompareFunction
+from tinyhil.spec.asm24 import CPL_RELEASE_OFFSET, PCIE_CQ_WINDOW, PCIE_SRAM_BASE
 from tinyhil.spec.copyin import (
+    COPYOUT_PIECE_BYTES,
     FENCE_BYTES,
     FENCE_PCIE,
     POLL_INTERVAL,
@@ -30,7 +35,7 @@ from tinyhil.spec.copyin import (
     window_pcie,
 )
 
-__all__ = ["ChunkPlan", "chunk_packets", "copyin_program"]
+__all__ = ["ChunkPlan", "chunk_packets", "copyin_program", "copyout_packets", "copyout_program"]
 
 U32: Final = 0xFFFF_FFFF
 # Dword positions inside one chunk's three packets (POLL_REGMEM 6, COPY_LINEAR 7, WRITE of a u64 6 dwords).
@@ -38,6 +43,8 @@ _POLL_DWORDS, _COPY_DWORDS = 6, 7
 _COL_SENTINEL: Final = 3  # POLL_REGMEM reference
 _COL_DST: Final = _POLL_DWORDS + 5  # COPY_LINEAR dst lo, hi
 _COL_FENCE: Final = _POLL_DWORDS + _COPY_DWORDS + 4  # WRITE data lo, hi
+_COL_COPY_SRC: Final = 3  # COPY_LINEAR src lo, hi (the first packet of a copyout piece)
+_RELEASE: Final = b"\x01\x00\x00\x00"  # the completion-queue entry that releases a copyout's bulk IN
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,3 +108,30 @@ def copyin_program(plans: list[ChunkPlan], dest_va: int) -> npt.NDArray[np.uint3
         parts.append(rows.reshape(-1))
     parts.extend(np.concatenate(chunk_packets(plan, dest_va)) for plan in plans[stamped:])
     return np.concatenate(parts)
+
+
+def copyout_packets(src_va: int, offset: int, size: int) -> list[npt.NDArray[np.uint32]]:
+    """The two packets of the copyout piece of ``size`` bytes at ``offset``, from the builders."""
+    return [
+        sdma_copy_linear(SYS_APERTURE + PCIE_SRAM_BASE, src_va + offset, size),
+        sdma_write(SYS_APERTURE + PCIE_CQ_WINDOW + CPL_RELEASE_OFFSET, _RELEASE),
+    ]
+
+
+def copyout_program(src_va: int, nbytes: int) -> list[bytes]:
+    """Per piece of at most ``COPYOUT_PIECE_BYTES`` of a copyout of ``nbytes`` from VRAM at ``src_va``: its packets
+    as little-endian bytes. Full pieces are stamped from a template (the source column patched); a short last piece
+    is built by the builders."""
+    full, rest = divmod(nbytes, COPYOUT_PIECE_BYTES)
+    parts: list[bytes] = []
+    if full:
+        template = np.concatenate(copyout_packets(src_va, 0, COPYOUT_PIECE_BYTES))
+        rows = np.tile(template, (full, 1))
+        src = np.uint64(src_va) + np.arange(full, dtype=np.uint64) * np.uint64(COPYOUT_PIECE_BYTES)
+        rows[:, _COL_COPY_SRC] = src & U32
+        rows[:, _COL_COPY_SRC + 1] = src >> np.uint64(32)
+        blob, row_bytes = rows.tobytes(), template.nbytes
+        parts.extend(blob[i : i + row_bytes] for i in range(0, len(blob), row_bytes))
+    if rest:
+        parts.append(np.concatenate(copyout_packets(src_va, full * COPYOUT_PIECE_BYTES, rest)).tobytes())
+    return parts
