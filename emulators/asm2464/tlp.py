@@ -6,8 +6,6 @@ import struct
 from collections.abc import Callable
 from typing import Final
 
-import numpy as np
-
 from tinyhil.emulators.asm2464.errors import UsbStall
 from tinyhil.emulators.asm2464.memory import BridgeMemory
 from tinyhil.emulators.asm2464.quirks import Quirks
@@ -38,6 +36,7 @@ _LANE_MASKS: Final = tuple(
     int.from_bytes(bytes(0xFF if enable >> i & 1 else 0 for i in range(_DWORD_BYTES)), "little")
     for enable in range(_BYTE_ENABLE_ALL + 1)
 )
+_BULK_OUT_LANDING: Final = int(Xdata.BULK_OUT_LANDING)
 _TYPE1_FMTS: Final = (FmtType.CFGRD1, FmtType.CFGWR1)
 _CONFIG_WRITES: Final = (FmtType.CFGWR0, FmtType.CFGWR1)
 
@@ -188,15 +187,15 @@ class TlpEngine:
         return self.completion
 
     # --- streams (called by the device front when the paired bulk moves bytes) ---
-    def stream_write(self, arm: Arm, offset: int, data: np.ndarray, packet_bytes: int) -> None:
+    def stream_write(self, arm: Arm, offset: int, data: memoryview, packet_bytes: int) -> None:
         """Bytes of a mode-1 stream go out as posted writes; they vanish if nothing is behind the address."""
-        if data.size:
-            tail = data[-min(packet_bytes, data.size) :]
-            start = int(Xdata.BULK_OUT_LANDING)
-            self.memory.xdata[start : start + tail.size] = tail
-        if not self._link_up() or not data.size:
+        nbytes = data.nbytes
+        if nbytes:
+            tail = min(packet_bytes, nbytes)
+            self.memory.xdata.data[_BULK_OUT_LANDING : _BULK_OUT_LANDING + tail] = data[nbytes - tail :]
+        if not nbytes or not self._link_up():
             return
-        hit = self.topology.route_memory(arm.pcie_addr + offset, data.size)
+        hit = self.topology.route_memory(arm.pcie_addr + offset, nbytes)
         if not isinstance(hit, str) and self.topology.function is not None:
             self.topology.function.mmio_write(hit[0], hit[1], data.tobytes())
 
