@@ -125,7 +125,7 @@ class Asm2464:
             self.topology,
             self.engine,
             self.quirks,
-            link_up=lambda: self.link.up,
+            self.link,
             next_tlp_fault=self._next_tlp_fault,
             on_stream_request=self._stream_request,
             on_wedge=self._wedge,

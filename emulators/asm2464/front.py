@@ -329,7 +329,7 @@ class UsbFront:
             urb.actual_length = urb._limit or 0
             return
         payload = urb.payload
-        data = bytes(payload) if payload else b""
+        data = payload.tobytes() if payload else b""
         try:
             if request_type & _TYPE_MASK:
                 result = bridge.vendor_request(request_type, request, value, index, data, urb.length)

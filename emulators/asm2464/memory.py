@@ -102,7 +102,7 @@ class BridgeMemory:
             if addr < start + length and end > start:
                 break
         else:  # hot: the drain fence read (once per copyin chunk) touches no SRAM window
-            return bytes(self._xdata_bytes[addr:end])
+            return self._xdata_bytes[addr:end].tobytes()
         pieces = self._xdata_pieces(addr, nbytes)
         out = bytearray(nbytes)
         for store, offset, at, length in pieces:
