@@ -160,9 +160,12 @@ class UsbFront:
 
     def transfer(self, urb: Urb) -> Urb:
         """Submit, wait, and raise the emulator error of a failed transfer (the synchronous path)."""
-        error = self.complete(urb).error()
-        if error is not None:
-            raise error
+        if not self._run_inline(urb):  # complete(), inlined: every synchronous transfer
+            self.wait(self.submit(urb))
+        if urb.status is not _COMPLETED:
+            error = urb.error()
+            if error is not None:
+                raise error
         return urb
 
     def _run_inline(self, urb: Urb) -> bool:
@@ -188,7 +191,7 @@ class UsbFront:
         else:
             paired = self._pairing(urb)
             if paired is None:
-                return False
+                return self._arrive_inline(urb, now_ns, latency_ns)
             cost_ns = paired[1]
         if latency_ns + cost_ns > urb.timeout_ns:
             return False
@@ -222,6 +225,20 @@ class UsbFront:
                 self._bulk_moved(urb)
             else:
                 self._run_control(urb)
+        return True
+
+    def _arrive_inline(self, urb: Urb, now_ns: int, latency_ns: int) -> bool:
+        """A bulk with nothing to pair yet (a bulk IN before the GPU's release) when nothing else is in flight: the
+        submission latency runs here, then it arrives and waits as a submitted one would, with no arrival event to
+        schedule (only events due at that very nanosecond may order differently). False: take the queued path."""
+        if not latency_ns or latency_ns > urb.timeout_ns:
+            return False  # no latency: it arrives before any event runs; a longer one: it times out on the way
+        urb.submitted_ns = now_ns
+        self._arriving[urb.endpoint].add(urb)
+        self._busy += 1
+        self.kernel.run_for(latency_ns)
+        self._arrive(urb)
+        self.wait(urb)
         return True
 
     def cancel(self, urb: Urb) -> bool:
@@ -383,8 +400,11 @@ class UsbFront:
     # --- bulk transfers ---
     def poke(self) -> None:
         """An arm, a release or a stream request happened: waiting bulk transfers may pair now."""
+        active = self.active
+        if active[BULK_OUT_EP] is None and active[BULK_IN_EP] is None:
+            return  # hot: every arm and 0xF0 request, mostly with no bulk waiting
         for ep in (BULK_OUT_EP, BULK_IN_EP):
-            urb = self.active[ep]
+            urb = active[ep]
             if urb is not None and urb.status is None and urb._arm is None and not urb._stuck:
                 self._try_bulk(urb)
 
@@ -472,6 +492,8 @@ class UsbFront:
 
     def cancel_streams(self) -> None:
         """A new 0xF0 OUT cancels a stream in flight: what moved stays, the transfer then times out."""
+        if self.active[BULK_OUT_EP] is None and self.active[BULK_IN_EP] is None:
+            return  # hot: every 0xF0 OUT, mostly with no bulk in flight
         for ep in (BULK_OUT_EP, BULK_IN_EP):
             urb = self.active[ep]
             if urb is not None and urb._arm is not None and urb._arm.kind is ArmKind.STREAM and urb._moving:
