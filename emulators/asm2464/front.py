@@ -222,9 +222,9 @@ class UsbFront:
         kernel.run_for(cost_ns)
         if urb.status is None:
             if setup is None:
-                self._bulk_moved(urb)
+                self._bulk_moved(urb, now_ns + cost_ns)
             else:
-                self._run_control(urb)
+                self._run_control(urb, now_ns + cost_ns)
         return True
 
     def _arrive_inline(self, urb: Urb, now_ns: int, latency_ns: int) -> bool:
@@ -332,7 +332,7 @@ class UsbFront:
                     self._finish(urb, UsbStatus.NO_DEVICE, message)
 
     # --- control transfers ---
-    def _run_control(self, urb: Urb) -> None:
+    def _run_control(self, urb: Urb, now_ns: int | None = None) -> None:
         urb._moving = None
         setup = urb.setup
         assert setup is not None
@@ -361,7 +361,7 @@ class UsbFront:
         else:
             urb.actual_length = len(data)
         if not urb._stuck:
-            self._finish(urb, _COMPLETED)
+            self._finish(urb, _COMPLETED, "", now_ns)
 
     def _standard_request(
         self, request_type: int, request: int, value: int, index: int, data: bytes, length: int
@@ -442,11 +442,11 @@ class UsbFront:
         urb._moving = self.kernel.schedule(wire_ns, lambda: self._bulk_moved(urb))
         self._ensure_deadline(urb, self.kernel.now_ns + wire_ns)
 
-    def _bulk_moved(self, urb: Urb) -> None:
+    def _bulk_moved(self, urb: Urb, now_ns: int | None = None) -> None:
         urb._moving = None
         self._deliver(urb, urb._planned)
         if not urb._stuck:
-            self._finish(urb, _COMPLETED)
+            self._finish(urb, _COMPLETED, "", now_ns)
 
     def _deliver(self, urb: Urb, moved: int) -> None:
         """``moved`` bytes of a paired bulk have crossed the wire: hand them over and free the arm."""
@@ -529,12 +529,13 @@ class UsbFront:
             return "copyout not released: the GPU never wrote the completion-queue entry at PCIe 0x822000 + 12"
         return "the stream's PCIe range has no completer (unsupported request)"
 
-    def _finish(self, urb: Urb, status: UsbStatus, message: str = "") -> None:
+    def _finish(self, urb: Urb, status: UsbStatus, message: str = "", now_ns: int | None = None) -> None:
+        """End ``urb`` (at ``now_ns``, which the inline path knows without asking the kernel's property)."""
         if urb.status is not None:
             return
         urb.status = status
         kernel = self.kernel
-        urb.completed_ns = kernel.now_ns
+        urb.completed_ns = kernel.now_ns if now_ns is None else now_ns
         if message:
             urb.message = message
         if urb._deadline is not None:
