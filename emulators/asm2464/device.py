@@ -20,7 +20,7 @@ from tinyhil.emulators.asm2464.tlp import TlpEngine
 from tinyhil.emulators.asm2464.urb import Urb
 from tinyhil.emulators.faults import Fault, FaultPlan, Operation
 from tinyhil.emulators.kernel import EventKernel
-from tinyhil.emulators.pcie.config import latest_generation
+from tinyhil.emulators.pcie.config import GENERATION
 from tinyhil.emulators.pcie.endpoint import PlainEndpoint
 from tinyhil.emulators.pcie.protocols import PcieFunction, PcieUnsupportedRequest
 from tinyhil.emulators.pcie.topology import PcieTopology
@@ -295,7 +295,7 @@ class Asm2464:
         # hot: every GPU DMA. The GPU reaches the same few ranges again and again (fence, polled sentinels, windows),
         # so their views are kept until a config space changes (routing) or the memories reset (a new cache).
         views = self.memory.dma_views
-        generation = latest_generation()
+        generation = GENERATION[0]
         if generation != self._dma_generation:
             views.clear()
             self._dma_generation = generation
@@ -324,6 +324,10 @@ class Asm2464:
 
     def dma_read(self, pcie_addr: int, nbytes: int) -> memoryview:
         """Read bridge memory at a PCIe address (a read-only view, valid until the bridge next changes)."""
+        if type(pcie_addr) is int and type(nbytes) is int and GENERATION[0] == self._dma_generation:
+            view = self.memory.dma_views.get((pcie_addr, nbytes))  # hot: _dma_view's cache hit, inlined
+            if view is not None and self.link.up:
+                return view.toreadonly()
         return self._dma_view(pcie_addr, nbytes).toreadonly()
 
     def dma_write(self, pcie_addr: int, data: bytes | memoryview) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from tinyhil.emulators.pcie.config import latest_generation
+from tinyhil.emulators.pcie.config import GENERATION
 from tinyhil.emulators.pcie.protocols import PcieFunction
 from tinyhil.emulators.pcie.type1 import Type1Config
 from tinyhil.spec.asm24 import GPU_BUS
@@ -88,7 +88,7 @@ class PcieTopology:
 
         Every TLP and stream asks this, at ever-changing addresses (ring writes), so the bridges' windows and the
         endpoint's decoding BARs are combined into cells once per routing state and the check runs on those."""
-        key = latest_generation()  # any config change anywhere invalidates the routing caches
+        key = GENERATION[0]  # any config change anywhere invalidates the routing caches
         if key != self._downstream_key:
             self._downstream_key = key
             self._downstream = self._downstream_cells()
@@ -138,7 +138,7 @@ class PcieTopology:
 
         Every DMA asks this, so the answer for a range is cached until a config space on the path changes.
         """
-        key = latest_generation()  # hot: every GPU DMA
+        key = GENERATION[0]  # hot: every GPU DMA
         if key != self._upstream_key:
             self._upstream_key, self._upstream_ok = key, set()
         if (addr, nbytes) in self._upstream_ok:
