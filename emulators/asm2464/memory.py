@@ -95,9 +95,9 @@ class BridgeMemory:
 
     def xdata_read(self, addr: int, nbytes: int) -> bytes:
         """Read ``nbytes`` of XDATA at ``addr`` (windows read through to SRAM)."""
-        end = addr + nbytes
-        if type(addr) is not int or type(nbytes) is not int or addr < 0 or nbytes < 0 or end > XDATA_BYTES:
+        if type(addr) is not int or type(nbytes) is not int or addr < 0 or nbytes < 0 or addr + nbytes > XDATA_BYTES:
             check_range("XDATA", addr, nbytes, XDATA_BYTES)  # hot: every fence read; int subclasses pass here
+        end = addr + nbytes
         for start, length, _ in _XDATA_SRAM_ALIASES:
             if addr < start + length and end > start:
                 break
