@@ -20,6 +20,7 @@ from tinyhil.emulators.asm2464.tlp import TlpEngine
 from tinyhil.emulators.asm2464.urb import Urb
 from tinyhil.emulators.faults import Fault, FaultPlan, Operation
 from tinyhil.emulators.kernel import EventKernel
+from tinyhil.emulators.pcie.config import GENERATION
 from tinyhil.emulators.pcie.endpoint import PlainEndpoint
 from tinyhil.emulators.pcie.protocols import PcieFunction, PcieUnsupportedRequest
 from tinyhil.emulators.pcie.topology import PcieTopology
@@ -44,8 +45,19 @@ __all__ = ["Asm2464"]
 
 _DIRECTION_IN: Final = 0x80
 _BYTE_MASK: Final = 0xFF
+_DIRECTION_BIT: Final = 7  # bmRequestType bit 7: device-to-host
 _CPL_RELEASE_ADDR: Final = PCIE_CQ_WINDOW + CPL_RELEASE_OFFSET
 _CPL_RELEASE_BYTES: Final = 4  # the dword at 0x822000 + 12
+_DMA_VIEWS_CACHED: Final = 4096  # distinct DMA ranges whose views are kept per routing state
+
+
+def _handler_key(is_in: bool, request: int) -> int:
+    """The handler table's key: bRequest above bmRequestType's direction bit (an int hashes faster than a tuple)."""
+    return request << 1 | is_in
+
+
+def _data_stall(request: Request, data: bytes) -> UsbStall:
+    return UsbStall(f"{request.name} ({request:#x}) with {len(data)} data bytes, expected no data stage")
 
 
 class Asm2464:
@@ -113,7 +125,7 @@ class Asm2464:
             self.topology,
             self.engine,
             self.quirks,
-            link_up=lambda: self.link.up,
+            self.link,
             next_tlp_fault=self._next_tlp_fault,
             on_stream_request=self._stream_request,
             on_wedge=self._wedge,
@@ -121,6 +133,7 @@ class Asm2464:
         self.front = UsbFront(self)
         self._handlers = self._build_handlers()
         self._generation = 0
+        self._dma_generation = -1  # the PCIe routing generation memory.dma_views were cached under
         self.reset()
         self.function.attach_host(self)
 
@@ -174,10 +187,10 @@ class Asm2464:
         Raises:
             UsbStall: unknown (in ``strict`` mode) or malformed request; the state is unchanged.
         """
-        is_in = bool(request_type & _DIRECTION_IN)
-        handler = self._handlers.get((is_in, request))
+        handler = self._handlers.get(request << 1 | request_type >> _DIRECTION_BIT & 1)  # _handler_key, inlined
         if handler is not None:
             return handler(value, index, data, length)
+        is_in = bool(request_type & _DIRECTION_IN)
         if not is_in and self.quirks.unknown_requests is UnknownRequests.FIRMWARE:
             return b""  # the real firmware acks an unknown OUT request and ignores it
         direction = "IN" if is_in else "OUT"
@@ -187,15 +200,15 @@ class Asm2464:
             f"known: {known_requests} (quirks.unknown_requests={self.quirks.unknown_requests.value})"
         )
 
-    def _build_handlers(self) -> dict[tuple[bool, int], Callable[[int, int, bytes, int], bytes]]:
-        """The vendor requests keyed by (direction IN, bRequest) (spec/asm24.md "Vendor control requests")."""
+    def _build_handlers(self) -> dict[int, Callable[[int, int, bytes, int], bytes]]:
+        """The vendor requests keyed by direction and bRequest (spec/asm24.md "Vendor control requests")."""
         return {
-            (True, Request.XDATA_READ): lambda value, index, data, length: self._op_xdata_read(value, index, length),
-            (True, Request.TLP): lambda value, index, data, length: self.tlp._op_tlp_in(value, index, length),
-            (False, Request.XDATA_WRITE): self._no_data(Request.XDATA_WRITE, self._op_xdata_write),
-            (False, Request.SRAM_ARM): self._no_data(Request.SRAM_ARM, self._op_sram_arm),
-            (False, Request.PCIE_POWER): self._no_data(Request.PCIE_POWER, self.link._op_pcie_power),
-            (False, Request.TLP): self._op_tlp_out,
+            _handler_key(True, Request.XDATA_READ): self._op_xdata_read,
+            _handler_key(True, Request.TLP): self._op_tlp_in,
+            _handler_key(False, Request.XDATA_WRITE): self._no_data(Request.XDATA_WRITE, self._op_xdata_write),
+            _handler_key(False, Request.SRAM_ARM): self._op_sram_arm,
+            _handler_key(False, Request.PCIE_POWER): self._no_data(Request.PCIE_POWER, self.link._op_pcie_power),
+            _handler_key(False, Request.TLP): self._op_tlp_out,
         }
 
     @staticmethod
@@ -204,25 +217,33 @@ class Asm2464:
 
         def handler(value: int, index: int, data: bytes, length: int) -> bytes:
             if data:
-                raise UsbStall(f"{request.name} ({request:#x}) with {len(data)} data bytes, expected no data stage")
+                raise _data_stall(request, data)
             op(value, index)
             return b""
 
         return handler
 
-    def _op_sram_arm(self, value: int, index: int) -> None:
+    # hot: the copy loops' requests are handlers themselves (no wrapper layers)
+    def _op_sram_arm(self, value: int, index: int, data: bytes, length: int) -> bytes:
+        if data:
+            raise _data_stall(Request.SRAM_ARM, data)
         self.engine._op_sram_arm(value, index)
         self.front.poke()
+        return b""
 
     def _op_tlp_out(self, value: int, index: int, data: bytes, length: int) -> bytes:
         self.tlp._op_tlp_out(value, index, data)
         self.front.poke()
         return b""
 
-    def _op_xdata_read(self, value: int, index: int, length: int) -> bytes:
-        if index or not 0 < length <= self.xdata_read_max or value + length > XDATA_BYTES:
+    def _op_tlp_in(self, value: int, index: int, data: bytes, length: int) -> bytes:
+        return self.tlp._op_tlp_in(value, index, length)
+
+    def _op_xdata_read(self, value: int, index: int, data: bytes, length: int) -> bytes:
+        read_max = XDATA_READ_MAX_USB3 if self.usb3 else XDATA_READ_MAX_USB2
+        if index or not 0 < length <= read_max or value + length > XDATA_BYTES:
             raise UsbStall(
-                f"0xE4 read of {length} bytes at {value:#x} (wIndex={index:#x}), expected 1..{self.xdata_read_max} "
+                f"0xE4 read of {length} bytes at {value:#x} (wIndex={index:#x}), expected 1..{read_max} "
                 f"bytes inside XDATA (0x0-{XDATA_BYTES - 1:#x}) and wIndex 0 (bank 0)"
             )
         return self.memory.xdata_read(value, length)
@@ -247,7 +268,7 @@ class Asm2464:
     def _wedge(self) -> None:
         self.wedged = True
 
-    def land(self, arm: Arm, offset: int, data: np.ndarray, *, whole_transfer: bool) -> None:
+    def land(self, arm: Arm, offset: int, data: memoryview, *, whole_transfer: bool) -> None:
         """Bytes of a bulk OUT reached the 0xF2 engine: they land after the landing delay (quirk), in order."""
         delay = self.quirks.landing_delay_ns
         if self.quirks.landing_jitter_ns:
@@ -256,7 +277,7 @@ class Asm2464:
             self.engine.land(arm, offset, data, whole_transfer=whole_transfer)
             self.engine.finished(arm)
             return
-        copy = data.copy()
+        copy = memoryview(bytes(data))  # the host may reuse its buffer before the bytes land
         generation = self._generation
 
         def landed() -> None:
@@ -271,6 +292,24 @@ class Asm2464:
         if type(pcie_addr) is not int or type(nbytes) is not int or pcie_addr < 0 or nbytes < 1:  # hot: every DMA
             check_int("pcie_addr", pcie_addr, min_value=0)
             check_int("nbytes", nbytes, min_value=1)
+        # hot: every GPU DMA. The GPU reaches the same few ranges again and again (fence, polled sentinels, windows),
+        # so their views are kept until a config space changes (routing) or the memories reset (a new cache).
+        views = self.memory.dma_views
+        generation = GENERATION[0]
+        if generation != self._dma_generation:
+            views.clear()
+            self._dma_generation = generation
+        key = (pcie_addr, nbytes)
+        view = views.get(key)
+        if view is not None and self.link.up:
+            return view
+        view = self._dma_route(pcie_addr, nbytes)
+        if len(views) < _DMA_VIEWS_CACHED:
+            views[key] = view
+        return view
+
+    def _dma_route(self, pcie_addr: int, nbytes: int) -> memoryview:
+        """The writable bytes a DMA reaches, or why it is an unsupported request."""
         why = "" if self.link.up else "the PCIe link is down (0xF3 power on first)"
         why = why or self.topology.upstream_error(pcie_addr, nbytes)
         view = None if why else self.memory.pcie_view(pcie_addr, nbytes)
@@ -285,11 +324,18 @@ class Asm2464:
 
     def dma_read(self, pcie_addr: int, nbytes: int) -> memoryview:
         """Read bridge memory at a PCIe address (a read-only view, valid until the bridge next changes)."""
+        if type(pcie_addr) is int and type(nbytes) is int and GENERATION[0] == self._dma_generation:
+            view = self.memory.dma_views.get((pcie_addr, nbytes))  # hot: _dma_view's cache hit, inlined
+            if view is not None and self.link.up:
+                return view.toreadonly()
         return self._dma_view(pcie_addr, nbytes).toreadonly()
 
     def dma_write(self, pcie_addr: int, data: bytes | memoryview) -> None:
         """Write bridge memory at a PCIe address, with the sys_buf-collision quirk and the copyout release."""
-        source = as_readonly_bytes("data", data)
+        if type(data) is memoryview and data.format == "B" and data.ndim == 1 and data.c_contiguous:
+            source = data  # hot: the GPU passes flat byte views
+        else:
+            source = as_readonly_bytes("data", data)
         view = self._dma_view(pcie_addr, source.nbytes)
         view[:] = source
         end = pcie_addr + source.nbytes

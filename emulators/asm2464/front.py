@@ -23,8 +23,6 @@ from collections import deque
 from enum import IntEnum
 from typing import TYPE_CHECKING, Final
 
-import numpy as np
-
 from tinyhil.emulators.asm2464.errors import UsbStall
 from tinyhil.emulators.asm2464.sram import Arm, ArmKind, Direction
 from tinyhil.emulators.asm2464.urb import Urb, UsbStatus
@@ -39,6 +37,10 @@ __all__ = ["CONTROL_EP", "UNBOUNDED_WAIT_NS", "StandardRequest", "UsbFront"]
 CONTROL_EP: Final = 0x00
 UNBOUNDED_WAIT_NS: Final = 3600 * 1_000_000_000  # a libusb timeout of 0 ("forever") gives up after 1 virtual hour
 _DIRECTION_IN: Final = 0x80
+# hot: module constants, an Enum class attribute lookup goes through the metaclass
+_SRAM: Final = ArmKind.SRAM
+_STREAM: Final = ArmKind.STREAM
+_COMPLETED: Final = UsbStatus.COMPLETED
 _ENDPOINTS: Final = (CONTROL_EP, BULK_OUT_EP, BULK_IN_EP)
 _EP_DIRECTION: Final = {BULK_OUT_EP: Direction.OUT, BULK_IN_EP: Direction.IN}
 _BULK_PACKET_BYTES: Final = 1024  # USB3 bulk max packet: a transfer cut short stops on a packet boundary
@@ -83,6 +85,7 @@ class UsbFront:
         self._arriving = {ep: set() for ep in _ENDPOINTS}
         self.queues = {ep: deque() for ep in _ENDPOINTS}
         self.active = dict.fromkeys(_ENDPOINTS)
+        self._busy = 0  # transfers arriving or active on any endpoint (hot: the inline path's "nothing else" check)
         self.halted: set[int] = set()
         self.counts: dict[Operation, int] = {}
         self.gone = False
@@ -103,6 +106,7 @@ class UsbFront:
         latency_ns = self.bridge.timing.usb_latency_ns
         if latency_ns:
             self._arriving[urb.endpoint].add(urb)
+            self._busy += 1
             urb._moving = self.kernel.schedule(latency_ns, lambda: self._arrive(urb), label="usb submission")
             self._ensure_deadline(urb, urb.submitted_ns + latency_ns)
         else:
@@ -113,11 +117,15 @@ class UsbFront:
         """The transfer reaches its endpoint (after the submission latency) and queues there."""
         urb._moving = None
         ep = urb.endpoint
-        self._arriving[ep].discard(urb)
+        arriving = self._arriving[ep]
+        if urb in arriving:
+            arriving.remove(urb)
+            self._busy -= 1
         if urb.status is not None:
             return
         if self.active[ep] is None and not self.queues[ep] and ep not in self._advancing:
             self.active[ep] = urb  # the endpoint is idle: start at once
+            self._busy += 1
             self._start(urb)
             return
         self.queues[ep].append(urb)
@@ -152,9 +160,12 @@ class UsbFront:
 
     def transfer(self, urb: Urb) -> Urb:
         """Submit, wait, and raise the emulator error of a failed transfer (the synchronous path)."""
-        error = self.complete(urb).error()
-        if error is not None:
-            raise error
+        if not self._run_inline(urb):  # complete(), inlined: every synchronous transfer
+            self.wait(self.submit(urb))
+        if urb.status is not _COMPLETED:
+            error = urb.error()
+            if error is not None:
+                raise error
         return urb
 
     def _run_inline(self, urb: Urb) -> bool:
@@ -164,45 +175,70 @@ class UsbFront:
         due at the very same nanosecond may order differently. Returns False where the queued path is needed."""
         ep = urb.endpoint
         bridge = self.bridge
-        if bridge.faults.rules or self.gone or bridge.wedged or self.active[ep] is not None or self.queues[ep]:
-            return False
+        if self._busy or self.queues[ep] or bridge.faults.rules or self.gone or bridge.wedged:
+            return False  # other transfers may take the 8051 first: the queued path orders them exactly
         if ep in self.halted or ep in self._advancing:
             return False
-        if any(self._arriving.values()) or any(self.active.values()) or self.firmware_free_ns > self.kernel.now_ns:
-            return False  # other transfers may take the 8051 first: the queued path orders them exactly
-        latency_ns = bridge.timing.usb_latency_ns
-        paired = None if urb.setup is not None else self._pairing(urb)
-        if urb.setup is not None:
-            cost_ns = bridge.timing.control_ns()
-        elif paired is not None:
-            cost_ns = paired[1]
-        else:
+        kernel = self.kernel
+        now_ns = kernel.now_ns
+        if self.firmware_free_ns > now_ns:
             return False
+        latency_ns = bridge.timing.usb_latency_ns
+        setup = urb.setup
+        if setup is not None:
+            paired = None
+            cost_ns = bridge.timing.control_ns()
+        else:
+            paired = self._pairing(urb)
+            if paired is None:
+                return self._arrive_inline(urb, now_ns, latency_ns)
+            cost_ns = paired[1]
         if latency_ns + cost_ns > urb.timeout_ns:
             return False
-        urb.submitted_ns = self.kernel.now_ns
+        urb.submitted_ns = now_ns
         self.active[ep] = urb
-        self.kernel.run_for(latency_ns)
+        self._busy += 1
+        events_run = kernel.events_run
+        kernel.run_for(latency_ns)
         if urb.status is not None:  # an event power-cycled the board meanwhile
             return True
-        urb._started_ns = self.kernel.now_ns
+        now_ns += latency_ns  # run_for leaves the clock at exactly the end of the span
+        urb._started_ns = now_ns
         holds_core = True  # EP0 service and 0xF2 DMA run on the 8051; a stream moves between EP0 requests
-        if urb.setup is None:
-            paired = self._pairing(urb)
+        if setup is None:
+            if kernel.events_run != events_run:  # events ran meanwhile: the arms may have changed
+                paired = self._pairing(urb)
             if paired is None:  # cannot happen while the host waits here, but stay exact: take the queued path
                 self._start(urb)
                 self.wait(urb)
                 return True
-            self._claim(urb, paired[0])
-            holds_core = paired[0].kind is ArmKind.SRAM
+            arm = paired[0]
+            bridge.engine.claim(arm)
+            urb._arm = arm
+            urb._planned = urb.length if urb._limit is None else urb._limit
+            holds_core = arm.kind is _SRAM
         if holds_core:
-            self.firmware_free_ns = self.kernel.now_ns + cost_ns
-        self.kernel.run_for(cost_ns)
+            self.firmware_free_ns = now_ns + cost_ns
+        kernel.run_for(cost_ns)
         if urb.status is None:
-            if urb.setup is None:
-                self._bulk_moved(urb)
+            if setup is None:
+                self._bulk_moved(urb, now_ns + cost_ns)
             else:
-                self._run_control(urb)
+                self._run_control(urb, now_ns + cost_ns)
+        return True
+
+    def _arrive_inline(self, urb: Urb, now_ns: int, latency_ns: int) -> bool:
+        """A bulk with nothing to pair yet (a bulk IN before the GPU's release) when nothing else is in flight: the
+        submission latency runs here, then it arrives and waits as a submitted one would, with no arrival event to
+        schedule (only events due at that very nanosecond may order differently). False: take the queued path."""
+        if not latency_ns or latency_ns > urb.timeout_ns:
+            return False  # no latency: it arrives before any event runs; a longer one: it times out on the way
+        urb.submitted_ns = now_ns
+        self._arriving[urb.endpoint].add(urb)
+        self._busy += 1
+        self.kernel.run_for(latency_ns)
+        self._arrive(urb)
+        self.wait(urb)
         return True
 
     def cancel(self, urb: Urb) -> bool:
@@ -222,6 +258,7 @@ class UsbFront:
             while self.active[ep] is None and queue:
                 urb = queue.popleft()
                 self.active[ep] = urb
+                self._busy += 1
                 self._start(urb)
         finally:
             self._advancing.discard(ep)
@@ -295,21 +332,24 @@ class UsbFront:
                     self._finish(urb, UsbStatus.NO_DEVICE, message)
 
     # --- control transfers ---
-    def _run_control(self, urb: Urb) -> None:
+    def _run_control(self, urb: Urb, now_ns: int | None = None) -> None:
         urb._moving = None
-        assert urb.setup is not None
-        if self.bridge.wedged:
+        setup = urb.setup
+        assert setup is not None
+        bridge = self.bridge
+        if bridge.wedged:
             urb._stuck = True
             self._ensure_deadline(urb)
             return
-        request_type, request, value, index = urb.setup
+        request_type, request, value, index = setup
         if urb._stuck and not urb.is_in:  # a timed-out control OUT never reaches the firmware
             urb.actual_length = urb._limit or 0
             return
-        data = b"" if urb.payload is None else bytes(urb.payload)
+        payload = urb.payload
+        data = payload.tobytes() if payload else b""
         try:
             if request_type & _TYPE_MASK:
-                result = self.bridge.vendor_request(request_type, request, value, index, data, urb.length)
+                result = bridge.vendor_request(request_type, request, value, index, data, urb.length)
             else:
                 result = self._standard_request(request_type, request, value, index, data, urb.length)
         except UsbStall as stall:
@@ -321,7 +361,7 @@ class UsbFront:
         else:
             urb.actual_length = len(data)
         if not urb._stuck:
-            self._finish(urb, UsbStatus.COMPLETED)
+            self._finish(urb, _COMPLETED, "", now_ns)
 
     def _standard_request(
         self, request_type: int, request: int, value: int, index: int, data: bytes, length: int
@@ -360,21 +400,27 @@ class UsbFront:
     # --- bulk transfers ---
     def poke(self) -> None:
         """An arm, a release or a stream request happened: waiting bulk transfers may pair now."""
+        active = self.active
+        if active[BULK_OUT_EP] is None and active[BULK_IN_EP] is None:
+            return  # hot: every arm and 0xF0 request, mostly with no bulk waiting
         for ep in (BULK_OUT_EP, BULK_IN_EP):
-            urb = self.active[ep]
+            urb = active[ep]
             if urb is not None and urb.status is None and urb._arm is None and not urb._stuck:
                 self._try_bulk(urb)
 
     def _pairing(self, urb: Urb) -> tuple[Arm, int] | None:
         """The arm a bulk pairs with now and its time on the wire, or ``None`` (the device NAKs)."""
-        arm = self.bridge.engine.ready(_EP_DIRECTION[urb.endpoint], urb.length)
-        if arm is None or (arm.kind is ArmKind.STREAM and urb.is_in and not self.bridge.tlp.stream_readable(arm)):
+        bridge = self.bridge
+        arm = bridge.engine.ready(_EP_DIRECTION[urb.endpoint], urb.length)
+        if arm is None:
             return None
         moved = urb.length if urb._limit is None else urb._limit
-        timing = self.bridge.timing
-        if arm.kind is ArmKind.STREAM:
-            return arm, timing.stream_ns(moved)
-        return arm, timing.bulk_in_ns(moved) if urb.is_in else timing.bulk_out_ns(moved)
+        timing = bridge.timing
+        if arm.kind is _SRAM:
+            return arm, timing.bulk_in_ns(moved) if urb.is_in else timing.bulk_out_ns(moved)
+        if urb.is_in and not bridge.tlp.stream_readable(arm):
+            return None
+        return arm, timing.stream_ns(moved)
 
     def _claim(self, urb: Urb, arm: Arm) -> None:
         self.bridge.engine.claim(arm)
@@ -396,11 +442,11 @@ class UsbFront:
         urb._moving = self.kernel.schedule(wire_ns, lambda: self._bulk_moved(urb))
         self._ensure_deadline(urb, self.kernel.now_ns + wire_ns)
 
-    def _bulk_moved(self, urb: Urb) -> None:
+    def _bulk_moved(self, urb: Urb, now_ns: int | None = None) -> None:
         urb._moving = None
         self._deliver(urb, urb._planned)
         if not urb._stuck:
-            self._finish(urb, UsbStatus.COMPLETED)
+            self._finish(urb, _COMPLETED, "", now_ns)
 
     def _deliver(self, urb: Urb, moved: int) -> None:
         """``moved`` bytes of a paired bulk have crossed the wire: hand them over and free the arm."""
@@ -408,26 +454,23 @@ class UsbFront:
         assert arm is not None
         urb._arm = None
         bridge = self.bridge
+        engine = bridge.engine
         offset = arm.done
         if urb.is_in:
-            urb.data = (
-                bridge.engine.read_in(arm, moved)
-                if arm.kind is ArmKind.SRAM
-                else bridge.tlp.stream_read(arm, offset, moved)
-            )
+            urb.data = engine.read_in(arm, moved) if arm.kind is _SRAM else bridge.tlp.stream_read(arm, offset, moved)
         else:
             assert urb.payload is not None
-            data = np.frombuffer(urb.payload[:moved], dtype=np.uint8)
-            if arm.kind is ArmKind.STREAM:
+            data = urb.payload[:moved]  # hot: a memoryview slice, no numpy array per bulk
+            if arm.kind is _STREAM:
                 bridge.tlp.stream_write(arm, offset, data, bridge.timing.stream_packet_bytes)
             elif urb._fault is not None and urb._fault.kind is FaultKind.DROP:
-                bridge.engine.finished(arm)  # the wire moved the bytes; the engine lost them (fault plan)
+                engine.finished(arm)  # the wire moved the bytes; the engine lost them (fault plan)
             else:
                 bridge.land(arm, offset, data, whole_transfer=offset == 0 and moved == arm.nbytes)
         urb.actual_length = moved
-        bridge.engine.give_back(arm, moved)
+        engine.give_back(arm, moved)
         if urb.is_in:
-            bridge.engine.finished(arm)
+            engine.finished(arm)
 
     def _interrupt(self, urb: Urb) -> None:
         """Stop a transfer mid-flight: whole packets moved so far are delivered, the rest never moves."""
@@ -449,6 +492,8 @@ class UsbFront:
 
     def cancel_streams(self) -> None:
         """A new 0xF0 OUT cancels a stream in flight: what moved stays, the transfer then times out."""
+        if self.active[BULK_OUT_EP] is None and self.active[BULK_IN_EP] is None:
+            return  # hot: every 0xF0 OUT, mostly with no bulk in flight
         for ep in (BULK_OUT_EP, BULK_IN_EP):
             urb = self.active[ep]
             if urb is not None and urb._arm is not None and urb._arm.kind is ArmKind.STREAM and urb._moving:
@@ -484,25 +529,31 @@ class UsbFront:
             return "copyout not released: the GPU never wrote the completion-queue entry at PCIe 0x822000 + 12"
         return "the stream's PCIe range has no completer (unsupported request)"
 
-    def _finish(self, urb: Urb, status: UsbStatus, message: str = "") -> None:
+    def _finish(self, urb: Urb, status: UsbStatus, message: str = "", now_ns: int | None = None) -> None:
+        """End ``urb`` (at ``now_ns``, which the inline path knows without asking the kernel's property)."""
         if urb.status is not None:
             return
         urb.status = status
-        urb.completed_ns = self.kernel.now_ns
+        kernel = self.kernel
+        urb.completed_ns = kernel.now_ns if now_ns is None else now_ns
         if message:
             urb.message = message
-        for handle in (urb._deadline, urb._moving):
-            if handle is not None:
-                self.kernel.cancel(handle)
-        urb._deadline = urb._moving = None
-        if urb._arm is not None:  # claimed but never moved (power cycle): the bytes are lost
-            urb._arm = None
+        if urb._deadline is not None:
+            kernel.cancel(urb._deadline)
+            urb._deadline = None
+        if urb._moving is not None:
+            kernel.cancel(urb._moving)
+            urb._moving = None
+        urb._arm = None  # claimed but never moved (power cycle): the bytes are lost
         ep = urb.endpoint
-        if self.active[ep] is urb:
+        if self.active[ep] is urb:  # a transfer is in one place: active, queued or arriving
             self.active[ep] = None
+            self._busy -= 1
         elif urb in self.queues[ep]:
             self.queues[ep].remove(urb)
-        self._arriving[ep].discard(urb)
+        elif urb in self._arriving[ep]:
+            self._arriving[ep].remove(urb)
+            self._busy -= 1
         if urb.on_complete is not None:
             urb.on_complete(urb)
         if self.queues[ep]:

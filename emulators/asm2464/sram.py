@@ -62,6 +62,13 @@ class Arm:
         return self.nbytes - self.done
 
 
+# hot: module constants, an Enum class attribute lookup goes through the metaclass
+_OUT: Final = Direction.OUT
+_IN: Final = Direction.IN
+_SRAM: Final = ArmKind.SRAM
+_STREAM: Final = ArmKind.STREAM
+
+
 class SramEngine:
     """The 0xF2 engine: one arm slot per direction, 0xF2 bounds checks, landing into SRAM with the quirks.
 
@@ -93,7 +100,6 @@ class SramEngine:
     def _op_sram_arm(self, value: int, index: int) -> None:
         """0xF2: validate and arm; a rejected arm stalls and changes nothing."""
         sectors = value & ARM_SECTORS_MASK
-        direction = Direction.IN if value & ARM_DIRECTION_IN else Direction.OUT
         start, count = index & _BYTE_MASK, index >> _SLOT_COUNT_SHIFT or 1
         if start + count > SLOTS or sectors > count * SLOT_SECTORS or sectors < 1:
             raise UsbStall(
@@ -101,48 +107,52 @@ class SramEngine:
                 f"<= {SLOTS}, 1 <= sectors <= slot_count * {SLOT_SECTORS}",
                 op=f"{Request.SRAM_ARM:#x}",
             )
-        self.arms[direction] = Arm(ArmKind.SRAM, direction, sectors * SECTOR_BYTES, sram_offset=start * SLOT_BYTES)
-        if direction is Direction.IN:
+        if value & ARM_DIRECTION_IN:
+            self.arms[_IN] = Arm(_SRAM, _IN, sectors * SECTOR_BYTES, start * SLOT_BYTES)
             self.released = False
+        else:
+            self.arms[_OUT] = Arm(_SRAM, _OUT, sectors * SECTOR_BYTES, start * SLOT_BYTES)
 
     def arm_stream(self, direction: Direction, pcie_addr: int, nbytes: int) -> None:
         """0xF0 mode 1/2: the next bulk of ``direction`` moves ``nbytes`` to/from ``pcie_addr``."""
-        self.arms[direction] = Arm(ArmKind.STREAM, direction, nbytes, pcie_addr=pcie_addr)
+        self.arms[direction] = Arm(_STREAM, direction, nbytes, pcie_addr=pcie_addr)
 
     def cancel_streams(self) -> None:
         """A new 0xF0 OUT cancels armed streams."""
-        for direction, arm in self.arms.items():
-            if arm is not None and arm.kind is ArmKind.STREAM:
-                self.arms[direction] = None
+        arms = self.arms
+        for direction in (_OUT, _IN):
+            arm = arms[direction]
+            if arm is not None and arm.kind is _STREAM:
+                arms[direction] = None
 
     def drop_arms(self) -> None:
         """CLEAR_FEATURE(HALT), SET_CONFIGURATION, SET_INTERFACE: the engine forgets its arms."""
-        self.arms = {Direction.OUT: None, Direction.IN: None}
+        self.arms = {_OUT: None, _IN: None}
 
     def ready(self, direction: Direction, nbytes: int) -> Arm | None:
         """The arm a bulk of ``nbytes`` would pair with now, or ``None`` (no arm, wrong size, not released)."""
         arm = self.arms[direction]
-        if arm is None or arm.remaining != nbytes:
+        if arm is None or arm.nbytes - arm.done != nbytes:  # hot: the remaining property inlined
             return None
-        if arm.kind is ArmKind.SRAM and direction is Direction.IN and not self.released:
+        if direction is _IN and arm.kind is _SRAM and not self.released:
             return None
         return arm
 
     def claim(self, arm: Arm) -> None:
         """A bulk starts on ``arm``: the slot frees for the next arm."""
         self.arms[arm.direction] = None
-        if arm.kind is ArmKind.SRAM:
+        if arm.kind is _SRAM:
             self.inflight += 1
 
     def give_back(self, arm: Arm, moved: int) -> None:
         """A bulk on ``arm`` ended after ``moved`` of its bytes: the rest stays armed (unless re-armed meanwhile)."""
         arm.done += moved
-        if arm.remaining and self.arms[arm.direction] is None:
+        if arm.done != arm.nbytes and self.arms[arm.direction] is None:
             self.arms[arm.direction] = arm
 
     def finished(self, arm: Arm) -> None:
         """An SRAM transfer on ``arm`` is no longer in flight (landed, or its IN completed)."""
-        if arm.kind is ArmKind.SRAM:
+        if arm.kind is _SRAM:
             self.inflight -= 1
 
     def read_in(self, arm: Arm, nbytes: int) -> bytearray:
@@ -150,18 +160,20 @@ class SramEngine:
         start = arm.sram_offset + arm.done
         return bytearray(self.memory.sram.data[start : start + nbytes])
 
-    def land(self, arm: Arm, offset: int, data: np.ndarray, *, whole_transfer: bool) -> None:
+    def land(self, arm: Arm, offset: int, data: memoryview, *, whole_transfer: bool) -> None:
         """Bytes of a bulk OUT land in SRAM, in order; the endpoint is told; quirk 1 applies to whole transfers."""
         start = arm.sram_offset + offset
-        end = start + data.size
-        self.memory.sram[start:end] = data
+        nbytes = data.nbytes
+        end = start + nbytes
+        sram = self.memory.sram
+        sram.data[start:end] = data  # hot: a memoryview copy costs less than numpy's slice assignment
         if (
             self.quirks.full_window_corruption
             and whole_transfer
             and start % WINDOW_BYTES == 0
-            and data.size % WINDOW_BYTES == 0
+            and nbytes % WINDOW_BYTES == 0
         ):
-            last = self.memory.sram[end - SECTOR_BYTES : end]
+            last = sram[end - SECTOR_BYTES : end]
             np.invert(last, out=last)
         self.landed_transfers += 1
-        self._notify(PCIE_SRAM_BASE + start, data.size)
+        self._notify(PCIE_SRAM_BASE + start, nbytes)

@@ -6,9 +6,8 @@ import struct
 from collections.abc import Callable
 from typing import Final
 
-import numpy as np
-
 from tinyhil.emulators.asm2464.errors import UsbStall
+from tinyhil.emulators.asm2464.link import LinkControl
 from tinyhil.emulators.asm2464.memory import BridgeMemory
 from tinyhil.emulators.asm2464.quirks import Quirks
 from tinyhil.emulators.asm2464.sram import Arm, Direction, SramEngine
@@ -38,6 +37,16 @@ _LANE_MASKS: Final = tuple(
     int.from_bytes(bytes(0xFF if enable >> i & 1 else 0 for i in range(_DWORD_BYTES)), "little")
     for enable in range(_BYTE_ENABLE_ALL + 1)
 )
+# per byte enable: the first enabled lane (the offset), the lane count (the size), and whether the lanes are contiguous
+_LANE_OFFSETS: Final = tuple((enable & -enable).bit_length() - 1 for enable in range(_BYTE_ENABLE_ALL + 1))
+_LANE_COUNTS: Final = tuple(enable.bit_count() for enable in range(_BYTE_ENABLE_ALL + 1))
+_LANES_CONTIGUOUS: Final = tuple(
+    enable > 0 and not (enable >> _LANE_OFFSETS[enable]) & ((enable >> _LANE_OFFSETS[enable]) + 1)
+    for enable in range(_BYTE_ENABLE_ALL + 1)
+)
+_SINGLE: Final = TlpMode.SINGLE
+_STREAM_WRITE: Final = TlpMode.STREAM_WRITE
+_BULK_OUT_LANDING: Final = int(Xdata.BULK_OUT_LANDING)
 _TYPE1_FMTS: Final = (FmtType.CFGRD1, FmtType.CFGWR1)
 _CONFIG_WRITES: Final = (FmtType.CFGWR0, FmtType.CFGWR1)
 
@@ -61,8 +70,8 @@ class TlpEngine:
         topology: PcieTopology,
         engine: SramEngine,
         quirks: Quirks,
+        link: LinkControl,
         *,
-        link_up: Callable[[], bool],
         next_tlp_fault: Callable[[], Fault | None],
         on_stream_request: Callable[[], None],
         on_wedge: Callable[[], None],
@@ -71,7 +80,7 @@ class TlpEngine:
         self.topology = topology
         self.engine = engine
         self.quirks = quirks
-        self._link_up = link_up
+        self.link = link
         self._next_tlp_fault = next_tlp_fault
         self._on_stream_request = on_stream_request
         self._on_wedge = on_wedge
@@ -102,14 +111,13 @@ class TlpEngine:
         if addr_lo & (_DWORD_BYTES - 1):
             raise _stall(f"0xF0 OUT address {addr_lo:#x}, expected dword aligned (byte enables give the offset)")
         addr = addr_hi << 32 | addr_lo
-        if mode is TlpMode.SINGLE:
-            shifted = byte_enable >> ((byte_enable & -byte_enable).bit_length() - 1) if byte_enable else 0
-            if not 0 < byte_enable <= _BYTE_ENABLE_ALL or shifted & (shifted + 1):
+        if mode is _SINGLE:
+            if not 0 < byte_enable <= _BYTE_ENABLE_ALL or not _LANES_CONTIGUOUS[byte_enable]:
                 raise _stall(f"0xF0 OUT byte_enable={byte_enable:#x}, expected contiguous lanes within 0x1-0xF")
             self._on_stream_request()  # a new 0xF0 OUT cancels a stream
             self._single(fmt, byte_enable, addr, payload)
             return
-        expected = _MEMORY_WRITES if mode is TlpMode.STREAM_WRITE else _MEMORY_READS
+        expected = _MEMORY_WRITES if mode is _STREAM_WRITE else _MEMORY_READS
         if fmt not in expected or payload < 1 or byte_enable > _BYTE_ENABLE_ALL:
             raise _stall(
                 f"0xF0 OUT stream mode={mode.name} fmt_type={fmt.name} dwords={payload} byte_enable={byte_enable:#x}, "
@@ -117,7 +125,7 @@ class TlpEngine:
             )
         self._on_stream_request()
         nbytes = payload * _DWORD_BYTES
-        direction = Direction.OUT if mode is TlpMode.STREAM_WRITE else Direction.IN
+        direction = Direction.OUT if mode is _STREAM_WRITE else Direction.IN
         self.engine.arm_stream(direction, addr, nbytes)
         self.completion = None
         if self.quirks.stream_wedge and nbytes > self.quirks.stream_wedge_threshold_bytes:
@@ -125,12 +133,12 @@ class TlpEngine:
 
     def _single(self, fmt: FmtType, byte_enable: int, addr: int, value: int) -> None:
         self.tlps_issued += 1
-        offset = (byte_enable & -byte_enable).bit_length() - 1
-        size = byte_enable.bit_count()
+        offset = _LANE_OFFSETS[byte_enable]
+        size = _LANE_COUNTS[byte_enable]
         lane_mask = _LANE_MASKS[byte_enable]
         if fmt in _MEMORY_WRITES:  # posted: no completion, and nothing to report if it goes nowhere
             self.completion = None
-            if self._link_up():
+            if self.link.up:
                 hit = self.topology.route_memory(addr + offset, size)
                 if not isinstance(hit, str) and self.topology.function is not None:
                     lanes = (value & lane_mask).to_bytes(_DWORD_BYTES, "little")
@@ -138,7 +146,7 @@ class TlpEngine:
             return
         byte_count = size if fmt in _MEMORY_READS else _CONFIG_BYTE_COUNT
         fault = self._next_tlp_fault()
-        if not self._link_up():
+        if not self.link.up:
             self._complete(0, CplStatus.SC, byte_count, RetStatus.TIMEOUT)
         elif fault is not None and fault.kind is FaultKind.RET_STATUS:
             self._complete(0, CplStatus.SC, byte_count, RetStatus(fault.status))
@@ -188,21 +196,21 @@ class TlpEngine:
         return self.completion
 
     # --- streams (called by the device front when the paired bulk moves bytes) ---
-    def stream_write(self, arm: Arm, offset: int, data: np.ndarray, packet_bytes: int) -> None:
+    def stream_write(self, arm: Arm, offset: int, data: memoryview, packet_bytes: int) -> None:
         """Bytes of a mode-1 stream go out as posted writes; they vanish if nothing is behind the address."""
-        if data.size:
-            tail = data[-min(packet_bytes, data.size) :]
-            start = int(Xdata.BULK_OUT_LANDING)
-            self.memory.xdata[start : start + tail.size] = tail
-        if not self._link_up() or not data.size:
+        nbytes = data.nbytes
+        if nbytes:
+            tail = min(packet_bytes, nbytes)
+            self.memory.xdata.data[_BULK_OUT_LANDING : _BULK_OUT_LANDING + tail] = data[nbytes - tail :]
+        if not nbytes or not self.link.up:
             return
-        hit = self.topology.route_memory(arm.pcie_addr + offset, data.size)
+        hit = self.topology.route_memory(arm.pcie_addr + offset, nbytes)
         if not isinstance(hit, str) and self.topology.function is not None:
             self.topology.function.mmio_write(hit[0], hit[1], data.tobytes())
 
     def stream_readable(self, arm: Arm) -> bool:
         """Whether the whole range of a mode-2 stream has a completer (otherwise its bulk IN never completes)."""
-        return self._link_up() and not isinstance(self.topology.route_memory(arm.pcie_addr, arm.nbytes), str)
+        return self.link.up and not isinstance(self.topology.route_memory(arm.pcie_addr, arm.nbytes), str)
 
     def stream_read(self, arm: Arm, offset: int, nbytes: int) -> bytes:
         """The next ``nbytes`` of a mode-2 stream."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
@@ -31,38 +31,59 @@ class UsbStatus(Enum):
 _COMPLETED: Final = UsbStatus.COMPLETED  # an Enum class attribute lookup goes through the metaclass
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(eq=False, slots=True, init=False)
 class Urb:
     """One transfer: control (``setup`` = bmRequestType, bRequest, wValue, wIndex) or bulk on ``endpoint``.
 
     ``length`` is wLength / the bulk length; ``payload`` the OUT bytes (read when they move). On completion
     ``status`` is set, ``data`` holds the IN bytes received (also a partial read) and ``actual_length`` the count.
+    The constructor takes the inputs; the other fields are the outcome and the front's bookkeeping.
     """
 
     endpoint: int
     length: int
     timeout_ns: int
-    setup: tuple[int, int, int, int] | None = None
-    payload: memoryview | None = None
-    on_complete: Callable[[Urb], None] | None = None
-    status: UsbStatus | None = None
-    data: bytes | bytearray = b""
-    actual_length: int = 0
-    message: str = ""
-    submitted_ns: int = 0
-    completed_ns: int = 0
-    _deadline: EventHandle | None = None
-    _moving: EventHandle | None = None
-    _arm: Arm | None = None
-    _started_ns: int = 0
-    _planned: int = 0
-    _limit: int | None = None  # a fault moves at most this many bytes (short write, partial timeout)
-    _stuck: bool = False  # the transfer will not complete: its deadline ends it
-    _fault: Fault | None = None
-    is_in: bool = field(init=False)
+    setup: tuple[int, int, int, int] | None
+    payload: memoryview | None
+    on_complete: Callable[[Urb], None] | None
+    status: UsbStatus | None
+    data: bytes | bytearray
+    actual_length: int
+    message: str
+    submitted_ns: int
+    completed_ns: int
+    _deadline: EventHandle | None
+    _moving: EventHandle | None
+    _arm: Arm | None
+    _started_ns: int
+    _planned: int
+    _limit: int | None  # a fault moves at most this many bytes (short write, partial timeout)
+    _stuck: bool  # the transfer will not complete: its deadline ends it
+    _fault: Fault | None
+    is_in: bool
 
-    def __post_init__(self) -> None:
-        self.is_in = bool(self.setup[0] & _DIRECTION_IN) if self.setup is not None else self.endpoint == BULK_IN_EP
+    def __init__(
+        self,
+        endpoint: int,
+        length: int,
+        timeout_ns: int,
+        setup: tuple[int, int, int, int] | None = None,
+        payload: memoryview | None = None,
+        on_complete: Callable[[Urb], None] | None = None,
+    ) -> None:
+        # hot: one per transfer; a hand-written constructor costs less than the generated one and __post_init__
+        self.endpoint = endpoint
+        self.length = length
+        self.timeout_ns = timeout_ns
+        self.setup = setup
+        self.payload = payload
+        self.on_complete = on_complete
+        self.status = self._deadline = self._moving = self._arm = self._limit = self._fault = None
+        self.data = b""
+        self.actual_length = self.submitted_ns = self.completed_ns = self._started_ns = self._planned = 0
+        self.message = ""
+        self._stuck = False
+        self.is_in = setup[0] & _DIRECTION_IN != 0 if setup is not None else endpoint == BULK_IN_EP
 
     def error(self) -> UsbError | None:
         """The emulator error a synchronous call raises for this outcome (``None`` when completed)."""

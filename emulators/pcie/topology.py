@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from tinyhil.emulators.pcie.config import latest_generation
+from tinyhil.emulators.pcie.config import GENERATION
 from tinyhil.emulators.pcie.protocols import PcieFunction
 from tinyhil.emulators.pcie.type1 import Type1Config
 from tinyhil.spec.asm24 import GPU_BUS
@@ -27,6 +27,7 @@ BRIDGE_DEVICE_ID: Final = 0x2464
 BRIDGE_COUNT: Final = GPU_BUS  # buses 0-3 are bridges
 
 
+_ADDRESS_LIMIT: Final = (1 << 64) - 1  # the last byte of the 64-bit PCIe memory space
 _ROUTE_CACHE_ENTRIES: Final = 4096  # distinct ranges remembered per routing state, each direction
 
 
@@ -52,7 +53,7 @@ class PcieTopology:
         self._upstream_key = -1
         self._upstream_ok: set[tuple[int, int]] = set()
         self._downstream_key = -1
-        self._downstream: tuple[list[list[tuple[int, int]]], list[tuple[int, int, int]]] = ([], [])
+        self._downstream: list[tuple[int, int, int, int]] = []
 
     def reset(self) -> None:
         """Fundamental reset of the bridges' config spaces (the endpoint keeps its own state)."""
@@ -86,28 +87,36 @@ class PcieTopology:
         """Route a memory request from the TLP engine down the chain: ``(bar, offset)`` or why it is UR.
 
         Every TLP and stream asks this, at ever-changing addresses (ring writes), so the bridges' windows and the
-        endpoint's decoding BARs are read once per routing state and the check runs on those numbers."""
-        key = self._routing_key()
+        endpoint's decoding BARs are combined into cells once per routing state and the check runs on those."""
+        key = GENERATION[0]  # any config change anywhere invalidates the routing caches
         if key != self._downstream_key:
-            function = self.function
-            bars = function.config.decoding_bars() if function is not None else []
             self._downstream_key = key
-            self._downstream = ([bridge.downstream_windows() for bridge in self.bridges], bars)
-        windows, bars = self._downstream
-        end = addr + nbytes
-        for bridge in windows:  # plain loops: generator expressions cost more than the checks here
-            for base, limit in bridge:
-                if base <= addr and end - 1 <= limit:
-                    break
-            else:
-                return self._route_memory(addr, nbytes)  # refused: the full walk says why
-        for index, base, size in bars:
-            if base <= addr and end <= base + size:
+            self._downstream = self._downstream_cells()
+        last = addr + nbytes - 1
+        for low, high, index, base in self._downstream:  # plain loops: generator expressions cost more
+            if low <= addr and last <= high:
                 return index, addr - base
-        return self._route_memory(addr, nbytes)
+        return self._route_memory(addr, nbytes)  # refused: the full walk says why
 
-    def _routing_key(self) -> int:
-        return latest_generation()  # any config change anywhere invalidates the routing caches
+    def _downstream_cells(self) -> list[tuple[int, int, int, int]]:
+        """``(low, high, bar, bar base)`` per BAR (in BAR order) and choice of one window per bridge.
+
+        A request ``[addr, last]`` passes the chosen windows into the BAR iff ``low <= addr and last <= high`` (the
+        largest base and the smallest inclusive limit), so the first cell holding a request names the BAR the full
+        walk would find, and no cell holding it means the walk refuses it.
+        """
+        paths = [(0, _ADDRESS_LIMIT)]  # (largest base, smallest limit) over the windows chosen so far
+        for bridge in self.bridges:
+            windows = bridge.downstream_windows()
+            paths = [(max(low, base), min(high, limit)) for low, high in paths for base, limit in windows]
+        function = self.function
+        cells = []
+        for index, bar_base, size in function.config.decoding_bars() if function is not None else []:
+            for low, high in paths:
+                low, high = max(low, bar_base), min(high, bar_base + size - 1)
+                if low <= high + 1:  # otherwise no request, not even an empty one, fits
+                    cells.append((low, high, index, bar_base))
+        return cells
 
     def _route_memory(self, addr: int, nbytes: int) -> tuple[int, int] | str:
         for index, bridge in enumerate(self.bridges):
@@ -129,7 +138,7 @@ class PcieTopology:
 
         Every DMA asks this, so the answer for a range is cached until a config space on the path changes.
         """
-        key = latest_generation()  # hot: every GPU DMA (the _routing_key call inlined)
+        key = GENERATION[0]  # hot: every GPU DMA
         if key != self._upstream_key:
             self._upstream_key, self._upstream_ok = key, set()
         if (addr, nbytes) in self._upstream_ok:
