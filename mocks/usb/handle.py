@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
 
 import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 
-from tinyhil.emulators.asm2464 import UNBOUNDED_WAIT_NS, Urb, UsbError
+from tinyhil.emulators.asm2464 import Urb, UsbError
 from tinyhil.emulators.asm2464.front import CONTROL_EP, StandardRequest
 from tinyhil.errors import StateError
-from tinyhil.mocks.usb._errors import NS_PER_MS, TIMEOUT_MAX_MS, invalid_param, timeout_ns, usb1_error
+from tinyhil.mocks.usb._errors import invalid_param, timeout_ns, usb1_error
 from tinyhil.mocks.usb.transfer import EmulatedUsbTransfer
 from tinyhil.spec.asm24 import BULK_IN_EP, BULK_OUT_EP
 
@@ -80,6 +80,12 @@ class EmulatedUsbDeviceHandle:
         self._closed = False
 
     # --- plumbing shared with transfers ---
+    def _run(self, urb: Urb) -> Urb:
+        try:
+            return self._bridge.front.transfer(urb)
+        except UsbError as error:
+            raise usb1_error(error, is_in=urb.is_in) from None
+
     def _cancel_transfer(self, urb: Urb) -> None:
         self._bridge.front.cancel(urb)
 
@@ -90,10 +96,7 @@ class EmulatedUsbDeviceHandle:
             _check_field("request", request, _U8)
             _check_field("value", value, _U16)
             _check_field("index", index, _U16)
-        if type(timeout) is int and 0 <= timeout <= TIMEOUT_MAX_MS:  # hot: timeout_ns's fast path, without the call
-            deadline_ns = timeout * NS_PER_MS or UNBOUNDED_WAIT_NS
-        else:
-            deadline_ns = timeout_ns(timeout)
+        deadline_ns = timeout_ns(timeout)
         if isinstance(data, int):
             _check_length(data)
             if data > _U16:
@@ -104,10 +107,7 @@ class EmulatedUsbDeviceHandle:
             if len(payload) > _U16:
                 raise invalid_param(f"control data of {len(payload)} bytes, expected at most 0xffff")
             urb = Urb(CONTROL_EP, len(payload), deadline_ns, (request_type, request, value, index), payload)
-        try:  # hot: the transfer, inline in each synchronous call
-            return self._bridge.front.transfer(urb)
-        except UsbError as error:
-            raise usb1_error(error, is_in=urb.is_in) from None
+        return self._run(urb)
 
     # --- usb1.USBDeviceHandle ---
     @_requires_open
@@ -192,15 +192,7 @@ class EmulatedUsbDeviceHandle:
         if isinstance(data, int):
             raise TypeError("data=int, expected a bytes-like object to send")
         view = memoryview(data).cast("B")
-        if type(timeout) is int and 0 <= timeout <= TIMEOUT_MAX_MS:  # hot: timeout_ns's fast path, without the call
-            deadline_ns = timeout * NS_PER_MS or UNBOUNDED_WAIT_NS
-        else:
-            deadline_ns = timeout_ns(timeout)
-        urb = Urb(endpoint, len(view), deadline_ns, payload=view)
-        try:  # hot: the transfer, inline in each synchronous call
-            return self._bridge.front.transfer(urb).actual_length
-        except UsbError as error:
-            raise usb1_error(error, is_in=urb.is_in) from None
+        return self._run(Urb(endpoint, len(view), timeout_ns(timeout), payload=view)).actual_length
 
     def bulkRead(self, endpoint: int, length: int, timeout: int = 0) -> bytearray:
         """Synchronous bulk read; returns the bytes received."""
@@ -210,15 +202,7 @@ class EmulatedUsbDeviceHandle:
             endpoint = self._bulk_endpoint(endpoint | _DIR_MASK, BULK_IN_EP)
         if type(length) is not int or length < 0:
             _check_length(length)
-        if type(timeout) is int and 0 <= timeout <= TIMEOUT_MAX_MS:  # hot: timeout_ns's fast path, without the call
-            deadline_ns = timeout * NS_PER_MS or UNBOUNDED_WAIT_NS
-        else:
-            deadline_ns = timeout_ns(timeout)
-        urb = Urb(endpoint, length, deadline_ns)
-        try:  # hot: the transfer, inline in each synchronous call
-            data = self._bridge.front.transfer(urb).data
-        except UsbError as error:
-            raise usb1_error(error, is_in=urb.is_in) from None
+        data = self._run(Urb(endpoint, length, timeout_ns(timeout))).data
         return data if type(data) is bytearray else bytearray(data)  # usb1 returns a bytearray the caller owns
 
     @_requires_open

@@ -7,10 +7,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 
-from tinyhil.emulators.asm2464 import UNBOUNDED_WAIT_NS, Urb, UsbStatus
+from tinyhil.emulators.asm2464 import Urb, UsbStatus
 from tinyhil.emulators.asm2464.front import CONTROL_EP
 from tinyhil.errors import StateError
-from tinyhil.mocks.usb._errors import NS_PER_MS, STATUS_TO_USB1, TIMEOUT_MAX_MS, invalid_param, timeout_ns
+from tinyhil.mocks.usb._errors import STATUS_TO_USB1, invalid_param, timeout_ns
 
 if TYPE_CHECKING:
     from tinyhil.mocks.usb.handle import EmulatedUsbDeviceHandle
@@ -106,10 +106,7 @@ class EmulatedUsbTransfer:
         """Set up a bulk transfer (OUT: a buffer to send; IN: a length or a writable buffer to fill)."""
         if self._submitted or self._doomed:
             self._check_alterable()
-        if type(timeout) is int and 0 <= timeout <= TIMEOUT_MAX_MS:  # hot: timeout_ns's fast path, without the call
-            deadline_ns = timeout * NS_PER_MS or UNBOUNDED_WAIT_NS
-        else:
-            deadline_ns = timeout_ns(timeout)
+        deadline_ns = timeout_ns(timeout)
         self._timeout = timeout
         if type(buffer_or_len) is memoryview and not buffer_or_len.readonly:  # hot: _buffer's rule, without a call
             self._buffer = buffer_or_len.cast("B")
@@ -135,10 +132,7 @@ class EmulatedUsbTransfer:
         """Set up a control transfer (the direction comes from bit 7 of ``request_type``)."""
         if self._submitted or self._doomed:
             self._check_alterable()
-        if type(timeout) is int and 0 <= timeout <= TIMEOUT_MAX_MS:  # hot: timeout_ns's fast path, without the call
-            deadline_ns = timeout * NS_PER_MS or UNBOUNDED_WAIT_NS
-        else:
-            deadline_ns = timeout_ns(timeout)
+        deadline_ns = timeout_ns(timeout)
         # hot: plain ints in range skip the per-field checks (which also accept bools and IntEnums, as ctypes does)
         if not (
             type(request_type) is type(request) is type(value) is type(index) is int

@@ -92,16 +92,8 @@ class TransferPool:
     # --- submission ---
     def submit_bulk(self, endpoint: int, view: memoryview, keepalive: object, timeout: int) -> int:
         """Submit a bulk OUT of ``view`` (not copied when writable); returns its tag."""
-        free, tag2slot = self._free, self._tag2slot
-        if free and len(tag2slot) < self._max_in_flight:  # hot: a pooled transfer (_take, without the call)
-            slot = free.popleft()
-            slot.tag = tag = self._next_tag
-            self._next_tag = tag + 1
-            slot.done = False
-            tag2slot[tag] = slot
-        else:
-            slot = self._take()
-            tag = slot.tag
+        slot = self._take()
+        tag = slot.tag
         slot.keepalive = keepalive
         slot.bulk_endpoint = endpoint
         slot.expected = len(view)
@@ -125,16 +117,8 @@ class TransferPool:
         timeout: int,
     ) -> tuple[int, bytearray | None]:
         """Submit a control transfer (OUT with a data view, IN with a length); returns the tag and the IN buffer."""
-        free, tag2slot = self._free, self._tag2slot
-        if free and len(tag2slot) < self._max_in_flight:  # hot: a pooled transfer (_take, without the call)
-            slot = free.popleft()
-            slot.tag = tag = self._next_tag
-            self._next_tag = tag + 1
-            slot.done = False
-            tag2slot[tag] = slot
-        else:
-            slot = self._take()
-            tag = slot.tag
+        slot = self._take()
+        tag = slot.tag
         slot.keepalive = data_or_len
         slot.bulk_endpoint = None
         slot.setup = (request, value, index)

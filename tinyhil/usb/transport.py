@@ -130,14 +130,7 @@ class Usb3Transport:
         """
         if self._state is not _OPEN:
             raise not_open(self, "control_write", self._state)
-        if not (  # hot: plain ints in range (IntEnum members and anything else take the checked path)
-            type(request) is type(value) is type(index) is type(timeout) is int
-            and 0 <= request <= U8_MAX
-            and 0 <= value <= U16_MAX
-            and 0 <= index <= U16_MAX
-            and timeout >= 1
-        ):
-            request, value, index = self._check_control(request, value, index, timeout)
+        request, value, index = self._check_control(request, value, index, timeout)
         payload = data if type(data) is bytes else _check_payload("data", data, allow_empty=True)
         if len(payload) > U16_MAX:
             raise InvalidArgument(f"data of {len(payload):#x} bytes, expected at most {U16_MAX:#x} (wLength)")
@@ -156,14 +149,7 @@ class Usb3Transport:
         """
         if self._state is not _OPEN:
             raise not_open(self, "control_read", self._state)
-        if not (  # hot: plain ints in range
-            type(request) is type(value) is type(index) is type(timeout) is int
-            and 0 <= request <= U8_MAX
-            and 0 <= value <= U16_MAX
-            and 0 <= index <= U16_MAX
-            and timeout >= 1
-        ):
-            request, value, index = self._check_control(request, value, index, timeout)
+        request, value, index = self._check_control(request, value, index, timeout)
         if type(length) is not int or not 1 <= length <= U16_MAX:
             check_int("length", length, min_value=1, max_value=U16_MAX)
         data = self._handle.controlRead(REQUEST_TYPE_IN, request, value, index, length, timeout)
@@ -229,14 +215,7 @@ class Usb3Transport:
         """Submit a vendor control OUT; returns its tag (reap it with :meth:`bulk_wait`)."""
         if self._state is not _OPEN:
             raise not_open(self, "control_write_async", self._state)
-        if not (  # hot: plain ints in range
-            type(request) is type(value) is type(index) is type(timeout) is int
-            and 0 <= request <= U8_MAX
-            and 0 <= value <= U16_MAX
-            and 0 <= index <= U16_MAX
-            and timeout >= 1
-        ):
-            request, value, index = self._check_control(request, value, index, timeout)
+        request, value, index = self._check_control(request, value, index, timeout)
         payload = data if type(data) is bytes else _check_payload("data", data, allow_empty=True)
         if len(payload) > U16_MAX:
             raise InvalidArgument(f"data of {len(payload):#x} bytes, expected at most {U16_MAX:#x} (wLength)")
@@ -252,14 +231,7 @@ class Usb3Transport:
         """
         if self._state is not _OPEN:
             raise not_open(self, "control_read_async", self._state)
-        if not (  # hot: plain ints in range
-            type(request) is type(value) is type(index) is type(timeout) is int
-            and 0 <= request <= U8_MAX
-            and 0 <= value <= U16_MAX
-            and 0 <= index <= U16_MAX
-            and timeout >= 1
-        ):
-            request, value, index = self._check_control(request, value, index, timeout)
+        request, value, index = self._check_control(request, value, index, timeout)
         if type(length) is not int or not 1 <= length <= U16_MAX:
             check_int("length", length, min_value=1, max_value=U16_MAX)
         tag, buffer = self._pool.submit_control(REQUEST_TYPE_IN, request, value, index, length, timeout)
@@ -346,8 +318,18 @@ class Usb3Transport:
 
     def _check_control(self, request: object, value: object, index: object, timeout: object) -> tuple[int, int, int]:
         """The request fields as plain ints (IntEnum members become ints), or InvalidArgument naming the bad one."""
-        # hot: one expression for the common case (every vendor request of a copy loop passes here); the fields may
-        # be IntEnum members (Request, TlpMode), which go on as plain ints
+        if (  # hot: plain ints in range, as a copy loop sends them
+            type(request) is int
+            and type(value) is int
+            and type(index) is int
+            and type(timeout) is int
+            and 0 <= request <= U8_MAX
+            and 0 <= value <= U16_MAX
+            and 0 <= index <= U16_MAX
+            and timeout >= 1
+        ):
+            return request, value, index
+        # The fields may be IntEnum members (Request, TlpMode), which go on as plain ints.
         if (
             type(timeout) is int
             and timeout >= 1
