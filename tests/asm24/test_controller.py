@@ -13,7 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinyhil.asm24 import Asm24Controller, PcieError
-from tinyhil.asm24.tlp import lane_offset
+from tinyhil.asm24.controller import SINGLE_TLP_MAX_BYTES
+from tinyhil.asm24.stream import plan_mem_access
+from tinyhil.asm24.tlp import encode_tlp, lane_offset
 from tinyhil.errors import DeviceTimeout, InvalidArgument
 from tinyhil.spec.asm24 import CplStatus, FmtType, RetStatus
 from tinyhil.usb import Usb3Transport
@@ -257,6 +259,30 @@ def test_memory_round_trips_at_any_alignment(
             start += lane
             end = start + nbytes
         assert bool(value & 0x20) == (end > 1 << 32), "64-bit TLPs exactly for pieces reaching above 4 GB"
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(base=st.sampled_from([MEM, HIGH]), offset=st.integers(0, 0xF000), size=st.integers(1, 2100), data=st.data())
+def test_memory_writes_send_what_the_reference_encoder_builds(
+    usb_fake: ModuleType, bridge_fake: ModuleType, base: int, offset: int, size: int, data: st.DataObject
+) -> None:
+    """pcie_mem_write encodes its requests itself (cached per lane and size, on every ring write and doorbell): they
+    must be exactly what plan_mem_access + encode_tlp (pcie_request's encoder) build for the same write."""
+    bridge = bridge_fake.FakeBridge()
+    handle = usb_fake.ScriptedHandle(bridge)
+    controller = Asm24Controller(Usb3Transport(handle, usb_fake.ScriptedContext(handle)), stream_chunk_bytes=1024)
+    payload = data.draw(st.binary(min_size=size, max_size=size))
+    controller.pcie_mem_write(base + offset, payload)
+    expected = []
+    for piece in plan_mem_access(base + offset, size, stream_chunk_bytes=1024, single_max_bytes=SINGLE_TLP_MAX_BYTES):
+        fmt_type = piece.fmt_type(write=True)
+        if piece.stream:
+            expected.append(_tlp(fmt_type, 0xF, 1, piece.address & 0xFFFF_FFFF, piece.address >> 32, piece.size // 4))
+        else:
+            value = int.from_bytes(payload[piece.offset : piece.offset + piece.size], "little")
+            wvalue, raw = encode_tlp(fmt_type, piece.address, piece.size, value)
+            expected.append((OUT, 0xF0, wvalue, 0, raw))
+    assert handle.requests(("control_out",)) == expected
 
 
 def test_power_and_link(usb_fake: ModuleType, bridge: Any) -> None:
