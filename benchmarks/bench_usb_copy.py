@@ -6,8 +6,9 @@ and the copyin's peak extra resident memory.
 The emulated side is the whole USB device runtime over MockUSB3: copyin stages each chunk's wire image (payload,
 pad, sentinel), arms the 0xF2 engine and reads the fence in one batch, sends the bulk OUT, and the emulated GPU's
 SDMA polls the sentinel and copies the window into VRAM; copyout_into arms a device-to-host transfer, the SDMA copies
-VRAM into SRAM and releases the bulk IN, and the bytes land in the caller's preallocated array. Three copies per byte
-(staging, landing, SDMA; for copyout: SDMA, bulk IN, caller) put the ceiling near 0.33. The numpy side is
+VRAM into SRAM and releases the bulk IN, and the bulk IN (an asynchronous transfer on the caller's preallocated array,
+as libusb does it) lands the bytes there. Three copies per byte for copyin (staging, landing, SDMA) put its ceiling near
+0.33; copyout needs two (SDMA, bulk IN). The numpy side is
 ``numpy.copyto`` into a preallocated, touched array; each side is the best of ``--repeats`` interleaved rounds.
 Issue 5 asks for >= 0.2 each way.
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from tinyhil.errors import InvalidArgument
 
-__all__ = ["as_readonly_bytes", "check_int", "check_range"]
+__all__ = ["as_readonly_bytes", "as_writable_bytes", "check_int", "check_range"]
 
 
 def check_int(name: str, value: Any, *, min_value: int | None = None, max_value: int | None = None) -> int:
@@ -43,4 +43,17 @@ def as_readonly_bytes(name: str, data: Any) -> memoryview:
         raise InvalidArgument(f"{name}={type(data).__name__} object, expected a bytes-like object") from None
     if not view.c_contiguous:
         raise InvalidArgument(f"{name} is a non-contiguous buffer, expected a C-contiguous bytes-like object")
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+
+
+def as_writable_bytes(name: str, data: Any) -> memoryview:
+    """View a writable bytes-like object (bytearray, writable memoryview, numpy array) as flat unsigned bytes."""
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise InvalidArgument(f"{name}={type(data).__name__} object, expected a writable bytes-like buffer") from None
+    if view.readonly:
+        raise InvalidArgument(f"{name} is read-only, expected a writable bytes-like buffer (bytearray, numpy array)")
+    if not view.c_contiguous:
+        raise InvalidArgument(f"{name} is a non-contiguous buffer, expected a C-contiguous writable buffer")
     return view.cast("B") if view.format != "B" or view.ndim != 1 else view

@@ -457,7 +457,15 @@ class UsbFront:
         engine = bridge.engine
         offset = arm.done
         if urb.is_in:
-            urb.data = engine.read_in(arm, moved) if arm.kind is _SRAM else bridge.tlp.stream_read(arm, offset, moved)
+            into = urb.into
+            if arm.kind is _SRAM:
+                urb.data = engine.read_in(arm, moved, into)
+            elif into is None:
+                urb.data = bridge.tlp.stream_read(arm, offset, moved)
+            else:  # the host's buffer: the bytes go there, data views them
+                view = memoryview(into)[:moved]
+                view[:] = bridge.tlp.stream_read(arm, offset, moved)
+                urb.data = view
         else:
             assert urb.payload is not None
             data = urb.payload[:moved]  # hot: a memoryview slice, no numpy array per bulk

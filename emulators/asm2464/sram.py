@@ -155,10 +155,15 @@ class SramEngine:
         if arm.kind is _SRAM:
             self.inflight -= 1
 
-    def read_in(self, arm: Arm, nbytes: int) -> bytearray:
-        """The next ``nbytes`` of a device-to-host SRAM transfer (a fresh copy: the host owns it)."""
+    def read_in(self, arm: Arm, nbytes: int, into: memoryview | bytearray | None = None) -> bytearray | memoryview:
+        """The next ``nbytes`` of a device-to-host SRAM transfer: a fresh copy the host owns, or copied into the first
+        ``nbytes`` of ``into`` (the host's buffer) and returned as a view of them."""
         start = arm.sram_offset + arm.done
-        return bytearray(self.memory.sram.data[start : start + nbytes])
+        if into is None:
+            return bytearray(self.memory.sram.data[start : start + nbytes])
+        view = memoryview(into)[:nbytes]
+        view[:] = self.memory.sram.data[start : start + nbytes]
+        return view
 
     def land(self, arm: Arm, offset: int, data: memoryview, *, whole_transfer: bool) -> None:
         """Bytes of a bulk OUT land in SRAM, in order; the endpoint is told; quirk 1 applies to whole transfers."""

@@ -37,7 +37,9 @@ class Urb:
 
     ``length`` is wLength / the bulk length; ``payload`` the OUT bytes (read when they move). On completion
     ``status`` is set, ``data`` holds the IN bytes received (also a partial read) and ``actual_length`` the count.
-    The constructor takes the inputs; the other fields are the outcome and the front's bookkeeping.
+    The constructor takes the inputs; the other fields are the outcome and the front's bookkeeping. An IN transfer
+    may name ``into``, the buffer its bytes belong in (an asynchronous libusb transfer on the caller's buffer): the
+    front then delivers them there, and ``data`` is a view of them.
     """
 
     endpoint: int
@@ -45,9 +47,10 @@ class Urb:
     timeout_ns: int
     setup: tuple[int, int, int, int] | None
     payload: memoryview | None
+    into: memoryview | bytearray | None
     on_complete: Callable[[Urb], None] | None
     status: UsbStatus | None
-    data: bytes | bytearray
+    data: bytes | bytearray | memoryview
     actual_length: int
     message: str
     submitted_ns: int
@@ -70,6 +73,7 @@ class Urb:
         setup: tuple[int, int, int, int] | None = None,
         payload: memoryview | None = None,
         on_complete: Callable[[Urb], None] | None = None,
+        into: memoryview | bytearray | None = None,
     ) -> None:
         # hot: one per transfer; a hand-written constructor costs less than the generated one and __post_init__
         self.endpoint = endpoint
@@ -78,6 +82,7 @@ class Urb:
         self.setup = setup
         self.payload = payload
         self.on_complete = on_complete
+        self.into = into
         self.status = self._deadline = self._moving = self._arm = self._limit = self._fault = None
         self.data = b""
         self.actual_length = self.submitted_ns = self.completed_ns = self._started_ns = self._planned = 0

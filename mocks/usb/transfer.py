@@ -179,16 +179,24 @@ class EmulatedUsbTransfer:
             raise usb1.DoomedTransferError("Cannot submit doomed transfer")
         buffer, setup, endpoint = self._buffer, self._setup, self._endpoint
         # An OUT payload is a view of the buffer (the buffer itself when it is one), read when the transfer moves.
+        # A bulk IN fills the buffer in place, as libusb does (a control IN's buffer sits behind its setup bytes).
+        into = None
         if (endpoint if setup is None else setup[0]) & _DIR_MASK:
             payload = None
+            if setup is None:
+                into = buffer
         else:
             payload = buffer if type(buffer) is memoryview else memoryview(buffer)
-        urb = Urb(endpoint, len(buffer), self._deadline_ns, setup, payload)
+        urb = Urb(endpoint, len(buffer), self._deadline_ns, setup, payload, into=into)
         handle = self._handle  # hot: the handle's side of a submit, without a call
         if handle._closed:
             raise StateError("EmulatedUsbTransfer.submit: the handle is closed, expected an open one")
         handle._inflight.add(self)
-        handle._context._submit(handle._bridge, self, urb)
+        try:
+            handle._context._submit(handle._bridge, self, urb)
+        except BaseException:  # not submitted after all (an emulator event raised): closing must not wait for it
+            handle._inflight.discard(self)
+            raise
         self._urb, self._submitted = urb, True
 
     def _completed(self) -> None:
@@ -201,7 +209,7 @@ class EmulatedUsbTransfer:
         self._status = _TRANSFER_COMPLETED if status is _USB_COMPLETED else STATUS_TO_USB1[status]
         self._actual_length = urb.actual_length
         data = urb.data
-        if data and urb.is_in:
+        if data and urb.is_in and urb.into is None:  # a bulk IN's bytes are already in the buffer (urb.into)
             self._buffer[: len(data)] = data
         self._handle._inflight.discard(self)  # hot: the handle's _transfer_done, without the call
         if self._callback is not None:

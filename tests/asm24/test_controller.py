@@ -114,6 +114,26 @@ def test_scsi_read_arms_device_to_host_then_reads(controller: Asm24Controller, h
     assert [c.kind for c in handle.calls[2:]] == ["control_out", "bulk_in"]
 
 
+@pytest.mark.parametrize("size", [512, 3 * 512, 1000], ids=["one-sector", "sectors", "padded"])
+def test_scsi_read_into_fills_the_buffer_with_what_scsi_read_returns(
+    controller: Asm24Controller, handle: Any, bridge: Any, size: int
+) -> None:
+    bridge.sram[0x4000 : 0x4000 + 2048] = bytes(range(256)) * 8
+    out = np.full(size + 2, 0xEE, dtype=np.uint8)
+    controller.scsi_read_into(out[1 : size + 1], slot_start=1)
+    assert out[1 : size + 1].tobytes() == controller.scsi_read(size, slot_start=1)
+    assert out[0] == out[-1] == 0xEE
+    first_read = next(c for c in handle.calls if c.kind == "bulk_in")
+    in_place = size % 512 == 0  # whole sectors: an asynchronous read into the buffer itself
+    assert (first_read.length, first_read.is_async) == (-(-size // 512) * 512, in_place)
+
+
+def test_scsi_read_into_refuses_a_read_only_buffer(controller: Asm24Controller, handle: Any) -> None:
+    with pytest.raises(InvalidArgument, match="out is read-only"):
+        controller.scsi_read_into(bytes(512))
+    assert handle.calls == []
+
+
 def test_single_tlp_read_and_posted_write(controller: Asm24Controller, handle: Any, bridge: Any) -> None:
     bridge.regions[MEM][0:4] = b"\x11\x22\x33\x44"
     assert controller.pcie_request(FmtType.MRD32, MEM + 2, size=2) == 0x4433

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import pytest
 
 from tinyhil.asm24 import Asm24Controller
@@ -37,3 +40,46 @@ def test_a_board_built_by_the_caller_is_used_as_is_and_board_options_with_it_are
         MockUSB3(bridge=Asm2464(), quirks=Quirks())
     with pytest.raises(InvalidArgument, match="mode"):
         MockUSB3(mode="fast")
+
+
+@pytest.mark.parametrize("mode", ["sync", "timed"])
+def test_a_bulk_in_into_a_callers_buffer_lands_in_place(mode: str) -> None:
+    """An asynchronous bulk IN on the caller's buffer (scsi_read_into): the emulated transfer fills that buffer where
+    it is, as libusb does, in both clock modes; a padded size goes through scsi_read and lands the same bytes."""
+    with MockUSB3(mode=mode) as usb:
+        sram = usb.bridge.memory.sram
+        sram[:4096] = np.arange(4096, dtype=np.uint32).astype(np.uint8)
+        controller = Asm24Controller(usb)
+
+        def read_released(into: Any) -> None:
+            controller.scsi_read_arm(len(into))
+            usb.kernel.schedule(1000, release)  # the GPU's completion-queue write, a microsecond later
+            controller.scsi_read_into(into, arm=False)
+
+        def release() -> None:  # what the bridge does on that write (the PCIe side is not brought up here)
+            usb.bridge.engine.released = True
+            usb.bridge.front.poke()
+
+        out = np.full(4096 + 2, 0xEE, dtype=np.uint8)
+        read_released(out[1:-1])
+        assert out[1:-1].tobytes() == sram[:4096].tobytes() and out[0] == out[-1] == 0xEE
+        padded = bytearray(1000)
+        read_released(padded)
+        assert padded == sram[:1000].tobytes()
+        assert usb.in_flight == ()
+
+
+def test_a_transfer_whose_emulated_run_raises_is_not_left_in_flight() -> None:
+    """A model event that raises during a synchronous submit ends the submit with that error; the transfer never
+    became in flight, so closing the transport returns (it used to pump forever waiting for it)."""
+
+    def broken() -> None:
+        raise RuntimeError("model bug")
+
+    usb = MockUSB3()
+    usb.kernel.schedule(0, broken)
+    with pytest.raises(RuntimeError, match="model bug"):
+        usb.control_write_async(0xE5, 0x5000, 0x12)
+    assert not usb._handle._inflight, "the failed submit left its transfer in flight: close() would pump forever"
+    usb.close()
+    assert usb.state.value == "closed"

@@ -84,12 +84,12 @@ class ScriptedTransfer:
 
     def setBulk(self, endpoint, buffer_or_len, callback=None, user_data=None, timeout=0):
         self._setup(callback)
-        if isinstance(buffer_or_len, int):
-            self._call = Call("bulk_in", length=buffer_or_len, endpoint=endpoint, timeout=timeout, is_async=True)
-            self._buffer = bytearray(buffer_or_len)
+        # usb1: the direction is bit 7 of the endpoint; an int is a length, a writable buffer is used in place
+        self._buffer = bytearray(buffer_or_len) if isinstance(buffer_or_len, int) else _reference_or_copy(buffer_or_len)
+        if endpoint & 0x80:
+            self._call = Call("bulk_in", length=len(self._buffer), endpoint=endpoint, timeout=timeout, is_async=True)
         else:
             self._call = Call("bulk_out", endpoint=endpoint, timeout=timeout, is_async=True)
-            self._buffer = _reference_or_copy(buffer_or_len)
 
     def setControl(self, request_type, request, value, index, buffer_or_len, callback=None, user_data=None, timeout=0):
         self._setup(callback)

@@ -71,6 +71,43 @@ def test_bulk_transfers_use_endpoints_0x02_and_0x81(usb_fake: ModuleType) -> Non
     assert (into.kind, into.endpoint, into.length, into.timeout) == ("bulk_in", 0x81, 3, 7)
 
 
+def test_bulk_read_into_fills_the_callers_buffer_in_place(usb_fake: ModuleType) -> None:
+    transport, handle = _transport(usb_fake, usb_fake.replies(b"abcdef"))
+    out = bytearray(b"xx" + bytes(6) + b"yy")
+    transport.bulk_read_into(memoryview(out)[2:8], timeout=9)
+    assert out == b"xxabcdefyy"  # the transfer's buffer was the caller's slice: neighbours untouched
+    (call,) = handle.calls
+    assert (call.kind, call.endpoint, call.length, call.timeout, call.is_async) == ("bulk_in", 0x81, 6, 9, True)
+    assert transport.in_flight == ()
+
+
+def test_bulk_read_into_raises_short_reads_and_timeouts(usb_fake: ModuleType) -> None:
+    transport, _ = _transport(usb_fake, usb_fake.replies(b"abc", usb_fake.timeout_error(512)))
+    with pytest.raises(ShortTransfer, match="moved 0x3 of 0x6 bytes"):
+        transport.bulk_read_into(bytearray(6))
+    with pytest.raises(usb1.USBErrorTimeout) as got:
+        transport.bulk_read_into(np.zeros(1024, dtype=np.uint8))
+    assert got.value.transferred == 512 and len(got.value.received) == 512
+    assert transport.in_flight == () and transport.latched_error is None
+
+
+@pytest.mark.parametrize(
+    ("buffer", "message"),
+    [
+        (b"abc", "read-only"),
+        (bytearray(), "buffer of 0 bytes"),
+        ("text", "buffer=str object, expected a writable bytes-like buffer"),
+        (np.zeros((4, 4), dtype=np.uint8)[:, 1], "non-contiguous"),
+    ],
+    ids=["read-only", "empty", "str", "strided"],
+)
+def test_bulk_read_into_refuses_what_it_cannot_fill(usb_fake: ModuleType, buffer: Any, message: str) -> None:
+    transport, handle = _transport(usb_fake, usb_fake.ok)
+    with pytest.raises(InvalidArgument, match=message):
+        transport.bulk_read_into(buffer)
+    assert handle.calls == []
+
+
 @pytest.mark.parametrize(
     "error",
     [
@@ -185,6 +222,7 @@ def test_bad_construction_is_rejected_before_claiming(
         ("control_read", (0xE4, 1)),
         ("bulk_write", (b"x",)),
         ("bulk_read", (1,)),
+        ("bulk_read_into", (bytearray(1),)),
         ("bulk_write_async", (b"x",)),
         ("control_write_async", (0xF3,)),
         ("control_read_async", (0xE4, 1)),

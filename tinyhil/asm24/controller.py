@@ -10,7 +10,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Final
 
-from tinyhil._check import as_readonly_bytes, check_int, check_range
+from tinyhil._check import as_readonly_bytes, as_writable_bytes, check_int, check_range
 from tinyhil.asm24.errors import PcieError
 from tinyhil.asm24.sram import SramArm, pad_to_sectors
 from tinyhil.asm24.stream import MemPiece, plan_mem_access
@@ -21,6 +21,7 @@ from tinyhil.spec.asm24 import (
     CPL_BYTES,
     LTSSM_L0,
     PCIE_POWER_ON,
+    SECTOR_BYTES,
     STREAM_PACKET_BYTES_USB2,
     STREAM_PACKET_BYTES_USB3,
     TLP_BYTE_ENABLE_ALL,
@@ -256,6 +257,23 @@ class Asm24Controller:
             del data[size:]  # drop the sector padding in place
             return data
         return bytearray(memoryview(data)[:size])
+
+    def scsi_read_into(self, out: Any, slot_start: int = 0, *, arm: bool = True, timeout: int | None = None) -> None:
+        """:meth:`scsi_read` of ``len(out)`` bytes into ``out`` (a writable flat buffer).
+
+        A whole number of sectors over an asynchronous transport (:class:`~tinyhil.usb.bridge_io.AsyncBridgeIO`) is
+        read straight into ``out``; anything else goes through :meth:`scsi_read` and one copy.
+        """
+        view = as_writable_bytes("out", out)
+        size = len(view)
+        read_into = getattr(self.transport, "bulk_read_into", None)
+        if read_into is None or size % SECTOR_BYTES or not size:
+            view[:] = self.scsi_read(size, slot_start, arm=arm, timeout=timeout)
+            return
+        _, value, index, wire_bytes = _sram_arm(size, slot_start, True)
+        if arm:
+            self.transport.control_write(_REQUEST_SRAM_ARM, value, index)
+        read_into(view, _bulk_timeout_ms(wire_bytes) if timeout is None else timeout)
 
     # --- PCIe TLPs (0xF0) ---
     def pcie_request(self, fmt_type: int, address: int, value: int | None = None, size: int = 4) -> int | None:

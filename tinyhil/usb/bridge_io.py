@@ -49,6 +49,9 @@ class AsyncBridgeIO(BridgeIO, Protocol):
     ) -> tuple[int, bytearray]:
         """Submit a vendor control IN; the buffer is filled once the tag is reaped."""
 
+    def bulk_read_into(self, buffer: Any, timeout: int = 1000) -> None:
+        """Bulk IN on 0x81 of exactly ``len(buffer)`` bytes into ``buffer`` (an asynchronous transfer, reaped)."""
+
     def bulk_wait(self, tag: int) -> None:
         """Pump events until ``tag`` completes; raises the oldest latched async failure once."""
 

@@ -31,6 +31,7 @@ from tinyhil.usb.seam import EventPump, TransferCallback, UsbHandle, UsbTransfer
 __all__ = ["TransferPool"]
 
 _COMPLETED: Final = _usb1.TRANSFER_COMPLETED
+_ENDPOINT_IN: Final = 0x80  # bit 7 of an endpoint address: device to host
 _PUMP_SLACK: Final = 16  # extra pump rounds beyond the transfer timeout (each completion may end one round early)
 
 
@@ -69,6 +70,8 @@ class _Slot:
     def what(self) -> str:
         """The submission in words, for error messages (formatted only when one is raised)."""
         if self.bulk_endpoint is not None:
+            if self.bulk_endpoint & _ENDPOINT_IN:
+                return f"async bulk IN of {self.expected:#x} bytes from endpoint {self.bulk_endpoint:#04x}"
             return f"async bulk OUT of {self.expected:#x} bytes to endpoint {self.bulk_endpoint:#04x}"
         request, value, index = self.setup
         direction = "IN" if self.result is not None else "OUT"
@@ -91,7 +94,8 @@ class TransferPool:
 
     # --- submission ---
     def submit_bulk(self, endpoint: int, view: memoryview, keepalive: object, timeout: int) -> int:
-        """Submit a bulk OUT of ``view`` (not copied when writable); returns its tag."""
+        """Submit a bulk transfer on ``endpoint`` over ``view``: OUT sends it (not copied when writable), IN fills it
+        in place (``view`` must be writable); returns its tag."""
         slot = self._take()
         tag = slot.tag
         slot.keepalive = keepalive
@@ -197,6 +201,8 @@ class TransferPool:
                 error.transferred = actual
                 if result is not None:
                     error.received = bytes(result[:actual])
+                elif slot.bulk_endpoint is not None and slot.bulk_endpoint & _ENDPOINT_IN:
+                    error.received = bytes(memoryview(transfer.getBuffer())[:actual])
             return cast(BaseException, error)
         if actual != expected:
             return ShortTransfer("bulk_wait", slot.what, expected, actual)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Final
 
-from tinyhil._check import as_readonly_bytes, check_int
+from tinyhil._check import as_readonly_bytes, as_writable_bytes, check_int
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.asm24 import BRIDGE_INTERFACE, BULK_IN_EP, BULK_OUT_EP, REQUEST_TYPE_IN, REQUEST_TYPE_OUT
 from tinyhil.usb import _usb1
@@ -190,6 +190,26 @@ class Usb3Transport:
         if len(data) != length:
             raise ShortTransfer("bulk_read", f"bulk IN from {BULK_IN_EP:#04x}", length, len(data))
         return data
+
+    def bulk_read_into(self, buffer: Any, timeout: int = DEFAULT_TIMEOUT_MS) -> None:
+        """Bulk IN on ``0x81`` of exactly ``len(buffer)`` bytes, straight into ``buffer`` (a writable flat buffer).
+
+        An asynchronous transfer on the caller's buffer, reaped before this returns: the bytes land where they belong,
+        without the copy out of the new buffer :meth:`bulk_read` (libusb's synchronous call) returns.
+
+        Raises:
+            InvalidArgument: ``buffer`` is not a writable, non-empty byte buffer.
+            usb1.USBError / ShortTransfer: as :meth:`bulk_wait` raises them (``USBErrorTimeout.received`` holds what
+                arrived).
+        """
+        if self._state is not _OPEN:
+            raise not_open(self, "bulk_read_into", self._state)
+        view = as_writable_bytes("buffer", buffer)
+        if not len(view):
+            raise InvalidArgument("buffer of 0 bytes, expected at least 1 byte")
+        if type(timeout) is not int or timeout < 1:
+            _check_timeout(timeout)
+        self._pool.wait(self._pool.submit_bulk(BULK_IN_EP, view, (buffer, view), timeout))
 
     # --- asynchronous ---
     def bulk_write_async(self, payload: Any, timeout: int = DEFAULT_ASYNC_TIMEOUT_MS) -> int:

@@ -352,7 +352,7 @@ class UsbCopy:
             size = min(COPYOUT_PIECE_BYTES, nbytes - offset)
             controller.scsi_read_arm(size, 0)
             sdma.submit(packets)
-            out[offset : offset + size] = controller.scsi_read(size, 0, arm=False)
+            controller.scsi_read_into(out[offset : offset + size], 0, arm=False)
 
     def _check_vram(self, name: str, va: int, nbytes: int) -> None:
         check_int(name, va, min_value=0)
