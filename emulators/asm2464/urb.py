@@ -72,8 +72,8 @@ class Urb:
         timeout_ns: int,
         setup: tuple[int, int, int, int] | None = None,
         payload: memoryview | None = None,
-        on_complete: Callable[[Urb], None] | None = None,
         into: memoryview | bytearray | None = None,
+        on_complete: Callable[[Urb], None] | None = None,
     ) -> None:
         # hot: one per transfer; a hand-written constructor costs less than the generated one and __post_init__
         self.endpoint = endpoint

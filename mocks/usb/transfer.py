@@ -187,7 +187,7 @@ class EmulatedUsbTransfer:
                 into = buffer
         else:
             payload = buffer if type(buffer) is memoryview else memoryview(buffer)
-        urb = Urb(endpoint, len(buffer), self._deadline_ns, setup, payload, into=into)
+        urb = Urb(endpoint, len(buffer), self._deadline_ns, setup, payload, into)
         handle = self._handle  # hot: the handle's side of a submit, without a call
         if handle._closed:
             raise StateError("EmulatedUsbTransfer.submit: the handle is closed, expected an open one")
