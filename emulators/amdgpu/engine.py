@@ -283,7 +283,7 @@ class RingEngine:
 
     def _packet_dwords(self, header: int, prefetched: Packet) -> int | None:
         """Decode ``header`` into ``_opcode``/``_sub_op``; the packet's size in dwords (None: more must arrive to tell).
-        ``prefetched``: the packet's first dwords (up to 16; fewer only when no more are available)."""
+        ``prefetched``: the packet's first dwords (up to 8; fewer only when no more are available)."""
         raise NotImplementedError
 
     # --- state ---

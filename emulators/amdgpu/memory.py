@@ -13,7 +13,7 @@ import numpy as np
 
 from tinyhil._check import as_readonly_bytes, check_int
 from tinyhil.errors import InvalidArgument, TinyHilError
-from tinyhil.spec.amdgpu import GPU_VA_LIMIT, PAGE_BYTES, SYS_APERTURE, SYS_APERTURE_BYTES
+from tinyhil.spec.amdgpu import GPU_VA_LIMIT, PAGE_BYTES, SYS_APERTURE, SYS_APERTURE_END
 
 from .errors import GpuMemoryFault
 
@@ -23,7 +23,6 @@ __all__ = ["GpuMemory", "HostSpan", "Mapping", "SystemBus"]
 _MAP_NORESERVE: Final = 0x4000 if sys.platform.startswith("linux") else 0
 # Exceptions a SystemBus raises for an address with nothing behind it; the GPU turns them into memory faults.
 _BUS_ERRORS: Final = (TinyHilError, ValueError, LookupError)
-_APERTURE_END: Final = SYS_APERTURE + SYS_APERTURE_BYTES  # hot: the aperture checks of every engine access
 
 
 _VIEW_CACHE_ENTRIES: Final = 1024  # rings and pointers of every queue, with room to spare
@@ -145,7 +144,7 @@ class GpuMemory:
             )
         if va + nbytes > GPU_VA_LIMIT:
             raise InvalidArgument(f"mapping {va:#x}+{nbytes:#x} ends past the GPU VA limit {GPU_VA_LIMIT:#x}")
-        if self.aperture_active and va < SYS_APERTURE + SYS_APERTURE_BYTES and va + nbytes > SYS_APERTURE:
+        if self.aperture_active and va < SYS_APERTURE_END and va + nbytes > SYS_APERTURE:
             raise InvalidArgument(f"mapping {va:#x}+{nbytes:#x} overlaps the system aperture at {SYS_APERTURE:#x}")
         index = bisect.bisect_right(self._starts, va)
         neighbours = self._mappings[max(index - 1, 0) : index + 1]
@@ -183,7 +182,7 @@ class GpuMemory:
     # --- the one translation function ---
     def in_system_aperture(self, va: int) -> bool:
         """Whether ``va`` is in the active system aperture (the bridge's memory, reached across PCIe)."""
-        return self.system_bus is not None and SYS_APERTURE <= va < _APERTURE_END
+        return self.system_bus is not None and SYS_APERTURE <= va < SYS_APERTURE_END
 
     def array(self, va: int, nbytes: int, dtype: str) -> np.ndarray | None:
         """A live numpy view of ``[va, va + nbytes)`` as ``dtype`` when the range lies in one mapping and is aligned
@@ -219,9 +218,9 @@ class GpuMemory:
         first, last_end, backing = self._last
         if first <= va and end <= last_end:  # the mapping of the last translation: the common case, no search
             return [(va, backing[va - first : end - first])]
-        if self.system_bus is not None and SYS_APERTURE <= va < _APERTURE_END:
-            if end > _APERTURE_END:
-                raise GpuMemoryFault(SYS_APERTURE + SYS_APERTURE_BYTES, end - SYS_APERTURE - SYS_APERTURE_BYTES)
+        if self.system_bus is not None and SYS_APERTURE <= va < SYS_APERTURE_END:
+            if end > SYS_APERTURE_END:
+                raise GpuMemoryFault(SYS_APERTURE_END, end - SYS_APERTURE_END)
             return [(va, None)]
         index = bisect.bisect_right(self._starts, va) - 1
         segments: list[_Segment] = []
@@ -243,7 +242,7 @@ class GpuMemory:
         Raises:
             GpuMemoryFault: ``va`` is unmapped or in the system aperture (host code cannot reach the bridge).
         """
-        if self.aperture_active and SYS_APERTURE <= va < SYS_APERTURE + SYS_APERTURE_BYTES:
+        if self.aperture_active and SYS_APERTURE <= va < SYS_APERTURE_END:
             raise GpuMemoryFault(va, 1, "kernels cannot access the system aperture")
         index = bisect.bisect_right(self._starts, va) - 1
         if index < 0 or va >= self._mappings[index].end:
@@ -304,7 +303,7 @@ class GpuMemory:
         """
         view = memoryview(data) if type(data) is bytes else as_readonly_bytes("data", data)  # hot: engine writes
         nbytes = view.nbytes
-        if self.system_bus is not None and SYS_APERTURE <= va < va + nbytes <= _APERTURE_END:
+        if self.system_bus is not None and SYS_APERTURE <= va < va + nbytes <= SYS_APERTURE_END:
             self._bus_write(va, view)  # hot: fences and completion entries into the bridge's memory
         else:
             self._scatter(self.translate(va, nbytes), view)
@@ -356,7 +355,7 @@ class GpuMemory:
         self.notify_written(va, nbytes)
 
     def read_u32(self, va: int) -> int:
-        if self.system_bus is not None and SYS_APERTURE <= va <= _APERTURE_END - 4:
+        if self.system_bus is not None and SYS_APERTURE <= va <= SYS_APERTURE_END - 4:
             return int.from_bytes(self._bus_read(va, 4), "little")  # hot: polls of the bridge's memory
         return int.from_bytes(self.read(va, 4), "little")
 

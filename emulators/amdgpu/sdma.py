@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar, Final
 
-from tinyhil.spec.amdgpu import POLL_RETRY_FOREVER, SYS_APERTURE, SYS_APERTURE_BYTES, ErrorCode, QueueKind
+from tinyhil.spec.amdgpu import POLL_RETRY_FOREVER, SYS_APERTURE, SYS_APERTURE_END, ErrorCode, QueueKind
 from tinyhil.spec.amdgpu_sdma import (
     SDMA_CONST_FILL_COUNT,
     SDMA_CONST_FILL_FILL_SIZE,
@@ -65,7 +65,6 @@ _MODELLED_FIXED_DWORDS: Final[dict[int, int]] = {
         SdmaOp.TIMESTAMP,
     )
 }
-_SYS_APERTURE_END: Final = SYS_APERTURE + SYS_APERTURE_BYTES
 
 
 def _addr(packet: Packet, lo: int) -> int:
@@ -143,7 +142,7 @@ class SdmaEngine(RingEngine):
         memory.copy(dst, src, nbytes)
         # memory.in_system_aperture(src) or (dst), inline (hot: every copy)
         system = memory.system_bus is not None and (
-            SYS_APERTURE <= src < _SYS_APERTURE_END or SYS_APERTURE <= dst < _SYS_APERTURE_END
+            SYS_APERTURE <= src < SYS_APERTURE_END or SYS_APERTURE <= dst < SYS_APERTURE_END
         )
         self.cost_ns += self.services.timing.transfer_ns(nbytes, system=system)
         return _DONE

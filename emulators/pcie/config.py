@@ -15,7 +15,7 @@ from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.pci import CONFIG_SPACE_BYTES, Command, Config, Status
 
-__all__ = ["GENERATION", "ConfigSpace", "latest_generation"]
+__all__ = ["GENERATION", "ConfigSpace"]
 
 _DWORD_MASK: Final = 0xFFFFFFFF
 _LANES: Final = 4
@@ -38,14 +38,9 @@ _STATUS_W1C: Final = int(
 _GENERATIONS: Final = itertools.count(1)
 
 
-# The newest generation handed out so far, as a one-item list: hot paths (every GPU DMA) read ``GENERATION[0]``, which
-# costs less than a call to latest_generation().
+# The newest generation handed out so far (``GENERATION[0]``; unchanged means no config space anywhere has changed),
+# a one-item list that hot paths (every GPU DMA) read without a call.
 GENERATION: Final = [0]
-
-
-def latest_generation() -> int:
-    """The newest generation handed out so far: unchanged means no config space anywhere has changed."""
-    return GENERATION[0]
 
 
 def _next_generation() -> int:

@@ -39,6 +39,7 @@ __all__ = [
     "SDMA_QUEUE_STRIDE",
     "SYS_APERTURE",
     "SYS_APERTURE_BYTES",
+    "SYS_APERTURE_END",
     "TIMESTAMP_HZ",
     "TIMESTAMP_PERIOD_NS",
     "Bar",
@@ -94,6 +95,7 @@ DEFAULT_VRAM_BYTES: Final = 256 << 20
 PAGE_BYTES: Final = 4096  # VA mappings are page-granular
 SYS_APERTURE: Final = 1 << 44  # GPU address SYS_APERTURE + pcie_addr reaches the bridge (USB path)
 SYS_APERTURE_BYTES: Final = 1 << 44  # model choice: the aperture spans PCIe addresses 0 .. 2**44 - 1
+SYS_APERTURE_END: Final = SYS_APERTURE + SYS_APERTURE_BYTES  # the first GPU address past the aperture
 GPU_VA_LIMIT: Final = 1 << 48  # 48-bit GPU virtual addresses (GC 9-11 VM)
 
 # --- Signals and timestamps (spec/amdgpu.md "Signals and timestamps") ---
