@@ -85,8 +85,8 @@ def test_one_server_serves_every_compiler_with_the_same_command(qemucc: QemuComp
     assert isinstance(twin.server, CompileServer)
 
 
-def test_the_null_qemucc_target_compiles_to_aarch64() -> None:
-    with open_target("NULL:QEMUCC:aarch64") as device:
+def test_the_null_qemucc_target_compiles_to_aarch64(qemucc_target: str) -> None:
+    with open_target(qemucc_target) as device:
         assert {"compile", "compile-only", "qemu-compiler"} <= device.capabilities | {"compile-only", "qemu-compiler"}
         program = device.compile(KERNEL.decode(), "scale")
         assert ELFFile(io.BytesIO(program.binary))["e_machine"] == "EM_AARCH64"

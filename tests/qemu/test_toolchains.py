@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,23 +36,59 @@ def test_qcomcl_is_unavailable_until_configured_and_says_how() -> None:
         open_target("NULL:QCOMCL:a630")
 
 
-@pytest.mark.parametrize(
-    ("prefix", "reason_of"),
-    [("TINYHIL_QCOMCL", qcomcl_unavailable_reason), ("TINYHIL_QEMUCC", qemucc_unavailable_reason)],
-)
-def test_a_pinned_rootfs_needs_its_digest_and_an_existing_file(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, prefix: str, reason_of: object
+PROBES = [("TINYHIL_QCOMCL", qcomcl_unavailable_reason), ("TINYHIL_QEMUCC", qemucc_unavailable_reason)]
+MISSING = "{tmp}/rootfs.tar"
+# Each unusable pinning, as (the variables set, the reason): the same with or without qemu on PATH.
+BAD_CONFIGURATIONS = [
+    ({"ROOTFS": MISSING}, "{p}_ROOTFS is set but {p}_ROOTFS_SHA256 is not: a rootfs must be pinned by its sha256"),
+    ({"ROOTFS_SHA256": "0" * 64}, "{p}_ROOTFS_SHA256 is set but {p}_ROOTFS is not: set {p}_ROOTFS to the rootfs "
+     "archive it pins"),
+    ({"ROOTFS": MISSING, "ROOTFS_SHA256": "0" * 64}, "{p}_ROOTFS='{tmp}/rootfs.tar': no such file"),
+]  # fmt: skip
+
+
+def _path_with(tmp_path: Path, *, qemu: bool) -> str:
+    """A PATH holding only a stand-in qemu-aarch64-static (when ``qemu``), so the probe's runner check is fixed."""
+    folder = tmp_path / "bin"
+    folder.mkdir(parents=True)
+    if qemu:
+        tool = folder / "qemu-aarch64-static"
+        tool.write_text("#!/bin/sh\nexit 0\n")
+        tool.chmod(0o755)
+    return str(folder)
+
+
+@pytest.mark.parametrize("qemu", [True, False], ids=["with-qemu", "without-qemu"])
+@pytest.mark.parametrize(("settings", "expected"), BAD_CONFIGURATIONS)
+@pytest.mark.parametrize(("prefix", "reason_of"), PROBES)
+def test_a_configuration_error_is_reported_whether_or_not_qemu_is_present(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    prefix: str,
+    reason_of: Callable[[], str | None],
+    settings: dict[str, str],
+    expected: str,
+    qemu: bool,
 ) -> None:
-    monkeypatch.setenv(f"{prefix}_ROOTFS", str(tmp_path / "rootfs.tar"))
-    assert reason_of() == (  # type: ignore[operator]
-        f"{prefix}_ROOTFS is set but {prefix}_ROOTFS_SHA256 is not: a rootfs must be pinned by its sha256"
-    )
-    monkeypatch.setenv(f"{prefix}_ROOTFS_SHA256", "0" * 64)
-    assert reason_of() == f"{prefix}_ROOTFS={str(tmp_path / 'rootfs.tar')!r}: no such file"  # type: ignore[operator]
+    monkeypatch.setenv("PATH", _path_with(tmp_path, qemu=qemu))
+    for suffix, value in settings.items():
+        monkeypatch.setenv(f"{prefix}_{suffix}", value.format(tmp=tmp_path))
+    assert reason_of() == expected.format(p=prefix, tmp=tmp_path)
+
+
+@pytest.mark.parametrize(("prefix", "reason_of"), PROBES)
+def test_a_well_pinned_rootfs_then_needs_a_runner(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, prefix: str, reason_of: Callable[[], str | None]
+) -> None:
     monkeypatch.setenv(f"{prefix}_ROOTFS", "https://example.com/rootfs.tar")  # URLs are not fetched by a probe
-    monkeypatch.setenv("PATH", str(tmp_path))
-    reason = reason_of()  # type: ignore[operator]
-    assert reason is not None and reason.startswith("qemu-aarch64-static not found on PATH")
+    monkeypatch.setenv(f"{prefix}_ROOTFS_SHA256", "0" * 64)
+    monkeypatch.setenv("PATH", _path_with(tmp_path, qemu=False))
+    assert reason_of() == (
+        "qemu-aarch64-static not found on PATH (Debian/Ubuntu package qemu-user-static), and the docker fallback "
+        "is unusable: no docker client on PATH"
+    )
+    monkeypatch.setenv("PATH", _path_with(tmp_path / "again", qemu=True))
+    assert reason_of() is None
 
 
 def _normalized(info: tarfile.TarInfo) -> tarfile.TarInfo:

@@ -48,11 +48,17 @@ QCOMCL_ARCH: Final = "aarch64"  # the Adreno compiler is an aarch64 library
 
 
 def _pinned(rootfs_env: str, sha256_env: str) -> tuple[str, str] | str | None:
-    """``(source, sha256)`` when ``rootfs_env`` is set, ``None`` when it is not, or why the setting is unusable."""
+    """``(source, sha256)`` when ``rootfs_env`` is set, ``None`` when neither is, or why the setting is unusable.
+
+    This reads only the environment and the file system, so a configuration error is reported as such whether or
+    not a runner (qemu-user or docker) is present.
+    """
     source = os.environ.get(rootfs_env, "").strip()
-    if not source:
-        return None
     sha256 = os.environ.get(sha256_env, "").strip()
+    if not source:
+        if sha256:
+            return f"{sha256_env} is set but {rootfs_env} is not: set {rootfs_env} to the rootfs archive it pins"
+        return None
     if not sha256:
         return f"{rootfs_env} is set but {sha256_env} is not: a rootfs must be pinned by its sha256"
     scheme = urllib.parse.urlsplit(source).scheme
@@ -69,13 +75,17 @@ def _runner(arch: str) -> GuestRunner:
 
 
 def qemucc_unavailable_reason(arch: str = "aarch64") -> str | None:
-    """``None`` when ``NULL:QEMUCC:<arch>`` can open here, else the precise reason (never downloads)."""
-    runner = find_runner(arch)
-    if isinstance(runner, str):
-        return runner
+    """``None`` when ``NULL:QEMUCC:<arch>`` can open here, else the precise reason (never downloads).
+
+    The configuration (``TINYHIL_QEMUCC_ROOTFS`` and its sha256) is checked first, then the runner, then whether the
+    Debian rootfs can be built.
+    """
     pinned = _pinned(QEMUCC_ROOTFS_ENV, QEMUCC_SHA256_ENV)
     if isinstance(pinned, str):
         return pinned
+    runner = find_runner(arch)
+    if isinstance(runner, str):
+        return runner
     return None if pinned is not None else debian_rootfs_reason(arch)
 
 
@@ -85,10 +95,10 @@ def qemucc_compiler(arch: str = "aarch64", *, per_worker_servers: bool = False) 
     Raises:
         ArtifactError (and subclasses): no runner, or the rootfs or the server could not be fetched or built.
     """
-    runner = _runner(arch)
     pinned = _pinned(QEMUCC_ROOTFS_ENV, QEMUCC_SHA256_ENV)
     if isinstance(pinned, str):
         raise ArtifactError(pinned)
+    runner = _runner(arch)
     rootfs: Rootfs = pinned_rootfs(*pinned) if pinned is not None else debian_rootfs(arch)
     runner.prepare(rootfs)
     program = build_server(rootfs, runner)
@@ -101,7 +111,7 @@ def qemucc_compiler(arch: str = "aarch64", *, per_worker_servers: bool = False) 
 
 
 def qcomcl_unavailable_reason() -> str | None:
-    """``None`` when ``NULL:QCOMCL:<gpu>`` can open here, else the precise reason."""
+    """``None`` when ``NULL:QCOMCL:<gpu>`` can open here, else the precise reason (configuration first, then runner)."""
     pinned = _pinned(QCOMCL_ROOTFS_ENV, QCOMCL_SHA256_ENV)
     if pinned is None:
         return (
