@@ -133,4 +133,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _cli import run_main  # this script's folder is on sys.path when it runs as a script
+
+    run_main(main)

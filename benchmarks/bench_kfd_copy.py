@@ -21,7 +21,6 @@ measures that floor (``bytearray(data)``) alone.
 from __future__ import annotations
 
 import argparse
-import sys
 
 import numpy as np
 
@@ -73,4 +72,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _cli import run_main  # this script's folder is on sys.path when it runs as a script
+
+    run_main(main)

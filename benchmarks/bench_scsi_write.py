@@ -78,4 +78,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from _cli import run_main  # this script's folder is on sys.path when it runs as a script
+
+    run_main(main)

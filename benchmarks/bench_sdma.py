@@ -12,7 +12,6 @@ throughput: higher is better; issue 4 requires copy >= 0.7 and fill >= 0.5.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
 
@@ -81,4 +80,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _cli import run_main  # this script's folder is on sys.path when it runs as a script
+
+    run_main(main)
