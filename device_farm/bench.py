@@ -16,17 +16,35 @@ from typing import Final
 
 import numpy as np
 
+from tinyhil._check import check_int
+from tinyhil.allocator import OutOfMemory
 from tinyhil.emulators.timing import TimingModel
 from tinyhil.errors import DeviceError, InvalidArgument
 from tinyhil.profile import ProfileRangeEvent
 from tinyhil.registry import default_registry
+from tinyhil.runtime import Buffer, Device
 from tinyhil.spec.copyin import HARDWARE_COPYIN_MBPS
 
-__all__ = ["DEFAULT_TOLERANCE", "CopyinResult", "bench_copyin", "best_seconds", "parse_size"]
+__all__ = [
+    "DEFAULT_TOLERANCE",
+    "MAX_TOLERANCE",
+    "CopyinResult",
+    "bench_copyin",
+    "best_seconds",
+    "check_tolerance",
+    "format_size",
+    "largest_alloc_bytes",
+    "parse_size",
+]
 
 DEFAULT_TOLERANCE: Final = 0.15
+# A tolerance is a fraction of the hardware figure; at 1 or more, |error| <= tolerance passes any slower prediction
+# (error = model / hardware - 1 >= -1), so the check would mean nothing.
+MAX_TOLERANCE: Final = 1.0
+_PERCENT: Final = 100  # a tolerance in (1, 100) was most likely meant in percent (15 for 0.15)
 _WARMUP_BYTES: Final = 4096
 _UNITS: Final = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+_SUGGESTED_UNITS: Final = ("M", "K", "")  # a suggested --size: whole MB, else whole KB, else bytes
 _SIZE: Final = re.compile(r"(\d+)\s*([KMG]?)(?:I?B)?", re.IGNORECASE)
 
 
@@ -52,6 +70,72 @@ def parse_size(text: str) -> int:
     if match is None or int(match.group(1)) <= 0:
         raise InvalidArgument(f"size {text!r}, expected a positive number of bytes with an optional K, M or G")
     return int(match.group(1)) * _UNITS[match.group(2).upper()]
+
+
+def format_size(nbytes: int) -> str:
+    """``1073741824`` -> ``"1G"``, ``264171520`` -> ``"251.9M"``, ``6144`` -> ``"6K"``: whole G or M (powers of
+    1024) when exact, else MB to one decimal, and whole K or bytes below 1M."""
+    for unit in ("G", "M"):
+        if nbytes >= _UNITS[unit] and nbytes % _UNITS[unit] == 0:
+            return f"{nbytes // _UNITS[unit]}{unit}"
+    if nbytes >= _UNITS["M"]:
+        return f"{nbytes / _UNITS['M']:.1f}M"
+    return f"{nbytes // _UNITS['K']}K" if nbytes >= _UNITS["K"] and nbytes % _UNITS["K"] == 0 else str(nbytes)
+
+
+def _suggested_size(nbytes: int) -> str:
+    """The largest round ``--size`` (whole MB, else whole KB, else bytes) that is at most ``nbytes`` (>= 1)."""
+    unit = next(u for u in _SUGGESTED_UNITS if nbytes >= _UNITS[u])
+    return f"{nbytes // _UNITS[unit]}{unit}"
+
+
+def check_tolerance(value: float) -> float:
+    """Return ``value`` as a float if it is a usable tolerance: a fraction of the hardware figure in ``[0, 1)``.
+
+    Raises:
+        InvalidArgument: not a number, negative, NaN, or 1 or more (which would pass any slower prediction).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"tolerance={value!r}, expected a number")
+    if not 0 <= value < MAX_TOLERANCE:
+        hint = f"; did you mean {value / _PERCENT:g} ({value:g}%)?" if MAX_TOLERANCE < value < _PERCENT else ""
+        raise InvalidArgument(
+            f"tolerance={value!r}, expected a fraction of the hardware figure with 0 <= tolerance < {MAX_TOLERANCE:g} "
+            f"(0.15 allows 15%; {MAX_TOLERANCE:g} or more would pass any slower prediction){hint}"
+        )
+    return float(value)
+
+
+def largest_alloc_bytes(device: Device, limit: int) -> int:
+    """The largest ``device.alloc`` that succeeds now, at most ``limit`` bytes (0 when not even 1 byte fits).
+
+    Found by bisection with real allocations, each freed at once, so it is exactly the limit the device's own
+    allocator imposes (for MOCKUSB+AMD: the VRAM BAR less the rings below the heap and the runtime's signal pages).
+    """
+    fits, misses = 0, check_int("limit", limit, min_value=0) + 1
+    while misses - fits > 1:
+        middle = (fits + misses) // 2
+        try:
+            buffer = device.alloc(middle)
+        except OutOfMemory:
+            misses = middle
+        else:
+            device.free(buffer)
+            fits = middle
+    return fits
+
+
+def _copyin_buffer(device: Device, nbytes: int) -> Buffer:
+    """A buffer of ``nbytes`` on ``device``, or an ``InvalidArgument`` naming the largest copyin that fits."""
+    try:
+        return device.alloc(nbytes)
+    except OutOfMemory:
+        largest = largest_alloc_bytes(device, nbytes - 1)
+    fix = f"pass --size {_suggested_size(largest)} or less" if largest else "no copyin fits"
+    raise InvalidArgument(
+        f"size {nbytes} bytes ({format_size(nbytes)}) exceeds the largest copyin {device.name} can hold, "
+        f"{largest:#x} bytes ({format_size(largest)}); {fix}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,22 +168,27 @@ def bench_copyin(
     """Copy ``nbytes`` of random data into ``target`` (timed mode, ``model``'s timing) with each revision, check the
     bytes landed, and return the virtual throughputs.
 
+    The size is checked against the target before any data is made or copied: the first revision's device must hold
+    a buffer of ``nbytes`` (see :func:`largest_alloc_bytes`).
+
     Raises:
-        InvalidArgument: unknown model or revision, or a bad size.
+        InvalidArgument: unknown model or revision, or a bad size (too large: the message names the largest that
+            fits).
         DeviceError: a copy went wrong (bytes differ, or the device failed).
     """
     timing = TimingModel.preset(model)
     unknown = [r for r in revisions if r not in HARDWARE_COPYIN_MBPS]
     if unknown:
         raise InvalidArgument(f"revisions {unknown}, expected some of {list(HARDWARE_COPYIN_MBPS)}")
-    if nbytes <= 0:
-        raise InvalidArgument(f"nbytes={nbytes}, expected > 0")
-    data = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
+    check_int("nbytes", nbytes, min_value=1)
+    data: np.ndarray | None = None  # made once the first device has room for it
     results = []
     resolved = default_registry().resolve(target)
     for revision in revisions:
         with resolved.open(mode="timed", timing=timing, revision=revision) as device:
-            buffer = device.alloc(nbytes)
+            buffer = _copyin_buffer(device, nbytes)
+            if data is None:
+                data = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
             device.copyin(buffer, data[:_WARMUP_BYTES])  # the protocol's one-time setup happens here
             device.copyin(buffer, data)
             event = [e for e in device.profile_events if isinstance(e, ProfileRangeEvent) and e.name == "copyin"][-1]
