@@ -1,17 +1,36 @@
 """The /dev/kfd ioctl entry: decode the request, copy the argument in, run the handler, copy it out.
 
-Like ``kfd_ioctl()``: a number outside the table is ``ENOTTY``; the argument is copied in for ``_IOC_WRITE``
-requests and zeroed otherwise; output is copied back for ``_IOC_READ`` requests even when the handler fails (so
-``n_success`` and ``wait_result`` reach the caller). One deliberate difference: the kernel accepts a request
-whose encoded size differs from its own structure (it zero-extends or truncates), MOCKKFD answers ``EINVAL`` so a
-client built against a mismatched header fails loudly in tests. Handlers are ``_op_<name>`` methods keyed by the
-spec's request names; deprecated debugger requests answer ``EPERM`` as the kernel does, and requests MOCKKFD does
-not emulate answer ``ENOTTY`` with a log line naming them.
+The rules are those of ``kfd_ioctl()`` in drivers/gpu/drm/amd/amdkfd/kfd_chardev.c (as of upstream commit
+57af162bfc8c, "drm/amdkfd: return -ENOTTY for unsupported IOCTLs", also in the stable kernels; before it an unknown
+number was ``EINVAL``); a client built against an older uapi (a smaller struct) or a newer one (a bigger
+struct) sees exactly what Linux gives it:
+
+1. The request is looked up by its number alone, ``nr = _IOC_NR(request)``. A number at or past the table's end,
+   or outside ``[AMDKFD_COMMAND_START, AMDKFD_COMMAND_END)``, is ``ENOTTY``. The caller's type byte and direction
+   bits are never checked: after the lookup the kernel uses its own table's request ("do not trust userspace").
+2. ``usize = _IOC_SIZE(request)`` is the caller's size, ``asize = max(usize, _IOC_SIZE(kernel request))`` the
+   size of the kernel buffer the handler runs on.
+3. For a kernel request with ``_IOC_WRITE``, ``usize`` bytes are copied from the caller (a fault is ``EFAULT``
+   and the handler does not run) and the rest of the buffer up to ``asize`` is zero; otherwise the whole buffer is
+   zero. So a shorter struct reaches the handler zero-extended, and a longer one's extra bytes are not looked at.
+4. The handler runs on the buffer; then, for a kernel request with ``_IOC_READ``, ``usize`` bytes go back to the
+   caller whether or not the handler failed (so ``n_success`` and ``wait_result`` reach it): the handler's struct
+   truncated to a shorter caller, followed by the buffer's tail for a longer one (the caller's own bytes for a
+   write-direction request, zeros otherwise). A fault there is ``EFAULT``, which replaces the handler's errno.
+
+MOCKKFD models the argument (a ctypes object or any contiguous buffer) as the only user memory there is: reading
+``usize`` bytes from a shorter one, or writing into a shorter or read-only one, faults (and a write that would
+fault copies nothing, where the kernel may copy the bytes before the fault). Anything that is not a buffer is
+memory of no bytes, which a ``usize`` of 0 never touches. Every slot of the KFD 1.11 table has a handler (an empty
+slot would be ``EINVAL``, "no function"). The deprecated debugger requests' handlers answer ``EPERM`` as the
+kernel's do, after the copy-in; a request MOCKKFD does not emulate answers ``ENOTTY`` from its handler, with a log
+line naming it. Not modelled: the wrong-process ``EBADF`` (MOCKKFD serves one process) and ``CRIU_OP``'s
+capability check (``EACCES``; CRIU is not emulated), and the requests fs/ioctl.c answers before any driver sees
+them (``FIOCLEX``, ``FIONBIO``, ...).
 """
 
 from __future__ import annotations
 
-import ctypes
 import errno
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -22,11 +41,11 @@ from tinyhil.kfd.ioctls import (
     AMDKFD_COMMAND_START,
     IOCTLS,
     IocDir,
+    IoctlDef,
     KfdIoctl,
     ioc_dir,
     ioc_nr,
     ioc_size,
-    ioc_type,
 )
 from tinyhil.mocks.kfd._errno import fail
 
@@ -44,6 +63,25 @@ DEPRECATED: Final = frozenset({
     _K.AMDKFD_IOC_DBG_WAVE_CONTROL_DEPRECATED,
 })  # fmt: skip
 _NS_PER_SECOND: Final = 1_000_000_000
+_NO_MEMORY: Final = memoryview(b"")
+
+
+def _user_memory(buf: Any) -> memoryview:
+    """The argument as the user memory it models: its bytes, or none when it is not a contiguous buffer."""
+    try:
+        return memoryview(buf).cast("B")
+    except (TypeError, ValueError):
+        return _NO_MEMORY
+
+
+def _fault(definition: IoctlDef, way: str, user: memoryview, user_size: int) -> str:
+    """The message of a copy ``from`` / ``to`` the user that faults."""
+    held = f"{len(user):#x}-byte{' read-only' * user.readonly} argument"
+    needed = "a writable buffer" if way == "to" else "a buffer"
+    return (
+        f"{definition.name}: copying the {user_size:#x} bytes the request encodes {way} a {held} faults; "
+        f"expected {needed} of at least {user_size:#x} bytes"
+    )
 
 
 class IoctlDispatcher:
@@ -59,7 +97,9 @@ class IoctlDispatcher:
                     self.handlers[request] = getattr(part, name)
 
     def ioctl(self, request: int, buf: Any) -> int:
-        """Run one request on /dev/kfd with ``buf`` (a ctypes object or bytearray) as the argument.
+        """Run one request on /dev/kfd with ``buf`` (a ctypes object or a buffer) as the argument.
+
+        Returns 0; the argument holds what the kernel copies back.
 
         Raises:
             OSError: the errno the kernel returns.
@@ -71,32 +111,36 @@ class IoctlDispatcher:
                 errno.ENOTTY,
                 f"request {request:#x} (nr {nr:#x}) is not an amdkfd ioctl of KFD 1.{u.KFD_IOCTL_MINOR_VERSION}",
             )
-        size = ctypes.sizeof(definition.args)
-        if request != definition.request:
-            encoded = f"dir={ioc_dir(request)} type={ioc_type(request):#x} size={ioc_size(request)}"
-            expected = f"{int(definition.request):#x} (dir={ioc_dir(definition.request)}, type 'K', size {size})"
-            fail(errno.EINVAL, f"request {request:#x} has nr {nr:#x} ({definition.name}) but encodes {encoded}; "
-                               f"expected {expected}")  # fmt: skip
+        user_size = ioc_size(request)
+        direction = ioc_dir(definition.request)  # the kernel's own, whatever the caller encoded
+        user = _user_memory(buf)
+        kdata = bytearray(max(user_size, ioc_size(definition.request)))
+        if direction & IocDir.IOC_WRITE:
+            if len(user) < user_size:
+                fail(errno.EFAULT, _fault(definition, "from", user, user_size))
+            kdata[:user_size] = user[:user_size]
+        error: OSError | None = None
         try:
-            view = memoryview(buf).cast("B")
-        except (TypeError, ValueError):
-            fail(errno.EFAULT, f"{definition.name}: argument {type(buf).__name__} is not a contiguous buffer")
-        if view.readonly or len(view) < size:
-            fail(errno.EFAULT, f"{definition.name}: argument of {len(view)} bytes{' (read-only)' * view.readonly}, "
-                               f"expected a writable {size}-byte {definition.args.__name__}")  # fmt: skip
-        direction = ioc_dir(request)
-        args = definition.args.from_buffer_copy(view[:size]) if direction & IocDir.IOC_WRITE else definition.args()
-        handler = self.handlers.get(definition.request)
-        if definition.request in DEPRECATED:
-            fail(errno.EPERM, f"{definition.name} is deprecated; the kernel refuses it")
-        if handler is None:
-            fail(errno.ENOTTY, f"{definition.name} is not emulated by MOCKKFD")
-        try:
-            handler(args)
-        finally:
-            if direction & IocDir.IOC_READ:
-                view[:size] = bytes(memoryview(args).cast("B"))
+            self._run(definition, definition.args.from_buffer(kdata))
+        except OSError as exc:
+            error = exc
+        if direction & IocDir.IOC_READ and user_size:  # copying no bytes never faults
+            if user.readonly or len(user) < user_size:
+                fail(errno.EFAULT, _fault(definition, "to", user, user_size))
+            user[:user_size] = memoryview(kdata)[:user_size]
+        if error is not None:
+            raise error
         return 0
+
+    def _run(self, definition: IoctlDef, args: Any) -> None:
+        """The table slot's function on the kernel buffer: an ``_op_`` handler, or the kernel's refusal."""
+        handler = self.handlers.get(definition.request)
+        if handler is not None:
+            handler(args)
+        elif definition.request in DEPRECATED:
+            fail(errno.EPERM, f"{definition.name} is deprecated; the kernel refuses it")
+        else:
+            fail(errno.ENOTTY, f"{definition.name} is not emulated by MOCKKFD")
 
     # --- the ioctls that belong to no part ---------------------------------------------------------------------------
     def _op_get_version(self, args: u.kfd_ioctl_get_version_args) -> None:
