@@ -6,9 +6,9 @@ from typing import Final
 
 import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 
-from tinyhil.emulators.asm2464 import UNBOUNDED_WAIT_NS, UsbError, UsbNoDevice, UsbStall, UsbStatus, UsbTimeout
+from tinyhil.emulators.asm2464 import UsbError, UsbNoDevice, UsbStall, UsbStatus, UsbTimeout
 
-__all__ = ["STATUS_TO_USB1", "invalid_param", "timeout_ns", "usb1_error"]
+__all__ = ["STATUS_TO_USB1", "invalid_param", "usb1_error"]
 
 STATUS_TO_USB1: Final = {
     UsbStatus.COMPLETED: usb1.TRANSFER_COMPLETED,
@@ -17,8 +17,6 @@ STATUS_TO_USB1: Final = {
     UsbStatus.NO_DEVICE: usb1.TRANSFER_NO_DEVICE,
     UsbStatus.CANCELLED: usb1.TRANSFER_CANCELLED,
 }
-NS_PER_MS: Final = 1_000_000
-_TIMEOUT_MAX_MS: Final = 0xFFFFFFFF  # libusb's timeout is an unsigned int of milliseconds
 
 
 def usb1_error(error: UsbError, *, is_in: bool) -> usb1.USBError:
@@ -40,15 +38,7 @@ def usb1_error(error: UsbError, *, is_in: bool) -> usb1.USBError:
 
 
 def invalid_param(message: str) -> usb1.USBError:
+    """``USBErrorInvalidParam`` with ``message`` as its note."""
     error = usb1.USBErrorInvalidParam(usb1.ERROR_INVALID_PARAM)
     error.add_note(message)
     return error
-
-
-def timeout_ns(timeout_ms: object) -> int:
-    """usb1's timeout (ms, 0 = forever) as virtual ns."""
-    if type(timeout_ms) is int and 0 <= timeout_ms <= _TIMEOUT_MAX_MS:  # hot: a plain int in range
-        return timeout_ms * NS_PER_MS if timeout_ms else UNBOUNDED_WAIT_NS
-    if not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool) or not 0 <= timeout_ms <= _TIMEOUT_MAX_MS:
-        raise invalid_param(f"timeout={timeout_ms!r}, expected milliseconds as an int in 0..2**32-1 (0: forever)")
-    return timeout_ms * NS_PER_MS if timeout_ms else UNBOUNDED_WAIT_NS

@@ -11,9 +11,18 @@ import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 from tinyhil.emulators.asm2464 import Urb, UsbError
 from tinyhil.emulators.asm2464.front import CONTROL_EP, StandardRequest
 from tinyhil.errors import StateError
-from tinyhil.mocks.usb._errors import invalid_param, timeout_ns, usb1_error
+from tinyhil.mocks.usb._errors import usb1_error
+from tinyhil.mocks.usb._requests import (
+    BULK_ENDPOINTS,
+    DIRECTION_IN,
+    DIRECTION_OUT,
+    U8,
+    check_bulk,
+    check_control,
+    check_field,
+    no_such_endpoint,
+)
 from tinyhil.mocks.usb.transfer import EmulatedUsbTransfer
-from tinyhil.spec.asm24 import BULK_IN_EP, BULK_OUT_EP
 
 if TYPE_CHECKING:
     from tinyhil.mocks.usb.device import EmulatedUsbDevice
@@ -22,15 +31,12 @@ __all__ = ["EmulatedUsbDeviceHandle"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-_U8: Final = 0xFF
-_U16: Final = 0xFFFF
 _INTERFACE: Final = 0
 _CONFIGURATIONS: Final = (0, 1)
 _STANDARD_OUT_ENDPOINT: Final = usb1.ENDPOINT_OUT | usb1.TYPE_STANDARD | usb1.RECIPIENT_ENDPOINT
 _STANDARD_OUT_DEVICE: Final = usb1.ENDPOINT_OUT | usb1.TYPE_STANDARD | usb1.RECIPIENT_DEVICE
 _STANDARD_OUT_INTERFACE: Final = usb1.ENDPOINT_OUT | usb1.TYPE_STANDARD | usb1.RECIPIENT_INTERFACE
 _FEATURE_ENDPOINT_HALT: Final = 0
-_DIR_MASK: Final[int] = usb1.ENDPOINT_DIR_MASK
 _SETUP_TIMEOUT_MS: Final = 1000
 
 
@@ -49,18 +55,6 @@ def _requires_open(method: Callable[_P, _R]) -> Callable[_P, _R]:
         return method(*args, **kwargs)
 
     return guarded
-
-
-def _check_field(name: str, value: Any, limit: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= limit:
-        raise invalid_param(f"{name}={value!r}, expected an int in 0..{limit:#x}")
-
-
-def _check_length(length: Any) -> None:
-    if not isinstance(length, int):
-        raise TypeError(f"length={length!r}, expected an int")
-    if length < 0:
-        raise ValueError(f"length={length}, expected >= 0 (negative count)")
 
 
 class EmulatedUsbDeviceHandle:
@@ -90,24 +84,9 @@ class EmulatedUsbDeviceHandle:
         self._bridge.front.cancel(urb)
 
     def _control(self, request_type: int, request: int, value: int, index: int, data: Any, timeout: int) -> Urb:
-        fields_ok = type(request_type) is type(request) is type(value) is type(index) is int
-        if not (fields_ok and 0 <= request_type <= _U8 and 0 <= request <= _U8 and 0 <= value <= _U16 >= index >= 0):
-            _check_field("request_type", request_type, _U8)
-            _check_field("request", request, _U8)
-            _check_field("value", value, _U16)
-            _check_field("index", index, _U16)
-        deadline_ns = timeout_ns(timeout)
-        if isinstance(data, int):
-            _check_length(data)
-            if data > _U16:
-                raise invalid_param(f"length={data}, expected at most 0xffff (wLength is 16 bits)")
-            urb = Urb(CONTROL_EP, data, deadline_ns, (request_type, request, value, index))
-        else:
-            payload = memoryview(bytes(data))
-            if len(payload) > _U16:
-                raise invalid_param(f"control data of {len(payload)} bytes, expected at most 0xffff")
-            urb = Urb(CONTROL_EP, len(payload), deadline_ns, (request_type, request, value, index), payload)
-        return self._run(urb)
+        """A control request of the handle's own (SET_CONFIGURATION, CLEAR_FEATURE...), checked like the caller's."""
+        setup, length, payload, deadline_ns = check_control(request_type, request, value, index, data, timeout, None)
+        return self._run(Urb(CONTROL_EP, length, deadline_ns, setup, payload))
 
     # --- usb1.USBDeviceHandle ---
     @_requires_open
@@ -149,17 +128,16 @@ class EmulatedUsbDeviceHandle:
         self._control(_STANDARD_OUT_INTERFACE, request, alt_setting, interface, b"", _SETUP_TIMEOUT_MS)
 
     # The synchronous transfers guard inline what @_requires_open guards (the same StateError): a copy runs several
-    # per 256 KB, and the wrapper costs a Python call each.
+    # per 256 KB, and the wrapper costs a Python call each. Each checks its request with the one validator the
+    # transfers use (_requests.py), forcing the direction as usb1 does.
     def controlWrite(self, request_type: int, request: int, value: int, index: int, data: Any, timeout: int = 0) -> int:
         """Synchronous control write; returns the number of bytes sent."""
         if self._closed:
             raise _closed_error("controlWrite")
-        if isinstance(data, int):
-            raise TypeError("data=int, expected a bytes-like object to send")
-        if type(request_type) is not int or not 0 <= request_type <= _U8:
-            _check_field("request_type", request_type, _U8)
-        urb = self._control(request_type & ~_DIR_MASK, request, value, index, data, timeout)
-        return urb.actual_length
+        setup, length, payload, deadline_ns = check_control(
+            request_type, request, value, index, data, timeout, DIRECTION_OUT
+        )
+        return self._run(Urb(CONTROL_EP, length, deadline_ns, setup, payload)).actual_length
 
     def controlRead(
         self, request_type: int, request: int, value: int, index: int, length: int, timeout: int = 0
@@ -167,48 +145,34 @@ class EmulatedUsbDeviceHandle:
         """Synchronous control read; returns the bytes received."""
         if self._closed:
             raise _closed_error("controlRead")
-        _check_length(length)
-        if type(request_type) is not int or not 0 <= request_type <= _U8:
-            _check_field("request_type", request_type, _U8)
-        urb = self._control(request_type | _DIR_MASK, request, value, index, length, timeout)
-        return bytearray(urb.data)
-
-    def _bulk_endpoint(self, endpoint: Any, expected: int) -> int:
-        if endpoint == expected and type(endpoint) is int:  # hot: the right endpoint, a plain int
-            return expected
-        _check_field("endpoint", endpoint, _U8)
-        if endpoint != expected:
-            error = usb1.USBErrorIO(usb1.ERROR_IO)
-            error.add_note(f"endpoint={endpoint:#04x}, expected {expected:#04x} (bulk OUT 0x02, bulk IN 0x81)")
-            raise error
-        return expected
+        setup, wlength, _, deadline_ns = check_control(
+            request_type, request, value, index, length, timeout, DIRECTION_IN
+        )
+        return bytearray(self._run(Urb(CONTROL_EP, wlength, deadline_ns, setup)).data)
 
     def bulkWrite(self, endpoint: int, data: Any, timeout: int = 0) -> int:
         """Synchronous bulk write; returns the number of bytes sent (a short write returns fewer)."""
         if self._closed:
             raise _closed_error("bulkWrite")
-        if endpoint != BULK_OUT_EP or type(endpoint) is not int:  # hot: the right endpoint, a plain int
-            endpoint = self._bulk_endpoint(endpoint & ~_DIR_MASK, BULK_OUT_EP)
-        if isinstance(data, int):
-            raise TypeError("data=int, expected a bytes-like object to send")
-        view = memoryview(data).cast("B")
-        return self._run(Urb(endpoint, len(view), timeout_ns(timeout), payload=view)).actual_length
+        endpoint, length, view, deadline_ns = check_bulk(endpoint, data, timeout, DIRECTION_OUT)
+        if endpoint not in BULK_ENDPOINTS:
+            raise no_such_endpoint(endpoint)
+        return self._run(Urb(endpoint, length, deadline_ns, payload=view)).actual_length
 
     def bulkRead(self, endpoint: int, length: int, timeout: int = 0) -> bytearray:
         """Synchronous bulk read; returns the bytes received."""
         if self._closed:
             raise _closed_error("bulkRead")
-        if endpoint != BULK_IN_EP or type(endpoint) is not int:  # hot: the right endpoint, a plain int
-            endpoint = self._bulk_endpoint(endpoint | _DIR_MASK, BULK_IN_EP)
-        if type(length) is not int or length < 0:
-            _check_length(length)
-        data = self._run(Urb(endpoint, length, timeout_ns(timeout))).data
+        endpoint, length, _, deadline_ns = check_bulk(endpoint, length, timeout, DIRECTION_IN)
+        if endpoint not in BULK_ENDPOINTS:
+            raise no_such_endpoint(endpoint)
+        data = self._run(Urb(endpoint, length, deadline_ns)).data
         return data if type(data) is bytearray else bytearray(data)  # usb1 returns a bytearray the caller owns
 
     @_requires_open
     def clearHalt(self, endpoint: int) -> None:
         """CLEAR_FEATURE(ENDPOINT_HALT) on ``endpoint`` (also resets the bridge's DMA engine)."""
-        _check_field("endpoint", endpoint, _U8)
+        endpoint = check_field("endpoint", endpoint, U8)
         request = StandardRequest.CLEAR_FEATURE
         self._control(_STANDARD_OUT_ENDPOINT, request, _FEATURE_ENDPOINT_HALT, endpoint, b"", _SETUP_TIMEOUT_MS)
 

@@ -10,7 +10,8 @@ import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 from tinyhil.emulators.asm2464 import Urb, UsbStatus
 from tinyhil.emulators.asm2464.front import CONTROL_EP
 from tinyhil.errors import StateError
-from tinyhil.mocks.usb._errors import STATUS_TO_USB1, invalid_param, timeout_ns
+from tinyhil.mocks.usb._errors import STATUS_TO_USB1
+from tinyhil.mocks.usb._requests import BULK_ENDPOINTS, check_bulk, check_control, no_such_endpoint
 
 if TYPE_CHECKING:
     from tinyhil.mocks.usb.handle import EmulatedUsbDeviceHandle
@@ -19,26 +20,11 @@ __all__ = ["EmulatedUsbTransfer"]
 
 _CONTROL_SETUP_SIZE: Final = 8
 _SETUP_ZEROS: Final = bytearray(_CONTROL_SETUP_SIZE)  # only ever concatenated (a new bytearray each time)
-_U8: Final = 0xFF
-_U16: Final = 0xFFFF
 _DIR_MASK: Final[int] = usb1.ENDPOINT_DIR_MASK
 _TYPE_BULK: Final[int] = usb1.TRANSFER_TYPE_BULK
 _TYPE_CONTROL: Final[int] = usb1.TRANSFER_TYPE_CONTROL
 _TRANSFER_COMPLETED: Final[int] = usb1.TRANSFER_COMPLETED
 _USB_COMPLETED: Final = UsbStatus.COMPLETED
-
-
-def _buffer(buffer_or_len: Any) -> bytearray | memoryview:
-    """usb1's buffer rule: an int is a length, a writable buffer is used in place, anything else is copied."""
-    if isinstance(buffer_or_len, int):
-        return bytearray(buffer_or_len)
-    try:
-        view = memoryview(buffer_or_len)
-    except TypeError:
-        raise TypeError(f"buffer_or_len={type(buffer_or_len).__name__} object, expected an int or a buffer") from None
-    if view.readonly:
-        return bytearray(view)
-    return view.cast("B")
 
 
 class EmulatedUsbTransfer:
@@ -106,14 +92,8 @@ class EmulatedUsbTransfer:
         """Set up a bulk transfer (OUT: a buffer to send; IN: a length or a writable buffer to fill)."""
         if self._submitted or self._doomed:
             self._check_alterable()
-        deadline_ns = timeout_ns(timeout)
+        endpoint, _, self._buffer, deadline_ns = check_bulk(endpoint, buffer_or_len, timeout, None)
         self._timeout = timeout
-        if type(buffer_or_len) is memoryview and not buffer_or_len.readonly:  # hot: _buffer's rule, without a call
-            self._buffer = buffer_or_len.cast("B")
-        elif type(buffer_or_len) is int:
-            self._buffer = bytearray(buffer_or_len)
-        else:
-            self._buffer = _buffer(buffer_or_len)
         self._endpoint, self._type = endpoint, _TYPE_BULK
         self._callback, self._user_data = callback, user_data
         self._setup, self._deadline_ns, self._initialized = None, deadline_ns, True
@@ -132,32 +112,15 @@ class EmulatedUsbTransfer:
         """Set up a control transfer (the direction comes from bit 7 of ``request_type``)."""
         if self._submitted or self._doomed:
             self._check_alterable()
-        deadline_ns = timeout_ns(timeout)
-        # hot: plain ints in range skip the per-field checks (which also accept bools and IntEnums, as ctypes does)
-        if not (
-            type(request_type) is type(request) is type(value) is type(index) is int
-            and 0 <= request_type <= _U8
-            and 0 <= request <= _U8
-            and 0 <= value <= _U16
-            and 0 <= index <= _U16
-        ):
-            for name, field, limit in (("request_type", request_type, _U8), ("request", request, _U8)):
-                if not isinstance(field, int) or not 0 <= field <= limit:
-                    raise invalid_param(f"{name}={field!r}, expected an int in 0..{limit:#x}")
-            for name, field in (("value", value), ("index", index)):
-                if not isinstance(field, int) or not 0 <= field <= _U16:
-                    raise invalid_param(f"{name}={field!r}, expected an int in 0..0xffff")
+        setup, length, data, deadline_ns = check_control(
+            request_type, request, value, index, buffer_or_len, timeout, None
+        )
         # usb1 keeps the 8 setup bytes in front of the data: getBuffer() is a view past them.
-        if isinstance(buffer_or_len, int):
-            storage = bytearray(_CONTROL_SETUP_SIZE + buffer_or_len)
-        else:
-            storage = _SETUP_ZEROS + (buffer_or_len if type(buffer_or_len) is bytes else bytes(buffer_or_len))
+        storage = bytearray(_CONTROL_SETUP_SIZE + length) if data is None else _SETUP_ZEROS + data
         self._buffer = memoryview(storage)[_CONTROL_SETUP_SIZE:]
-        if len(self._buffer) > _U16:
-            raise invalid_param(f"control data of {len(self._buffer)} bytes, expected at most 0xffff")
         self._endpoint, self._type = CONTROL_EP, _TYPE_CONTROL
         self._callback, self._user_data = callback, user_data
-        self._setup, self._deadline_ns = (request_type, request, value, index), deadline_ns
+        self._setup, self._deadline_ns = setup, deadline_ns
         self._initialized = True
 
     def setBuffer(self, buffer_or_len: Any) -> None:
@@ -178,6 +141,8 @@ class EmulatedUsbTransfer:
         if self._doomed:
             raise usb1.DoomedTransferError("Cannot submit doomed transfer")
         buffer, setup, endpoint = self._buffer, self._setup, self._endpoint
+        if setup is None and endpoint not in BULK_ENDPOINTS:  # libusb_submit_transfer fails: nothing is submitted
+            raise no_such_endpoint(endpoint)
         # An OUT payload is a view of the buffer (the buffer itself when it is one), read when the transfer moves.
         # A bulk IN fills the buffer in place, as libusb does (a control IN's buffer sits behind its setup bytes).
         into = None
