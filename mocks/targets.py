@@ -20,9 +20,9 @@ from tinyhil.runtime import Device
 if TYPE_CHECKING:  # imported when opened: loading the registry's entry points stays light
     from tinyhil.mocks.usb3 import MockUSB3
 
-__all__ = ["AMD_ARCHS", "GFX_TARGET_VERSIONS", "MOCKKFD_CAPABILITIES", "MOCKKFD_GPUS", "MOCKKFD_VRAM_BYTES",
-           "MOCKUSB_BRIDGE_CAPABILITIES", "MOCKUSB_CAPABILITIES", "mock_kfd_amd", "mock_usb_amd",
-           "open_mock_usb3"]  # fmt: skip
+__all__ = ["AMD_ARCHS", "GFX_TARGET_VERSIONS", "MOCKKFD_CAPABILITIES", "MOCKKFD_GPUS", "MOCKKFD_MAX_GPUS",
+           "MOCKKFD_VRAM_BYTES", "MOCKUSB_BOARD_OPTIONS", "MOCKUSB_BRIDGE_CAPABILITIES", "MOCKUSB_CAPABILITIES",
+           "mock_kfd_amd", "mock_usb_amd", "open_mock_usb3"]  # fmt: skip
 
 # Emulated GPU models an arch string selects (spec/kfd.md: gfx_target_version per GPU); the first is the default.
 AMD_ARCHS = ("gfx1100", "gfx1201", "gfx950")
@@ -34,6 +34,10 @@ GFX_TARGET_VERSIONS: Final = {"gfx1100": 110000, "gfx1201": 120001, "gfx950": 90
 MOCKUSB_BRIDGE_CAPABILITIES = ("usb3", "sram-windows", "pcie")
 MOCKUSB_CAPABILITIES: Final = [*MOCKUSB_BRIDGE_CAPABILITIES, "sdma", "compute", "signals", "copyin", "copyout", "copy",
                                "fill", "compile", "exec", "timestamps"]  # fmt: skip
+
+
+# What MOCKUSB+AMD forwards to MockUSB3: the board's behaviour, never a replacement GPU or bridge.
+MOCKUSB_BOARD_OPTIONS: Final = ("mode", "quirks", "faults", "seed", "timing", "vram_bytes")
 
 
 def open_mock_usb3(resolved: Target | str = "MOCKUSB+AMD", **options: Any) -> MockUSB3:
@@ -64,6 +68,7 @@ def open_mock_usb3(resolved: Target | str = "MOCKUSB+AMD", **options: Any) -> Mo
     default_renderer="CC",
     archs=AMD_ARCHS,
     summary="emulated AMD GPU behind an emulated ASM2464 USB bridge (MockUSB3)",
+    options=MOCKUSB_BOARD_OPTIONS,
 )
 def mock_usb_amd(resolved: Target, *, revision: str = "pipelined", **options: Any) -> Device:
     """The USB device runtime over a fresh MockUSB3 board whose GPU has the target's arch.
@@ -80,6 +85,7 @@ def mock_usb_amd(resolved: Target, *, revision: str = "pipelined", **options: An
 
 
 MOCKKFD_GPUS: Final = 2  # a MOCKKFD+AMD machine has two GPUs of the chosen arch unless gpus= says otherwise
+MOCKKFD_MAX_GPUS: Final = 8  # the largest emulated machine (an 8-GPU node, as in a real server); MOCKKFD:7+AMD at most
 MOCKKFD_VRAM_BYTES: Final = 256 << 20
 MOCKKFD_CAPABILITIES: Final = ["kfd", "sdma", "compute", "signals", "copyin", "copyout", "copy", "fill", "compile",
                                "exec", "timestamps", "memory-faults", "multi-gpu"]  # fmt: skip
@@ -92,20 +98,19 @@ MOCKKFD_CAPABILITIES: Final = ["kfd", "sdma", "compute", "signals", "copyin", "c
     default_renderer="CC",
     archs=AMD_ARCHS,
     summary="emulated AMD GPUs behind MOCKKFD, a virtual /dev/kfd (MOCKKFD:<n>+AMD drives GPU n)",
+    indexed=True,
+    max_index=MOCKKFD_MAX_GPUS - 1,
 )
-def mock_kfd_amd(
-    resolved: Target, *, gpus: int | None = None, vram_bytes: int = MOCKKFD_VRAM_BYTES, **options: Any
-) -> Device:
+def mock_kfd_amd(resolved: Target, *, gpus: int | None = None, vram_bytes: int = MOCKKFD_VRAM_BYTES) -> Device:
     """Emulated AMD GPUs (``gpus``, default two, of the target's arch) behind MOCKKFD, driven by the KFD+AMD runtime.
 
     The target index picks the GPU (``MOCKKFD:1+AMD`` is GPU 1); the device's ``open_peer(i)`` opens another GPU of
     the same machine. Raises:
         InvalidArgument: unknown options, or an index past the last GPU.
     """
-    if options:
-        raise InvalidArgument(f"options={sorted(options)} for {resolved.name}, expected only gpus and vram_bytes")
     index = resolved.spec.index or 0
-    count = check_int("gpus", gpus if gpus is not None else max(MOCKKFD_GPUS, index + 1), min_value=1)
+    count = check_int("gpus", gpus if gpus is not None else max(MOCKKFD_GPUS, index + 1), min_value=1,
+                      max_value=MOCKKFD_MAX_GPUS)  # fmt: skip
     if index >= count:
         raise InvalidArgument(f"{resolved.name}: GPU index {index}, expected < gpus={count}")
     from tinyhil.compiler import HostCCompiler

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import types
 from typing import Any
 
@@ -14,7 +15,7 @@ from tinyhil.runtime import Device
 REQUIRED_TARGETS = {"NULL", "MOCKUSB+AMD", "MOCKKFD+AMD", "USB+AMD", "KFD+AMD"}
 
 
-def _null_opener(resolved: Any, **options: Any) -> Device:
+def _null_opener(resolved: Any) -> Device:
     return NullDevice(resolved.name)
 
 
@@ -143,3 +144,46 @@ def test_a_crashing_probe_is_reported_as_the_reason() -> None:
     registry = _registry(target("B+X", capabilities=[], probe=broken)(_null_opener))
     reason = registry.resolve("B+X").unavailable_reason()
     assert reason is not None and "OSError: libusb exploded" in reason
+
+
+@pytest.mark.parametrize("definition", default_registry().definitions(), ids=lambda d: d.name)
+def test_every_target_checks_its_options_in_one_place(definition: Any) -> None:
+    """A typo names the closest valid option and lists them all, on every target, available here or not."""
+    resolved = default_registry().resolve(definition.name)
+    with pytest.raises(InvalidArgument, match=rf"unknown option 'no_such_option' for {re.escape(definition.name)}; "
+                                              r"valid options: "):  # fmt: skip
+        resolved.open(no_such_option=1)
+    for option in definition.options:
+        typo = option[:-1] + ("x" if option[-1] != "x" else "y")
+        with pytest.raises(InvalidArgument, match=rf"unknown option '{typo}' \(did you mean '{option}'\?\)"):
+            resolved.open(**{typo: 1})
+
+
+def test_an_opener_that_forwards_options_must_name_them() -> None:
+    def forwards(resolved: Any, **options: Any) -> Device:
+        return NullDevice(resolved.name)
+
+    with pytest.raises(InvalidArgument, match=r"name the options it forwards with options=\[...\]"):
+        target("FWD+X", capabilities=[])(forwards)
+    with pytest.raises(InvalidArgument, match="takes no \\*\\*options"):
+        target("FWD+X", capabilities=[], options=["a"])(_null_opener)
+    declared = target("FWD+X", capabilities=[], options=["speed"])(forwards)
+    assert declared.options == ("speed",)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [("MOCKUSB:1+AMD", "MOCKUSB\\+AMD takes no interface index"),
+     ("USB:0+AMD", "USB\\+AMD takes no interface index"),
+     ("MOCKKFD:8+AMD", "interface index 8, expected 0..7"),
+     ("NULL:NOPE", "target 'NULL:NOPE': unknown renderer 'NOPE'")],
+)  # fmt: skip
+def test_parts_of_a_target_string_that_would_be_ignored_are_errors(text: str, match: str) -> None:
+    with pytest.raises(InvalidArgument, match=match):
+        default_registry().resolve(text)
+
+
+@pytest.mark.parametrize("bad", ["A,,B", "A,", ",A", ""])
+def test_an_empty_selector_is_an_error(bad: str) -> None:
+    with pytest.raises(InvalidArgument, match="empty entry"):
+        default_registry().select([bad])

@@ -7,11 +7,11 @@ Emulated targets live with their mocks (``tinyhil.mocks.targets``); both modules
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Final
 
 from tinyhil.cache import ArtifactError
 from tinyhil.compiler import AMD_RENDERERS, HOST_CC_RENDERERS, HostCCompiler
-from tinyhil.errors import InvalidArgument, TargetUnavailable
+from tinyhil.errors import TargetUnavailable
 from tinyhil.fileio import FileIO, RealFileIO
 from tinyhil.kfd.kernel_abi import KFD_DEVICE_PATH
 from tinyhil.kfd.runtime import KfdAmdDevice
@@ -40,15 +40,9 @@ COMPILE_ONLY_CAPABILITIES = [*NULL_CAPABILITIES, "compile-only", "qemu-compiler"
     default_renderer="CC",
     summary="runs nothing: bookkeeping, real compilation, fixed virtual durations",
 )
-def null(resolved: Target, *, allow_copyout: bool = False, **options: Any) -> Device:
+def null(resolved: Target, *, allow_copyout: bool = False) -> Device:
     """Open a NULL device (``allow_copyout=True`` makes copyout return zeros instead of raising)."""
-    _check_null_options(resolved, options)
     return NullDevice(resolved.name, HostCCompiler(), allow_copyout=allow_copyout)
-
-
-def _check_null_options(resolved: Target, options: dict[str, Any]) -> None:
-    if options:
-        raise InvalidArgument(f"options={sorted(options)} for {resolved.name}, expected only allow_copyout")
 
 
 def _qemucc_aarch64_probe() -> str | None:
@@ -62,9 +56,8 @@ def _qemucc_aarch64_probe() -> str | None:
     summary="NULL with Debian's tcc for aarch64 under qemu-user: compiles C to aarch64 objects (rootfs built on "
     "first open)",
 )
-def null_qemucc_aarch64(resolved: Target, *, allow_copyout: bool = False, **options: Any) -> Device:
+def null_qemucc_aarch64(resolved: Target, *, allow_copyout: bool = False) -> Device:
     """Open NULL with the qemu-backed aarch64 C compiler (builds its rootfs and compile server on first use)."""
-    _check_null_options(resolved, options)
     try:
         compiler = qemucc_compiler("aarch64")
     except ArtifactError as exc:
@@ -78,9 +71,8 @@ def null_qemucc_aarch64(resolved: Target, *, allow_copyout: bool = False, **opti
     probe=qcomcl_unavailable_reason,
     summary="NULL with the Adreno a630 OpenCL compiler from a user-supplied aarch64 rootfs, under qemu-user",
 )
-def null_qcomcl_a630(resolved: Target, *, allow_copyout: bool = False, **options: Any) -> Device:
+def null_qcomcl_a630(resolved: Target, *, allow_copyout: bool = False) -> Device:
     """Open NULL with the Adreno OpenCL compiler (configured by TINYHIL_QCOMCL_ROOTFS and its sha256)."""
-    _check_null_options(resolved, options)
     try:
         compiler = qcomcl_compiler("a630")
     except ArtifactError as exc:
@@ -88,12 +80,23 @@ def null_qcomcl_a630(resolved: Target, *, allow_copyout: bool = False, **options
     return NullDevice(resolved.name, compiler, allow_copyout=allow_copyout)
 
 
+# Until the emulated GPU speaks gfx1100's real register interface (shared/spec/amdgpu-registers.md), the USB-path
+# GPU driver programs the emulator's own BAR5 layout, which no real AMD GPU has: it cannot bring up a board.
+NO_REAL_GPU_BRINGUP_REASON: Final = (
+    "an ASM2464 bridge is attached, but bringing up a real AMD GPU over it is not implemented: tinyhil.amd.UsbGpu "
+    "programs the emulator's own BAR5 queue registers, not the real gfx1100 register interface (see "
+    "docs/fidelity.md); the bridge itself works through tinyhil.usb.open_usb3()"
+)
+
+
 def _usb_probe(*, context: Any = None) -> str | None:
-    """Why ``USB+AMD`` cannot run here: libusb missing or no bridge attached (``None``: a bridge is attached).
+    """Why ``USB+AMD`` cannot run here: libusb missing, no bridge attached, or (with a bridge) no real-silicon GPU
+    bring-up yet.
 
     ``context`` is an unopened ``usb1.USBContext``-like object (tests inject one); by default a fresh one.
     """
-    return probe_usb3(context=context)
+    reason = probe_usb3(context=context)
+    return NO_REAL_GPU_BRINGUP_REASON if reason is None else reason
 
 
 # What the USB path does on a real board; host-native code objects run only on the emulated GPU, so no exec here.
@@ -106,7 +109,8 @@ USB_AMD_CAPABILITIES = ["usb3", "sram-windows", "pcie", "sdma", "signals", "copy
     capabilities=USB_AMD_CAPABILITIES,
     probe=_usb_probe,
     emulated=False,
-    summary="AMD GPU behind an ASM2464 USB bridge",
+    summary="AMD GPU behind an ASM2464 USB bridge (GPU bring-up on real silicon not implemented yet)",
+    options=["wait_timeout_ms"],
 )
 def amd_usb(resolved: Target, *, serial: str | None = None, revision: str = "pipelined", **options: Any) -> Device:
     """An AMD GPU behind a real ASM2464-class bridge (``serial`` picks one of several): the same device runtime as
@@ -151,13 +155,12 @@ def _kfd_probe(*, fileio: FileIO | None = None) -> str | None:
     renderers=AMD_RENDERERS,
     default_renderer="CC",
     summary="AMD GPU through the kernel's /dev/kfd (KFD:<n>+AMD drives GPU n)",
+    indexed=True,
 )
-def amd_kfd(resolved: Target, **options: Any) -> Device:
+def amd_kfd(resolved: Target) -> Device:
     """An AMD GPU through the Linux amdkfd driver, with the same runtime as MOCKKFD+AMD.
 
     No ``compile`` / ``exec``: tinyhil builds host-native code objects, which only the emulated GPU runs.
     """
-    if options:
-        raise InvalidArgument(f"options={sorted(options)} for {resolved.name}, expected none")
     return KfdAmdDevice.open(resolved.name, RealFileIO(), gpu_index=resolved.spec.index or 0,
                              capabilities={"real-hardware"})  # fmt: skip

@@ -8,8 +8,10 @@ never imports a mock and nothing registers at import time. Names are unique: a d
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import importlib
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -29,6 +31,7 @@ __all__ = [
     "TargetRegistry",
     "default_registry",
     "open_target",
+    "split_selectors",
     "target",
 ]
 
@@ -50,7 +53,9 @@ class TargetDef:
 
     ``renderers`` maps each accepted renderer token to the compiler it selects (tinygrad's ``LLVM`` or ``HIP`` map
     to the compiler tinyhil has for the device); ``default_renderer`` applies when the string names none. ``archs``
-    lists accepted archs, the first being the default; empty means the target takes no arch.
+    lists accepted archs, the first being the default; empty means the target takes no arch. ``options`` are the
+    keyword options :meth:`Target.open` accepts (checked there, once, for every target). ``indexed`` says whether
+    the string may carry an interface index (``KFD:1+AMD``), ``max_index`` bounds it (``None``: no bound).
     """
 
     name: str
@@ -62,6 +67,9 @@ class TargetDef:
     default_renderer: str | None = None
     archs: tuple[str, ...] = ()
     summary: str = ""
+    options: tuple[str, ...] = ()
+    indexed: bool = False
+    max_index: int | None = None
     spec: TargetString = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -73,6 +81,8 @@ class TargetDef:
             raise InvalidArgument(
                 f"default_renderer={self.default_renderer!r} of {self.name}, expected one of {sorted(known.values())}"
             )
+        if self.max_index is not None and not self.indexed:
+            raise InvalidArgument(f"max_index={self.max_index!r} of {self.name}, expected indexed=True with it")
 
     @property
     def renderer_map(self) -> dict[str, str]:
@@ -89,9 +99,15 @@ def target(
     default_renderer: str | None = None,
     archs: Sequence[str] = (),
     summary: str = "",
+    options: Iterable[str] | None = None,
+    indexed: bool = False,
+    max_index: int | None = None,
 ) -> Callable[[Opener], TargetDef]:
-    """Declare a target: decorate its opener ``fn(target: Target, **options) -> Device``.
+    """Declare a target: decorate its opener ``fn(target: Target, *, option=default, ...) -> Device``.
 
+    The opener's keyword parameters are the options :meth:`Target.open` accepts. An opener that forwards
+    ``**options`` to another constructor must name what it forwards with ``options=[...]``, so a typo is caught
+    in one place for every target. ``indexed=True`` lets the string carry an interface index (``KFD:1+AMD``).
     The decorated name becomes a :class:`TargetDef`; list its module in the ``tinyhil.targets`` entry-point group
     (or call :meth:`TargetRegistry.add`) to register it.
     """
@@ -111,9 +127,26 @@ def target(
             default_renderer=default_renderer,
             archs=tuple(archs),
             summary=summary or (opener.__doc__ or "").strip().split("\n")[0],
+            options=_accepted_options(name, opener, options),
+            indexed=indexed,
+            max_index=max_index,
         )
 
     return wrap
+
+
+def _accepted_options(name: str, opener: Opener, forwarded: Iterable[str] | None) -> tuple[str, ...]:
+    """The option names an opener accepts: its keyword parameters, plus what it forwards through ``**options``."""
+    parameters = list(inspect.signature(opener).parameters.values())[1:]  # the first is the resolved Target
+    named = [p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    if takes_any and forwarded is None:
+        raise InvalidArgument(
+            f"@target({name!r}): the opener takes **options; name the options it forwards with options=[...]"
+        )
+    if forwarded is not None and not takes_any:
+        raise InvalidArgument(f"@target({name!r}, options=...): the opener takes no **options to forward them to")
+    return tuple(sorted({*named, *(forwarded or ())}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,12 +177,32 @@ class Target:
         except Exception as exc:  # a probe must never take the harness down; its failure is the reason
             return f"availability probe failed: {type(exc).__name__}: {exc}"
 
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """Check option names against the ones the target accepts (the one place every target's options are checked).
+
+        Raises:
+            InvalidArgument: an unknown option; the message suggests the closest valid one and lists them all.
+        """
+        accepted = self.definition.options
+        unknown = sorted(set(options) - set(accepted))
+        if not unknown:
+            return
+        hints = []
+        for option in unknown:
+            close = difflib.get_close_matches(option, accepted, n=1)
+            hints.append(f"{option!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        valid = ", ".join(accepted) if accepted else "none"
+        raise InvalidArgument(f"unknown option{'s' * (len(unknown) > 1)} {', '.join(hints)} for {self.name}; "
+                              f"valid options: {valid}")  # fmt: skip
+
     def open(self, **options: Any) -> Device:
         """Open the target; never falls back to another one.
 
         Raises:
+            InvalidArgument: an option the target does not accept.
             TargetUnavailable: the probe says the target cannot run here (the reason is attached).
         """
+        self.check_options(options)
         reason = self.unavailable_reason()
         if reason is not None:
             raise TargetUnavailable(self.name, reason)
@@ -217,6 +270,8 @@ class TargetRegistry:
         if not candidates:
             known = ", ".join(d.name for d in self.definitions())
             raise InvalidArgument(f"unknown target {str(spec)!r}; known targets: {known}; grammar: {GRAMMAR}")
+        if spec.index is not None:
+            _check_index(spec, candidates[0])
         # A definition that fixes renderer (and arch) in its name wins when the string matches them.
         for definition in candidates:
             fixed = definition.spec
@@ -236,13 +291,17 @@ class TargetRegistry:
             mapping = definition.renderer_map
             if spec.renderer not in mapping:
                 tokens = ", ".join(sorted({*mapping, *(c.spec.renderer for c in candidates if c.spec.renderer)}))
-                raise InvalidArgument(f"unknown renderer {spec.renderer!r} for {spec.base}; known renderers: {tokens}")
+                raise InvalidArgument(
+                    f"target {str(spec)!r}: unknown renderer {spec.renderer!r} for {spec.base}; "
+                    f"known renderers: {tokens}"
+                )
             renderer = mapping[spec.renderer]
         arch = definition.archs[0] if definition.archs else None
         if spec.arch is not None:
             if spec.arch not in definition.archs:
+                known = ", ".join(definition.archs) or "none"
                 raise InvalidArgument(
-                    f"unknown arch {spec.arch!r} for {spec.base}; known archs: {', '.join(definition.archs) or 'none'}"
+                    f"target {str(spec)!r}: unknown arch {spec.arch!r} for {spec.base}; known archs: {known}"
                 )
             arch = spec.arch
         return Target(spec, definition, renderer, arch)
@@ -255,8 +314,8 @@ class TargetRegistry:
         caller can report why.
         """
         out: dict[str, Target] = {}
-        for selector in selectors:
-            for resolved in self._expand(selector.strip()):
+        for selector in split_selectors(selectors):
+            for resolved in self._expand(selector):
                 out.setdefault(resolved.name, resolved)
         return list(out.values())
 
@@ -271,6 +330,38 @@ class TargetRegistry:
                 raise InvalidArgument(f"target pattern {selector!r} matches no registered target")
             return matched
         return [self.resolve(selector)]
+
+
+def split_selectors(values: Iterable[str]) -> tuple[str, ...]:
+    """Split comma-separated selectors (``--hil-target A,B``, ``DEV=A,B``) into a flat tuple, stripped.
+
+    Raises:
+        InvalidArgument: an empty selector (``A,,B``, a trailing comma, an empty string).
+    """
+    out: list[str] = []
+    for value in values:
+        if not isinstance(value, str):
+            raise InvalidArgument(f"target selector {value!r}, expected a string such as 'MOCKUSB+AMD' or 'all'")
+        parts = [part.strip() for part in value.split(",")]
+        if not all(parts):
+            raise InvalidArgument(
+                f"target list {value!r} has an empty entry (position {parts.index('') + 1}); expected comma-separated "
+                "target strings such as MOCKUSB+AMD,NULL"
+            )
+        out.extend(parts)
+    return tuple(out)
+
+
+def _check_index(spec: TargetString, definition: TargetDef) -> None:
+    if not definition.indexed:
+        raise InvalidArgument(
+            f"target {str(spec)!r}: {spec.base} takes no interface index ({spec.iface}:{spec.index}), "
+            f"expected {spec.base} without ':{spec.index}'"
+        )
+    if definition.max_index is not None and spec.index is not None and spec.index > definition.max_index:
+        raise InvalidArgument(
+            f"target {str(spec)!r}: interface index {spec.index}, expected 0..{definition.max_index} for {spec.base}"
+        )
 
 
 _default: TargetRegistry | None = None

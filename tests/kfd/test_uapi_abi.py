@@ -87,7 +87,7 @@ def header_abi(tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
     if not HEADER.exists():
         pytest.skip(f"{HEADER} is not installed (Debian/Ubuntu: apt-get install linux-libc-dev)")
     if COMPILER is None:
-        pytest.skip("no C compiler (cc or gcc) on PATH to build the ABI probe")
+        pytest.skip("no C compiler (cc or gcc) on PATH to build the ABI probe (Debian package gcc)")
     folder = tmp_path_factory.mktemp("kfd_abi")
     source, binary = folder / "probe.c", folder / "probe"
     source.write_text(_probe_source())

@@ -1,7 +1,9 @@
 """The AMD GPU behind an ASM2464 bridge, driven over PCIe TLPs: BAR0 VRAM, BAR2 doorbells, BAR5 queue registers.
 
-This is the USB-path reference driver (spec/amdgpu.md "USB-path register interface", spec/asm24.md "GPU BARs"): the
-same code runs on a real board (``Usb3Transport`` over libusb) and on ``MockUSB3``. It needs only an
+This is the USB-path reference driver (docs/amdgpu.md). The bridge side is the same code on a board
+(``Usb3Transport`` over libusb) and on ``MockUSB3``; the GPU side is not yet: the BAR5 queue registers it programs
+(an ID register, queue blocks at ``0x1000 + 0x100*n``) are the emulator's own layout, which no real AMD GPU has, so
+it cannot bring up real silicon (docs/fidelity.md). It needs only an
 :class:`~tinyhil.asm24.controller.Asm24Controller` and the :class:`~tinyhil.asm24.topology.PcieTopology` the
 bring-up returned::
 

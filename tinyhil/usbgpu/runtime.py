@@ -1,7 +1,9 @@
 """The device runtime of an AMD GPU behind an ASM2464 bridge: ``MOCKUSB+AMD`` (emulated) and ``USB+AMD`` (a board).
 
-The same code on both: it takes any :class:`~tinyhil.usb.bridge_io.AsyncBridgeIO` (``MockUSB3`` or the real
-``Usb3Transport``), brings the PCIe side up, programs queues through BAR5 and moves data with :class:`UsbCopy`.
+It takes any :class:`~tinyhil.usb.bridge_io.AsyncBridgeIO` (``MockUSB3`` or the real ``Usb3Transport``), brings the
+PCIe side up, programs queues through BAR5 and moves data with :class:`UsbCopy`. The bridge and copy protocol are the
+same code on both; the BAR5 queue registers are the emulator's own layout, so ``USB+AMD`` cannot yet bring up a real
+GPU and its probe says so (docs/fidelity.md).
 
 VRAM layout (GPU address = BAR0 offset, spec/amdgpu.md USB path):
 
