@@ -1,35 +1,49 @@
 """The ``tinyhil`` command line; every command is an operation of the farm.
 
-tinyhil targets [--json]                     list every registered target, available or why not
-tinyhil run [--target T ...] [--report DIR]  run the portable suite on targets (default: every emulated one)
+tinyhil targets [--json | --markdown]        list every registered target, available or why not
+tinyhil run [--target T ...] [--report DIR]  run the portable suite on targets (default: $DEV, else every
+                                             available emulated target)
 tinyhil bench copyin [--model M] [--size S]  predicted USB copyin throughput per protocol revision vs hardware
+
+Exit status: 0 success; 1 tests failed (or a benchmark is out of tolerance); 2 a usage error, reported in one
+line; 3 a target named explicitly cannot run here (``--allow-unavailable`` runs anyway, counting its skips);
+otherwise pytest's own status.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import tinyhil
-from tinyhil.device_farm.bench import DEFAULT_TOLERANCE, CopyinResult, bench_copyin, parse_size
+from tinyhil.device_farm.bench import DEFAULT_TOLERANCE, CopyinResult, bench_copyin, check_tolerance, parse_size
 from tinyhil.device_farm.matrix import render_matrix
-from tinyhil.device_farm.runner import run_suite
+from tinyhil.device_farm.reference import render_target_reference
+from tinyhil.device_farm.runner import check_run_arguments, run_suite
 from tinyhil.emulators.timing import TimingModel
-from tinyhil.errors import TinyHilError
+from tinyhil.errors import InvalidArgument, TinyHilError
 from tinyhil.fixtures import SUITE_PACKAGE
+from tinyhil.fixtures.options import ENV_TARGET, read_targets_from_environment
 from tinyhil.registry import SELECT_EMULATED, TargetRegistry, default_registry
 
-__all__ = ["main"]
+__all__ = ["EXIT_UNAVAILABLE", "EXIT_USAGE", "main"]
 
 EXIT_USAGE: Final = 2
+EXIT_UNAVAILABLE: Final = 3
 DEFAULT_REPORT_DIR: Final = "tinyhil-report"
+# pytest's statuses for "the options were wrong" and "no test was collected": nothing ran, so there is no matrix.
+_PYTEST_NOTHING_RAN: Final = {4: "pytest refused its arguments (see above)", 5: "no test was collected"}
 
 
 def _targets(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    if args.markdown:
+        print(render_target_reference(registry), end="")
+        return 0
     rows: list[dict[str, Any]] = []
     for definition in registry.definitions():
         resolved = registry.resolve(definition.name)
@@ -58,19 +72,41 @@ def _targets(args: argparse.Namespace, registry: TargetRegistry) -> int:
 
 
 def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
-    selectors = args.target or [SELECT_EMULATED]
-    targets = [t.name for t in registry.select(selectors)]
-    if not targets:
+    from_env = read_targets_from_environment()
+    if args.target:
+        selectors, source = args.target, "--target"
+    elif from_env:
+        selectors, source = list(from_env), f"${ENV_TARGET}"
+    else:
+        selectors, source = [SELECT_EMULATED], "default"
+    resolved = registry.select(selectors)
+    report_dir = Path(args.report)
+    suite = args.suite or (SUITE_PACKAGE,)
+    check_run_arguments(report_dir, suite, args.pytest_args)
+    strict = source != "default" and not args.allow_unavailable
+    if not resolved:
         print(f"tinyhil run: no available target matches {selectors}; see `tinyhil targets`", file=sys.stderr)
         return EXIT_USAGE
-    report_dir = Path(args.report)
-    print(f"tinyhil {tinyhil.__version__}: running the portable suite on {', '.join(targets)}", flush=True)
-    outcome = run_suite(targets, report_dir, suite=args.suite or (SUITE_PACKAGE,), pytest_args=args.pytest_args)
+    unavailable = [(t.name, reason) for t in resolved if (reason := t.unavailable_reason()) is not None]
+    if strict and unavailable:
+        for name, reason in unavailable:
+            print(f"tinyhil run: target {name} ({source}) cannot run here: {reason}", file=sys.stderr)
+        print("tinyhil run: pass --allow-unavailable to run anyway and count its tests as skipped", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    targets = [t.name for t in resolved]
+    print(f"tinyhil {tinyhil.__version__}: running the portable suite on {', '.join(targets)} ({source})", flush=True)
+    outcome = run_suite(targets, report_dir, suite=suite, pytest_args=args.pytest_args, strict=strict)
+    if outcome.exitstatus in _PYTEST_NOTHING_RAN:
+        print(f"tinyhil run: {_PYTEST_NOTHING_RAN[outcome.exitstatus]}; no report written", file=sys.stderr)
+        return outcome.exitstatus
     print()
     print(render_matrix(outcome.summary.get("results", []), targets))
     counts = outcome.summary.get("counts", {})
     print()
     print("totals: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing ran"))
+    for name, reason in unavailable:
+        skipped = sum(1 for r in outcome.summary.get("results", []) if r.get("target") == name)
+        print(f"unavailable: {name}: {skipped} test{'s' * (skipped != 1)} skipped ({reason})")
     print(f"reports: {outcome.junit_path} {outcome.summary_path}")
     return outcome.exitstatus
 
@@ -78,15 +114,15 @@ def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
 def _bench_copyin(args: argparse.Namespace, registry: TargetRegistry) -> int:
     nbytes = parse_size(args.size)
     TimingModel.preset(args.model)  # an unknown model fails before anything is printed
-    print(
-        f"tinyhil bench copyin: {args.size} ({nbytes} bytes) into MOCKUSB+AMD in timed mode, timing model "
-        f"{args.model!r}; MB/s = 10**6 bytes per second of virtual time",
-        flush=True,
-    )
-    print(f"{'revision':<16} {'model MB/s':>10} {'hardware MB/s':>13} {'error':>7}", flush=True)
     rows: list[CopyinResult] = []
 
     def show(result: CopyinResult) -> None:
+        if not rows:  # printed once the first revision has run: a size the target cannot hold fails before it
+            print(
+                f"tinyhil bench copyin: {args.size} ({nbytes} bytes) into MOCKUSB+AMD in timed mode, timing model "
+                f"{args.model!r}; MB/s = 10**6 bytes per second of virtual time",
+            )
+            print(f"{'revision':<16} {'model MB/s':>10} {'hardware MB/s':>13} {'error':>7}", flush=True)
         rows.append(result)
         flag = "" if abs(result.error) <= args.tolerance else f"  outside +-{args.tolerance:.0%}"
         print(f"{result.revision:<16} {result.mbps:>10.1f} {result.hardware_mbps:>13.0f} {result.error:>+7.1%}{flag}",
@@ -104,14 +140,24 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tinyhil {tinyhil.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     listing = commands.add_parser("targets", help="list registered targets, their availability and capabilities")
-    listing.add_argument("--json", action="store_true", help="print JSON for machines")
+    formats = listing.add_mutually_exclusive_group()
+    formats.add_argument("--json", action="store_true", help="print JSON for machines")
+    formats.add_argument(
+        "--markdown", action="store_true", help="print the target and capability reference (docs/targets.md)"
+    )
     listing.set_defaults(handler=_targets)
     run = commands.add_parser("run", help="run the portable HIL suite on targets and write reports")
     run.add_argument(
         "--target",
         action="append",
         metavar="T",
-        help="target string, 'all', 'emulated' or a glob (repeatable; default: every available emulated target)",
+        help=f"target string, 'all', 'emulated' or a glob (repeatable, or comma-separated; default: ${ENV_TARGET}, "
+        "else every available emulated target)",
+    )
+    run.add_argument(
+        "--allow-unavailable",
+        action="store_true",
+        help="run even when a target named with --target or $DEV cannot run here, counting its tests as skipped",
     )
     run.add_argument(
         "--suite",
@@ -131,7 +177,7 @@ def _parser() -> argparse.ArgumentParser:
     copyin.add_argument("--size", default="64M", help="bytes to copy in, e.g. 64M, 512K (default: 64M)")
     copyin.add_argument(
         "--tolerance",
-        type=float,
+        type=_argparse_type(check_tolerance),
         default=DEFAULT_TOLERANCE,
         help=f"exit 1 when a revision is further than this from its hardware figure (default: {DEFAULT_TOLERANCE})",
     )
@@ -139,10 +185,33 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _argparse_type(check: Callable[[float], float]) -> Callable[[str], float]:
+    """An argparse ``type=`` that parses a float and checks it with the one validator for that value."""
+
+    def convert(text: str) -> float:
+        try:
+            return check(float(text))
+        except (ValueError, InvalidArgument) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
+def _quiet_broken_pipe() -> int:
+    """stdout's reader went away (``tinyhil targets --json | head``): stop quietly, as ``cat`` would."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return int(args.handler(args, default_registry()))
+        status = int(args.handler(args, default_registry()))
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except TinyHilError as exc:
         print(f"tinyhil {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
