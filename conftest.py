@@ -1,17 +1,37 @@
-"""Repository-level pytest configuration: hypothesis profiles.
+"""Repository-level pytest configuration: hypothesis profiles and the ``fuzz`` marker.
 
 ``ci`` (selected when ``CI`` is set) is derandomized and keeps no example database, so CI runs are reproducible;
-``dev`` is the default for laptops.
+``dev`` is the default for laptops; ``nightly`` (``HYPOTHESIS_PROFILE=nightly``) runs every property and fuzz test
+with 50 times the examples, randomized. Fuzz tests (``@pytest.mark.fuzz``, in ``test_fuzz_*.py`` files) leave
+``max_examples`` to the profile so the nightly setting reaches them.
 """
 
 from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+NIGHTLY_EXAMPLES = 5_000
 
 settings.register_profile(
     "ci", derandomize=True, database=None, deadline=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow]
 )
 settings.register_profile("dev", deadline=None)
+settings.register_profile(
+    "nightly",
+    max_examples=NIGHTLY_EXAMPLES,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "fuzz: a property-based fuzz test of an entry point (run longer with HYPOTHESIS_PROFILE=nightly; select "
+        "with -m fuzz)",
+    )
