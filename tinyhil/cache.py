@@ -9,8 +9,10 @@ Layout under :func:`cache_dir` (``$TINYHIL_CACHE``, else ``$XDG_CACHE_HOME/tinyh
 
 Every entry appears by one ``rename`` of a complete temporary sibling (``.tmp-*``), so a reader never sees a partial
 file or tree, and concurrent processes need no lock: the loser of a rename race uses the winner's copy and deletes
-its own. Extraction applies tar's ``data`` filter (Python >= 3.11.4) and also refuses setuid/setgid members, which
-that filter would only strip.
+its own. Archives are vetted member by member before anything is written (:mod:`tinyhil._archive` lists the
+rules), never trusting tarfile's own filters, and extracted into a private ``.tmp-*`` directory that becomes the entry
+only when complete. Their size and member count are bounded: :data:`MAX_ARCHIVE_BYTES` (``$TINYHIL_CACHE_MAX_BYTES``,
+or ``fetch(..., max_bytes=N)``) and :data:`MAX_ARCHIVE_MEMBERS` (``$TINYHIL_CACHE_MAX_MEMBERS``, ``max_members=N``).
 """
 
 from __future__ import annotations
@@ -18,23 +20,33 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import lzma
 import os
 import re
 import shutil
-import stat
-import tarfile
 import tempfile
 import urllib.parse
 import urllib.request
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, Final
 
-from tinyhil.errors import InvalidArgument, TinyHilError
+from tinyhil._archive import (
+    MAX_ARCHIVE_BYTES,
+    MAX_ARCHIVE_MEMBERS,
+    MAX_BYTES_ENV,
+    MAX_MEMBERS_ENV,
+    ArchiveLimits,
+    ArtifactError,
+    UnsafeArchive,
+    extract_archive,
+)
+from tinyhil.errors import InvalidArgument
 
 __all__ = [
+    "MAX_ARCHIVE_BYTES",
+    "MAX_ARCHIVE_MEMBERS",
+    "MAX_BYTES_ENV",
+    "MAX_MEMBERS_ENV",
     "ArtifactError",
     "ChecksumMismatch",
     "UnsafeArchive",
@@ -53,10 +65,6 @@ _URL_KEY_CHARS: Final = 16
 _TMP_PREFIX: Final = ".tmp-"
 
 
-class ArtifactError(TinyHilError, OSError):
-    """A download or an extraction failed; nothing partial was left in the cache."""
-
-
 class ChecksumMismatch(ArtifactError):
     """An artifact's sha256 is not the expected one; the artifact was not kept."""
 
@@ -65,16 +73,6 @@ class ChecksumMismatch(ArtifactError):
         self.source = source
         self.expected = expected
         self.actual = actual
-
-
-class UnsafeArchive(ArtifactError):
-    """An archive member is absolute, would escape the tree, or carries special powers (device, setuid)."""
-
-    def __init__(self, archive: str, member: str, reason: str) -> None:
-        super().__init__(f"{archive}: member {member!r} rejected: {reason}; nothing was extracted")
-        self.archive = archive
-        self.member = member
-        self.reason = reason
 
 
 def cache_dir() -> Path:
@@ -111,21 +109,33 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def fetch(url_or_path: str | os.PathLike[str], sha256: str | None = None, extract: bool = False) -> Path:
+def fetch(
+    url_or_path: str | os.PathLike[str],
+    sha256: str | None = None,
+    extract: bool = False,
+    *,
+    max_bytes: int | None = None,
+    max_members: int | None = None,
+) -> Path:
     """Return a local path for an artifact, downloading, verifying and extracting it once per user.
 
     ``url_or_path`` is a local path or an ``http``, ``https`` or ``file`` URL. A URL is downloaded into the cache;
     a local path is used where it is. With ``sha256`` the artifact must have that digest. With ``extract=True``
     the artifact is a tar archive (optionally gzip, bzip2 or xz compressed) and the result is the directory it
-    extracts to, shared by every process that asks for the same archive contents.
+    extracts to, shared by every process that asks for the same archive contents. ``max_bytes`` (the archive's
+    uncompressed size) and ``max_members`` bound a new extraction; unset, they come from ``$TINYHIL_CACHE_MAX_BYTES``
+    and ``$TINYHIL_CACHE_MAX_MEMBERS``, else :data:`MAX_ARCHIVE_BYTES` and :data:`MAX_ARCHIVE_MEMBERS`.
 
     Raises:
-        InvalidArgument: malformed ``sha256`` or unsupported URL scheme.
+        InvalidArgument: malformed ``sha256``, unsupported URL scheme, or a limit (or its variable) not a positive int.
         ChecksumMismatch: the artifact's digest differs from ``sha256`` (names both digests).
-        UnsafeArchive: a member is absolute, escapes the tree (``..``, links), is a device or fifo, or setuid/setgid.
-        ArtifactError: the download failed or the archive is corrupt.
+        UnsafeArchive: a member breaks a vetting rule (absolute, escapes the tree through ``..`` or links, a device,
+            fifo or sparse file, setuid/setgid/sticky, too long or deep), or the archive exceeds a limit; the
+            message names the member, the rule, and for a limit how to raise it.
+        ArtifactError: the download failed, the archive is corrupt, or the tree could not be written.
     """
     expected = _check_sha256(sha256)
+    limits = ArchiveLimits.resolve(max_bytes, max_members)
     text = os.fspath(url_or_path)
     scheme = "" if isinstance(url_or_path, os.PathLike) else urllib.parse.urlsplit(text).scheme
     if scheme:
@@ -146,7 +156,7 @@ def fetch(url_or_path: str | os.PathLike[str], sha256: str | None = None, extrac
                 raise ChecksumMismatch(text, expected, actual)
     if not extract:
         return artifact
-    return _extract(artifact, expected or file_sha256(artifact))
+    return _extract(artifact, expected or file_sha256(artifact), limits)
 
 
 def _check_sha256(sha256: str | None) -> str | None:
@@ -205,49 +215,20 @@ def _write_atomically(path: Path, data: bytes) -> None:
     os.replace(handle.name, path)
 
 
-def _extract(archive: Path, digest: str) -> Path:
+def _extract(archive: Path, digest: str, limits: ArchiveLimits) -> Path:
     target = _extracted_path(digest)
     if target.is_dir():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=f"{_TMP_PREFIX}{digest[:_URL_KEY_CHARS]}-"))
     try:
-        _safe_extractall(archive, scratch)
+        tree = scratch / "tree"
+        extract_archive(archive, tree, scratch / "archive.tar", limits)
         try:
-            os.rename(scratch, target)  # atomic; fails when another process already renamed its complete tree
-        except OSError:
+            os.rename(tree, target)  # atomic; fails when another process already renamed its complete tree
+        except OSError as exc:
             if not target.is_dir():
-                raise
+                raise ArtifactError(f"moving the extracted tree of {archive} to {target} failed: {exc}") from exc
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)  # the loser's tree, or a partial one after an error
+        shutil.rmtree(scratch, ignore_errors=True)  # the decompressed archive, and the loser's or a partial tree
     return target
-
-
-def _safe_extractall(archive: Path, dest: Path) -> None:
-    data_filter = getattr(tarfile, "data_filter", None)
-    if data_filter is None:  # added in 3.11.4; extracting without it would trust the archive
-        raise ArtifactError(f"tarfile.data_filter is missing from this Python; refusing to extract {archive}")
-
-    def member_filter(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo | None:
-        if member.name.startswith("/"):  # the data filter would strip the slash; the spec says reject
-            raise UnsafeArchive(str(archive), member.name, "absolute path")
-        if member.mode & (stat.S_ISUID | stat.S_ISGID):
-            raise UnsafeArchive(str(archive), member.name, f"mode {member.mode:#o} has the setuid or setgid bit")
-        try:
-            filtered: tarfile.TarInfo | None = data_filter(member, path)
-        except tarfile.FilterError as exc:
-            raise UnsafeArchive(str(archive), member.name, f"{type(exc).__name__}: {exc}") from None
-        return filtered
-
-    try:
-        with tarfile.open(archive, "r:*") as tar:
-            tar.errorlevel = 2  # every extraction problem is an error, not a debug message
-            tar.extractall(dest, filter=member_filter)
-            # Read the compressed stream to its end: gzip, bzip2 and xz check their CRCs only there, and a tar
-            # reader stops at the end-of-archive blocks.
-            while tar.fileobj is not None and tar.fileobj.read(_CHUNK_BYTES):
-                pass
-    except UnsafeArchive:
-        raise
-    except (tarfile.TarError, EOFError, OSError, ValueError, zlib.error, lzma.LZMAError) as exc:
-        raise ArtifactError(f"{archive} is corrupt or unreadable: {type(exc).__name__}: {exc}") from exc
