@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from tinyhil.emulators.asm2464.device import Asm2464
 from tinyhil.emulators.asm2464.errors import UsbError, UsbNoDevice, UsbStall, UsbTimeout
-from tinyhil.emulators.asm2464.front import UNBOUNDED_WAIT_NS, UsbFront
+from tinyhil.emulators.asm2464.front import UNBOUNDED_WAIT_NS, WAIT_CAP_NS, UsbFront
 from tinyhil.emulators.asm2464.link import LinkControl
 from tinyhil.emulators.asm2464.memory import BridgeMemory
 from tinyhil.emulators.asm2464.quirks import Quirks, UnknownRequests
@@ -29,6 +29,7 @@ from tinyhil.emulators.asm2464.urb import Urb, UsbStatus
 
 __all__ = [
     "UNBOUNDED_WAIT_NS",
+    "WAIT_CAP_NS",
     "Arm",
     "ArmKind",
     "Asm2464",

@@ -32,10 +32,13 @@ from tinyhil.spec.asm24 import BULK_IN_EP, BULK_OUT_EP
 if TYPE_CHECKING:
     from tinyhil.emulators.asm2464.device import Asm2464
 
-__all__ = ["CONTROL_EP", "UNBOUNDED_WAIT_NS", "StandardRequest", "UsbFront"]
+__all__ = ["CONTROL_EP", "UNBOUNDED_WAIT_NS", "WAIT_CAP_NS", "StandardRequest", "UsbFront"]
 
 CONTROL_EP: Final = 0x00
 UNBOUNDED_WAIT_NS: Final = 3600 * 1_000_000_000  # a libusb timeout of 0 ("forever") gives up after 1 virtual hour
+# The longest a synchronous call waits for one transfer, and so the longest transfer timeout the emulated usb1 stack
+# accepts (mocks/usb/_requests.py refuses a longer one up front): every transfer ends by its own timeout within it.
+WAIT_CAP_NS: Final = 2 * UNBOUNDED_WAIT_NS
 _DIRECTION_IN: Final = 0x80
 # hot: module constants, an Enum class attribute lookup goes through the metaclass
 _SRAM: Final = ArmKind.SRAM
@@ -97,7 +100,15 @@ class UsbFront:
             self._finish(urb, UsbStatus.NO_DEVICE, "the board was power-cycled with the transfer in flight")
 
     def state(self) -> tuple[object, ...]:
-        return self.gone, tuple(sorted(self.halted)), self.configuration, self.alt_setting
+        """The USB state: device present, halts, configuration, and every transfer still in flight (a request
+        that left one behind has changed the device: it will take the next arm)."""
+        inflight = tuple(
+            (ep, urb.describe())
+            for ep in _ENDPOINTS
+            for urb in (*self._arriving[ep], self.active[ep], *self.queues[ep])
+            if urb is not None
+        )
+        return self.gone, tuple(sorted(self.halted)), self.configuration, self.alt_setting, inflight
 
     # --- submission and waiting ---
     def submit(self, urb: Urb) -> Urb:
@@ -147,21 +158,59 @@ class UsbFront:
         urb._deadline = self.kernel.schedule(delay, lambda: self._expire(urb), label="usb timeout")
 
     def wait(self, urb: Urb) -> Urb:
-        """Run virtual time until ``urb`` is done (it always is by its timeout)."""
+        """Run virtual time until ``urb`` is done: by its timeout when that is at most :data:`WAIT_CAP_NS`.
+
+        Raises:
+            VirtualTimeout: ``urb.timeout_ns`` is beyond the cap and it is not done by then (the usb1 stack refuses
+                such a timeout up front); ``urb`` is abandoned first, as for any exception from the events run.
+        """
         if urb.status is None:
-            self.kernel.run_until(lambda: urb.status is not None, 2 * UNBOUNDED_WAIT_NS, what=_WAIT_WHAT)
+            try:
+                self.kernel.run_until(lambda: urb.status is not None, WAIT_CAP_NS, what=_WAIT_WHAT)
+            except BaseException as exc:
+                self.abandon(urb, exc)
+                raise
         return urb
 
+    def abandon(self, urb: Urb, error: BaseException) -> None:
+        """End ``urb`` because the host's call for it raised ``error``: no transfer outlives the call that raised.
+
+        It ends ``CANCELLED`` (whole packets moved so far delivered, as a cancel has it) without its ``on_complete``:
+        the caller got the exception instead. Does nothing to a transfer that is done.
+        """
+        if urb.status is not None:
+            return
+        urb.on_complete = None
+        self._interrupt(urb)
+        arm = urb._arm
+        if arm is not None:  # claimed on the inline path and nothing moved yet: the arm stays for the next bulk
+            urb._arm = None
+            self.bridge.engine.give_back(arm, 0)
+            self.bridge.engine.finished(arm)
+        self._finish(urb, UsbStatus.CANCELLED, f"abandoned: the host's call raised {type(error).__name__}: {error}")
+
     def complete(self, urb: Urb) -> Urb:
-        """Submit and run virtual time until ``urb`` is done (inline when nothing can interfere); no raise."""
-        if not self._run_inline(urb):
-            self.wait(self.submit(urb))
+        """Submit and run virtual time until ``urb`` is done (inline when nothing can interfere); no raise of its
+        own (an exception from an event abandons ``urb`` and propagates)."""
+        try:
+            if not self._run_inline(urb):
+                self.wait(self.submit(urb))
+        except BaseException as exc:
+            self.abandon(urb, exc)
+            raise
         return urb
 
     def transfer(self, urb: Urb) -> Urb:
-        """Submit, wait, and raise the emulator error of a failed transfer (the synchronous path)."""
-        if not self._run_inline(urb):  # complete(), inlined: every synchronous transfer
-            self.wait(self.submit(urb))
+        """Submit, wait, and raise the emulator error of a failed transfer (the synchronous path).
+
+        An exception from the events run meanwhile abandons ``urb`` (:meth:`abandon`) and propagates.
+        """
+        try:
+            if not self._run_inline(urb):  # complete(), inlined: every synchronous transfer
+                self.wait(self.submit(urb))
+        except BaseException as exc:
+            self.abandon(urb, exc)
+            raise
         if urb.status is not _COMPLETED:
             error = urb.error()
             if error is not None:

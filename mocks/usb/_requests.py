@@ -8,8 +8,11 @@ Each request kind has one validator, called once per transfer on either path: :f
   :class:`ArgumentTypeError`, which is both of what ``usb1`` raises: ``ctypes.ArgumentError`` from its
   synchronous calls (ctypes ``argtypes``) and ``TypeError`` from its transfers (ctypes structure fields).
 - An integer out of its field's range (8 bits, 16 bits, 32 bits for the timeout) is ``USBErrorInvalidParam``. This
-  is the one deliberate difference: ctypes truncates it silently (``value=0x10000`` goes out as ``wValue`` 0), so
+  is one deliberate difference: ctypes truncates it silently (``value=0x10000`` goes out as ``wValue`` 0), so
   ``usb1`` would send a request the caller did not write; the error says what it would have sent.
+- A timeout beyond :data:`MAX_TIMEOUT_MS` (2 virtual hours, the emulator's wait cap
+  :data:`~tinyhil.emulators.asm2464.WAIT_CAP_NS`) is ``USBErrorInvalidParam`` too, the other deliberate difference
+  (:func:`check_timeout` says why).
 - A length is an ``int`` (``bool`` included, as ``isinstance`` has it); a negative one is ``ValueError``
   (``bytearray``'s "negative count"). Data is the first ``len(data)`` bytes of any object with a length that
   ``bytearray()`` accepts (``usb1``'s ``create_initialised_buffer``; for a buffer of items wider than a byte that
@@ -32,7 +35,7 @@ from typing import Any, Final, Literal, overload
 
 import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 
-from tinyhil.emulators.asm2464 import UNBOUNDED_WAIT_NS
+from tinyhil.emulators.asm2464 import UNBOUNDED_WAIT_NS, WAIT_CAP_NS
 from tinyhil.mocks.usb._errors import invalid_param
 from tinyhil.spec.asm24 import BULK_IN_EP, BULK_OUT_EP
 
@@ -40,6 +43,7 @@ __all__ = [
     "BULK_ENDPOINTS",
     "DIRECTION_IN",
     "DIRECTION_OUT",
+    "MAX_TIMEOUT_MS",
     "NS_PER_MS",
     "U8",
     "U16",
@@ -48,6 +52,7 @@ __all__ = [
     "check_bulk",
     "check_control",
     "check_field",
+    "check_timeout",
     "no_such_endpoint",
 ]
 
@@ -55,6 +60,7 @@ NS_PER_MS: Final = 1_000_000
 U8: Final = 0xFF
 U16: Final = 0xFFFF
 U32: Final = 0xFFFFFFFF  # libusb's timeout is an unsigned int of milliseconds
+MAX_TIMEOUT_MS: Final = WAIT_CAP_NS // NS_PER_MS  # the longest timeout the emulated stack runs: 7,200,000 ms (2 h)
 DIRECTION_IN: Final = 0x80  # usb1.ENDPOINT_IN
 DIRECTION_OUT: Final = 0x00  # usb1.ENDPOINT_OUT
 _DIR_MASK: Final[int] = usb1.ENDPOINT_DIR_MASK
@@ -85,6 +91,32 @@ def check_field(name: str, value: Any, limit: int) -> int:
         truncated = number & limit
         raise invalid_param(
             f"{name}={value!r}, expected an int in 0..{limit:#x} (ctypes would truncate it to {truncated:#x})"
+        )
+    return number
+
+
+def check_timeout(timeout: Any) -> int:
+    """``timeout`` (milliseconds, 0 for libusb's "no timeout") as the plain int of a field of ``0..MAX_TIMEOUT_MS``.
+
+    libusb takes any unsigned int (up to 49.7 days) and a real device would be waited on that long. The emulator
+    cannot honour more than its wait cap: a wait of days in virtual time can take hours on the host while a model
+    schedules events (the GPU polls), and ending such a transfer with ``USBErrorTimeout`` at the cap would report a
+    timeout the caller did not ask for (the transfer might have completed later on hardware). So a longer timeout
+    is a parameter this device cannot take, refused up front before any state changes, with the usb1 class libusb
+    gives a parameter it cannot honour: ``USBErrorInvalidParam``, naming the limit. ``0`` waits
+    :data:`~tinyhil.emulators.asm2464.UNBOUNDED_WAIT_NS` (1 h), within the cap.
+
+    Raises:
+        ArgumentTypeError: ``timeout`` has no ``__index__``.
+        usb1.USBErrorInvalidParam: it is negative, past libusb's 32 bits (ctypes would truncate it) or beyond
+            :data:`MAX_TIMEOUT_MS`.
+    """
+    number = check_field("timeout", timeout, U32)
+    if number > MAX_TIMEOUT_MS:
+        raise invalid_param(
+            f"timeout={timeout!r} ms, expected at most {MAX_TIMEOUT_MS} ms (2 h, the emulator's virtual wait cap "
+            f"WAIT_CAP_NS); pass a shorter timeout, or 0 for libusb's unbounded wait ({UNBOUNDED_WAIT_NS // NS_PER_MS} "
+            "ms here)"
         )
     return number
 
@@ -166,11 +198,11 @@ def check_control(
         and 0 <= request <= U8
         and 0 <= value <= U16
         and 0 <= index <= U16
-        and 0 <= timeout <= U32
+        and 0 <= timeout <= MAX_TIMEOUT_MS
     ):
         request_type, request = check_field("request_type", request_type, U8), check_field("request", request, U8)
         value, index = check_field("value", value, U16), check_field("index", index, U16)
-        timeout = check_field("timeout", timeout, U32)
+        timeout = check_timeout(timeout)
     if direction is not None:
         request_type = request_type & ~_DIR_MASK | direction
     data: memoryview | None = None
@@ -220,8 +252,8 @@ def check_bulk(
         ArgumentTypeError, TypeError, ValueError, usb1.USBErrorInvalidParam: as usb1 would (module docstring).
     """
     # hot: plain ints in range skip the per-field checks
-    if not (type(endpoint) is type(timeout) is int and 0 <= endpoint <= U8 and 0 <= timeout <= U32):
-        endpoint, timeout = check_field("endpoint", endpoint, U8), check_field("timeout", timeout, U32)
+    if not (type(endpoint) is type(timeout) is int and 0 <= endpoint <= U8 and 0 <= timeout <= MAX_TIMEOUT_MS):
+        endpoint, timeout = check_field("endpoint", endpoint, U8), check_timeout(timeout)
     if direction is not None:
         endpoint = endpoint & ~_DIR_MASK | direction
     deadline_ns = timeout * NS_PER_MS if timeout else UNBOUNDED_WAIT_NS

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from enum import StrEnum
 from typing import Any, Final
 
-from tinyhil.emulators.asm2464 import Asm2464, Urb
+from tinyhil.emulators.asm2464 import WAIT_CAP_NS, Asm2464, Urb
 from tinyhil.emulators.kernel import EventKernel, VirtualTimeout
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.mocks.usb.device import EmulatedUsbDevice
@@ -17,6 +17,7 @@ __all__ = ["EmulatedUsbContext", "TransferMode"]
 
 _NS_PER_S: Final = 1_000_000_000
 _HANDLE_EVENTS_TIMEOUT_NS: Final = 60 * _NS_PER_S  # libusb_handle_events waits up to 60 s
+_MAX_TV_S: Final = WAIT_CAP_NS // _NS_PER_S
 
 
 class TransferMode(StrEnum):
@@ -94,12 +95,18 @@ class EmulatedUsbContext:
             board.front.submit(urb)
 
     def handleEventsTimeout(self, tv: float | None = 0) -> None:
-        """Run virtual time for at most ``tv`` seconds until a transfer completes; fire completed callbacks."""
+        """Run virtual time for at most ``tv`` seconds until a transfer completes; fire completed callbacks.
+
+        Raises:
+            InvalidArgument: ``tv`` is not a number of seconds in ``[0, WAIT_CAP_NS]`` (2 h: the longest virtual
+                wait the emulator runs, as for a transfer's timeout; NaN and infinity included).
+        """
         if self._closed:
             self._check_open("handleEventsTimeout")
         seconds = 0 if tv is None else tv
-        if not isinstance(seconds, (int, float)) or seconds < 0:  # hot: a tuple, not a slower int | float union
-            raise InvalidArgument(f"tv={tv!r}, expected seconds >= 0")
+        # hot: a tuple, not a slower int | float union; the chained comparison is false for NaN
+        if not isinstance(seconds, (int, float)) or not 0 <= seconds <= _MAX_TV_S:
+            raise InvalidArgument(f"tv={tv!r}, expected seconds >= 0 and <= {_MAX_TV_S} (the virtual wait cap, 2 h)")
         if not self._ready:
             # Nothing completing within tv is no error: libusb returns after the timeout.
             with contextlib.suppress(VirtualTimeout):

@@ -13,12 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinyhil.asm24 import Asm24Controller, PcieError
-from tinyhil.asm24.controller import SINGLE_TLP_MAX_BYTES
-from tinyhil.asm24.stream import plan_mem_access
+from tinyhil.asm24.controller import MIN_POLL_S, SINGLE_TLP_MAX_BYTES
+from tinyhil.asm24.stream import MAX_MEM_ACCESS_BYTES, plan_mem_access
 from tinyhil.asm24.tlp import encode_tlp, lane_offset
 from tinyhil.errors import DeviceTimeout, InvalidArgument
 from tinyhil.spec.asm24 import CplStatus, FmtType, RetStatus
-from tinyhil.usb import Usb3Transport
+from tinyhil.usb import MAX_TIMEOUT_MS, Usb3Transport
 
 OUT, IN = 0x40, 0xC0
 MEM = 0x1000_0000  # a memory region of the fake bridge (64 KB)
@@ -360,6 +360,28 @@ BAD_CALLS = [
     ("set_pcie_power", (1,), {}, "on=1, expected True or False"),
     ("wait_pcie_link", (0,), {}, "timeout_s=0, expected a number of seconds in (0, 60.0]"),
     ("wait_pcie_link", (1,), {"poll_s": True}, "poll_s=True"),
+    # a bad timeout is refused before the 0xF2 arm goes out (the arm would be left behind for the next transfer)
+    ("scsi_write", (b"x",), {"timeout": 1.5}, "timeout (ms)=1.5, expected an int"),
+    ("scsi_write", (b"x",), {"timeout": 0}, "timeout (ms)=0, expected an int >= 1"),
+    ("scsi_write", (b"x",), {"timeout": MAX_TIMEOUT_MS + 1}, "timeout (ms)=7200001, expected an int <= 7200000"),
+    ("scsi_read", (512,), {"timeout": 1.5}, "timeout (ms)=1.5"),
+    ("scsi_read", (512,), {"timeout": 1 << 32}, "timeout (ms)=4294967296"),
+    ("scsi_read_into", (bytearray(512),), {"timeout": "1"}, "timeout (ms)='1'"),
+    ("scsi_read_into", (bytearray(100),), {"timeout": -1}, "timeout (ms)=-1"),
+    # sizes and addresses against the documented limits, before anything is allocated or planned
+    ("pcie_mem_read", (0, 1 << 40), {}, "expected at most MAX_MEM_ACCESS_BYTES=0x40000000"),
+    ("pcie_mem_read", (0, 1 << 62), {}, "expected at most MAX_MEM_ACCESS_BYTES=0x40000000"),
+    ("pcie_mem_read", (0, MAX_MEM_ACCESS_BYTES + 1), {}, "size=0x40000001"),
+    ("pcie_mem_read", ((1 << 64) - 2, 4), {}, "past the 64-bit PCIe address space"),
+    ("pcie_mem_read", ([1], 4), {}, "address=[1], expected an int"),
+    ("pcie_mem_read", (MEM, [4]), {}, "size=[4], expected an int"),
+    ("pcie_mem_read", (MEM, 4.0), {}, "size=4.0, expected an int"),
+    ("pcie_mem_write", ([1], b"abcd"), {}, "address=[1], expected an int"),
+    # a poll interval below MIN_POLL_S would make the wait a poll count (10**9 polls of 1 ns), not a time bound
+    ("wait_pcie_link", (1.0,), {"poll_s": 1e-9}, "poll_s=1e-09, expected a number of seconds in [0.001, 60.0]"),
+    ("wait_pcie_link", (1.0,), {"poll_s": 0.0}, "poll_s=0.0"),
+    ("wait_pcie_link", (1.0,), {"poll_s": float("nan")}, "poll_s=nan"),
+    ("wait_pcie_link", (float("inf"),), {}, "timeout_s=inf"),
 ]
 
 
@@ -387,3 +409,12 @@ def test_bad_construction(usb_fake: ModuleType, transport: Any, kwargs: dict[str
     real = Usb3Transport(handle, usb_fake.ScriptedContext(handle))
     with pytest.raises(InvalidArgument, match=message.replace("(", r"\(").replace(")", r"\)")):
         Asm24Controller(transport or real, **kwargs)
+
+
+def test_a_link_wait_is_bounded_in_polls_and_in_time(controller: Asm24Controller, handle: Any) -> None:
+    """The shortest poll over the longest wait: MAX_WAIT_S / MIN_POLL_S + 1 polls, and the pauses sum to the wait."""
+    pumps: list[float] = []
+    controller.transport.pause = pumps.append  # type: ignore[method-assign]
+    with pytest.raises(DeviceTimeout, match=r"after 101 polls over 0\.1s"):
+        controller.wait_pcie_link(timeout_s=0.1, poll_s=MIN_POLL_S)
+    assert len(handle.calls) == 101 and len(pumps) == 100 and sum(pumps) == pytest.approx(0.1)

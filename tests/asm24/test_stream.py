@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tinyhil.asm24 import MemPiece, plan_mem_access
+from tinyhil.asm24.stream import MAX_MEM_ACCESS_BYTES, MAX_PLAN_PIECES
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.asm24 import FmtType
 
@@ -54,9 +57,20 @@ def test_pieces_tile_the_access_and_respect_the_engine(address: int, size: int, 
         ((0, 4, 6), "stream_chunk_bytes=0x6, expected a multiple of 4"),
         ((0, 4, 0), "stream_chunk_bytes=0"),
         (((1 << 64) - 2, 4, 1024), "ends past the 64-bit PCIe address space"),
+        ((0, 1 << 62, 1 << 20), "size=0x4000000000000000, expected at most MAX_MEM_ACCESS_BYTES=0x40000000"),
+        ((0, MAX_MEM_ACCESS_BYTES + 1, 1 << 20), "size=0x40000001"),
+        ((0, MAX_MEM_ACCESS_BYTES, 4), "takes 268435456 transactions, expected at most MAX_PLAN_PIECES=65538"),
+        (([0], 4, 1024), "address=[0], expected an int"),  # refused by name, not by the plan cache's hash
+        ((0, {4}, 1024), "size={4}, expected an int"),
+        ((0, 4, [1024]), "stream_chunk_bytes=[1024], expected an int"),
     ],
 )
-def test_bad_plans(args: tuple[int, int, int], message: str) -> None:
+def test_bad_plans(args: tuple[Any, Any, Any], message: str) -> None:
     with pytest.raises(InvalidArgument) as raised:
         plan_mem_access(args[0], args[1], stream_chunk_bytes=args[2])
     assert message in str(raised.value)
+
+
+def test_the_largest_access_plans_within_the_piece_limit() -> None:
+    pieces = plan_mem_access(1, MAX_MEM_ACCESS_BYTES, stream_chunk_bytes=1 << 14)  # 16 KB chunks: the documented floor
+    assert len(pieces) <= MAX_PLAN_PIECES and sum(p.size for p in pieces) == MAX_MEM_ACCESS_BYTES

@@ -11,7 +11,7 @@ import pytest
 import usb1
 
 from tinyhil.errors import InvalidArgument, StateError
-from tinyhil.usb import ShortTransfer, TransportState, Usb3Transport, requires_open
+from tinyhil.usb import MAX_TIMEOUT_MS, ShortTransfer, TransportState, Usb3Transport, requires_open
 
 
 def _transport(usb_fake: ModuleType, responder: Any, **kwargs: Any) -> tuple[Usb3Transport, Any]:
@@ -184,6 +184,15 @@ BAD_INPUTS = [
     ("clear_halt", (0x01,), {}, "endpoint=1, expected 0x02 or 0x81"),
     ("pause", (-1,), {}, "seconds=-1, expected a number of seconds in [0, 60]"),
     ("pause", ("1",), {}, "seconds='1'"),
+    # beyond the 2-hour cap of one transfer (bridge_io.MAX_TIMEOUT_MS): libusb would wait days, ctypes truncate 2**32
+    ("bulk_write", (b"x",), {"timeout": MAX_TIMEOUT_MS + 1}, "timeout (ms)=7200001, expected an int <= 7200000"),
+    ("bulk_read", (512,), {"timeout": 1 << 32}, "timeout (ms)=4294967296, expected an int <= 7200000"),
+    ("bulk_read_into", (bytearray(512),), {"timeout": MAX_TIMEOUT_MS + 1}, "timeout (ms)=7200001"),
+    ("bulk_write_async", (b"x",), {"timeout": 1 << 40}, "expected an int <= 7200000"),
+    ("control_write", (0xF0,), {"timeout": MAX_TIMEOUT_MS + 1}, "timeout (ms)=7200001"),
+    ("control_read", (0xE4, 1), {"timeout": 1 << 32}, "timeout (ms)=4294967296"),
+    ("control_write_async", (0xF0,), {"timeout": MAX_TIMEOUT_MS + 1}, "timeout (ms)=7200001"),
+    ("control_read_async", (0xE4, 1), {"timeout": 1.5}, "timeout (ms)=1.5, expected an int"),
 ]
 
 

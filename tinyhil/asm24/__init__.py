@@ -13,13 +13,15 @@ from tinyhil.asm24.bringup import DEFAULT_MEM_BASE, DEFAULT_PREF_BASE, pcie_brin
 from tinyhil.asm24.controller import Asm24Controller
 from tinyhil.asm24.errors import PcieError
 from tinyhil.asm24.sram import SramArm, pad_to_sectors, sectors_for
-from tinyhil.asm24.stream import MemPiece, plan_mem_access
+from tinyhil.asm24.stream import MAX_MEM_ACCESS_BYTES, MAX_PLAN_PIECES, MemPiece, plan_mem_access
 from tinyhil.asm24.tlp import TlpCompletion, byte_enables, encode_tlp, is_posted
 from tinyhil.asm24.topology import PcieBar, PcieBridge, PcieTopology, PcieWindow
 
 __all__ = [
     "DEFAULT_MEM_BASE",
     "DEFAULT_PREF_BASE",
+    "MAX_MEM_ACCESS_BYTES",
+    "MAX_PLAN_PIECES",
     "Asm24Controller",
     "MemPiece",
     "PcieBar",

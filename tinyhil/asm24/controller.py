@@ -38,7 +38,7 @@ from tinyhil.spec.asm24 import (
     Xdata,
     config_address,
 )
-from tinyhil.usb.bridge_io import BridgeIO
+from tinyhil.usb.bridge_io import MAX_TIMEOUT_MS, BridgeIO, check_timeout_ms
 
 __all__ = ["Asm24Controller"]
 
@@ -52,6 +52,9 @@ SINGLE_TLP_MAX_BYTES: Final = 8  # up to two dwords as posted single TLPs (one c
 DEFAULT_STREAM_PACKETS: Final = 1024  # 1 MB streams on USB3, far below the 4 MB upstream saw wedge the bridge
 DEFAULT_RETRY_DELAY_S: Final = 0.001
 MAX_WAIT_S: Final = 60.0
+# The shortest pause between link polls: a poll is a control round trip (tens of us on hardware), so a shorter
+# pause only spins; with MAX_WAIT_S it bounds a wait to MAX_WAIT_S / MIN_POLL_S + 1 polls.
+MIN_POLL_S: Final = 0.001
 BASE_BULK_TIMEOUT_MS: Final = 1000
 SLOWEST_BYTES_PER_MS: Final = 1000  # 1 MB/s: below the 0xF0 stream rate ("a few MB/s"), the slowest path
 _CPL_STATUS_MEANINGS: Final = {
@@ -126,6 +129,16 @@ def _plan_write(lane: int, size: int, stream_chunk_bytes: int) -> tuple[_WriteSt
             enables = byte_enables(piece_lane, piece.size) << BYTE_ENABLE_SHIFT
             steps.append(_WriteStep(piece.offset, end, False, enables, piece_lane, 0, 0))
     return tuple(steps)
+
+
+def _timeout_ms(timeout: object, wire_bytes: int) -> int:
+    """The bulk timeout of an SRAM transfer: the caller's, checked before the first request goes out, or the default
+    for ``wire_bytes``."""
+    if timeout is None:
+        return _bulk_timeout_ms(wire_bytes)
+    if type(timeout) is int and 1 <= timeout <= MAX_TIMEOUT_MS:  # hot: check_timeout_ms's fast path, without a call
+        return timeout
+    return check_timeout_ms(timeout)
 
 
 def _check_seconds(name: str, value: object, *, minimum: float, inclusive: bool = True) -> float:
@@ -217,15 +230,17 @@ class Asm24Controller:
         after the bulk transfer completes (spec/asm24.md). Returns the arm that was sent.
 
         Raises:
-            InvalidArgument: empty ``buf`` or an image that does not fit the SRAM from ``slot_start``.
+            InvalidArgument: empty ``buf``, an image that does not fit the SRAM from ``slot_start``, or a ``timeout``
+                that is not an int of milliseconds in ``1..MAX_TIMEOUT_MS``: each before the arm goes out.
         """
         view = as_readonly_bytes("buf", buf)
         if not len(view):
             raise InvalidArgument("buf of 0 bytes, expected at least 1 byte")
         arm, value, index, wire_bytes = _sram_arm(len(view), slot_start, False)
+        wait_ms = _timeout_ms(timeout, wire_bytes)
         wire = pad_to_sectors(view)
         self.transport.control_write(_REQUEST_SRAM_ARM, value, index)
-        self.transport.bulk_write(wire, _bulk_timeout_ms(wire_bytes) if timeout is None else timeout)
+        self.transport.bulk_write(wire, wait_ms)
         return arm
 
     def scsi_read_arm(self, size: int, slot_start: int = 0) -> SramArm:
@@ -242,14 +257,17 @@ class Asm24Controller:
 
         ``arm=False`` skips the arm (already sent with :meth:`scsi_read_arm`, e.g. before the GPU fills the SRAM
         for a copyout). Returns a ``bytearray`` of ``size`` bytes.
+
+        Raises:
+            InvalidArgument: a bad ``size``, ``slot_start`` or ``timeout`` (as :meth:`scsi_write`), before the arm.
         """
         if type(size) is int and type(slot_start) is int:  # hot: _sram_arm's cached path, without the call
             _, value, index, wire_bytes = _cached_sram_arm(size, slot_start, True)
         else:
             _, value, index, wire_bytes = _sram_arm(size, slot_start, True)
+        wait_ms = _bulk_timeout_ms(wire_bytes) if timeout is None else _timeout_ms(timeout, wire_bytes)
         if arm:
             self.transport.control_write(_REQUEST_SRAM_ARM, value, index)
-        wait_ms = _bulk_timeout_ms(wire_bytes) if timeout is None else timeout
         data = self.transport.bulk_read(wire_bytes, wait_ms)
         if len(data) == size:
             return data
@@ -271,9 +289,10 @@ class Asm24Controller:
             view[:] = self.scsi_read(size, slot_start, arm=arm, timeout=timeout)
             return
         _, value, index, wire_bytes = _sram_arm(size, slot_start, True)
+        wait_ms = _bulk_timeout_ms(wire_bytes) if timeout is None else _timeout_ms(timeout, wire_bytes)
         if arm:
             self.transport.control_write(_REQUEST_SRAM_ARM, value, index)
-        read_into(view, _bulk_timeout_ms(wire_bytes) if timeout is None else timeout)
+        read_into(view, wait_ms)
 
     # --- PCIe TLPs (0xF0) ---
     def pcie_request(self, fmt_type: int, address: int, value: int | None = None, size: int = 4) -> int | None:
@@ -356,7 +375,14 @@ class Asm24Controller:
 
     def pcie_mem_read(self, address: int, size: int) -> bytearray:
         """Read ``size`` bytes of PCIe memory at ``address``: streams for whole dwords (single TLPs for a body of
-        at most 8 bytes), single TLPs for the unaligned rest."""
+        at most 8 bytes), single TLPs for the unaligned rest.
+
+        Raises:
+            InvalidArgument: before anything is allocated or sent: ``size`` outside
+                ``1..MAX_MEM_ACCESS_BYTES`` (1 GiB), a range leaving the 64-bit PCIe address space
+                (:func:`~tinyhil.asm24.stream.plan_mem_access`).
+            PcieError: a completion status other than SC.
+        """
         pieces = plan_mem_access(
             address, size, stream_chunk_bytes=self.stream_chunk_bytes, single_max_bytes=SINGLE_TLP_MAX_BYTES
         )
@@ -420,11 +446,15 @@ class Asm24Controller:
     def wait_pcie_link(self, timeout_s: float = 1.0, poll_s: float = 0.01) -> None:
         """Poll the LTSSM until it reads L0, at most ``timeout_s / poll_s + 1`` times, pausing ``poll_s`` between.
 
+        Bounded in both: ``timeout_s`` of pauses at most (``MAX_WAIT_S``, 60 s) and so at most
+        ``MAX_WAIT_S / MIN_POLL_S + 1`` polls (60,001), ``poll_s`` being at least ``MIN_POLL_S`` (1 ms).
+
         Raises:
+            InvalidArgument: ``timeout_s`` not in ``(0, MAX_WAIT_S]`` or ``poll_s`` not in ``[MIN_POLL_S, MAX_WAIT_S]``.
             DeviceTimeout: the link never came up; the message gives the last LTSSM value.
         """
         _check_seconds("timeout_s", timeout_s, minimum=0, inclusive=False)
-        _check_seconds("poll_s", poll_s, minimum=0, inclusive=False)
+        _check_seconds("poll_s", poll_s, minimum=MIN_POLL_S)
         polls = int(timeout_s / poll_s) + 1
         state = -1
         for poll in range(polls):

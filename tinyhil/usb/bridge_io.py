@@ -7,9 +7,32 @@ ASM24 client and the copyin protocol unchanged. Timeouts are in milliseconds.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, runtime_checkable
 
-__all__ = ["AsyncBridgeIO", "BridgeIO"]
+from tinyhil._check import check_int
+
+__all__ = ["MAX_TIMEOUT_MS", "AsyncBridgeIO", "BridgeIO", "check_timeout_ms"]
+
+# The longest one transfer may wait, on real and emulated boards alike: 2 hours. libusb takes up to 2**32 - 1 ms
+# (49.7 days), but nothing a caller passes may make the host wait for days; 2 h is also the emulated usb1 stack's
+# virtual wait cap (tinyhil.mocks.usb's MAX_TIMEOUT_MS; a test holds the two equal), so whatever passes this check
+# the emulator runs, and a driver that checks it before its first request never sends half an operation.
+MAX_TIMEOUT_MS: Final = 2 * 3600 * 1000
+
+
+def check_timeout_ms(timeout: object) -> int:
+    """``timeout`` if it is a transfer timeout a bridge takes: an int of milliseconds in ``1..MAX_TIMEOUT_MS``.
+
+    libusb reads 0 as "wait forever", and tinyhil never waits forever, so a bound is required (past 32 bits ctypes
+    would even truncate it: ``1 << 32`` would go out as 0, forever). The one check of a timeout for every BridgeIO
+    call and for the drivers above them, which run it before their first request so a bad timeout sends nothing.
+
+    Raises:
+        InvalidArgument: ``timeout`` is no int (a bool neither), or outside ``1..MAX_TIMEOUT_MS`` (2 h).
+    """
+    if type(timeout) is int and 1 <= timeout <= MAX_TIMEOUT_MS:  # hot: a plain int in range
+        return timeout
+    return check_int("timeout (ms)", timeout, min_value=1, max_value=MAX_TIMEOUT_MS)
 
 
 @runtime_checkable

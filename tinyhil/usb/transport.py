@@ -3,7 +3,8 @@
 The transport is built over any :class:`~tinyhil.usb.seam.UsbHandle` and :class:`~tinyhil.usb.seam.EventPump`
 (``usb1`` on a real board, the emulated handle in tests) and does not care which. It speaks the wire format of
 ``spec/asm24.md``: vendor requests with bmRequestType ``0x40`` (OUT) / ``0xC0`` (IN) to the device, bulk OUT on
-endpoint ``0x02`` and bulk IN on ``0x81``. Timeouts are in milliseconds.
+endpoint ``0x02`` and bulk IN on ``0x81``. Timeouts are in milliseconds, ``1..MAX_TIMEOUT_MS`` (2 h; checked by
+:func:`~tinyhil.usb.bridge_io.check_timeout_ms`).
 
 Errors: ``usb1``'s exception classes pass through unchanged (``USBErrorPipe`` on a stall, ``USBErrorTimeout`` with
 ``.transferred`` / ``.received``, ``USBErrorNoDevice``); the bridge always moves exactly the bytes asked for, so a
@@ -22,6 +23,7 @@ from tinyhil._check import as_readonly_bytes, as_writable_bytes, check_int
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.asm24 import BRIDGE_INTERFACE, BULK_IN_EP, BULK_OUT_EP, REQUEST_TYPE_IN, REQUEST_TYPE_OUT
 from tinyhil.usb import _usb1
+from tinyhil.usb.bridge_io import MAX_TIMEOUT_MS, check_timeout_ms
 from tinyhil.usb.errors import ShortTransfer
 from tinyhil.usb.pool import TransferPool
 from tinyhil.usb.seam import EventPump, UsbHandle
@@ -44,11 +46,6 @@ def _check_u8(name: str, value: object) -> int:
 
 def _check_u16(name: str, value: object) -> int:
     return check_int(name, value, min_value=0, max_value=U16_MAX)
-
-
-def _check_timeout(timeout: object) -> int:
-    # libusb reads 0 as "wait forever"; tinyhil never waits forever, so a bound is required.
-    return check_int("timeout (ms)", timeout, min_value=1)
 
 
 def _check_payload(name: str, data: object, *, allow_empty: bool) -> memoryview:
@@ -167,8 +164,8 @@ class Usb3Transport:
         if self._state is not _OPEN:
             raise not_open(self, "bulk_write", self._state)
         view = _check_payload("payload", payload, allow_empty=False)
-        if type(timeout) is not int or timeout < 1:
-            _check_timeout(timeout)
+        if type(timeout) is not int or not 1 <= timeout <= MAX_TIMEOUT_MS:
+            check_timeout_ms(timeout)
         sent = self._handle.bulkWrite(BULK_OUT_EP, view, timeout)
         if sent != len(view):
             raise ShortTransfer("bulk_write", f"bulk OUT to {BULK_OUT_EP:#04x}", len(view), sent)
@@ -184,8 +181,8 @@ class Usb3Transport:
             raise not_open(self, "bulk_read", self._state)
         if type(length) is not int or length < 1:
             check_int("length", length, min_value=1)
-        if type(timeout) is not int or timeout < 1:
-            _check_timeout(timeout)
+        if type(timeout) is not int or not 1 <= timeout <= MAX_TIMEOUT_MS:
+            check_timeout_ms(timeout)
         data = self._handle.bulkRead(BULK_IN_EP, length, timeout)
         if len(data) != length:
             raise ShortTransfer("bulk_read", f"bulk IN from {BULK_IN_EP:#04x}", length, len(data))
@@ -207,8 +204,8 @@ class Usb3Transport:
         view = as_writable_bytes("buffer", buffer)
         if not len(view):
             raise InvalidArgument("buffer of 0 bytes, expected at least 1 byte")
-        if type(timeout) is not int or timeout < 1:
-            _check_timeout(timeout)
+        if type(timeout) is not int or not 1 <= timeout <= MAX_TIMEOUT_MS:
+            check_timeout_ms(timeout)
         self._pool.wait(self._pool.submit_bulk(BULK_IN_EP, view, (buffer, view), timeout))
 
     # --- asynchronous ---
@@ -225,8 +222,8 @@ class Usb3Transport:
         if self._state is not _OPEN:
             raise not_open(self, "bulk_write_async", self._state)
         view = _check_payload("payload", payload, allow_empty=False)
-        if type(timeout) is not int or timeout < 1:
-            _check_timeout(timeout)
+        if type(timeout) is not int or not 1 <= timeout <= MAX_TIMEOUT_MS:
+            check_timeout_ms(timeout)
         return self._pool.submit_bulk(BULK_OUT_EP, view, (payload, view), timeout)
 
     def control_write_async(
@@ -346,13 +343,13 @@ class Usb3Transport:
             and 0 <= request <= U8_MAX
             and 0 <= value <= U16_MAX
             and 0 <= index <= U16_MAX
-            and timeout >= 1
+            and 1 <= timeout <= MAX_TIMEOUT_MS
         ):
             return request, value, index
         # The fields may be IntEnum members (Request, TlpMode), which go on as plain ints.
         if (
             type(timeout) is int
-            and timeout >= 1
+            and 1 <= timeout <= MAX_TIMEOUT_MS
             and isinstance(request, int)
             and isinstance(value, int)
             and isinstance(index, int)
@@ -364,5 +361,5 @@ class Usb3Transport:
             and 0 <= index <= U16_MAX
         ):
             return int(request), int(value), int(index)
-        _check_timeout(timeout)
+        check_timeout_ms(timeout)
         return int(_check_u8("request", request)), int(_check_u16("value", value)), int(_check_u16("index", index))

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from tinyhil.emulators.asm2464 import Urb, UsbNoDevice, UsbStall, UsbStatus, UsbTimeout
+from tinyhil.emulators.asm2464 import WAIT_CAP_NS, Urb, UsbNoDevice, UsbStall, UsbStatus, UsbTimeout
 from tinyhil.emulators.faults import Fault, FaultPlan, Operation
+from tinyhil.emulators.kernel import VirtualTimeout
+
+SECOND_NS = 1_000_000_000
 
 
 def bulk(data: bytes | bytearray, timeout_ns: int = 10**9) -> Urb:
@@ -194,3 +197,47 @@ def test_a_dropped_bulk_out_completes_on_the_wire_and_lands_nothing(make_host) -
         if fill == b"\x02":
             assert host.bridge.read_sram(0, 512) == b"\x01" * 512, "the second transfer's bytes never landed"
     assert host.bridge.read_sram(0, 512) == b"\x03" * 512
+
+
+# --- no transfer outlives the call that raised (issue 14 item 3) ---
+def test_the_state_digest_counts_the_transfers_in_flight(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host()
+    before = host.bridge.state_digest()
+    urb = host.front.submit(bulk(b"\x05" * 512))  # no arm: it waits on its endpoint, to take the next arm
+    assert host.bridge.state_digest() != before, "a transfer left in flight is device state"
+    host.front.cancel(urb)
+    assert host.bridge.state_digest() == before
+
+
+def test_a_wait_beyond_the_cap_abandons_its_transfer_so_the_next_bulk_takes_the_next_arm(make_host) -> None:  # type: ignore[no-untyped-def]
+    host = make_host()
+    before = host.bridge.state_digest()
+    stale = bulk(b"\x11" * 512, timeout_ns=WAIT_CAP_NS + SECOND_NS)  # the usb1 stack refuses this; the front copes
+    with pytest.raises(VirtualTimeout):
+        host.front.transfer(stale)
+    assert stale.status is UsbStatus.CANCELLED and "abandoned" in stale.message
+    assert host.bridge.state_digest() == before
+    host.arm(0, 1, 1)
+    assert host.bulk_out(b"\x22" * 512).status is UsbStatus.COMPLETED
+    assert host.bridge.read_sram(0, 512) == b"\x22" * 512
+
+
+@pytest.mark.parametrize("during", ["submission", "dma"])
+def test_an_event_that_raises_during_a_synchronous_bulk_abandons_it_and_keeps_the_arm(make_host, during: str) -> None:  # type: ignore[no-untyped-def]
+    host = make_host()
+    host.arm(0, 1, 1)
+    before = host.bridge.state_digest()
+
+    def failing_model_event() -> None:
+        raise RuntimeError("a model event failed")
+
+    latency_ns = host.bridge.timing.usb_latency_ns
+    host.bridge.kernel.schedule(1 if during == "submission" else latency_ns + 1, failing_model_event)
+    urb = bulk(b"\x11" * 512)
+    with pytest.raises(RuntimeError, match="a model event failed"):
+        host.front.transfer(urb)
+    assert urb.status is UsbStatus.CANCELLED
+    assert host.bridge.state_digest() == before, "the arm is still there and nothing is in flight"
+    assert host.bridge.engine.inflight == 0
+    assert host.bulk_out(b"\x22" * 512).status is UsbStatus.COMPLETED
+    assert host.bridge.read_sram(0, 512) == b"\x22" * 512

@@ -99,6 +99,10 @@ def test_open_by_vid_pid_finds_only_matching_boards() -> None:
         (lambda: EmulatedUsbContext("board"), "expected an Asm2464"),  # type: ignore[arg-type]
         (lambda: EmulatedUsbContext(*[Asm2464()] * 2), "twice"),
         (lambda: EmulatedUsbContext(Asm2464()).handleEventsTimeout(-1), "seconds >= 0"),
+        # beyond the 2-hour virtual wait cap (was an OverflowError for inf, a ValueError deep inside for NaN)
+        (lambda: EmulatedUsbContext(Asm2464()).handleEventsTimeout(float("inf")), r"tv=inf, .* <= 7200"),
+        (lambda: EmulatedUsbContext(Asm2464()).handleEventsTimeout(float("nan")), "tv=nan"),
+        (lambda: EmulatedUsbContext(Asm2464()).handleEventsTimeout(7201), "tv=7201"),
     ],
 )
 def test_bad_context_arguments(build: Callable[[], Any], match: str) -> None:

@@ -16,10 +16,12 @@ import usb1
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tinyhil.emulators.asm2464 import WAIT_CAP_NS
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.mocks.usb import EmulatedBoard, handle, open_emulated_board, transfer
 from tinyhil.mocks.usb import _requests as requests
-from tinyhil.mocks.usb._requests import ArgumentTypeError, check_bulk, check_control
+from tinyhil.mocks.usb._requests import MAX_TIMEOUT_MS, U32, ArgumentTypeError, check_bulk, check_control
+from tinyhil.usb.bridge_io import MAX_TIMEOUT_MS as BRIDGE_MAX_TIMEOUT_MS
 
 IN, OUT = usb1.ENDPOINT_IN, usb1.ENDPOINT_OUT
 XDATA_READ, CONFIG_WRITE, ARM_WINDOW = 0xE4, 0xF0, 0xF2
@@ -156,6 +158,13 @@ BAD = [
     ("bulk IN length a float", BULK_IN.with_(data_or_length=512.0), TypeError),
     ("bulk IN length None", BULK_IN.with_(data_or_length=None), TypeError),
     ("bulk IN timeout past 32 bits", BULK_IN.with_(timeout=1 << 32), usb1.USBErrorInvalidParam),
+    ("control data None", CONTROL_OUT.with_(data_or_length=None), TypeError),
+    # beyond the 2-hour virtual wait cap: refused up front (the transfer would otherwise outlive its call)
+    ("control OUT timeout beyond the cap", CONTROL_OUT.with_(timeout=MAX_TIMEOUT_MS + 1), usb1.USBErrorInvalidParam),
+    ("control IN timeout beyond the cap", CONTROL_IN.with_(timeout=3 * 3600 * 1000), usb1.USBErrorInvalidParam),
+    ("bulk OUT timeout beyond the cap", BULK_OUT.with_(timeout=MAX_TIMEOUT_MS + 1), usb1.USBErrorInvalidParam),
+    ("bulk IN timeout beyond the cap", BULK_IN.with_(timeout=U32), usb1.USBErrorInvalidParam),
+    ("bulk OUT timeout beyond the cap, numpy", BULK_OUT.with_(timeout=np.uint32(U32)), usb1.USBErrorInvalidParam),
 ]
 
 
@@ -199,6 +208,27 @@ def test_the_issues_request_reads_xdata_at_offset_1_on_both_paths() -> None:
         t.submit()
         b.context.handleEvents()
         assert t.getStatus() == usb1.TRANSFER_COMPLETED and bytes(t.getBuffer()) == b"\x22"
+
+
+def test_a_timeout_beyond_the_wait_cap_is_refused_naming_the_limit_and_the_longest_one_runs() -> None:
+    with board() as b:
+        with pytest.raises(usb1.USBErrorInvalidParam) as raised:
+            b.handle.bulkWrite(0x02, b"\x11" * 512, MAX_TIMEOUT_MS + 1)
+        assert "expected at most 7200000 ms (2 h, the emulator's virtual wait cap" in str(raised.value.__notes__)
+        assert not b.bridge.front._busy, "nothing was submitted"
+        start_ns = b.kernel.now_ns
+        with pytest.raises(usb1.USBErrorTimeout):  # the longest timeout it takes ends as a timeout, in virtual time
+            b.handle.bulkWrite(0x02, b"\x11" * 512, MAX_TIMEOUT_MS)
+        assert b.kernel.now_ns - start_ns >= MAX_TIMEOUT_MS * requests.NS_PER_MS
+        b.handle.controlWrite(0x40, ARM_WINDOW, 1, 0, b"")  # the next arm pairs with the next bulk, not a stale one
+        assert b.handle.bulkWrite(0x02, b"\x22" * 512) == 512
+        assert b.bridge.read_sram(0, 512) == b"\x22" * 512
+
+
+def test_the_emulated_cap_is_the_host_side_cap() -> None:
+    """Every timeout the transport and the drivers let through (bridge_io's check) the emulated stack runs."""
+    assert MAX_TIMEOUT_MS == BRIDGE_MAX_TIMEOUT_MS
+    assert MAX_TIMEOUT_MS * requests.NS_PER_MS == WAIT_CAP_NS
 
 
 def test_the_argument_type_error_is_what_usb1_raises_on_either_path() -> None:
