@@ -21,6 +21,10 @@ def _readonly(nbytes: int) -> np.ndarray:
     return array
 
 
+def _exec(grid: Any, local: Any) -> Call:
+    return lambda d, b: d.exec(Program("k", b"\0"), grid, local)
+
+
 BAD_INPUTS: list[tuple[str, Call, type[Exception], str]] = [
     ("alloc negative", lambda d, b: d.alloc(-1), InvalidArgument, r"nbytes=-1, expected an int >= 0"),
     ("alloc float", lambda d, b: d.alloc(1.5), InvalidArgument, r"nbytes=1.5, expected an int"),
@@ -73,6 +77,23 @@ BAD_INPUTS: list[tuple[str, Call, type[Exception], str]] = [
     ),
     ("exec 4-d grid", lambda d, b: d.exec(Program("k", b"\0"), (1, 1, 1, 1), 1), InvalidArgument, r"1 to 3 ints"),
     ("exec bad arg", lambda d, b: d.exec(Program("k", b"\0"), 1, 1, [1 << 64]), InvalidArgument, r"args\[0\]"),
+    *[
+        (f"exec {what}", _exec(grid, local), InvalidArgument, message)
+        for what, grid, local, message in [
+            ("float grid", 1.5, 1, r"grid=1.5, expected an int or a tuple of 1 to 3 ints"),
+            ("str grid", "12", 1, r"grid='12', expected an int or a tuple of 1 to 3 ints"),
+            ("iterator grid", iter([1]), 1, r"grid=<list_iterator .*>, expected an int or a tuple of 1 to 3 ints"),
+            ("float local", 1, (2, 0.5), r"local=0.5, expected an int"),
+            ("zero local", 1, (2, 0), r"local=0, expected an int >= 1"),
+            ("2**32 work-items", (65536, 65536, 1), 1, r"0x100000000 work-items, expected at most 0xffffffff \(GR"),
+            ("grid past a dimension", 1 << 32, 1, r"expected each dimension <= 0xffffffff \(GRID_MAX_DIM\)"),
+            ("work-items past a dimension", (1, 1 << 31), (1, 2), r"0x100000000 work-items along y, expected at most"),
+            ("local past a dimension", 1, 1025, r"local=1025, expected each dimension <= 0x400 \(WORKGROUP_MAX_DIM\)"),
+            ("local past 1024 threads", 1, (32, 64), r"2048 threads per workgroup, expected at most 1024 \(WO"),
+            ("workgroups past the cap", (65535, 65535), 1, r"workgroups, expected at most 0x400000 per launch \(HOST_"),
+        ]
+    ],
+    ("exec int args", lambda d, b: d.exec(Program("k", b"\0"), 1, 1, 5), InvalidArgument, r"args=int object, expect"),
     (
         "exec freed arg",
         lambda d, b: d.exec(Program("k", b"\0"), 1, 1, [Buffer("NULL", 1, 1, 999)]),
@@ -123,3 +144,17 @@ def test_compile_error_survives_pickling_with_its_compiler_and_message() -> None
     error = pickle.loads(pickle.dumps(CompileError("cc", "x.c:1: error: expected ';'")))
     assert (error.compiler, error.message) == ("cc", "x.c:1: error: expected ';'")
     assert "x.c:1" in str(error)
+
+
+def test_a_launch_at_the_limits_is_accepted_and_one_past_them_is_refused_naming_the_limit() -> None:
+    from tinyhil.runtime import HOST_NATIVE_MAX_WORKGROUPS, WORKGROUP_MAX_SIZE
+
+    with open_target("NULL") as device:
+        program = Program("k", b"\0")
+        device.exec(program, (HOST_NATIVE_MAX_WORKGROUPS // 4, 2, 2), (WORKGROUP_MAX_SIZE // 4, 2))
+        with pytest.raises(InvalidArgument, match="HOST_NATIVE_MAX_WORKGROUPS"):
+            device.exec(program, HOST_NATIVE_MAX_WORKGROUPS + 1, 1)
+        with pytest.raises(InvalidArgument, match="WORKGROUP_MAX_SIZE"):
+            device.exec(program, 1, (WORKGROUP_MAX_SIZE // 2, 3))
+        device.exec(program, 1, 1)  # a valid follow-up runs
+        assert [event.name for event in device.profile_events] == ["k", "k"]

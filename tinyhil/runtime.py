@@ -12,14 +12,29 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Concatenate, Final, ParamSpec, Protocol, TypeVar, runtime_checkable
 
-from tinyhil._check import as_readonly_bytes, check_int, check_range
+from tinyhil._check import (
+    GRID_MAX_DIM,
+    GRID_MAX_SIZE,
+    HOST_NATIVE_MAX_WORKGROUPS,
+    WORKGROUP_MAX_DIM,
+    WORKGROUP_MAX_SIZE,
+    as_readonly_bytes,
+    check_int,
+    check_launch,
+    check_range,
+)
 from tinyhil.errors import CapabilityMissing, InvalidArgument, StateError
 from tinyhil.profile import ProfileEvent, ProfileRangeEvent, profile_key
 
 __all__ = [
+    "GRID_MAX_DIM",
+    "GRID_MAX_SIZE",
+    "HOST_NATIVE_MAX_WORKGROUPS",
     "RUNTIME_CAPABILITIES",
+    "WORKGROUP_MAX_DIM",
+    "WORKGROUP_MAX_SIZE",
     "Buffer",
     "Device",
     "DeviceBase",
@@ -33,7 +48,6 @@ __all__ = [
 RUNTIME_CAPABILITIES: Final = frozenset({"copyin", "copyout", "copy", "fill", "exec", "compile", "timestamps"})
 _U64_MAX: Final = (1 << 64) - 1
 _I64_MIN: Final = -(1 << 63)
-_DIMS: Final = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,16 +154,6 @@ def _as_writable_bytes(name: str, out: Any) -> memoryview:
     return view.cast("B") if view.format != "B" or view.ndim != 1 else view
 
 
-def _dims(name: str, value: int | Sequence[int]) -> Dim3:
-    items = [value] if isinstance(value, int) else list(value)
-    if not 1 <= len(items) <= _DIMS:
-        raise InvalidArgument(f"{name}={value!r}, expected an int or 1 to 3 ints")
-    for item in items:
-        check_int(name, item, min_value=1)
-    x, y, z = (*items, 1, 1)[:_DIMS]
-    return (x, y, z)
-
-
 class DeviceBase:
     """Validation, bookkeeping and profiling shared by every device implementation.
 
@@ -157,7 +161,13 @@ class DeviceBase:
     ``_fill``, ``_copy``, ``_compile``, ``_exec``, ``_synchronize``, ``_now_ns`` and ``_close`` for the
     capabilities they claim. A hook whose capability is missing is never reached: the public method raises
     :class:`CapabilityMissing` first.
+
+    ``max_workgroups`` caps the workgroups of one :meth:`exec`, on top of the AMD launch limits every target
+    checks (``tinyhil._check.check_launch``): by default :data:`HOST_NATIVE_MAX_WORKGROUPS`, what the emulated
+    GPUs' host-native executor runs, so a launch one target accepts runs on every emulated target.
     """
+
+    max_workgroups: ClassVar[int] = HOST_NATIVE_MAX_WORKGROUPS
 
     def __init__(self, name: str, capabilities: frozenset[str]) -> None:
         self._name = name
@@ -315,11 +325,23 @@ class DeviceBase:
         local: int | Sequence[int],
         args: Sequence[KernelArg] = (),
     ) -> None:
-        """Launch ``program`` over ``grid`` workgroups of ``local`` threads with ``args`` (buffers or ints)."""
+        """Launch ``program`` over ``grid`` workgroups of ``local`` threads with ``args`` (buffers or ints).
+
+        ``grid`` and ``local`` are each an int or a tuple of 1 to 3 positive ints (missing dimensions are 1).
+
+        Raises:
+            InvalidArgument: a malformed argument, or a launch past the limits, each named: at most
+                :data:`WORKGROUP_MAX_SIZE` threads per workgroup (:data:`WORKGROUP_MAX_DIM` along each dimension),
+                :data:`GRID_MAX_DIM` work-items along each grid dimension and :data:`GRID_MAX_SIZE` in all (an AMD
+                GPU's limits, as ROCr reports them), and at most ``max_workgroups`` workgroups. Nothing is
+                submitted.
+        """
         self._require("exec")
         if not isinstance(program, Program):
             raise InvalidArgument(f"program={program!r}, expected a Program (from Device.compile)")
-        grid3, local3 = _dims("grid", grid), _dims("local", local)
+        grid3, local3 = check_launch(grid, local, max_workgroups=self.max_workgroups)
+        if not isinstance(args, tuple | list):
+            raise InvalidArgument(f"args={type(args).__name__} object, expected a list or tuple of Buffers and ints")
         for index, arg in enumerate(args):
             if isinstance(arg, Buffer):
                 self._check_buffer(f"args[{index}]", arg)

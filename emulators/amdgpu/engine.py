@@ -5,6 +5,13 @@ An engine drains one queue. :meth:`RingEngine.execute` runs at most one packet a
 stopped). The :class:`~tinyhil.emulators.amdgpu.queues.Queue` calls it on the event kernel and charges
 ``cost_ns`` of virtual time per packet. Packets take effect at the instant they execute; the engine is then busy
 for their cost.
+
+A run of NOPs (in the ring or an IB) is one step: the engine finds where the run ends with a vectorised scan of
+the packet headers (numpy, in chunks that double from 64 to 64 Ki dwords: ``_nop_runs``) and charges
+``packet_ns`` per NOP, as if it had run them one by one. A NOP does nothing but take time (its body is skipped,
+never fetched), so the queue's state and every virtual timestamp come out the same (``bulk_nops = False`` runs
+them one by one; a property test holds the two paths equal); only the read pointer moves to the end of the run at
+its start, as it does for any other packet.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from tinyhil.spec.amdgpu import (
     QueueStatus,
 )
 
+from ._nop_runs import NOP_SCAN_MAX_DWORDS, NOP_SCAN_MIN_DWORDS, walk_nops
 from .errors import GpuMemoryFault
 from .memory import GpuMemory
 from .timing import GpuTiming
@@ -202,6 +210,7 @@ class RingEngine:
     KIND: ClassVar[QueueKind]
     MAX_IB_DEPTH: ClassVar[int]
     OPCODE_NAMES: ClassVar[type[IntEnum]]
+    NOP_OPCODE: ClassVar[int]
 
     # hot: slots make every attribute access of the per-packet path a fixed-offset load (an instance dict stops
     # being specialisable past 30 keys, and the engines are near that); subclasses may add a __dict__
@@ -220,6 +229,7 @@ class RingEngine:
         "_sub_op",
         "_views_generation",
         "_wptr_word",
+        "bulk_nops",
         "config",
         "cost_ns",
         "error_code",
@@ -250,6 +260,7 @@ class RingEngine:
         self._kernel = services.kernel
         self._packet_ns = services.timing.packet_ns
         self._ring_bytes = config.ring_bytes
+        self.bulk_nops = True  # a model option, not state: False runs NOPs one by one (the reference path)
         self.reset()
 
     def reset(self) -> None:
@@ -284,6 +295,11 @@ class RingEngine:
     def _packet_dwords(self, header: int, prefetched: Packet) -> int | None:
         """Decode ``header`` into ``_opcode``/``_sub_op``; the packet's size in dwords (None: more must arrive to tell).
         ``prefetched``: the packet's first dwords (up to 8; fewer only when no more are available)."""
+        raise NotImplementedError
+
+    def _nop_dwords(self, words: np.ndarray) -> np.ndarray:
+        """For each dword of ``words`` (uint32), the size in dwords of the NOP packet it would head, else 0: the
+        vectorised form of :meth:`_packet_dwords` for NOP headers."""
         raise NotImplementedError
 
     # --- state ---
@@ -328,7 +344,8 @@ class RingEngine:
 
     # --- execution ---
     def execute(self) -> int:
-        """Run at most one packet; return the units it consumed (0: stalled, see ``stall`` / ``wait``)."""
+        """Run at most one packet, or one run of NOPs; return the units consumed (0: stalled, see ``stall`` /
+        ``wait``)."""
         self.cost_ns = 0
         if self.error_code is not _NO_ERROR:  # hot: ``stopped`` without the property call
             return 0
@@ -374,7 +391,11 @@ class RingEngine:
                 return 0
             packet_bytes = dwords * 4
             fetched = len(prefetched)
-            if dwords == fetched:
+            if self._opcode == self.NOP_OPCODE:  # its body is skipped, not fetched
+                if self.bulk_nops:
+                    return self._nop_run(packet_bytes, available)
+                packet = prefetched
+            elif dwords == fetched:
                 packet = prefetched
             elif dwords < fetched:
                 packet = prefetched[:dwords]
@@ -401,6 +422,53 @@ class RingEngine:
         except _PacketError as error:
             self._stop(error.status, error.code, f"{error} at {self._where()}")
         return 0
+
+    def _nop_run(self, first_bytes: int, available_bytes: int) -> int:
+        """Run the NOP at the read position (``first_bytes`` long, complete) and every whole NOP right after it that
+        the IB or the ring (up to its end: a run does not wrap) holds, as one step; return the units consumed.
+
+        Costs ``packet_ns`` per NOP, and reads what one NOP at a time would have read (each header's prefetch, never
+        a NOP's body): a dword the run cannot read ends it, and the packet there faults when the engine reaches it
+        on its own. A ring that is not one live view (in the system aperture, or split) runs its NOPs one by one.
+        """
+        at, packets = first_bytes // 4, 1
+        ring_words: np.ndarray | None = None
+        if self._ibs:
+            frame = self._ibs[-1]
+            base_va, limit = frame.base_va + frame.pos_bytes, available_bytes // 4
+        elif self._ring_words is not None:
+            offset = (self.rptr * self.unit_bytes) % self._ring_bytes
+            limit = min(available_bytes, self._ring_bytes - offset) // 4
+            ring_words = np.frombuffer(self._ring_words, np.uint32)[offset // 4 : offset // 4 + limit]
+        else:
+            limit = at
+        chunk = NOP_SCAN_MIN_DWORDS
+        while at < limit:
+            count = min(chunk, limit - at)
+            if ring_words is not None:
+                words = ring_words[at : at + count]
+            else:
+                # The read reaches the prefetch of the chunk's last header, as a one-by-one fetch would.
+                lookahead = min(_PREFETCH_BYTES // 4 - 1, limit - at - count)
+                try:
+                    words = np.frombuffer(self._memory.read(base_va + at * 4, (count + lookahead) * 4), "<u4")
+                except GpuMemoryFault:
+                    if count == 1:
+                        break
+                    chunk = count // 2  # close in on the first dword the run cannot read
+                    continue
+                words = words[:count]
+            run_dwords, run_packets, more = walk_nops(self._nop_dwords(words), limit - at)
+            at += run_dwords
+            packets += run_packets
+            if not more:
+                break
+            chunk = min(2 * chunk, NOP_SCAN_MAX_DWORDS)
+        self.cost_ns += packets * self._packet_ns
+        self.wait = None
+        self._advance(at * 4)
+        self.stall = "running"
+        return at * 4 // self.unit_bytes
 
     def _bad_wptr(self, wptr: int) -> _PacketError:
         return _PacketError(

@@ -21,6 +21,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import numpy as np
 
+from tinyhil._check import HOST_NATIVE_MAX_WORKGROUPS, WORKGROUP_MAX_SIZE
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.code_object import (
     CODE_OBJECT_HEADER_BYTES,
@@ -50,6 +51,11 @@ class Launch:
     @property
     def workgroups(self) -> int:
         x, y, z = self.grid
+        return x * y * z
+
+    @property
+    def threads_per_workgroup(self) -> int:
+        x, y, z = self.group_size
         return x * y * z
 
 
@@ -145,6 +151,16 @@ class HostNativeExecutor:
         return program
 
     def dispatch(self, memory: KernelMemory, launch: Launch) -> list[tuple[int, int]]:
+        if launch.workgroups > HOST_NATIVE_MAX_WORKGROUPS:
+            raise KernelError(
+                f"grid {launch.grid} is {launch.workgroups:#x} workgroups, more than the host-native executor runs "
+                f"({HOST_NATIVE_MAX_WORKGROUPS:#x}, HOST_NATIVE_MAX_WORKGROUPS)"
+            )
+        if launch.threads_per_workgroup > WORKGROUP_MAX_SIZE:
+            raise KernelError(
+                f"workgroup size {launch.group_size} is {launch.threads_per_workgroup} threads, expected at most "
+                f"{WORKGROUP_MAX_SIZE} (WORKGROUP_MAX_SIZE)"
+            )
         program = self._program(memory, launch.program_va)
         signature = program.code.signature
         raw = np.frombuffer(bytes(memory.read(launch.args_va, 8 * len(signature))), "<u8")

@@ -252,6 +252,8 @@ class GpuMemory:
 
     # --- access ---
     def _bus_read(self, va: int, nbytes: int) -> memoryview:
+        """The system bus's bytes at ``va`` (a view where the bus gives one); also how a range is checked against
+        the bus before anything the size of it is allocated (the bus validates before it copies)."""
         assert self.system_bus is not None  # translate returns bus segments only with a bus attached
         try:
             data = memoryview(self.system_bus.dma_read(va - SYS_APERTURE, nbytes)).cast("B")
@@ -320,6 +322,8 @@ class GpuMemory:
         targets = self.translate(dst, nbytes)
         if not sources:
             return
+        if len(sources) > 1 and targets[0][1] is None:  # pieces joined for the system bus: check it has them first
+            self._bus_read(dst, nbytes)
         if len(sources) == 1:
             start, view = sources[0]
             data = self._bus_read(start, nbytes) if view is None else view
@@ -348,6 +352,8 @@ class GpuMemory:
         dtype = np.dtype("<u4") if dword else np.dtype(np.uint8)
         for start, view in self.translate(va, nbytes):
             if view is None:
+                # The pattern costs host memory in proportion to the size: the bus must have the range first.
+                self._bus_read(start, va + nbytes - start)
                 pattern = np.full((va + nbytes - start) // dtype.itemsize, value, dtype)
                 self._bus_write(start, as_readonly_bytes("fill pattern", pattern))
             else:

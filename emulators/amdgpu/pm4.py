@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import ClassVar
+from typing import ClassVar, Final
 
 import numpy as np
 
@@ -51,6 +51,7 @@ __all__ = ["Pm4Engine"]
 # Variable-length bodies: SET_*_REG = register offset + at least one value; WRITE_DATA = control, address lo/hi
 # and at least one dword.
 _MIN_BODY_DWORDS = {Pm4Op.SET_SH_REG: 2, Pm4Op.SET_UCONFIG_REG: 2, Pm4Op.WRITE_DATA: 4}
+_NOP: Final = int(Pm4Op.NOP)
 
 
 def _addr(packet: Packet, lo: int) -> int:
@@ -62,7 +63,7 @@ class Pm4Engine(RingEngine):
 
     | opcode | packet | body dwords | model |
     |---|---|---|---|
-    | 0x10 | NOP | count + 1 (count 0x3FFF: none) | skip |
+    | 0x10 | NOP | count + 1 (count 0x3FFF: none) | skip (a run of NOPs in one step) |
     | 0x76 / 0x79 | SET_SH_REG / SET_UCONFIG_REG | 1 + n | offset from 0x2C00 / 0xC000, then n values |
     | 0x58 | ACQUIRE_MEM | 7 | no-op (cache control) |
     | 0x49 | RELEASE_MEM | 7 | write 32-bit / 64-bit data or the timestamp; int_sel fires END_OF_PIPE |
@@ -79,6 +80,7 @@ class Pm4Engine(RingEngine):
     KIND: ClassVar[QueueKind] = QueueKind.COMPUTE
     MAX_IB_DEPTH: ClassVar[int] = 2
     OPCODE_NAMES: ClassVar[type[Pm4Op]] = Pm4Op
+    NOP_OPCODE: ClassVar[int] = _NOP
 
     def reset(self) -> None:
         super().reset()
@@ -119,6 +121,15 @@ class Pm4Engine(RingEngine):
             expected = fixed if fixed is not None else f"at least {minimum}"
             raise self._bad(f"body of {body} dwords, expected {expected}")
         return 1 + body
+
+    def _nop_dwords(self, words: np.ndarray) -> np.ndarray:
+        header = PM4_HEADER_TYPE
+        opcode, count = PM4_HEADER_OPCODE, PM4_HEADER_COUNT
+        nop = (((words >> header.lsb) & header.max_value) == PM4_TYPE_3) & (
+            ((words >> opcode.lsb) & opcode.max_value) == _NOP
+        )
+        counts = ((words >> count.lsb) & count.max_value).astype(np.int64)
+        return np.where(nop, np.where(counts == PM4_NOP_HEADER_ONLY_COUNT, 1, counts + 2), 0)
 
     # --- registers ---
     def _set_regs(self, regs: np.ndarray, base: int, packet: Packet) -> _Result:

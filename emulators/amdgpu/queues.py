@@ -1,9 +1,10 @@
 """A queue: the public face of one ring and its engine, and how the engine is scheduled on the event kernel.
 
 Lifecycle: a doorbell (:meth:`Queue.kick`) schedules a step as soon as the engine is free; each step runs one
-packet and schedules the next after the packet's cost. A step that makes no progress schedules nothing: an idle
-or stalled queue waits for the next doorbell; a queue blocked on a poll waits for a write to the polled memory
-(:meth:`Queue.wake`, re-checked at the poll's next interval instant) or for its retry deadline, when it hangs.
+packet (or one run of NOPs) and schedules the next after its cost. A step that makes no progress schedules
+nothing: an idle or stalled queue waits for the next doorbell; a queue blocked on a poll waits for a write to the
+polled memory (:meth:`Queue.wake`, re-checked at the poll's next interval instant) or for its retry deadline, when
+it hangs.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar, Final
 
+import numpy as np
+
 from tinyhil.spec.amdgpu import POLL_RETRY_FOREVER, SYS_APERTURE, SYS_APERTURE_END, ErrorCode, QueueKind
 from tinyhil.spec.amdgpu_sdma import (
     SDMA_CONST_FILL_COUNT,
@@ -46,6 +48,7 @@ _WRITE_DST_DW: Final = int(SdmaWriteDw.DST_ADDR_LO)
 _WRITE_DATA_DW: Final = int(SdmaWriteDw.DATA)
 _OP_LSB, _OP_MAX = SDMA_HEADER_OP.lsb, SDMA_HEADER_OP.max_value
 _SUB_OP_LSB, _SUB_OP_MAX = SDMA_HEADER_SUB_OP.lsb, SDMA_HEADER_SUB_OP.max_value
+_NOP_COUNT_LSB, _NOP_COUNT_MAX = SDMA_NOP_COUNT.lsb, SDMA_NOP_COUNT.max_value
 _MEM_POLL_MASK: Final = SDMA_POLL_REGMEM_MEM_POLL.mask
 _FUNCTION_LSB, _FUNCTION_MAX = SDMA_POLL_REGMEM_FUNCTION.lsb, SDMA_POLL_REGMEM_FUNCTION.max_value
 _INTERVAL_LSB, _INTERVAL_MAX = SDMA_POLL_REGMEM_INTERVAL.lsb, SDMA_POLL_REGMEM_INTERVAL.max_value
@@ -76,7 +79,7 @@ class SdmaEngine(RingEngine):
 
     | op | packet | dwords | model |
     |---|---|---|---|
-    | 0 | NOP | 1 + count | skip |
+    | 0 | NOP | 1 + count | skip (a run of NOPs in one step) |
     | 1 | COPY_LINEAR (sub-op 0) | 7 | memmove-correct copy of count + 1 bytes, any alignment |
     | 2 | WRITE (sub-op 0) | 4 + n | n dwords to a dword-aligned address |
     | 4 | INDIRECT | 6 | run an IB of DW3 dwords (IBs do not nest) |
@@ -93,6 +96,7 @@ class SdmaEngine(RingEngine):
     KIND: ClassVar[QueueKind] = QueueKind.SDMA
     MAX_IB_DEPTH: ClassVar[int] = 1
     OPCODE_NAMES: ClassVar[type[SdmaOp]] = SdmaOp
+    NOP_OPCODE: ClassVar[int] = _OP_NOP
 
     def _op_table(self) -> dict[int, Callable[[Packet], _Result]]:
         return {
@@ -123,6 +127,10 @@ class SdmaEngine(RingEngine):
             count = (prefetched[_WRITE_COUNT_DW] >> SDMA_WRITE_COUNT.lsb) & SDMA_WRITE_COUNT.max_value
             return _WRITE_FIXED_DWORDS + count + 1
         return _FIXED_DWORDS[op]
+
+    def _nop_dwords(self, words: np.ndarray) -> np.ndarray:
+        nop = ((words >> _OP_LSB) & _OP_MAX) == _OP_NOP  # any sub-op: _packet_dwords reads only op and count
+        return np.where(nop, 1 + ((words >> _NOP_COUNT_LSB) & _NOP_COUNT_MAX).astype(np.int64), 0)
 
     def _check_sub_op(self, expected: int, meaning: str) -> None:
         if self._sub_op != expected:

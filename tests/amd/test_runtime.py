@@ -8,10 +8,13 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from tinyhil.amd import KernelLoadError
 from tinyhil.amd.runtime import AMD_CAPABILITIES, AmdDeviceBase, GpuPointer, MemoryUse
+from tinyhil.errors import InvalidArgument
 from tinyhil.kfd.runtime import KfdAmdDevice
 from tinyhil.profile import ProfileRangeEvent
 from tinyhil.registry import open_target
+from tinyhil.runtime import Program
 from tinyhil.spec.amdgpu import QueueKind
 
 INCREMENT = """
@@ -96,3 +99,38 @@ def test_a_path_without_a_hook_says_which(call: object, hook: str) -> None:
         call(bare)  # type: ignore[operator]
     assert bare._completion_event() is None
     bare.close()  # never started: closing releases nothing and does not fail
+
+
+@pytest.mark.parametrize("target", ["MOCKKFD+AMD", "MOCKUSB+AMD"])
+def test_a_program_that_cannot_load_is_reported_at_its_exec_with_the_loaders_message(target: str) -> None:
+    with open_target(target) as device:
+        assert isinstance(device, AmdDeviceBase)
+        good = device.compile(INCREMENT, "inc")
+        buf = device.alloc(4)
+        device.fill(buf, 0)
+        device.synchronize()
+        before = ({kind: t.submitted for kind, t in device._timelines.items()}, dict(device._code))
+        garbage = Program("k", b"\x7fELF garbage")
+        with pytest.raises(
+            KernelLoadError, match=r"program 'k' \(\w+\) cannot load: its shared object does not lo"
+        ) as info:
+            device.exec(garbage, 1, 1, [buf, 1])
+        assert info.value.program == "k" and "file too short" in info.value.reason and info.value.target == target
+        with pytest.raises(KernelLoadError, match=r"program 'nope' .* entry point 'nope' is not in its shared object"):
+            device.exec(Program("nope", good.binary), 1, 1, [buf, 1])
+        assert ({kind: t.submitted for kind, t in device._timelines.items()}, dict(device._code)) == before
+        device.exec(good, 1, 1, [buf, 2])  # the device is still usable: nothing was submitted
+        assert device.copyout(buf) == np.uint32(2).tobytes()
+
+
+def test_a_launch_past_the_limits_submits_nothing(device: KfdAmdDevice) -> None:
+    program = device.compile(INCREMENT, "inc")
+    buf = device.alloc(4)
+    device.fill(buf, 0)
+    submitted = {kind: t.submitted for kind, t in device._timelines.items()}
+    for grid, local in [((65536, 65536, 1), 1), (1.5, 1), (1, 2048), ((1 << 22) + 1, 1)]:
+        with pytest.raises(InvalidArgument):
+            device.exec(program, grid, local, [buf, 1])  # type: ignore[arg-type]
+    assert {kind: t.submitted for kind, t in device._timelines.items()} == submitted and not device._code
+    device.exec(program, 3, 1, [buf, 1])  # three workgroups each add one
+    assert device.copyout(buf) == np.uint32(3).tobytes()

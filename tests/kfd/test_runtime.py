@@ -134,3 +134,16 @@ def test_kfd_amd_is_unavailable_here_with_no_dev_kfd() -> None:
     assert reason.startswith("no /dev/kfd")
     with pytest.raises(TargetUnavailable, match="no /dev/kfd"):
         resolved.open()
+
+
+def test_an_allocation_larger_than_vram_is_out_of_memory_and_changes_nothing(device: KfdAmdDevice) -> None:
+    from tinyhil.allocator import OutOfMemory
+
+    live = dict(device._live)
+    with pytest.raises(OutOfMemory, match=r"T: cannot allocate 0x10000000 bytes of VRAM: .*ENOMEM") as info:
+        device.alloc(256 << 20)  # the mock GPUs have 64 MB of VRAM
+    assert isinstance(info.value, MemoryError) and isinstance(info.value, InvalidArgument)
+    assert dict(device._live) == live
+    buf = device.alloc(4096)  # a valid follow-up works
+    device.copyin(buf, b"\x5a" * 4096)
+    assert device.copyout(buf) == b"\x5a" * 4096

@@ -7,7 +7,7 @@ bridge, BAR5 queue setup, and the polling transport its queues use.
 
 from __future__ import annotations
 
-from .errors import QueueStopped
+from .errors import KernelLoadError, QueueStopped
 from .pm4 import (
     pm4_acquire_mem,
     pm4_dispatch_direct,
@@ -38,6 +38,7 @@ from .usb_gpu import UsbGpu
 
 __all__ = [
     "AmdQueue",
+    "KernelLoadError",
     "QueueStopped",
     "QueueTransport",
     "UsbGpu",

@@ -1,10 +1,10 @@
-"""What the AMD reference driver raises when the GPU reports a stopped queue."""
+"""What the AMD reference driver raises when the GPU reports a stopped queue, and when a kernel cannot load."""
 
 from __future__ import annotations
 
 from tinyhil.errors import DeviceError
 
-__all__ = ["QueueStopped"]
+__all__ = ["KernelLoadError", "QueueStopped"]
 
 
 class QueueStopped(DeviceError):
@@ -35,3 +35,12 @@ class QueueStopped(DeviceError):
         self.sub_op = sub_op
         self.ring_offset = ring_offset
         self.fault_addr = fault_addr
+
+
+class KernelLoadError(DeviceError):
+    """A program cannot load on the device: ``program`` names it, ``reason`` is the loader's message."""
+
+    def __init__(self, message: str, *, program: str, reason: str, target: str = "") -> None:
+        super().__init__(message, target=target, op="exec")
+        self.program = program
+        self.reason = reason

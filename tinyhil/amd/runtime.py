@@ -10,6 +10,10 @@
 | ``timestamp`` | SDMA TIMESTAMP (100 MHz GPU counter), read back | SDMA |
 | ``synchronize`` | wait for every queue's timeline signal | - |
 
+Programs: the first ``exec`` of a program loads its shared object on the host, as the host-native executor of
+the emulated GPUs will (and as ROCr loads a code object before its first dispatch); one that cannot load raises
+:class:`~tinyhil.amd.KernelLoadError` naming the program and the loader's message, before anything is submitted.
+
 Signals: each queue has a *timeline*: a u64 in GPU memory the engine writes after every submission (SDMA FENCE /
 PM4 RELEASE_MEM) with the submission's sequence number. Work is ordered across queues: a submission that follows
 unfinished work on another queue first waits on that queue's timeline on the GPU (SDMA POLL_REGMEM / PM4
@@ -36,6 +40,8 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import numpy as np
 
+from tinyhil.amd._loader import load_error
+from tinyhil.amd.errors import KernelLoadError
 from tinyhil.amd.pm4 import pm4_launch, pm4_release_mem, pm4_wait_reg_mem
 from tinyhil.amd.sdma import sdma_const_fill, sdma_copy_linear, sdma_fence, sdma_poll_regmem, sdma_timestamp, sdma_trap
 from tinyhil.compiler import Compiler
@@ -395,6 +401,14 @@ class AmdDeviceBase(DeviceBase):
         region = self._code.get(key)
         if region is None:
             container = pack_code_object(CodeObject(program.name, signature, program.binary))
+            reason = load_error(program.binary, program.name)  # as ROCr loads a code object before its dispatch
+            if reason is not None:
+                raise KernelLoadError(
+                    f"{self.name}: program {program.name!r} ({program.key}) cannot load: {reason}",
+                    program=program.name,
+                    reason=reason,
+                    target=self.name,
+                )
             region = self._gpu_alloc(-(-len(container) // CODE_OBJECT_ALIGN) * CODE_OBJECT_ALIGN, MemoryUse.KERNEL)
             self._host_write(region, 0, container)
             self._code[key] = region

@@ -21,10 +21,12 @@ connection closes with the last of them.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
 from tinyhil._check import check_int
+from tinyhil.allocator import OutOfMemory
 from tinyhil.amd.runtime import AmdDeviceBase, AmdRing, CompletionEvent, GpuRegion, MemoryUse
 from tinyhil.compiler import Compiler
 from tinyhil.errors import DeviceTimeout, InvalidArgument
@@ -179,10 +181,19 @@ class KfdAmdDevice(AmdDeviceBase):
         return memoryview(cast(Any, allocation.cpu))
 
     def _gpu_alloc(self, nbytes: int, use: MemoryUse) -> GpuRegion:
-        if use is MemoryUse.BUFFER:
-            allocation = self.gpu.alloc(nbytes, MemoryDomain.VRAM, cpu_access=False)
-        else:
-            allocation = self.gpu.alloc(nbytes, MemoryDomain.GTT, uncached=use is MemoryUse.SIGNAL)
+        """Raises:
+        OutOfMemory (``InvalidArgument``, ``MemoryError``): KFD has no room for it (``ENOMEM``), as every other
+            device runtime reports an allocation larger than its memory; nothing is allocated."""
+        domain = MemoryDomain.VRAM if use is MemoryUse.BUFFER else MemoryDomain.GTT
+        try:
+            if use is MemoryUse.BUFFER:
+                allocation = self.gpu.alloc(nbytes, domain, cpu_access=False)
+            else:
+                allocation = self.gpu.alloc(nbytes, domain, uncached=use is MemoryUse.SIGNAL)
+        except OSError as error:
+            if error.errno != errno.ENOMEM:
+                raise
+            raise OutOfMemory(f"{self.name}: cannot allocate {nbytes:#x} bytes of {domain.name}: {error}") from error
         return GpuRegion(allocation.va, allocation.size, use, allocation)
 
     def _gpu_free(self, region: GpuRegion) -> None:

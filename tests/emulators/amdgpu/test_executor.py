@@ -164,3 +164,27 @@ def test_another_executor_plugs_in_behind_the_protocol() -> None:
     gpu.wait(lambda: queue.rptr == packets.size, 10**9, what="dispatch")
     assert executor.launches == [Launch(0x12_3400, (2, 3, 4), (8, 4, 2), 0xABC_0000)]
     assert executor.launches[0].workgroups == 24
+
+
+@pytest.mark.parametrize(
+    ("grid", "group_size", "message"),
+    [
+        ((1 << 16, 1 << 16, 1), (1, 1, 1), r"grid \(65536, 65536, 1\) is 0x100000000 workgroups, more than the host-"),
+        ((0xFFFF_FFFF,) * 3, (1, 1, 1), r"more than the host-native executor runs \(0x400000, HOST_NATIVE_MAX_WORKGR"),
+        ((1, 1, 1), (1024, 2, 1), r"workgroup size \(1024, 2, 1\) is 2048 threads, expected at most 1024"),
+    ],
+)
+def test_a_launch_past_the_executor_limits_is_refused_before_it_runs(
+    scale_so: bytes, grid: tuple[int, int, int], group_size: tuple[int, int, int], message: str
+) -> None:
+    memory = _memory()
+    memory.write(0x1000, np.arange(64, dtype="<i4"))
+    memory.write(0x10000, pack_code_object(CodeObject("scale", (ArgKind.POINTER, ArgKind.VALUE), scale_so)))
+    memory.write(0x80, np.array([0x1000, 3], "<u8"))
+    executor = HostNativeExecutor()
+    with pytest.raises(KernelError, match=message):
+        executor.dispatch(memory, Launch(0x10000, grid, group_size, 0x80))
+    assert (executor.dispatches, executor.programs_loaded) == (0, 0)
+    assert np.array_equal(np.frombuffer(memory.read(0x1000, 256), "<i4"), np.arange(64)), "nothing ran"
+    executor.dispatch(memory, Launch(0x10000, (4, 1, 1), (16, 1, 1), 0x80))  # a valid launch still runs
+    assert np.array_equal(np.frombuffer(memory.read(0x1000, 256), "<i4"), 3 * np.arange(64))

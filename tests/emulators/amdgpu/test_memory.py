@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import sys
+import tracemalloc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -160,6 +163,42 @@ def test_copies_across_mappings_and_the_system_aperture() -> None:
     memory.fill(SYS_APERTURE + 0x200400, 16, 0x01020304, dword=True)
     assert bytes(bus.sram[0x400:0x410]) == bytes.fromhex("04030201") * 4
     assert memory.read_u32(SYS_APERTURE + 0x200400) == 0x01020304
+
+
+@contextmanager
+def _peak_allocation() -> Iterator[Callable[[], int]]:
+    """The most host memory (bytes, numpy arrays included) allocated at once inside the block: a count, not a time."""
+    tracemalloc.start()
+    peak = [0]
+    try:
+        yield lambda: peak[0]
+    finally:
+        peak[0] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+
+
+def test_a_fill_past_the_bus_memory_faults_before_allocating_host_memory_for_it() -> None:
+    bus = FakeBus()
+    memory = GpuMemory(1 << 20, system_bus=bus, vram_at_zero=True)
+    with _peak_allocation() as peak, pytest.raises(GpuMemoryFault, match=r"at 0x100000200000\+0x10000000: system"):
+        memory.fill(SYS_APERTURE + 0x200000, 1 << 28, 0x5A5A5A5A, dword=True)
+    assert peak() < 1 << 20, f"{peak():#x} bytes allocated for a fill the bus cannot take"
+    assert not any(bus.sram), "nothing was written"
+    memory.fill(SYS_APERTURE + 0x200000, 0x1000, 0xAB, dword=False)  # a fill that fits still works
+    assert bytes(bus.sram[:0x1001]) == b"\xab" * 0x1000 + b"\0"
+
+
+def test_a_copy_gathered_for_the_bus_checks_the_bus_before_gathering() -> None:
+    bus = FakeBus()
+    memory = GpuMemory(1 << 20, system_bus=bus, vram_at_zero=False)
+    memory.map(0, memory.vram[:0x40000])  # two mappings, so the copy's source is gathered into one buffer
+    memory.map(0x40000, memory.vram[0x80000:0xC0000])
+    with _peak_allocation() as peak, pytest.raises(GpuMemoryFault, match="system bus"):
+        memory.copy(SYS_APERTURE + 0x260000, 0, 0x80000)  # runs 0x60000 bytes past the end of SRAM
+    assert peak() < 0x80000 and not any(bus.sram)
+    memory.write(0x3FFF0, bytes(range(32)))
+    memory.copy(SYS_APERTURE + 0x200000, 0x3FFF0, 32)
+    assert bytes(bus.sram[:32]) == bytes(range(32))
 
 
 def test_system_bus_errors_become_memory_faults() -> None:

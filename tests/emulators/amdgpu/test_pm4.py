@@ -249,6 +249,16 @@ def test_a_missing_entry_point_stops_the_queue(gpu: AmdGpu, compute: Any, shared
         compute.run(pm4_launch(PROGRAM, ARGS, (1, 1, 1), (1, 1, 1)))
 
 
+def test_a_dispatch_of_more_workgroups_than_the_executor_runs_stops_the_queue_at_once(
+    gpu: AmdGpu, kernel: EventKernel, compute: Any, shared_objects: dict[str, bytes]
+) -> None:
+    _load(gpu, shared_objects["fill"], "fill", (ArgKind.POINTER, ArgKind.VALUE), [DATA, 0])
+    with pytest.raises(GpuQueueError, match=r"DISPATCH_DIRECT: grid \(4294967295, 4294967295, 4294967295\) is 0x"):
+        compute.run(pm4_launch(PROGRAM, ARGS, (0xFFFF_FFFF,) * 3, (1, 1, 1)))
+    assert compute.device.error_code == ErrorCode.KERNEL_ERROR and gpu.executor.dispatches == 0  # type: ignore[attr-defined]
+    assert kernel.events_run < 10, "refused in one step, not run workgroup by workgroup"
+
+
 def test_a_zero_workgroup_size_is_a_packet_error_and_an_empty_grid_runs_nothing(gpu: AmdGpu, compute: Any) -> None:
     gpu.write(PROGRAM, b"garbage that would fail to load")
     compute.run(pm4_launch(PROGRAM, ARGS, (0, 4, 4), (1, 1, 1)))  # nothing runs, so nothing is loaded

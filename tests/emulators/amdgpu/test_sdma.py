@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +23,7 @@ from tinyhil.amd import (
 )
 from tinyhil.emulators.amdgpu import AmdGpu, GpuQueueError, Interrupt, InterruptKind, QueueKind, QueueStatus
 from tinyhil.emulators.kernel import EventKernel, VirtualTimeout
-from tinyhil.spec.amdgpu import POLL_INTERVAL_CYCLES, POLL_RETRY_FOREVER, CompareFunction, ErrorCode
+from tinyhil.spec.amdgpu import POLL_INTERVAL_CYCLES, POLL_RETRY_FOREVER, SYS_APERTURE, CompareFunction, ErrorCode
 from tinyhil.spec.amdgpu_sdma import FillSize, SdmaOp
 
 DATA = 0x400000
@@ -202,6 +203,55 @@ def test_a_copy_that_faults_writes_nothing(gpu: AmdGpu, sdma: Any) -> None:
     with pytest.raises(GpuQueueError, match="memory fault"):
         sdma.run(sdma_copy_linear(DATA, gpu.vram_bytes - 32, 64))
     assert bytes(gpu.read(DATA, 64)) == b"\x55" * 64
+
+
+class _Sram:
+    """The bridge's 512 KB of SRAM at PCIe 0x200000, as the GPU's system bus (anything else: a bad address)."""
+
+    def __init__(self) -> None:
+        self.sram = bytearray(0x80000)
+
+    def _offset(self, pcie_addr: int, nbytes: int) -> int:
+        if not 0x200000 <= pcie_addr <= pcie_addr + nbytes <= 0x280000:
+            raise ValueError(f"PCIe {pcie_addr:#x}+{nbytes:#x} is not SRAM")
+        return pcie_addr - 0x200000
+
+    def dma_read(self, pcie_addr: int, nbytes: int) -> memoryview:
+        offset = self._offset(pcie_addr, nbytes)
+        return memoryview(self.sram)[offset : offset + nbytes]
+
+    def dma_write(self, pcie_addr: int, data: bytes | memoryview) -> None:
+        offset = self._offset(pcie_addr, len(data))
+        self.sram[offset : offset + len(data)] = data
+
+
+@pytest.mark.parametrize(
+    "packet",
+    [
+        sdma_const_fill(SYS_APERTURE + 0x200000, 0, 1 << 32),  # 4 GB into 512 KB of SRAM
+        sdma_const_fill(SYS_APERTURE + 0x27FFFC, 0, 1 << 32, fill_size=FillSize.BYTE),
+        sdma_copy_linear(SYS_APERTURE + 0x200000, 0, 1 << 30),  # 1 GB of VRAM (not there either) into SRAM
+    ],
+    ids=["dword-fill", "byte-fill", "copy"],
+)
+def test_a_transfer_past_the_bridge_memory_faults_before_host_memory_is_allocated_for_it(packet: np.ndarray) -> None:
+    bus = _Sram()
+    gpu = AmdGpu(EventKernel(), vram_bytes=16 << 20, system_bus=bus)
+    queue = gpu.create_queue(QueueKind.SDMA, ring_va=0x100000, ring_bytes=0x1000, rptr_va=0x1000, wptr_va=0x1008,
+                             doorbell_index=0)  # fmt: skip
+    ring = np.concatenate([packet, sdma_fence(SYS_APERTURE + 0x200000, 7)])
+    gpu.write(0x100000, ring)
+    gpu.write(0x1008, ring.nbytes.to_bytes(8, "little"))
+    tracemalloc.start()
+    try:
+        gpu.ring_doorbell(0, ring.nbytes)
+        gpu.kernel.run_until_idle()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert queue.status == QueueStatus.MEMORY_FAULT and queue.error_rptr == 0, queue.describe()
+    assert peak < 1 << 20, f"{peak:#x} bytes allocated on the host for a transfer that faults"
+    assert not any(bus.sram), "nothing was written, and the fence after the packet did not run"
 
 
 @pytest.mark.parametrize(
