@@ -10,6 +10,7 @@ import pytest
 
 from tinyhil import InvalidArgument, TargetRegistry, TargetUnavailable, default_registry, open_target, target
 from tinyhil.null_device import NullDevice
+from tinyhil.registry import split_selectors
 from tinyhil.runtime import Device
 
 REQUIRED_TARGETS = {"NULL", "MOCKUSB+AMD", "MOCKKFD+AMD", "USB+AMD", "KFD+AMD"}
@@ -187,3 +188,39 @@ def test_parts_of_a_target_string_that_would_be_ignored_are_errors(text: str, ma
 def test_an_empty_selector_is_an_error(bad: str) -> None:
     with pytest.raises(InvalidArgument, match="empty entry"):
         default_registry().select([bad])
+
+
+# One table: what select() was given instead of a list of selector strings, and what its error names.
+BAD_SELECTIONS = [
+    pytest.param([None], "target selector NoneType object", id="None entry"),  # was AttributeError
+    pytest.param([b"NULL"], "target selector bytes object", id="bytes entry"),  # was a bare TypeError
+    pytest.param([["NULL"]], "target selector list object", id="nested list"),
+    pytest.param("NULL", "selectors=one string", id="one string, not a list"),  # was 'unknown target N'
+    pytest.param(None, "selectors=NoneType object", id="None"),
+    pytest.param(5, "selectors=int object", id="int"),
+    pytest.param(b"NULL", "selectors=bytes object", id="bytes"),
+]
+
+
+@pytest.mark.parametrize(("selectors", "match"), BAD_SELECTIONS)
+def test_selectors_that_are_not_a_list_of_strings_are_invalid_argument(selectors: Any, match: str) -> None:
+    with pytest.raises(InvalidArgument, match=re.escape(match)):
+        default_registry().select(selectors)
+    with pytest.raises(InvalidArgument, match=re.escape(match)):
+        split_selectors(selectors)
+
+
+@pytest.mark.parametrize("text", [None, b"NULL", 42, ["NULL"]], ids=["None", "bytes", "int", "list"])
+def test_resolving_something_that_is_no_target_string_is_invalid_argument(text: Any) -> None:
+    with pytest.raises(InvalidArgument, match=f"target={type(text).__name__} object, expected a target string"):
+        default_registry().resolve(text)
+    with pytest.raises(InvalidArgument, match="expected a target string"):
+        open_target(text)
+
+
+def test_a_huge_interface_index_is_invalid_argument_in_resolve_and_select() -> None:
+    text = "MOCKKFD:" + "9" * 4301 + "+AMD"  # used to raise CPython's int-digits ValueError from parse_target
+    with pytest.raises(InvalidArgument, match="interface index must be at most"):
+        default_registry().resolve(text)
+    with pytest.raises(InvalidArgument, match="interface index must be at most"):
+        default_registry().select([text])

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tinyhil import GRAMMAR, InvalidArgument, TargetString, parse_target
+from tinyhil.target import INDEX_MAX
 
 VALID = [
     ("NULL", TargetString("NULL")),
@@ -76,3 +77,35 @@ def target_strings(draw: st.DrawFn) -> TargetString:
 def test_canonical_spelling_round_trips(spec: TargetString) -> None:
     assert parse_target(str(spec)) == spec
     assert parse_target(str(spec).lower() if spec.arch is None else str(spec)) == spec
+
+
+@pytest.mark.parametrize(
+    ("text", "index"),
+    [("USB:65535+AMD", INDEX_MAX), ("USB:007+AMD", 7), ("USB:" + "0" * 5000 + "1+AMD", 1), ("USB:0+AMD", 0)],
+    ids=["the maximum", "leading zeros", "many leading zeros", "zero"],
+)
+def test_interface_indexes_up_to_the_maximum_parse(text: str, index: int) -> None:
+    spec = parse_target(text)
+    assert spec.index == index and str(spec) == f"USB:{index}+AMD"
+
+
+@pytest.mark.parametrize("digits", [str(INDEX_MAX + 1), "9" * 4301, "1" + "0" * 100_000], ids=["max+1", "4301", "1e5"])
+def test_an_index_past_the_maximum_is_invalid_argument_naming_the_part_and_the_limit(digits: str) -> None:
+    # "9" * 4301 used to reach int() and raise CPython's "Exceeds the limit (4300 digits)" ValueError
+    with pytest.raises(InvalidArgument, match=f"interface index must be at most {INDEX_MAX}") as info:
+        parse_target(f"USB:{digits}+AMD")
+    message = str(info.value)
+    assert digits[:20] in message and len(message) < 600, "a long part is shown cut"
+    assert len(digits) < 80 or f"({len(digits)} characters)" in message, "a cut part says how long it was"
+
+
+@pytest.mark.parametrize("value", [b"NULL", None, 42, ["NULL"], 1.5], ids=["bytes", "None", "int", "list", "float"])
+def test_a_target_that_is_no_string_is_invalid_argument(value: object) -> None:
+    with pytest.raises(InvalidArgument, match=f"target={type(value).__name__} object, expected a target string"):
+        parse_target(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("index", [-1, INDEX_MAX + 1, 10**5000, "1", 1.0], ids=["-1", "max+1", "huge", "str", "float"])
+def test_a_target_string_with_an_index_out_of_range_is_invalid_argument(index: object) -> None:
+    with pytest.raises(InvalidArgument, match=f"expected an int in 0..{INDEX_MAX}"):
+        TargetString("AMD", iface="USB", index=index)  # type: ignore[arg-type]

@@ -262,7 +262,8 @@ class TargetRegistry:
         """Resolve a target string to a registered target.
 
         Raises:
-            InvalidArgument (``ValueError``): malformed string, unknown target, renderer or arch.
+            InvalidArgument (``ValueError``): not a str or TargetString, malformed string, unknown target, renderer
+                or arch, or an interface index the target does not take.
         """
         spec = text if isinstance(text, TargetString) else parse_target(text)
         self._load()
@@ -312,6 +313,10 @@ class TargetRegistry:
         ``all`` is every available target, ``emulated`` every available target that needs no hardware; a glob
         (``MOCK*``) matches registered names. An explicitly named target is kept even when unavailable, so the
         caller can report why.
+
+        Raises:
+            InvalidArgument: ``selectors`` is not a list of strings (see :func:`split_selectors`), a pattern matches
+                no target, or a target string is malformed or unknown (see :meth:`resolve`).
         """
         out: dict[str, Target] = {}
         for selector in split_selectors(selectors):
@@ -336,12 +341,21 @@ def split_selectors(values: Iterable[str]) -> tuple[str, ...]:
     """Split comma-separated selectors (``--hil-target A,B``, ``DEV=A,B``) into a flat tuple, stripped.
 
     Raises:
-        InvalidArgument: an empty selector (``A,,B``, a trailing comma, an empty string).
+        InvalidArgument: ``values`` is a single string or not iterable (pass ``["A,B"]``), an entry is not a
+            string, or an entry is empty (``A,,B``, a trailing comma, an empty string).
     """
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        kind = "one string" if isinstance(values, str) else f"{type(values).__name__} object"
+        raise InvalidArgument(
+            f"selectors={kind}, expected a list of target selectors such as ['MOCKUSB+AMD', 'all'] "
+            "(wrap a single selector in a list)"
+        )
     out: list[str] = []
     for value in values:
         if not isinstance(value, str):
-            raise InvalidArgument(f"target selector {value!r}, expected a string such as 'MOCKUSB+AMD' or 'all'")
+            raise InvalidArgument(
+                f"target selector {type(value).__name__} object, expected a string such as 'MOCKUSB+AMD' or 'all'"
+            )
         parts = [part.strip() for part in value.split(",")]
         if not all(parts):
             raise InvalidArgument(

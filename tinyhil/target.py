@@ -2,7 +2,9 @@
 
 The grammar follows the ``DEV`` convention tinygrad users know: ``MOCKUSB+AMD``, ``MOCKKFD+AMD:LLVM:gfx1100``,
 ``USB:1+AMD``, ``NULL``, ``NULL:QCOMCL:a630``. Interface, device and renderer are case-insensitive and kept upper
-case; the arch keeps its spelling (``gfx1100``, ``a630``, ``aarch64``).
+case; the arch keeps its spelling (``gfx1100``, ``a630``, ``aarch64``). The interface index is a decimal number of
+at most :data:`INDEX_MAX` (65535: more devices than any host holds; a target may bound it further); leading zeros
+are allowed and dropped (``USB:007+AMD`` is ``USB:7+AMD``).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from typing import Final
 
 from tinyhil.errors import InvalidArgument
 
-__all__ = ["GRAMMAR", "TargetString", "parse_target"]
+__all__ = ["GRAMMAR", "INDEX_MAX", "TargetString", "parse_target"]
 
 GRAMMAR: Final = "[IFACE[:index]+]DEVICE[:renderer[:arch]]"
+INDEX_MAX: Final = 0xFFFF
+_SHOWN_CHARS: Final = 80  # a longer string or part is shown cut, with its length
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _INDEX = re.compile(r"[0-9]+")
 _ARCH = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
@@ -32,6 +36,9 @@ class TargetString:
     arch: str | None = None
 
     def __post_init__(self) -> None:
+        if self.index is not None and (type(self.index) is not int or not 0 <= self.index <= INDEX_MAX):
+            shown = f"{self.index:#x}" if isinstance(self.index, int) else f"{type(self.index).__name__} object"
+            raise InvalidArgument(f"index={shown}, expected an int in 0..{INDEX_MAX}")
         if self.index is not None and self.iface is None:
             raise InvalidArgument(f"index={self.index!r} given without an interface, expected IFACE:index+DEVICE")
         if self.arch is not None and self.renderer is None:
@@ -54,18 +61,28 @@ class TargetString:
         return text
 
 
+def _shown(text: str) -> str:
+    """``repr(text)``, cut to its first characters (and its length) when it is long."""
+    if len(text) <= _SHOWN_CHARS:
+        return repr(text)
+    return f"{text[:_SHOWN_CHARS]!r}... ({len(text)} characters)"
+
+
 def _bad(text: str, part: str, why: str) -> InvalidArgument:
-    return InvalidArgument(f"target string {text!r}: {why} ({part!r}); expected {GRAMMAR}, e.g. MOCKUSB+AMD, NULL")
+    return InvalidArgument(
+        f"target string {_shown(text)}: {why} ({_shown(part)}); expected {GRAMMAR}, e.g. MOCKUSB+AMD, NULL"
+    )
 
 
 def parse_target(text: str) -> TargetString:
     """Parse a target string.
 
     Raises:
-        InvalidArgument (a ``ValueError``): the string does not follow the grammar; the message names the bad part.
+        InvalidArgument (a ``ValueError``): ``text`` is not a str, does not follow the grammar, or has an interface
+            index past :data:`INDEX_MAX`; the message names the bad part.
     """
     if not isinstance(text, str):
-        raise InvalidArgument(f"target={text!r}, expected a target string of the form {GRAMMAR}")
+        raise InvalidArgument(f"target={type(text).__name__} object, expected a target string of the form {GRAMMAR}")
     stripped = text.strip()
     if not stripped:
         raise _bad(text, stripped, "empty target string")
@@ -83,7 +100,10 @@ def parse_target(text: str) -> TargetString:
         if colon:
             if not _INDEX.fullmatch(index_text):
                 raise _bad(text, index_text, "interface index must be a decimal number")
-            index = int(index_text)
+            digits = index_text.lstrip("0") or "0"
+            if len(digits) > len(str(INDEX_MAX)) or int(digits) > INDEX_MAX:
+                raise _bad(text, index_text, f"interface index must be at most {INDEX_MAX}")
+            index = int(digits)
     parts = rest.split(":")
     if len(parts) > 3:
         raise _bad(text, ":".join(parts[3:]), "too many ':' parts after the device")

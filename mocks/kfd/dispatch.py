@@ -17,6 +17,9 @@ struct) sees exactly what Linux gives it:
    caller whether or not the handler failed (so ``n_success`` and ``wait_result`` reach it): the handler's struct
    truncated to a shorter caller, followed by the buffer's tail for a longer one (the caller's own bytes for a
    write-direction request, zeros otherwise). A fault there is ``EFAULT``, which replaces the handler's errno.
+   MOCKKFD knows before the handler runs whether that copy will fault (the argument is all the user memory there
+   is), and then answers the same ``EFAULT`` without running it: where Linux keeps the handler's effect (an event
+   created, a buffer allocated that the caller never learns of), a refused request changes nothing here.
 
 MOCKKFD models the argument (a ctypes object or any contiguous buffer) as the only user memory there is: reading
 ``usize`` bytes from a shorter one, or writing into a shorter or read-only one, faults (and a write that would
@@ -35,6 +38,7 @@ import errno
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from tinyhil.fileio.arguments import user_memory
 from tinyhil.kfd import uapi as u
 from tinyhil.kfd.ioctls import (
     AMDKFD_COMMAND_END,
@@ -63,15 +67,6 @@ DEPRECATED: Final = frozenset({
     _K.AMDKFD_IOC_DBG_WAVE_CONTROL_DEPRECATED,
 })  # fmt: skip
 _NS_PER_SECOND: Final = 1_000_000_000
-_NO_MEMORY: Final = memoryview(b"")
-
-
-def _user_memory(buf: Any) -> memoryview:
-    """The argument as the user memory it models: its bytes, or none when it is not a contiguous buffer."""
-    try:
-        return memoryview(buf).cast("B")
-    except (TypeError, ValueError):
-        return _NO_MEMORY
 
 
 def _fault(definition: IoctlDef, way: str, user: memoryview, user_size: int) -> str:
@@ -99,6 +94,8 @@ class IoctlDispatcher:
     def ioctl(self, request: int, buf: Any) -> int:
         """Run one request on /dev/kfd with ``buf`` (a ctypes object or a buffer) as the argument.
 
+        ``request`` is an int of 32 bits: the seam (``MockFileIO.ioctl``) checked and truncated it.
+
         Returns 0; the argument holds what the kernel copies back.
 
         Raises:
@@ -113,20 +110,22 @@ class IoctlDispatcher:
             )
         user_size = ioc_size(request)
         direction = ioc_dir(definition.request)  # the kernel's own, whatever the caller encoded
-        user = _user_memory(buf)
+        user = user_memory(buf)
         kdata = bytearray(max(user_size, ioc_size(definition.request)))
         if direction & IocDir.IOC_WRITE:
             if len(user) < user_size:
                 fail(errno.EFAULT, _fault(definition, "from", user, user_size))
             kdata[:user_size] = user[:user_size]
+        copies_back = bool(direction & IocDir.IOC_READ and user_size)  # copying no bytes never faults
+        if copies_back and (user.readonly or len(user) < user_size):
+            # Linux runs the handler first and keeps its effect; the errno is the same, and MOCKKFD changes nothing
+            fail(errno.EFAULT, _fault(definition, "to", user, user_size))
         error: OSError | None = None
         try:
             self._run(definition, definition.args.from_buffer(kdata))
         except OSError as exc:
             error = exc
-        if direction & IocDir.IOC_READ and user_size:  # copying no bytes never faults
-            if user.readonly or len(user) < user_size:
-                fail(errno.EFAULT, _fault(definition, "to", user, user_size))
+        if copies_back:
             user[:user_size] = memoryview(kdata)[:user_size]
         if error is not None:
             raise error

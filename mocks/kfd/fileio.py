@@ -25,6 +25,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from tinyhil.fileio import IoctlArg, MappedBuffer
+from tinyhil.fileio.arguments import as_int, check_fd, check_mapped_buffer, check_mmap, check_path, ioctl_request
 from tinyhil.kfd.kernel_abi import (
     KFD_DEVICE_PATH,
     KFD_DOORBELL_PROCESS_SLICE_BYTES,
@@ -44,8 +45,6 @@ if TYPE_CHECKING:
     from tinyhil.mocks.kfd.device import MockKFD
 
 __all__ = ["FileKind", "MockFileIO", "OpenFile"]
-
-_U64_LIMIT = 1 << 64
 
 
 class FileKind(Enum):
@@ -68,10 +67,7 @@ class OpenFile:
 
 
 def _normalize(path: Any) -> str:
-    text = os.fspath(path)
-    if not isinstance(text, str):
-        fail(errno.EINVAL, f"path {text!r} is bytes, expected a str path")
-    normal = posixpath.normpath(text)
+    normal = posixpath.normpath(check_path(path))
     return "/" + normal.lstrip("/") if normal.startswith("/") else normal
 
 
@@ -82,7 +78,23 @@ def _close_reserved(files: dict[int, OpenFile]) -> None:
 
 
 class MockFileIO:
-    """The :class:`~tinyhil.fileio.FileIO` seam over a :class:`~tinyhil.mocks.kfd.MockKFD`."""
+    """The :class:`~tinyhil.fileio.FileIO` seam over a :class:`~tinyhil.mocks.kfd.MockKFD`.
+
+    Arguments are checked by the seam's shared rules (:mod:`tinyhil.fileio.arguments`), which
+    :class:`~tinyhil.fileio.RealFileIO` applies too, so a bad argument gets the same answer from both:
+
+    - ``TypeError`` where Python's own call would raise it before any system call: ``fd``, ``request``,
+      ``length``, ``offset`` or ``flags`` that is not an int (``mmap(fd, 1.5, 0)``, ``ioctl(fd, "x", buf)``,
+      ``ioctl(fd, None, buf)``), a path that is not a str, bytes or os.PathLike, and ``munmap`` of anything but a
+      :class:`~tinyhil.fileio.MappedBuffer`; ``ValueError`` for a path with a NUL byte (``exists`` says False).
+    - ``OSError`` with Linux's errno for every int and path: ``EBADF`` for a descriptor that is not open here,
+      ``EINVAL`` / ``ENOMEM`` for an mmap length or offset ``mmap(2)`` refuses, ``ENOTTY`` for an ioctl on a file
+      other than /dev/kfd, and the dispatcher's errnos (:mod:`tinyhil.mocks.kfd.dispatch`) for the ioctl itself.
+      The request is taken as the kernel's 32-bit ``unsigned int cmd``; the argument is user memory as
+      :func:`~tinyhil.fileio.arguments.user_memory` defines it.
+
+    A rejected call changes nothing (:meth:`MockKFD.state_digest` is unchanged) and logs one line.
+    """
 
     def __init__(self, kfd: MockKFD) -> None:
         self.kfd = kfd
@@ -97,7 +109,8 @@ class MockFileIO:
         return self.files.get(fd)
 
     def _file(self, fd: int, what: str) -> OpenFile:
-        file = self.files.get(fd)
+        """The open file ``fd`` (an int from ``as_int``) names."""
+        file = self.files.get(check_fd(fd, what))
         if file is None:
             fail(errno.EBADF, f"{what}: fd={fd} is not a file open in MOCKKFD")
         return file
@@ -105,6 +118,7 @@ class MockFileIO:
     # --- files ---------------------------------------------------------------------------------------------------
     def open(self, path: str, flags: int) -> int:
         normal = _normalize(path)
+        flags = as_int("flags", flags)
         tree = self.kfd.sysfs
         if not SysfsTree.owns(normal):
             fail(errno.ENOENT, f"open({path!r}): MOCKKFD opens only its own /dev and KFD sysfs files")
@@ -128,6 +142,7 @@ class MockFileIO:
         return fd
 
     def close(self, fd: int) -> None:
+        fd = as_int("fd", fd)
         self._file(fd, "close")
         del self.files[fd]
         os.close(fd)
@@ -159,23 +174,27 @@ class MockFileIO:
         return sorted(tree.dirs[normal])
 
     def exists(self, path: str) -> bool:
-        normal = _normalize(path)
+        try:
+            normal = _normalize(path)
+        except ValueError:  # a NUL byte: os.path.exists says False
+            return False
         if not SysfsTree.owns(normal):
             return os.path.exists(path)
         return normal in self.kfd.sysfs.files or normal in self.kfd.sysfs.dirs
 
     # --- ioctl and mmap ------------------------------------------------------------------------------------------
     def ioctl(self, fd: int, request: int, buf: IoctlArg) -> int:
+        fd, request = as_int("fd", fd), ioctl_request(request)
         file = self._file(fd, "ioctl")
         if file.kind is not FileKind.KFD:
             fail(errno.ENOTTY, f"ioctl({request:#x}) on {file.path}: MOCKKFD emulates ioctls on /dev/kfd only")
         return self.kfd.dispatcher.ioctl(request, buf)
 
     def mmap(self, fd: int, length: int, offset: int) -> MappedBuffer:
+        fd = as_int("fd", fd)
+        length, offset = check_mmap("mmap", length, offset, PAGE_SIZE)
         file = self._file(fd, "mmap")
         what = f"mmap({file.path}, length={length:#x}, offset={offset:#x})"
-        if length <= 0 or offset < 0 or offset >= _U64_LIMIT or offset % PAGE_SIZE:
-            fail(errno.EINVAL, f"{what}: expected length > 0 and a page-aligned 64-bit offset")
         if file.kind is FileKind.KFD:
             return self._mmap_kfd(what, length, offset)
         if file.kind is FileKind.RENDER and file.gpu is not None:
@@ -183,7 +202,7 @@ class MockFileIO:
         fail(errno.ENODEV, f"{what}: {file.kind.value}s cannot be mapped")
 
     def munmap(self, buf: MappedBuffer) -> None:
-        buf.release()
+        check_mapped_buffer(buf).release()
 
     def _mmap_kfd(self, what: str, length: int, offset: int) -> MappedBuffer:
         mmap_type = offset & KFD_MMAP_TYPE_MASK

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 import numpy as np
@@ -9,7 +10,8 @@ import pytest
 
 from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
 from tinyhil.fileio import RealFileIO
-from tinyhil.kfd import KFD, KfdMemoryFault, MemoryDomain, QueueEngine, cwsr_sizes
+from tinyhil.kfd import KFD, KfdMemoryFault, MemoryDomain, QueueEngine, cwsr_sizes, uapi
+from tinyhil.kfd.ioctls import KfdIoctl
 from tinyhil.kfd.kernel_abi import PAGE_SIZE
 from tinyhil.mocks.kfd import MockKFD
 
@@ -249,3 +251,17 @@ def test_a_closed_connection_says_so(mock: MockKFD) -> None:
 def test_without_dev_kfd_the_client_reports_file_not_found() -> None:
     with pytest.raises(FileNotFoundError):
         KFD()
+
+
+@pytest.mark.parametrize("request_", [None, "x", 1.5, 0x1234, 10**5000], ids=["None", "str", "float", "int", "huge"])
+def test_a_raw_ioctl_of_no_kfd_request_is_invalid_argument(kfd: KFD, mock: MockKFD, request_: Any) -> None:
+    before = mock.state_digest()
+    with pytest.raises(InvalidArgument, match="expected a KfdIoctl request number"):
+        kfd.ioctl(request_, bytearray(8))
+    assert mock.state_digest() == before
+
+
+def test_a_raw_ioctl_by_number_names_the_request_when_it_fails(kfd: KFD) -> None:
+    with pytest.raises(OSError, match="AMDKFD_IOC_FREE_MEMORY_OF_GPU") as caught:  # used to be AttributeError: .name
+        kfd.ioctl(int(KfdIoctl.AMDKFD_IOC_FREE_MEMORY_OF_GPU), uapi.kfd_ioctl_free_memory_of_gpu_args(handle=0))
+    assert caught.value.errno == errno.EINVAL

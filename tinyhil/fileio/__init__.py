@@ -3,6 +3,10 @@
 A KFD client takes a :class:`FileIO` and never touches ``os`` itself, so the same client runs on
 :class:`RealFileIO` (a machine with ``/dev/kfd``) and on MOCKKFD's virtual device tree
 (``tinyhil.mocks.kfd.MockKFD(...).fileio``).
+
+Modules: :mod:`~tinyhil.fileio.protocol` (the seam), :mod:`~tinyhil.fileio.arguments` (the argument rules every
+implementation applies), :mod:`~tinyhil.fileio.ioc` (Linux's ioctl request encoding), :mod:`~tinyhil.fileio.buffers`
+(what ``mmap`` returns) and :mod:`~tinyhil.fileio.real`.
 """
 
 from __future__ import annotations

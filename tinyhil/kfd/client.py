@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Concatenate, Final, ParamSpec, TypeVar
+from typing import Any, Concatenate, Final, ParamSpec, TypeVar
 
 from tinyhil._check import check_int
 from tinyhil.allocator import RangeAllocator
@@ -53,6 +53,17 @@ def _requires_open(method: Callable[Concatenate[KFD, _P], _R]) -> Callable[Conca
         return method(self, *args, **kwargs)
 
     return guarded
+
+
+def _kfd_request(request: Any) -> KfdIoctl:
+    """``request`` as one of amdkfd's request numbers."""
+    if isinstance(request, KfdIoctl):
+        return request
+    try:
+        return KfdIoctl(request)
+    except ValueError:
+        shown = f"{request:#x}" if isinstance(request, int) else f"{type(request).__name__} object"
+        raise InvalidArgument(f"request={shown}, expected a KfdIoctl request number") from None
 
 
 class KfdMemoryFault(DeviceError):
@@ -143,8 +154,10 @@ class KFD:
         """Issue ``request`` on /dev/kfd; ``args`` is filled in place and returned.
 
         Raises:
+            InvalidArgument: ``request`` is not one of amdkfd's request numbers (a :class:`KfdIoctl`).
             OSError: the kernel's errno, with the request named in the message.
         """
+        request = _kfd_request(request)
         try:
             self.fileio.ioctl(self.fd, request, args)
         except OSError as exc:

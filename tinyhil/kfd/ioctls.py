@@ -1,17 +1,18 @@
 """amdkfd ioctl request numbers (``AMDKFD_IOC_*`` of ``linux/kfd_ioctl.h``), computed with the kernel's _IOC encoding.
 
-The encoding is asm-generic's (x86, arm, arm64, riscv): bits 0-7 number, 8-15 type (``'K'`` for amdkfd), 16-29 the
-argument size in bytes, 30-31 the direction (1 write = to the kernel, 2 read = from the kernel). The argument sizes
-come from the ctypes structures in :mod:`tinyhil.kfd.uapi`, so a layout bug shows up as a wrong request number too.
+The encoding (asm-generic's: number, type ``'K'`` for amdkfd, argument size, direction) lives in
+:mod:`tinyhil.fileio.ioc`, shared with the file-I/O seam, and is re-exported here. The argument sizes come from the
+ctypes structures in :mod:`tinyhil.kfd.uapi`, so a layout bug shows up as a wrong request number too.
 """
 
 from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from enum import IntEnum, IntFlag
+from enum import IntEnum
 from typing import Final
 
+from tinyhil.fileio.ioc import IOC_NRBITS, IOC_SIZEBITS, IOC_TYPEBITS, IocDir, ioc, ioc_dir, ioc_nr, ioc_size, ioc_type
 from tinyhil.kfd import uapi as u
 from tinyhil.kfd import uapi_misc as m
 
@@ -33,51 +34,10 @@ __all__ = [
     "ioc_type",
 ]
 
-IOC_NRBITS: Final = 8
-IOC_TYPEBITS: Final = 8
-IOC_SIZEBITS: Final = 14
-_IOC_NRSHIFT: Final = 0
-_IOC_TYPESHIFT: Final = _IOC_NRSHIFT + IOC_NRBITS
-_IOC_SIZESHIFT: Final = _IOC_TYPESHIFT + IOC_TYPEBITS
-_IOC_DIRSHIFT: Final = _IOC_SIZESHIFT + IOC_SIZEBITS
-
 AMDKFD_IOCTL_BASE: Final = ord("K")
 # Request numbers the kernel dispatches are AMDKFD_COMMAND_START <= nr < AMDKFD_COMMAND_END.
 AMDKFD_COMMAND_START: Final = 0x01
 AMDKFD_COMMAND_END: Final = 0x24
-
-
-class IocDir(IntFlag):
-    """The direction bits of a request number (the kernel's ``_IOC_NONE``, ``_IOC_WRITE``, ``_IOC_READ``)."""
-
-    IOC_NONE = 0
-    IOC_WRITE = 1
-    IOC_READ = 2
-
-
-def ioc(direction: int, type_: int, nr: int, size: int) -> int:
-    """``_IOC(dir, type, nr, size)``: the request number."""
-    return (direction << _IOC_DIRSHIFT) | (size << _IOC_SIZESHIFT) | (type_ << _IOC_TYPESHIFT) | (nr << _IOC_NRSHIFT)
-
-
-def ioc_dir(request: int) -> int:
-    """``_IOC_DIR(request)``."""
-    return (request >> _IOC_DIRSHIFT) & 0x3
-
-
-def ioc_type(request: int) -> int:
-    """``_IOC_TYPE(request)``."""
-    return (request >> _IOC_TYPESHIFT) & ((1 << IOC_TYPEBITS) - 1)
-
-
-def ioc_nr(request: int) -> int:
-    """``_IOC_NR(request)``."""
-    return (request >> _IOC_NRSHIFT) & ((1 << IOC_NRBITS) - 1)
-
-
-def ioc_size(request: int) -> int:
-    """``_IOC_SIZE(request)``: the argument size in bytes the request number encodes."""
-    return (request >> _IOC_SIZESHIFT) & ((1 << IOC_SIZEBITS) - 1)
 
 
 def _ior(nr: int, args: type[ctypes.Structure]) -> int:

@@ -184,3 +184,17 @@ def test_random_requests_raise_only_oserror_and_keep_the_state_consistent(helper
             _mapped_allocations_agree(mock)
     finally:
         mock.close()
+
+
+@pytest.mark.parametrize(
+    "argument",
+    [bytes(ioc_size(K.AMDKFD_IOC_CREATE_EVENT)), bytearray(ioc_size(K.AMDKFD_IOC_CREATE_EVENT) - 1), None],
+    ids=["read-only", "short", "no buffer"],
+)
+def test_a_request_whose_result_cannot_be_copied_back_changes_nothing(mock: MockKFD, raw: Any, argument: Any) -> None:
+    # Linux would create the event and then fail the copy-back with EFAULT; MOCKKFD refuses first (fuzz-found)
+    before = mock.state_digest()
+    assert raw.errno(K.AMDKFD_IOC_CREATE_EVENT, argument) == errno.EFAULT
+    assert mock.state_digest() == before and mock.process.events == {}
+    created = raw.ioctl(K.AMDKFD_IOC_CREATE_EVENT, uapi.kfd_ioctl_create_event_args())
+    assert created.event_id in mock.process.events

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tinyhil.fileio import FileIO
+from tinyhil.fileio import FileIO, RealFileIO
 from tinyhil.kfd import uapi
 from tinyhil.kfd.ioctls import KfdIoctl
 from tinyhil.kfd.kernel_abi import (
@@ -151,3 +151,90 @@ def test_render_node_mmaps_give_sub_ranges_of_a_buffer(mock: MockKFD, raw: Any) 
 def test_doorbell_frame_size(mock: MockKFD, raw: Any) -> None:
     page = mock.fileio.mmap(raw.fd, KFD_DOORBELL_PROCESS_SLICE_BYTES, KFD_MMAP_TYPE_DOORBELL | _gpu(mock))
     assert len(page) == 8192
+
+
+# Arguments of the wrong type: the exception Python's own call raises before any system call, from the mock and the
+# real seam alike (tinyhil.fileio.arguments). `fd` is the mock's /dev/kfd, or /dev/null for the real seam.
+WRONG_TYPES: list[Any] = [
+    pytest.param(lambda io, fd: io.mmap(fd, 1.5, 0), TypeError, id="mmap float length"),  # was "Unknown format code"
+    pytest.param(lambda io, fd: io.mmap(fd, 4096, 1.5), TypeError, id="mmap float offset"),
+    pytest.param(lambda io, fd: io.mmap(fd, "x", 0), TypeError, id="mmap str length"),
+    pytest.param(lambda io, fd: io.mmap(None, 4096, 0), TypeError, id="mmap fd None"),
+    pytest.param(lambda io, fd: io.ioctl(fd, "x", bytearray(8)), TypeError, id="ioctl str request"),
+    pytest.param(lambda io, fd: io.ioctl(fd, None, bytearray(8)), TypeError, id="ioctl request None"),  # ioctls.py:75
+    pytest.param(lambda io, fd: io.ioctl(fd, 1.5, bytearray(8)), TypeError, id="ioctl float request"),
+    pytest.param(lambda io, fd: io.ioctl(None, 0xC0084B01, bytearray(8)), TypeError, id="ioctl fd None"),
+    pytest.param(lambda io, fd: io.close(None), TypeError, id="close None"),
+    pytest.param(lambda io, fd: io.close("3"), TypeError, id="close str"),
+    pytest.param(lambda io, fd: io.munmap(None), TypeError, id="munmap None"),
+    pytest.param(lambda io, fd: io.munmap(bytearray(8)), TypeError, id="munmap a bytearray"),
+    pytest.param(lambda io, fd: io.open("/dev/kfd", 1.5), TypeError, id="open float flags"),
+    pytest.param(lambda io, fd: io.open(None, os.O_RDONLY), TypeError, id="open None"),
+    pytest.param(lambda io, fd: io.read(None), TypeError, id="read None"),
+    pytest.param(lambda io, fd: io.listdir(3.5), TypeError, id="listdir float"),
+    pytest.param(lambda io, fd: io.exists(None), TypeError, id="exists None"),
+    pytest.param(lambda io, fd: io.read("/dev/k\0fd"), ValueError, id="read NUL path"),
+    pytest.param(lambda io, fd: io.open("/dev/k\0fd", os.O_RDWR), ValueError, id="open NUL path"),
+]
+
+
+@pytest.mark.parametrize(("operation", "kind"), WRONG_TYPES)
+def test_arguments_of_the_wrong_type_raise_what_the_real_seam_raises(
+    mock: MockKFD, operation: Callable[[Any, int], Any], kind: type[Exception]
+) -> None:
+    fds = _fds(mock)
+    before = mock.state_digest()
+    with pytest.raises(kind) as from_mock:
+        operation(mock.fileio, fds["kfd"])
+    assert mock.state_digest() == before
+    real = RealFileIO()
+    null = real.open(os.devnull, os.O_RDWR)
+    try:
+        with pytest.raises(kind) as from_real:
+            operation(real, null)
+    finally:
+        real.close(null)
+    assert type(from_mock.value) is type(from_real.value) is kind
+    assert not mock.fileio.exists("/dev/k\0fd")
+
+
+# Ints and paths of any size: OSError with the errno, never a crash while formatting the message.
+EXTREME_VALUES: list[Any] = [
+    pytest.param(lambda m, f: m.fileio.mmap(f["kfd"], 10**5000, 0), errno.ENOMEM, id="mmap huge length"),
+    pytest.param(lambda m, f: m.fileio.mmap(f["kfd"], 4096, 10**5000), errno.EINVAL, id="mmap huge offset"),
+    pytest.param(lambda m, f: m.fileio.mmap(f["kfd"], -(10**5000), 0), errno.EINVAL, id="mmap hugely negative"),
+    pytest.param(lambda m, f: m.fileio.mmap(f["kfd"], 4096, -4096), errno.EINVAL, id="mmap negative offset"),
+    pytest.param(lambda m, f: m.fileio.mmap(10**5000, 4096, 0), errno.EBADF, id="mmap huge fd"),
+    pytest.param(lambda m, f: m.fileio.mmap(-1, 4096, 0), errno.EBADF, id="mmap fd -1"),
+    pytest.param(lambda m, f: m.fileio.ioctl(10**5000, 0, bytearray(8)), errno.EBADF, id="ioctl huge fd"),
+    pytest.param(lambda m, f: m.fileio.ioctl(f["render"], 10**5000, bytearray(8)), errno.ENOTTY, id="huge request"),
+    pytest.param(lambda m, f: m.fileio.ioctl(f["kfd"], -1, bytearray(64)), errno.ENOTTY, id="request -1"),
+    pytest.param(lambda m, f: m.fileio.close(10**5000), errno.EBADF, id="close huge fd"),
+    pytest.param(lambda m, f: m.fileio.read("/dev/" + "k" * 100_000), errno.ENOENT, id="read a long path"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("operation", "code"), EXTREME_VALUES)
+def test_extreme_values_get_an_errno(
+    mock: MockKFD, operation: Callable[[MockKFD, dict[str, int]], Any], code: int
+) -> None:
+    fds = _fds(mock)
+    before = mock.state_digest()
+    with pytest.raises(OSError) as caught:
+        operation(mock, fds)
+    assert caught.value.errno == code
+    assert mock.state_digest() == before
+
+
+def test_the_request_reaches_the_kernel_as_32_bits(mock: MockKFD, raw: Any) -> None:
+    # the kernel's ioctl takes an unsigned int cmd (and Python 3.11's fcntl.ioctl truncates the same way)
+    buf = bytearray(8)
+    mock.fileio.ioctl(raw.fd, (7 << 32) | KfdIoctl.AMDKFD_IOC_GET_VERSION, buf)
+    assert (int.from_bytes(buf[:4], "little"), int.from_bytes(buf[4:], "little")) == (1, uapi.KFD_IOCTL_MINOR_VERSION)
+
+
+def test_bytes_and_path_like_paths_work_as_with_os(mock: MockKFD) -> None:
+    io = mock.fileio
+    assert io.read(f"{TOPOLOGY}/generation_id".encode()) == io.read(Path(TOPOLOGY) / "generation_id") == b"1\n"
+    assert io.listdir(b"/dev") == ["dri", "kfd"] and io.exists(Path("/dev/kfd"))
+    io.close(io.open(b"/dev/kfd", os.O_RDWR))
