@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import numpy as np
 
@@ -68,13 +69,22 @@ _Entry = tuple[int, int, EventHandle]
 class EventKernel:
     """A virtual clock (``now_ns``) and a queue of callbacks ordered by ``(time, sequence)``.
 
-    ``now_ns`` is the virtual time in nanoseconds: read it freely, never assign it (only the kernel moves time). It
-    is a plain attribute because every model reads it several times per transfer (a property call cost ~1% of a
-    copy).
+    ``now_ns`` is the virtual time in nanoseconds: read it freely; assigning it raises ``AttributeError``, since
+    only the kernel moves time. It is a property whose getter is ``operator.attrgetter``, so reading it runs no
+    Python frame (docs/performance.md).
 
     ``rng`` is a seeded NumPy generator for models that need randomness (landing jitter, fault timing): the seed is
     an explicit argument, so a run is reproducible from its seed.
     """
+
+    if TYPE_CHECKING:
+
+        @property
+        def now_ns(self) -> int:
+            """The virtual time in nanoseconds (read-only)."""
+
+    else:
+        now_ns = property(operator.attrgetter("_now_ns"), doc="The virtual time in nanoseconds (read-only).")
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
@@ -82,7 +92,7 @@ class EventKernel:
 
     def reset(self) -> None:
         """Drop every pending event and restart time at 0 with a fresh generator from the seed."""
-        self.now_ns = 0
+        self._now_ns = 0
         self._queue: list[_Entry] = []
         self._next_sequence = itertools.count().__next__  # hot: one per schedule, without a next() call
         self.rng = np.random.default_rng(self.seed)
@@ -101,7 +111,7 @@ class EventKernel:
         """
         if type(delay_ns) is not int or delay_ns < 0:  # hot: every engine step; bool is not an int here
             raise InvalidArgument(f"delay_ns={delay_ns!r}, expected an int >= 0 (virtual time only moves forward)")
-        time_ns = self.now_ns + delay_ns
+        time_ns = self._now_ns + delay_ns
         event = EventHandle(time_ns, fn, label)
         _heappush(self._queue, (time_ns, self._next_sequence(), event))
         return event
@@ -121,7 +131,7 @@ class EventKernel:
             if limit_ns is not None and time_ns > limit_ns:
                 return False
             _heappop(queue)
-            self.now_ns = time_ns
+            self._now_ns = time_ns
             self.events_run += 1
             event.fn()
             return True
@@ -131,7 +141,7 @@ class EventKernel:
         """Run every event due within ``duration_ns`` from now, then set the clock to that instant."""
         if not isinstance(duration_ns, int) or duration_ns < 0:
             raise InvalidArgument(f"duration_ns={duration_ns!r}, expected an int >= 0")
-        deadline = self.now_ns + duration_ns
+        deadline = self._now_ns + duration_ns
         queue = self._queue
         # step(deadline), inline (hot: the bridge runs the clock several times per transfer, mostly over 0-1 events)
         while queue:
@@ -142,10 +152,10 @@ class EventKernel:
             if time_ns > deadline:
                 break
             _heappop(queue)
-            self.now_ns = time_ns
+            self._now_ns = time_ns
             self.events_run += 1
             event.fn()
-        self.now_ns = deadline
+        self._now_ns = deadline
 
     def run_until_idle(self, max_events: int = MAX_EVENTS_PER_WAIT) -> None:
         """Run events until none is left.
@@ -156,7 +166,7 @@ class EventKernel:
         for _ in range(max_events):
             if not self.step():
                 return
-        raise NoProgress(f"event queue still busy after {max_events} events at {self.now_ns} ns")
+        raise NoProgress(f"event queue still busy after {max_events} events at {self._now_ns} ns")
 
     def run_until(self, condition: Callable[[], bool], timeout_ns: int, *, what: str) -> None:
         """Run events in order until ``condition()`` holds.
@@ -168,15 +178,15 @@ class EventKernel:
         """
         if not isinstance(timeout_ns, int) or timeout_ns < 0:
             raise InvalidArgument(f"timeout_ns={timeout_ns!r}, expected an int >= 0")
-        deadline = self.now_ns + timeout_ns
-        stuck_at, stuck_events = self.now_ns, 0
+        deadline = self._now_ns + timeout_ns
+        stuck_at, stuck_events = self._now_ns, 0
         while not condition():
             if not self.step(deadline):
-                self.now_ns = deadline
-                raise VirtualTimeout(what, timeout_ns, self.now_ns)
-            if self.now_ns == stuck_at:
+                self._now_ns = deadline
+                raise VirtualTimeout(what, timeout_ns, self._now_ns)
+            if self._now_ns == stuck_at:
                 stuck_events += 1
                 if stuck_events > MAX_EVENTS_PER_WAIT:
                     raise NoProgress(f"{stuck_events} events ran at {stuck_at} ns without {what} becoming true")
             else:
-                stuck_at, stuck_events = self.now_ns, 0
+                stuck_at, stuck_events = self._now_ns, 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -86,3 +88,24 @@ def test_same_seed_and_inputs_give_the_same_schedule(delays: list[int], seed: in
         return seen
 
     assert trace() == trace()
+
+
+def test_the_clock_is_read_only() -> None:
+    """Only the kernel moves time: assigning ``now_ns`` raises, and reading it runs no Python frame (so the per-chunk
+    call budget of the copy path does not pay for it)."""
+    kernel = EventKernel()
+    kernel.run_for(250)
+    with pytest.raises(AttributeError):
+        kernel.now_ns = 0  # type: ignore[misc]
+    assert kernel.now_ns == 250
+    calls: list[str] = []
+
+    def profile(frame: object, event: str, arg: object) -> None:
+        calls.append(event)
+
+    sys.setprofile(profile)
+    try:
+        kernel.now_ns  # noqa: B018
+    finally:
+        sys.setprofile(None)
+    assert "call" not in calls
