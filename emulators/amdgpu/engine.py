@@ -1,10 +1,11 @@
-"""What the SDMA and PM4 engines share: queue configuration, interrupts, and the ring / IB / poll machinery.
+"""The ring engine the SDMA and PM4 engines share: ring and IB fetch, decode and dispatch, pointers, polls, stops.
 
 An engine drains one queue. :meth:`RingEngine.execute` runs at most one packet and returns the units it consumed
 (bytes for SDMA, dwords for PM4; 0 = stalled: idle, waiting on a poll, waiting for the rest of a packet, or
 stopped). The :class:`~tinyhil.emulators.amdgpu.queues.Queue` calls it on the event kernel and charges
 ``cost_ns`` of virtual time per packet. Packets take effect at the instant they execute; the engine is then busy
-for their cost.
+for their cost. Queue configuration, engine services and interrupts live in ``services``; the packet vocabulary
+(results, errors, IB frames, poll waits) in ``_packets``.
 
 A run of NOPs (in the ring or an IB) is one step: the engine finds where the run ends with a vectorised scan of
 the packet headers (numpy, in chunks that double from 64 to 64 Ki dwords: ``_nop_runs``) and charges
@@ -16,192 +17,31 @@ its start, as it does for any other packet.
 
 from __future__ import annotations
 
-import struct
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from enum import Enum, IntEnum
-from typing import TYPE_CHECKING, ClassVar, Final
+from enum import IntEnum
+from typing import ClassVar, Final
 
 import numpy as np
 
-from tinyhil._check import check_int
-from tinyhil.errors import InvalidArgument
-from tinyhil.spec.amdgpu import (
-    COMPARE_OPERATORS,
-    DOORBELL_SLOTS,
-    RING_ALIGN_BYTES,
-    RING_MAX_BYTES,
-    RING_MIN_BYTES,
-    TIMESTAMP_PERIOD_NS,
-    CompareFunction,
-    ErrorCode,
-    QueueKind,
-    QueueStatus,
-)
+from tinyhil.spec.amdgpu import COMPARE_OPERATORS, CompareFunction, ErrorCode, QueueKind, QueueStatus
 
-from ._nop_runs import NOP_SCAN_MAX_DWORDS, NOP_SCAN_MIN_DWORDS, walk_nops
+from ._nop_runs import run_nops
+from ._packets import _DONE as _DONE
+from ._packets import _ENTER, _PREFETCH_BYTES, _WAIT, _Frame, _Wait
+from ._packets import Packet as Packet
+from ._packets import _dword_bytes as _dword_bytes
+from ._packets import _PacketError as _PacketError
+from ._packets import _Result as _Result
 from .errors import GpuMemoryFault
-from .memory import GpuMemory
-from .timing import GpuTiming
+from .services import EngineServices, Interrupt, InterruptKind, QueueConfig
 
-if TYPE_CHECKING:
-    from tinyhil.emulators.kernel import EventKernel
-
-    from .executor import KernelExecutor
-
+# The ``X as X`` imports above are re-exports: the SDMA and PM4 ops import them from here.
 __all__ = ["EngineServices", "Interrupt", "InterruptKind", "QueueConfig", "RingEngine"]
 
-Packet = list[int]  # a packet's dwords as Python ints (ops index them without numpy scalar costs)
 _NO_ERROR: Final = ErrorCode.NONE
 _NO_OPCODE: Final[int | None] = None  # typed: after a reset, mypy still sees ``_opcode`` as int | None
-# One ring read per packet covers every fixed-size packet of both engines (8 dwords at most: RELEASE_MEM,
-# ACQUIRE_MEM), and no more (hot: each prefetched dword becomes a Python int).
-_PREFETCH_BYTES: Final = 32
 _NATIVE_VIEWS: Final = sys.byteorder == "little"  # hot: native "I" / "Q" memoryviews equal "<u4" / "<u8" only here
-# hot: packers for the data of short packets (a WRITE of a fence or a completion entry), made once
-_DWORD_PACKERS: Final = tuple(struct.Struct(f"<{count}I") for count in range(17))
-
-
-def _dword_bytes(dwords: Packet) -> bytes:
-    """Packet dwords (a slice of a packet used as data) as little-endian bytes."""
-    count = len(dwords)
-    if count < len(_DWORD_PACKERS):
-        return _DWORD_PACKERS[count].pack(*dwords)
-    return struct.pack(f"<{count}I", *dwords)
-
-
-class InterruptKind(IntEnum):
-    """Why the GPU raised an interrupt (``AmdGpu.on_interrupt``)."""
-
-    TRAP = 0  # SDMA TRAP: ``context`` = DW1
-    END_OF_PIPE = 1  # RELEASE_MEM with int_sel: ``context`` = INT_CTXID, ``data`` = the value written
-    MEMORY_FAULT = 2  # ``fault_va`` = the faulting GPU address
-    QUEUE_ERROR = 3  # model extension: a queue stopped on a packet error or hung; ``message`` says why
-
-
-@dataclass(frozen=True, slots=True)
-class Interrupt:
-    """One interrupt: its kind, the queue that raised it, the virtual time, and the kind's payload."""
-
-    kind: InterruptKind
-    queue_id: int
-    time_ns: int
-    context: int = 0
-    data: int = 0
-    fault_va: int | None = None
-    message: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class QueueConfig:
-    """Where a queue's ring and pointers live and which doorbell kicks it (validated on construction).
-
-    Raises:
-        InvalidArgument: the ring size is not a power of two in 256 B..1 GB, the ring is not 256-byte aligned,
-            a pointer address is not 8-byte aligned, or the doorbell index is outside BAR2.
-    """
-
-    kind: QueueKind
-    ring_va: int
-    ring_bytes: int
-    rptr_va: int
-    wptr_va: int
-    doorbell_index: int
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", QueueKind(self.kind))
-        check_int("ring_bytes", self.ring_bytes, min_value=RING_MIN_BYTES, max_value=RING_MAX_BYTES)
-        if self.ring_bytes & (self.ring_bytes - 1):
-            raise InvalidArgument(f"ring_bytes={self.ring_bytes:#x}, expected a power of two")
-        for name in ("ring_va", "rptr_va", "wptr_va"):
-            check_int(name, getattr(self, name), min_value=0, max_value=(1 << 64) - 1)
-        if self.ring_va % RING_ALIGN_BYTES:
-            raise InvalidArgument(f"ring_va={self.ring_va:#x}, expected a multiple of {RING_ALIGN_BYTES}")
-        for name in ("rptr_va", "wptr_va"):
-            if getattr(self, name) % 8:
-                raise InvalidArgument(f"{name}={getattr(self, name):#x}, expected an 8-byte aligned address (u64)")
-        check_int("doorbell_index", self.doorbell_index, min_value=0, max_value=DOORBELL_SLOTS - 1)
-
-
-@dataclass(frozen=True, slots=True)
-class EngineServices:
-    """What the GPU lends its engines: memory, the clock, costs, the interrupt line, the kernel executor."""
-
-    memory: GpuMemory
-    kernel: EventKernel
-    timing: GpuTiming
-    interrupt: Callable[[Interrupt], None]
-    executor: KernelExecutor
-
-    def timestamp(self) -> int:
-        """The 100 MHz GPU timestamp counter: virtual time in 10 ns ticks."""
-        return self.kernel.now_ns // TIMESTAMP_PERIOD_NS
-
-
-class _Result(Enum):
-    DONE = "done"  # the packet completed: advance past it
-    WAIT = "wait"  # a poll is unsatisfied: stay on the packet
-    ENTER = "enter"  # an indirect buffer was entered: the packet completes when the IB does
-
-
-# hot: op results as module constants (``_Result.DONE`` goes through EnumType's __getattr__ hook in Python 3.11)
-_DONE: Final = _Result.DONE
-_WAIT: Final = _Result.WAIT
-_ENTER: Final = _Result.ENTER
-
-
-class _PacketError(Exception):
-    """Stops the queue; carries the status bit and error code."""
-
-    def __init__(self, code: ErrorCode, message: str, status: QueueStatus = QueueStatus.PACKET_ERROR) -> None:
-        super().__init__(message)
-        self.code = code
-        self.status = status
-
-
-@dataclass(slots=True)
-class _Frame:
-    """An indirect buffer being executed: its base, size and the offset of its next packet (bytes)."""
-
-    base_va: int
-    size_bytes: int
-    pos_bytes: int
-    caller_units: int  # units of the INDIRECT packet that opened it
-
-
-@dataclass(slots=True)
-class _Wait:
-    """An unsatisfied poll: the packet it belongs to, what it watches, and when it gives up. The engine keeps the
-    decoded poll while it waits (as the hardware holds the fetched packet): a re-check reads only the polled memory."""
-
-    key: tuple[int, int, int]
-    va: int
-    nbytes: int
-    start_ns: int
-    interval_ns: int
-    deadline_ns: int | None
-    # The decoded poll: the condition ((mem & mask) function reference), then the packet's size and opcode.
-    reference: int
-    mask: int
-    function: int
-    compare: Callable[[int, int], bool]  # COMPARE_OPERATORS[function]
-    retry_count: int | None
-    packet_bytes: int
-    opcode: int | None
-    sub_op: int
-
-    @property
-    def condition(self) -> str:
-        """The poll's condition in words (formatted on demand: most polls are satisfied on a later check)."""
-        return f"(mem & {self.mask:#x}) {CompareFunction(self.function).name} {self.reference:#x} on {self.va:#x}"
-
-    def next_check_ns(self, now_ns: int) -> int:
-        """The first poll instant (``start + k * interval``) at or after ``now_ns``."""
-        if self.interval_ns == 0 or now_ns <= self.start_ns:
-            return max(now_ns, self.start_ns)
-        polls = -(-(now_ns - self.start_ns) // self.interval_ns)
-        return self.start_ns + polls * self.interval_ns
 
 
 class RingEngine:
@@ -393,7 +233,7 @@ class RingEngine:
             fetched = len(prefetched)
             if self._opcode == self.NOP_OPCODE:  # its body is skipped, not fetched
                 if self.bulk_nops:
-                    return self._nop_run(packet_bytes, available)
+                    return run_nops(self, packet_bytes, available)
                 packet = prefetched
             elif dwords == fetched:
                 packet = prefetched
@@ -422,53 +262,6 @@ class RingEngine:
         except _PacketError as error:
             self._stop(error.status, error.code, f"{error} at {self._where()}")
         return 0
-
-    def _nop_run(self, first_bytes: int, available_bytes: int) -> int:
-        """Run the NOP at the read position (``first_bytes`` long, complete) and every whole NOP right after it that
-        the IB or the ring (up to its end: a run does not wrap) holds, as one step; return the units consumed.
-
-        Costs ``packet_ns`` per NOP, and reads what one NOP at a time would have read (each header's prefetch, never
-        a NOP's body): a dword the run cannot read ends it, and the packet there faults when the engine reaches it
-        on its own. A ring that is not one live view (in the system aperture, or split) runs its NOPs one by one.
-        """
-        at, packets = first_bytes // 4, 1
-        ring_words: np.ndarray | None = None
-        if self._ibs:
-            frame = self._ibs[-1]
-            base_va, limit = frame.base_va + frame.pos_bytes, available_bytes // 4
-        elif self._ring_words is not None:
-            offset = (self.rptr * self.unit_bytes) % self._ring_bytes
-            limit = min(available_bytes, self._ring_bytes - offset) // 4
-            ring_words = np.frombuffer(self._ring_words, np.uint32)[offset // 4 : offset // 4 + limit]
-        else:
-            limit = at
-        chunk = NOP_SCAN_MIN_DWORDS
-        while at < limit:
-            count = min(chunk, limit - at)
-            if ring_words is not None:
-                words = ring_words[at : at + count]
-            else:
-                # The read reaches the prefetch of the chunk's last header, as a one-by-one fetch would.
-                lookahead = min(_PREFETCH_BYTES // 4 - 1, limit - at - count)
-                try:
-                    words = np.frombuffer(self._memory.read(base_va + at * 4, (count + lookahead) * 4), "<u4")
-                except GpuMemoryFault:
-                    if count == 1:
-                        break
-                    chunk = count // 2  # close in on the first dword the run cannot read
-                    continue
-                words = words[:count]
-            run_dwords, run_packets, more = walk_nops(self._nop_dwords(words), limit - at)
-            at += run_dwords
-            packets += run_packets
-            if not more:
-                break
-            chunk = min(2 * chunk, NOP_SCAN_MAX_DWORDS)
-        self.cost_ns += packets * self._packet_ns
-        self.wait = None
-        self._advance(at * 4)
-        self.stall = "running"
-        return at * 4 // self.unit_bytes
 
     def _bad_wptr(self, wptr: int) -> _PacketError:
         return _PacketError(

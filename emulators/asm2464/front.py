@@ -1,4 +1,4 @@
-"""The USB device front of the bridge: endpoint queues, transfer lifecycle on the virtual clock, faults, EP0.
+"""The USB device front of the bridge: endpoint queues, transfer lifecycle on the virtual clock, faults, sync path.
 
 Every transfer is a :class:`Urb` submitted to an endpoint queue (EP0 control, EP 0x02 bulk OUT, EP 0x81 bulk IN).
 It reaches its queue ``usb_latency_ns`` after submission (timing model); each queue moves one transfer at a time,
@@ -15,58 +15,41 @@ when nothing can interfere they take an inline fast path with the same timing.
 Bulk transfers pair with the armed operation of their direction when they reach the head of their queue; until then
 they wait (the device NAKs) and time out if no matching arm comes. The payload of a bulk OUT is read when its last
 packet has moved, so a host that reuses the buffer before reaping sends what the buffer holds then.
+
+:class:`UsbFront` holds the queues, the lifecycle and the synchronous (inline) path; it inherits the EP0 step and
+standard requests from :mod:`~tinyhil.emulators.asm2464.ep0` and bulk pairing and data movement from
+:mod:`~tinyhil.emulators.asm2464.bulk`.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from enum import IntEnum
 from typing import TYPE_CHECKING, Final
 
-from tinyhil.emulators.asm2464.errors import UsbStall
-from tinyhil.emulators.asm2464.sram import Arm, ArmKind, Direction
+from tinyhil.emulators.asm2464.bulk import _EP_DIRECTION, _BulkEndpoints
+from tinyhil.emulators.asm2464.ep0 import _ENDPOINTS, CONTROL_EP, StandardRequest, _ControlEndpoint
+from tinyhil.emulators.asm2464.sram import ArmKind
 from tinyhil.emulators.asm2464.urb import Urb, UsbStatus
 from tinyhil.emulators.faults import Fault, FaultKind, Operation, Transfer
-from tinyhil.spec.asm24 import BULK_IN_EP, BULK_OUT_EP
 
 if TYPE_CHECKING:
     from tinyhil.emulators.asm2464.device import Asm2464
 
+# CONTROL_EP and StandardRequest are re-exported from ep0 (the usb1 mock imports them from here)
 __all__ = ["CONTROL_EP", "UNBOUNDED_WAIT_NS", "WAIT_CAP_NS", "StandardRequest", "UsbFront"]
 
-CONTROL_EP: Final = 0x00
 UNBOUNDED_WAIT_NS: Final = 3600 * 1_000_000_000  # a libusb timeout of 0 ("forever") gives up after 1 virtual hour
 # The longest a synchronous call waits for one transfer, and so the longest transfer timeout the emulated usb1 stack
 # accepts (mocks/usb/_requests.py refuses a longer one up front): every transfer ends by its own timeout within it.
 WAIT_CAP_NS: Final = 2 * UNBOUNDED_WAIT_NS
-_DIRECTION_IN: Final = 0x80
 # hot: module constants, an Enum class attribute lookup goes through the metaclass
 _SRAM: Final = ArmKind.SRAM
-_STREAM: Final = ArmKind.STREAM
 _COMPLETED: Final = UsbStatus.COMPLETED
-_ENDPOINTS: Final = (CONTROL_EP, BULK_OUT_EP, BULK_IN_EP)
-_EP_DIRECTION: Final = {BULK_OUT_EP: Direction.OUT, BULK_IN_EP: Direction.IN}
-_BULK_PACKET_BYTES: Final = 1024  # USB3 bulk max packet: a transfer cut short stops on a packet boundary
-_TYPE_MASK: Final = 0x60  # bmRequestType bits 6:5: 0 standard, 1 class, 2 vendor
-_RECIPIENT_MASK: Final = 0x1F
-_RECIPIENT_DEVICE, _RECIPIENT_INTERFACE, _RECIPIENT_ENDPOINT = 0, 1, 2
-_FEATURE_ENDPOINT_HALT: Final = 0
-_CONFIGURATIONS: Final = (0, 1)  # unconfigured, and configuration 1 (spec/asm24.md "Identity and link")
 _WAIT_WHAT: Final = "a USB transfer to complete or time out"
 
 
-class StandardRequest(IntEnum):
-    """USB 2.0 chapter 9 standard requests the front answers."""
-
-    GET_STATUS = 0x00
-    CLEAR_FEATURE = 0x01
-    GET_CONFIGURATION = 0x08
-    SET_CONFIGURATION = 0x09
-    SET_INTERFACE = 0x0B
-
-
-class UsbFront:
-    """Endpoint queues and EP0 of one bridge; see the module docstring for the lifecycle."""
+class UsbFront(_ControlEndpoint, _BulkEndpoints):
+    """Endpoint queues of one bridge, with EP0 (``ep0``) and bulk pairing (``bulk``); see the module docstring."""
 
     def __init__(self, bridge: Asm2464) -> None:
         self.bridge = bridge
@@ -381,184 +364,6 @@ class UsbFront:
                     self._finish(urb, UsbStatus.NO_DEVICE, message)
 
     # --- control transfers ---
-    def _run_control(self, urb: Urb, now_ns: int | None = None) -> None:
-        urb._moving = None
-        setup = urb.setup
-        assert setup is not None
-        bridge = self.bridge
-        if bridge.wedged:
-            urb._stuck = True
-            self._ensure_deadline(urb)
-            return
-        request_type, request, value, index = setup
-        if urb._stuck and not urb.is_in:  # a timed-out control OUT never reaches the firmware
-            urb.actual_length = urb._limit or 0
-            return
-        payload = urb.payload
-        data = payload.tobytes() if payload else b""
-        try:
-            if request_type & _TYPE_MASK:
-                result = bridge.vendor_request(request_type, request, value, index, data, urb.length)
-            else:
-                result = self._standard_request(request_type, request, value, index, data, urb.length)
-        except UsbStall as stall:
-            self._finish(urb, UsbStatus.STALL, str(stall))
-            return
-        if urb.is_in:
-            urb.data = result if urb._limit is None else result[: urb._limit]
-            urb.actual_length = len(urb.data)
-        else:
-            urb.actual_length = len(data)
-        if not urb._stuck:
-            self._finish(urb, _COMPLETED, "", now_ns)
-
-    def _standard_request(
-        self, request_type: int, request: int, value: int, index: int, data: bytes, length: int
-    ) -> bytes:
-        """EP0 standard requests; CLEAR_FEATURE(HALT), SET_CONFIGURATION and SET_INTERFACE reset the engine."""
-        recipient = request_type & _RECIPIENT_MASK
-        is_in = bool(request_type & _DIRECTION_IN)
-        setup = (is_in, request, recipient)
-        if data:
-            pass  # no standard request the bridge answers has an OUT data stage
-        elif setup == (False, StandardRequest.CLEAR_FEATURE, _RECIPIENT_ENDPOINT) and value == _FEATURE_ENDPOINT_HALT:
-            if index in _ENDPOINTS:
-                self.halted.discard(index)
-                self.bridge.engine.drop_arms()
-                return b""
-        elif setup == (False, StandardRequest.SET_CONFIGURATION, _RECIPIENT_DEVICE):
-            if value in _CONFIGURATIONS and index == 0:
-                self.configuration = value
-                self.bridge.engine.drop_arms()
-                return b""
-        elif setup == (False, StandardRequest.SET_INTERFACE, _RECIPIENT_INTERFACE):
-            if (value, index) == (0, 0):
-                self.alt_setting = value
-                self.bridge.engine.drop_arms()
-                return b""
-        elif setup == (True, StandardRequest.GET_CONFIGURATION, _RECIPIENT_DEVICE):
-            return bytes([self.configuration])[:length]
-        elif is_in and request == StandardRequest.GET_STATUS:
-            halted = recipient == _RECIPIENT_ENDPOINT and index in self.halted
-            return int(halted).to_bytes(2, "little")[:length]
-        raise UsbStall(
-            f"standard request bmRequestType={request_type:#04x} bRequest={request:#04x} wValue={value:#x} "
-            f"wIndex={index:#x} with {len(data)} data bytes: not supported with these arguments"
-        )
-
-    # --- bulk transfers ---
-    def poke(self) -> None:
-        """An arm, a release or a stream request happened: waiting bulk transfers may pair now."""
-        active = self.active
-        if active[BULK_OUT_EP] is None and active[BULK_IN_EP] is None:
-            return  # hot: every arm and 0xF0 request, mostly with no bulk waiting
-        for ep in (BULK_OUT_EP, BULK_IN_EP):
-            urb = active[ep]
-            if urb is not None and urb.status is None and urb._arm is None and not urb._stuck:
-                self._try_bulk(urb)
-
-    def _pairing(self, urb: Urb) -> tuple[Arm, int] | None:
-        """The arm a bulk pairs with now and its time on the wire, or ``None`` (the device NAKs)."""
-        bridge = self.bridge
-        arm = bridge.engine.ready(_EP_DIRECTION[urb.endpoint], urb.length)
-        if arm is None:
-            return None
-        moved = urb.length if urb._limit is None else urb._limit
-        timing = bridge.timing
-        if arm.kind is _SRAM:
-            return arm, timing.bulk_in_ns(moved) if urb.is_in else timing.bulk_out_ns(moved)
-        if urb.is_in and not bridge.tlp.stream_readable(arm):
-            return None
-        return arm, timing.stream_ns(moved)
-
-    def _claim(self, urb: Urb, arm: Arm) -> None:
-        self.bridge.engine.claim(arm)
-        urb._arm = arm
-        urb._started_ns = self.kernel.now_ns
-        urb._planned = urb.length if urb._limit is None else urb._limit
-
-    def _try_bulk(self, urb: Urb) -> None:
-        paired = self._pairing(urb)
-        if paired is None:
-            self._ensure_deadline(urb)
-            return  # NAK until an arm pairs or the deadline passes
-        arm, wire_ns = paired
-        self._claim(urb, arm)
-        if arm.kind is ArmKind.SRAM:  # the 0xF2 DMA starts when the 8051 gets to it
-            done_ns = self._reserve_firmware(wire_ns)
-            urb._started_ns = self.kernel.now_ns + done_ns - wire_ns
-            wire_ns = done_ns
-        urb._moving = self.kernel.schedule(wire_ns, lambda: self._bulk_moved(urb))
-        self._ensure_deadline(urb, self.kernel.now_ns + wire_ns)
-
-    def _bulk_moved(self, urb: Urb, now_ns: int | None = None) -> None:
-        urb._moving = None
-        self._deliver(urb, urb._planned)
-        if not urb._stuck:
-            self._finish(urb, _COMPLETED, "", now_ns)
-
-    def _deliver(self, urb: Urb, moved: int) -> None:
-        """``moved`` bytes of a paired bulk have crossed the wire: hand them over and free the arm."""
-        arm = urb._arm
-        assert arm is not None
-        urb._arm = None
-        bridge = self.bridge
-        engine = bridge.engine
-        offset = arm.done
-        if urb.is_in:
-            into = urb.into
-            if arm.kind is _SRAM:
-                urb.data = engine.read_in(arm, moved, into)
-            elif into is None:
-                urb.data = bridge.tlp.stream_read(arm, offset, moved)
-            else:  # the host's buffer: the bytes go there, data views them
-                view = memoryview(into)[:moved]
-                view[:] = bridge.tlp.stream_read(arm, offset, moved)
-                urb.data = view
-        else:
-            assert urb.payload is not None
-            data = urb.payload[:moved]  # hot: a memoryview slice, no numpy array per bulk
-            if arm.kind is _STREAM:
-                bridge.tlp.stream_write(arm, offset, data, bridge.timing.stream_packet_bytes)
-            elif urb._fault is not None and urb._fault.kind is FaultKind.DROP:
-                engine.finished(arm)  # the wire moved the bytes; the engine lost them (fault plan)
-            else:
-                bridge.land(arm, offset, data, whole_transfer=offset == 0 and moved == arm.nbytes)
-        urb.actual_length = moved
-        engine.give_back(arm, moved)
-        if urb.is_in:
-            engine.finished(arm)
-
-    def _interrupt(self, urb: Urb) -> None:
-        """Stop a transfer mid-flight: whole packets moved so far are delivered, the rest never moves."""
-        if urb._moving is None:
-            return
-        self.kernel.cancel(urb._moving)
-        urb._moving = None
-        if urb.setup is not None or urb._arm is None:
-            return
-        elapsed = self.kernel.now_ns - urb._started_ns
-        timing = self.bridge.timing
-        if urb._arm.kind is ArmKind.STREAM:
-            moved = timing.stream_packets_done(elapsed) * timing.stream_packet_bytes
-        else:
-            rate = timing.bulk_in_bytes_per_s if urb.is_in else timing.bulk_out_bytes_per_s
-            moved = max(0, elapsed - timing.bulk_setup_ns) * rate // 1_000_000_000 // _BULK_PACKET_BYTES
-            moved *= _BULK_PACKET_BYTES
-        self._deliver(urb, min(moved, urb._planned))
-
-    def cancel_streams(self) -> None:
-        """A new 0xF0 OUT cancels a stream in flight: what moved stays, the transfer then times out."""
-        if self.active[BULK_OUT_EP] is None and self.active[BULK_IN_EP] is None:
-            return  # hot: every 0xF0 OUT, mostly with no bulk in flight
-        for ep in (BULK_OUT_EP, BULK_IN_EP):
-            urb = self.active[ep]
-            if urb is not None and urb._arm is not None and urb._arm.kind is ArmKind.STREAM and urb._moving:
-                self._interrupt(urb)
-                urb._stuck = True
-                urb.message = f"{urb.describe()}: its 0xF0 stream was cancelled by a new 0xF0 OUT request"
-                self._ensure_deadline(urb)
-
     def _expire(self, urb: Urb) -> None:
         urb._deadline = None
         if urb.status is not None:

@@ -1,0 +1,99 @@
+"""The ring engines' packet vocabulary: packet dwords, op results, packet errors, IB frames and poll waits.
+
+What :class:`~tinyhil.emulators.amdgpu.engine.RingEngine` and the SDMA / PM4 ops built on it pass between them
+while a packet runs: an op gets the packet's dwords (:data:`Packet`) and returns a result (``_DONE``, ``_WAIT``,
+``_ENTER``) or raises a ``_PacketError`` that stops the queue; the engine keeps an ``_Frame`` per indirect buffer it
+is in and a ``_Wait`` for the poll it waits on.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final
+
+from tinyhil.spec.amdgpu import CompareFunction, ErrorCode, QueueStatus
+
+__all__ = ["Packet"]
+
+Packet = list[int]  # a packet's dwords as Python ints (ops index them without numpy scalar costs)
+# One ring read per packet covers every fixed-size packet of both engines (8 dwords at most: RELEASE_MEM,
+# ACQUIRE_MEM), and no more (hot: each prefetched dword becomes a Python int).
+_PREFETCH_BYTES: Final = 32
+# hot: packers for the data of short packets (a WRITE of a fence or a completion entry), made once
+_DWORD_PACKERS: Final = tuple(struct.Struct(f"<{count}I") for count in range(17))
+
+
+def _dword_bytes(dwords: Packet) -> bytes:
+    """Packet dwords (a slice of a packet used as data) as little-endian bytes."""
+    count = len(dwords)
+    if count < len(_DWORD_PACKERS):
+        return _DWORD_PACKERS[count].pack(*dwords)
+    return struct.pack(f"<{count}I", *dwords)
+
+
+class _Result(Enum):
+    DONE = "done"  # the packet completed: advance past it
+    WAIT = "wait"  # a poll is unsatisfied: stay on the packet
+    ENTER = "enter"  # an indirect buffer was entered: the packet completes when the IB does
+
+
+# hot: op results as module constants (``_Result.DONE`` goes through EnumType's __getattr__ hook in Python 3.11)
+_DONE: Final = _Result.DONE
+_WAIT: Final = _Result.WAIT
+_ENTER: Final = _Result.ENTER
+
+
+class _PacketError(Exception):
+    """Stops the queue; carries the status bit and error code."""
+
+    def __init__(self, code: ErrorCode, message: str, status: QueueStatus = QueueStatus.PACKET_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+
+@dataclass(slots=True)
+class _Frame:
+    """An indirect buffer being executed: its base, size and the offset of its next packet (bytes)."""
+
+    base_va: int
+    size_bytes: int
+    pos_bytes: int
+    caller_units: int  # units of the INDIRECT packet that opened it
+
+
+@dataclass(slots=True)
+class _Wait:
+    """An unsatisfied poll: the packet it belongs to, what it watches, and when it gives up. The engine keeps the
+    decoded poll while it waits (as the hardware holds the fetched packet): a re-check reads only the polled memory."""
+
+    key: tuple[int, int, int]
+    va: int
+    nbytes: int
+    start_ns: int
+    interval_ns: int
+    deadline_ns: int | None
+    # The decoded poll: the condition ((mem & mask) function reference), then the packet's size and opcode.
+    reference: int
+    mask: int
+    function: int
+    compare: Callable[[int, int], bool]  # COMPARE_OPERATORS[function]
+    retry_count: int | None
+    packet_bytes: int
+    opcode: int | None
+    sub_op: int
+
+    @property
+    def condition(self) -> str:
+        """The poll's condition in words (formatted on demand: most polls are satisfied on a later check)."""
+        return f"(mem & {self.mask:#x}) {CompareFunction(self.function).name} {self.reference:#x} on {self.va:#x}"
+
+    def next_check_ns(self, now_ns: int) -> int:
+        """The first poll instant (``start + k * interval``) at or after ``now_ns``."""
+        if self.interval_ns == 0 or now_ns <= self.start_ns:
+            return max(now_ns, self.start_ns)
+        polls = -(-(now_ns - self.start_ns) // self.interval_ns)
+        return self.start_ns + polls * self.interval_ns
