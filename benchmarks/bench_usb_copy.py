@@ -15,14 +15,19 @@ Issue 5 asks for >= 0.2 each way.
 Memory: in a fresh process, with the source allocated and the destination VRAM already touched, the peak resident
 set is reset (``/proc/self/clear_refs``) and read back after the copyin (``VmHWM``); the extra is what the copyin
 itself needed beyond the source and the touched VRAM (issue 5: at most 16 MB).
+
+Calls: the Python function calls per steady-state copyin chunk and copyout piece, counted with a profiler hook by
+``benchmarks/callcount.py`` (deterministic, so ``tests/benchmarks`` asserts them; issue 15: at most 300 per chunk).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -56,6 +61,15 @@ def measure(nbytes: int, repeats: int = 5, revision: str = "pipelined") -> dict[
         )
     numpy_s = seconds.pop("numpy")
     return {name: numpy_s / elapsed for name, elapsed in seconds.items()}
+
+
+def _callcount() -> ModuleType:
+    """``benchmarks/callcount.py``, loaded by path: this folder is a folder of scripts, not a package."""
+    spec = importlib.util.spec_from_file_location("callcount", Path(__file__).with_name("callcount.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _status_kb(field: str) -> int:
@@ -97,9 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     nbytes = args.mb * MB
     ratios = measure(nbytes, args.repeats, args.revision)
+    callcount = _callcount()
+    calls = callcount.copy_call_counts(revision=args.revision)
     for name, ratio in ratios.items():
         verdict = "ok" if ratio >= MIN_RATIO else f"BELOW {MIN_RATIO}"
-        print(f"{TARGET} {name} {args.mb} MB: {ratio:.2f} x numpy copy throughput (required >= {MIN_RATIO}: {verdict})")
+        print(f"{TARGET} {name} {args.mb} MB: {ratio:.2f} x numpy copy throughput (required >= {MIN_RATIO}: "
+              f"{verdict}); {callcount.describe(name, calls[name])}")  # fmt: skip
     if sys.platform.startswith("linux"):
         extra = _rss_in_fresh_process(nbytes, args.revision)
         verdict = "ok" if extra <= MAX_EXTRA_RSS_MB * MB else f"ABOVE {MAX_EXTRA_RSS_MB} MB"

@@ -1,4 +1,5 @@
-"""The MOCKUSB+AMD copy benchmark runs end to end at a small size (ratios are printed, never asserted)."""
+"""The MOCKUSB+AMD copy benchmark runs end to end at a small size (ratios are printed, never asserted), and the copy
+path stays within its call-count budgets (counts are asserted: they do not depend on the machine's speed)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_usb_copy.py"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+SCRIPT = BENCHMARKS / "bench_usb_copy.py"
+COPYIN_CALLS_PER_CHUNK_MAX = 166  # measured 151.0, plus 10% (issue 15 asks for at most 300)
+COPYOUT_CALLS_PER_PIECE_MAX = 264  # measured 240.0, plus 10%
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_usb_copy", SCRIPT)
+def _load(script: Path = SCRIPT) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(script.stem, script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -25,7 +29,7 @@ def test_the_benchmark_runs_and_prints_each_ratio_and_the_memory_line(capsys: py
     assert bench.main(["--mb", "1", "--repeats", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(" 1 MB")[0] for line in lines[:2]] == ["MOCKUSB+AMD copyin", "MOCKUSB+AMD copyout_into"]
-    assert all("x numpy copy throughput" in line for line in lines[:2])
+    assert all("x numpy copy throughput" in line and "Python calls" in line for line in lines[:2])
     assert "peak extra resident memory" in lines[2]
 
 
@@ -34,3 +38,20 @@ def test_a_small_copyin_stays_within_the_memory_budget() -> None:
     bench = _load()
     baseline = bench.peak_extra_rss_bytes(1 << 20)
     assert baseline < 16 << 20, "a 1 MB copyin needs no more than the issue's 16 MB"
+
+
+def test_the_copy_path_stays_within_its_call_budgets() -> None:
+    """Python calls ('call' events of a ``sys.setprofile`` hook; C calls are not budgeted) per steady-state chunk.
+
+    Measured on MOCKUSB+AMD, sync mode, copies of 16 chunks less copies of 8 (copyout: 8 pieces less 4): 151.0 calls
+    per 262,140 B copyin chunk (plus 1,853 per copyin call) and 240.0 per 512 KB copyout_into piece (plus 1,802 per
+    call). Reproduce with ``python benchmarks/callcount.py``.
+    """
+    counts = _load(BENCHMARKS / "callcount.py").copy_call_counts(chunks=8)
+    assert counts["copyin"].call <= COPYIN_CALLS_PER_CHUNK_MAX, counts["copyin"]
+    assert counts["copyout_into"].call <= COPYOUT_CALLS_PER_PIECE_MAX, counts["copyout_into"]
+
+
+def test_the_call_counts_do_not_depend_on_the_run() -> None:
+    callcount = _load(BENCHMARKS / "callcount.py")
+    assert callcount.copy_call_counts(chunks=2) == callcount.copy_call_counts(chunks=2)
