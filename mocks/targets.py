@@ -114,15 +114,10 @@ def mock_kfd_amd(resolved: Target, *, gpus: int | None = None, vram_bytes: int =
     if index >= count:
         raise InvalidArgument(f"{resolved.name}: GPU index {index}, expected < gpus={count}")
     from tinyhil.compiler import HostCCompiler
-    from tinyhil.emulators.amdgpu import AmdGpu
-    from tinyhil.emulators.kernel import EventKernel
     from tinyhil.kfd.runtime import KfdAmdDevice
     from tinyhil.mocks.kfd import MockKFD
 
-    version = GFX_TARGET_VERSIONS[resolved.arch or AMD_ARCHS[0]]
-    kernel = EventKernel()
-    ports = [AmdGpu(kernel, vram_bytes=vram_bytes, gfx_target_version=version, name=f"gpu{n}") for n in range(count)]
-    mock = MockKFD(ports)
+    mock = MockKFD(gpus=count, arch=resolved.arch or AMD_ARCHS[0], vram_bytes=vram_bytes)
     return KfdAmdDevice.open(
         resolved.name,
         mock.fileio,

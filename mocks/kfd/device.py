@@ -1,7 +1,11 @@
 """MockKFD: amdkfd, the device files and the sysfs topology it publishes, over emulated GPUs.
 
-``MockKFD([gpu0, gpu1, ...]).fileio`` is a :class:`~tinyhil.fileio.FileIO`; a KFD client given it runs unchanged
-against the emulated GPUs, which MockKFD reaches only through :class:`~tinyhil.mocks.kfd.GpuPort`.
+``MockKFD().fileio`` is a :class:`~tinyhil.fileio.FileIO`; a KFD client given it runs unchanged against the emulated
+GPUs, which MockKFD reaches only through :class:`~tinyhil.mocks.kfd.GpuPort`. Two forms build one::
+
+    MockKFD()                                            # a fresh machine: two emulated gfx1100 GPUs, seed 0
+    MockKFD(gpus=4, arch="gfx1201", seed=3, vram_bytes=64 << 20)   # a fresh machine of n GPUs of one arch
+    MockKFD([gpu0, gpu1])                                # given parts: any GpuPorts on one EventKernel
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from types import TracebackType
 from typing import Any, Final
 
 from tinyhil._check import check_int
+from tinyhil.emulators.amdgpu import AmdGpu
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.mocks.kfd.dispatch import IoctlDispatcher
@@ -28,8 +33,37 @@ from tinyhil.mocks.kfd.usermem import MAPS_PATH, UserMemory
 __all__ = ["DEFAULT_GTT_LIMIT_BYTES", "MockKFD"]
 
 DEFAULT_GTT_LIMIT_BYTES: Final = 4 << 30
-_PORT_ATTRIBUTES: Final = ("kernel", "vram_bytes", "gfx_target_version", "vram", "map_memory", "unmap_memory",
-                           "create_queue", "destroy_queue", "ring_doorbell", "memory_written", "timestamp")  # fmt: skip
+
+
+def _protocol_members(protocol: type) -> tuple[str, ...]:
+    """The members a runtime-checkable ``protocol`` requires (its annotated attributes, properties and methods)."""
+    names = set(getattr(protocol, "__annotations__", {}))
+    names.update(name for name in vars(protocol) if not name.startswith("_"))
+    return tuple(sorted(names))
+
+
+# Derived from the protocol, so the check cannot drift from it (``isinstance(port, GpuPort)`` asks the same).
+_PORT_MEMBERS: Final = _protocol_members(GpuPort)
+_BUILD_OPTIONS: Final = ("gpus", "arch", "seed", "vram_bytes")
+
+
+def _build_ports(gpus: Any, arch: Any, seed: Any, vram_bytes: Any) -> list[AmdGpu]:
+    """A fresh machine: ``gpus`` emulated AMD GPUs of ``arch`` on one new EventKernel seeded with ``seed``."""
+    # Imported here: the target module imports the registry, and the arch table must stay in one place.
+    from tinyhil.mocks.targets import AMD_ARCHS, GFX_TARGET_VERSIONS, MOCKKFD_GPUS, MOCKKFD_MAX_GPUS, MOCKKFD_VRAM_BYTES
+
+    if isinstance(gpus, Sequence) and not isinstance(gpus, str):
+        raise InvalidArgument(f"gpus={gpus!r}, expected an int (the GPU count); pass given ports as MockKFD(ports)")
+    count = check_int("gpus", MOCKKFD_GPUS if gpus is None else gpus)
+    if not 1 <= count <= MOCKKFD_MAX_GPUS:
+        raise InvalidArgument(f"gpus={count}, expected 1..{MOCKKFD_MAX_GPUS} (MOCKKFD_MAX_GPUS)")
+    arch = AMD_ARCHS[0] if arch is None else arch
+    if not isinstance(arch, str) or arch not in GFX_TARGET_VERSIONS:
+        raise InvalidArgument(f"arch={arch!r}, expected one of {', '.join(AMD_ARCHS)}")
+    kernel = EventKernel(check_int("seed", 0 if seed is None else seed))
+    size = check_int("vram_bytes", MOCKKFD_VRAM_BYTES if vram_bytes is None else vram_bytes, min_value=1)
+    version = GFX_TARGET_VERSIONS[arch]
+    return [AmdGpu(kernel, vram_bytes=size, gfx_target_version=version, name=f"gpu{n}") for n in range(count)]
 
 
 class MockKFD:
@@ -47,22 +81,44 @@ class MockKFD:
         0x0000_0001_0000 .. 0x7FFF_FFFF_FFFF    GPUVM: where allocations are mapped (the client picks VAs)
         0x0001_0000_0000_0000 + 4 GiB           LDS aperture        0x0002_0000_0000_0000 + 4 GiB   scratch aperture
 
+    Build a fresh machine with ``gpus`` (default two; at most ``MOCKKFD_MAX_GPUS``), ``arch`` (default ``gfx1100``;
+    one of :data:`~tinyhil.mocks.targets.AMD_ARCHS`), ``seed`` (the new EventKernel's, default 0) and ``vram_bytes``
+    (per GPU), or pass the parts: ``ports``, any :class:`GpuPort` objects, not both.
+
     All GPUs must share one :class:`~tinyhil.emulators.kernel.EventKernel`: waits run it in virtual time. The
     KFD process (allocations, queues, events) is created at the first open of ``/dev/kfd`` and lives until
     :meth:`close`, as the kernel's lives until the process exits.
 
     Raises:
-        InvalidArgument: a port lacks part of the GpuPort API, or the ports run on different event kernels.
+        InvalidArgument: a bad build option (the message lists the valid choices), both ports and build options, a
+            port lacks part of the GpuPort API, or the ports run on different event kernels.
     """
 
     def __init__(
-        self, gpus: Sequence[GpuPort], *, gtt_limit_bytes: int = DEFAULT_GTT_LIMIT_BYTES, maps_path: str = MAPS_PATH
+        self,
+        ports: Sequence[GpuPort] | None = None,
+        *,
+        gpus: int | None = None,
+        arch: str | None = None,
+        seed: int | None = None,
+        vram_bytes: int | None = None,
+        gtt_limit_bytes: int = DEFAULT_GTT_LIMIT_BYTES,
+        maps_path: str = MAPS_PATH,
     ) -> None:
-        ports = list(gpus)
+        options = dict(zip(_BUILD_OPTIONS, (gpus, arch, seed, vram_bytes), strict=True))
+        if ports is None:
+            ports = _build_ports(gpus, arch, seed, vram_bytes)
+        elif given := [f"{name}=..." for name, value in options.items() if value is not None]:
+            raise InvalidArgument(f"MockKFD(ports, {', '.join(given)}): those options build a fresh machine; give "
+                                  "either the ports (given parts) or the build options, not both")  # fmt: skip
+        try:
+            ports = list(ports)
+        except TypeError:
+            raise InvalidArgument(f"ports={ports!r}, expected a sequence of GpuPorts (n fresh GPUs: gpus=n)") from None
         for index, port in enumerate(ports):
-            missing = [name for name in _PORT_ATTRIBUTES if not hasattr(port, name)]
+            missing = [name for name in _PORT_MEMBERS if not hasattr(port, name)]
             if missing:
-                raise InvalidArgument(f"gpus[{index}]={type(port).__name__} lacks GpuPort members {missing}")
+                raise InvalidArgument(f"ports[{index}]={type(port).__name__} lacks GpuPort members {missing}")
         if len({id(port.kernel) for port in ports}) > 1:
             raise InvalidArgument("the GPUs run on different EventKernels; give every GPU of one MockKFD the same one")
         self.gtt_limit_bytes = check_int("gtt_limit_bytes", gtt_limit_bytes, min_value=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +12,8 @@ from tinyhil.emulators.kernel import EventKernel
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.kfd import read_topology
 from tinyhil.mocks.kfd import GPU_MODELS, GpuPort, MockKFD
+from tinyhil.mocks.kfd.device import _PORT_MEMBERS
+from tinyhil.mocks.targets import AMD_ARCHS, GFX_TARGET_VERSIONS, MOCKKFD_MAX_GPUS, MOCKKFD_VRAM_BYTES
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology"
 
@@ -28,8 +31,67 @@ def test_all_gpus_must_share_one_event_kernel(helpers: Any) -> None:
 def test_a_port_missing_part_of_the_api_is_named(helpers: Any, kernel: EventKernel) -> None:
     port = helpers.load_fake_gpu().FakeGpu(kernel)
     del port.vram
-    with pytest.raises(InvalidArgument, match=r"gpus\[0\]=FakeGpu lacks GpuPort members \['vram'\]"):
+    with pytest.raises(InvalidArgument, match=r"ports\[0\]=FakeGpu lacks GpuPort members \['vram'\]"):
         MockKFD([port])
+
+
+def test_the_port_check_is_the_protocol_itself() -> None:
+    assert {"read", "write", "on_interrupt", "kernel", "vram", "timestamp"} <= set(_PORT_MEMBERS)
+    assert set(_PORT_MEMBERS) == {name for name in vars(GpuPort) if not name.startswith("_")} | set(
+        GpuPort.__annotations__
+    )
+
+
+@pytest.mark.parametrize("member", _PORT_MEMBERS)
+def test_a_port_missing_any_protocol_member_is_refused(helpers: Any, kernel: EventKernel, member: str) -> None:
+    fake = helpers.load_fake_gpu().FakeGpu(kernel)
+    port = types.SimpleNamespace(**{name: getattr(fake, name) for name in _PORT_MEMBERS if name != member})
+    assert not isinstance(port, GpuPort)  # the runtime protocol check and MockKFD's agree
+    with pytest.raises(InvalidArgument, match=rf"ports\[0\]=SimpleNamespace lacks GpuPort members \['{member}'\]"):
+        MockKFD([port])  # type: ignore[list-item]
+
+
+def test_defaults_build_two_gpus_of_the_default_arch_on_one_new_kernel() -> None:
+    with MockKFD() as mock:
+        assert [gpu.port.gfx_target_version for gpu in mock.gpus] == [110000, 110000]
+        assert {id(gpu.port.kernel) for gpu in mock.gpus} == {id(mock.kernel)} and mock.kernel.seed == 0
+        assert [gpu.port.vram_bytes for gpu in mock.gpus] == [MOCKKFD_VRAM_BYTES] * 2
+        assert [node.gfx_target_version for node in read_topology(mock.fileio).gpus] == [110000, 110000]
+    assert AMD_ARCHS[0] == "gfx1100" and GFX_TARGET_VERSIONS["gfx1100"] == 110000
+
+
+def test_one_call_builds_n_gpus_of_an_arch_with_a_seed() -> None:
+    with MockKFD(gpus=4, arch="gfx1201", seed=3, vram_bytes=64 << 20) as mock:
+        assert [gpu.port.gfx_target_version for gpu in mock.gpus] == [120001] * 4
+        assert [gpu.port.vram_bytes for gpu in mock.gpus] == [64 << 20] * 4 and mock.kernel.seed == 3
+        assert len({id(gpu.port.kernel) for gpu in mock.gpus}) == 1
+        assert [node.gfx_target_version for node in read_topology(mock.fileio).gpus] == [120001] * 4
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"gpus": 0}, rf"gpus=0, expected 1\.\.{MOCKKFD_MAX_GPUS}"),
+        ({"gpus": MOCKKFD_MAX_GPUS + 1}, rf"gpus={MOCKKFD_MAX_GPUS + 1}, expected 1\.\.{MOCKKFD_MAX_GPUS}"),
+        ({"gpus": True}, r"gpus=True, expected an int"),
+        ({"gpus": [object()]}, r"expected an int \(the GPU count\); pass given ports as MockKFD\(ports\)"),
+        ({"arch": "gfx908"}, r"arch='gfx908', expected one of gfx1100, gfx1201, gfx950"),
+        ({"arch": ["gfx1100"]}, r"arch=\['gfx1100'\], expected one of gfx1100, gfx1201, gfx950"),
+        ({"seed": "3"}, r"seed='3', expected an int"),
+        ({"vram_bytes": 0}, r"vram_bytes=0, expected"),
+    ],
+)
+def test_bad_build_options_are_invalid_arguments_naming_the_choices(options: dict[str, Any], match: str) -> None:
+    with pytest.raises(InvalidArgument, match=match):
+        MockKFD(**options)
+
+
+def test_given_parts_and_build_options_together_are_refused(helpers: Any, kernel: EventKernel) -> None:
+    port = helpers.load_fake_gpu().FakeGpu(kernel)
+    with pytest.raises(InvalidArgument, match=r"MockKFD\(ports, gpus=\.\.\., seed=\.\.\.\).*not both"):
+        MockKFD([port], gpus=2, seed=1)
+    with pytest.raises(InvalidArgument, match=r"ports=4, expected a sequence of GpuPorts \(n fresh GPUs: gpus=n\)"):
+        MockKFD(4)  # type: ignore[arg-type]
 
 
 def test_a_mock_without_gpus_has_only_the_cpu_node() -> None:
@@ -87,3 +149,26 @@ def test_close_detaches_nothing_but_resets_the_gpus(mock: MockKFD, raw: Any) -> 
     mock.close()
     assert mock.gpus[0].vram.free_bytes == mock.gpus[0].port.vram_bytes and mock.fileio.files == {}
     assert "renderD128=110000" in repr(mock)
+
+
+def test_tinyhil_mocks_exports_the_mocks_lazily() -> None:
+    import subprocess
+    import sys
+
+    import tinyhil.mocks
+    from tinyhil.mocks.targets import open_mock_usb3
+    from tinyhil.mocks.usb3 import MockUSB3
+
+    assert sorted(tinyhil.mocks.__all__) == ["MockKFD", "MockUSB3", "open_mock_usb3"]
+    assert (tinyhil.mocks.MockKFD, tinyhil.mocks.MockUSB3, tinyhil.mocks.open_mock_usb3) == (
+        MockKFD,
+        MockUSB3,
+        open_mock_usb3,
+    )
+    with pytest.raises(AttributeError, match="has no attribute 'MockNothing'"):
+        _ = tinyhil.mocks.MockNothing  # type: ignore[attr-defined]
+    # The registry's entry point imports tinyhil.mocks.targets: that must not load the mocks or the emulators.
+    prefixes = ("tinyhil.mocks.", "tinyhil.emulators")
+    probe = f"import sys, tinyhil.mocks.targets; print(sorted(m for m in sys.modules if m.startswith({prefixes})))"
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "['tinyhil.mocks.targets']"
