@@ -20,7 +20,6 @@ from tinyhil.emulators.asm2464.tlp import TlpEngine
 from tinyhil.emulators.asm2464.urb import Urb
 from tinyhil.emulators.faults import Fault, FaultPlan, Operation
 from tinyhil.emulators.kernel import EventKernel
-from tinyhil.emulators.pcie.config import GENERATION
 from tinyhil.emulators.pcie.endpoint import PlainEndpoint
 from tinyhil.emulators.pcie.protocols import PcieFunction, PcieUnsupportedRequest
 from tinyhil.emulators.pcie.topology import PcieTopology
@@ -118,6 +117,7 @@ class Asm2464:
         self.function: PcieFunction = function if function is not None else PlainEndpoint()
         self.memory = BridgeMemory()
         self.topology = PcieTopology(self.function)
+        self._routing_generation = self.topology.generation  # the cell the DMA view cache keys on
         self.link = LinkControl(self.memory, self.kernel, self.quirks)
         self.engine = SramEngine(self.memory, self.quirks, self.function.host_memory_written)
         self.tlp = TlpEngine(
@@ -295,7 +295,7 @@ class Asm2464:
         # hot: every GPU DMA. The GPU reaches the same few ranges again and again (fence, polled sentinels, windows),
         # so their views are kept until a config space changes (routing) or the memories reset (a new cache).
         views = self.memory.dma_views
-        generation = GENERATION[0]
+        generation = self._routing_generation[0]
         if generation != self._dma_generation:
             views.clear()
             self._dma_generation = generation
@@ -324,7 +324,7 @@ class Asm2464:
 
     def dma_read(self, pcie_addr: int, nbytes: int) -> memoryview:
         """Read bridge memory at a PCIe address (a read-only view, valid until the bridge next changes)."""
-        if type(pcie_addr) is int and type(nbytes) is int and GENERATION[0] == self._dma_generation:
+        if type(pcie_addr) is int and type(nbytes) is int and self._routing_generation[0] == self._dma_generation:
             view = self.memory.dma_views.get((pcie_addr, nbytes))  # hot: _dma_view's cache hit, inlined
             if view is not None and self.link.up:
                 return view.toreadonly()

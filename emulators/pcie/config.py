@@ -8,14 +8,13 @@ clear where a 1 is written).
 
 from __future__ import annotations
 
-import itertools
 from typing import Final
 
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.pci import CONFIG_SPACE_BYTES, Command, Config, Status
 
-__all__ = ["GENERATION", "ConfigSpace"]
+__all__ = ["ConfigSpace", "new_generation"]
 
 _DWORD_MASK: Final = 0xFFFFFFFF
 _LANES: Final = 4
@@ -33,19 +32,11 @@ _STATUS_W1C: Final = int(
 )
 
 
-# Every change to any config space takes a fresh number from here, so a tuple of ``generation`` values identifies the
-# routing state of a whole topology (what the per-DMA routing check caches on).
-_GENERATIONS: Final = itertools.count(1)
-
-
-# The newest generation handed out so far (``GENERATION[0]``; unchanged means no config space anywhere has changed),
-# a one-item list that hot paths (every GPU DMA) read without a call.
-GENERATION: Final = [0]
-
-
-def _next_generation() -> int:
-    GENERATION[0] = next(_GENERATIONS)
-    return GENERATION[0]
+def new_generation() -> list[int]:
+    """A fresh routing-generation cell: a one-item list that every config space of one topology shares and bumps on
+    each change, so ``cell[0]`` unchanged means no config space on that topology has changed (what the routing and
+    DMA caches key on). Each topology owns its own, so boards in one process never invalidate each other."""
+    return [0]
 
 
 class ConfigSpace:
@@ -69,11 +60,17 @@ class ConfigSpace:
         self.class_code = check_int("class_code", class_code, min_value=0, max_value=0xFFFFFF)
         self.header_type = check_int("header_type", header_type, min_value=0, max_value=0xFF)
         self.revision = check_int("revision", revision, min_value=0, max_value=0xFF)
+        self.generation = new_generation()  # kept across resets: a reset is one more change on the same topology
         self.reset()
+
+    def share_generation(self, cell: list[int]) -> None:
+        """Bump ``cell`` (a topology's :func:`new_generation`) from now on, and count joining it as a change."""
+        self.generation = cell
+        cell[0] += 1
 
     def reset(self) -> None:
         """Return every register to its power-on value (fundamental reset)."""
-        self.generation = _next_generation()
+        self.generation[0] += 1
         self._regs = bytearray(CONFIG_SPACE_BYTES)
         self._writable = bytearray(CONFIG_SPACE_BYTES)
         self._w1c = bytearray(CONFIG_SPACE_BYTES)
@@ -82,7 +79,7 @@ class ConfigSpace:
     # --- layout helpers for subclasses ---
     def _set(self, offset: int, value: int, nbytes: int) -> None:
         self._regs[offset : offset + nbytes] = value.to_bytes(nbytes, "little")
-        self.generation = _next_generation()
+        self.generation[0] += 1
 
     def _set_writable(self, offset: int, mask: int, nbytes: int) -> None:
         self._writable[offset : offset + nbytes] = mask.to_bytes(nbytes, "little")
@@ -126,7 +123,7 @@ class ConfigSpace:
             writable, w1c = self._writable[offset], self._w1c[offset]
             self._regs[offset] = (self._regs[offset] & ~writable | new & writable) & ~(new & w1c) & 0xFF
         if byte_enable:
-            self.generation = _next_generation()
+            self.generation[0] += 1
             self._written(reg, byte_enable)
 
     def write(self, offset: int, value: int, nbytes: int) -> None:

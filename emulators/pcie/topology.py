@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from tinyhil.emulators.pcie.config import GENERATION
+from tinyhil.emulators.pcie.config import new_generation
 from tinyhil.emulators.pcie.protocols import PcieFunction
 from tinyhil.emulators.pcie.type1 import Type1Config
 from tinyhil.spec.asm24 import GPU_BUS
@@ -47,9 +47,14 @@ class PcieTopology:
 
     def __init__(self, function: PcieFunction | None = None) -> None:
         self.function = function
+        # This topology's routing generation, shared by its bridges' and its endpoint's config spaces: any config
+        # change here bumps it, and nothing outside this topology does.
+        self.generation = new_generation()
         self.bridges = [
             Type1Config(vendor_id=BRIDGE_VENDOR_ID, device_id=BRIDGE_DEVICE_ID) for _ in range(BRIDGE_COUNT)
         ]
+        for config in [*self.bridges, *([function.config] if function is not None else [])]:
+            config.share_generation(self.generation)
         self._upstream_key = -1
         self._upstream_ok: set[tuple[int, int]] = set()
         self._downstream_key = -1
@@ -88,7 +93,7 @@ class PcieTopology:
 
         Every TLP and stream asks this, at ever-changing addresses (ring writes), so the bridges' windows and the
         endpoint's decoding BARs are combined into cells once per routing state and the check runs on those."""
-        key = GENERATION[0]  # any config change anywhere invalidates the routing caches
+        key = self.generation[0]  # any config change on this topology invalidates the routing caches
         if key != self._downstream_key:
             self._downstream_key = key
             self._downstream = self._downstream_cells()
@@ -138,7 +143,7 @@ class PcieTopology:
 
         Every DMA asks this, so the answer for a range is cached until a config space on the path changes.
         """
-        key = GENERATION[0]  # hot: every GPU DMA
+        key = self.generation[0]
         if key != self._upstream_key:
             self._upstream_key, self._upstream_ok = key, set()
         if (addr, nbytes) in self._upstream_ok:
