@@ -59,7 +59,7 @@ class EventHandle:
         return f"EventHandle({self.label or self.fn!r} at {self.time_ns} ns{state})"
 
 
-_heappush: Final = heapq.heappush  # hot: every schedule
+_heappush: Final = heapq.heappush
 _heappop: Final = heapq.heappop
 
 # The queue holds (time_ns, sequence, event): tuples compare in C, and the sequence breaks ties in schedule order.
@@ -94,7 +94,7 @@ class EventKernel:
         """Drop every pending event and restart time at 0 with a fresh generator from the seed."""
         self._now_ns = 0
         self._queue: list[_Entry] = []
-        self._next_sequence = itertools.count().__next__  # hot: one per schedule, without a next() call
+        self._next_sequence = itertools.count().__next__
         self.rng = np.random.default_rng(self.seed)
         self.events_run = 0
 
@@ -109,7 +109,7 @@ class EventKernel:
         Raises:
             InvalidArgument: ``delay_ns`` is negative or not an int.
         """
-        if type(delay_ns) is not int or delay_ns < 0:  # hot: every engine step; bool is not an int here
+        if type(delay_ns) is not int or delay_ns < 0:  # bool is not an int here
             raise InvalidArgument(f"delay_ns={delay_ns!r}, expected an int >= 0 (virtual time only moves forward)")
         time_ns = self._now_ns + delay_ns
         event = EventHandle(time_ns, fn, label)
@@ -143,7 +143,7 @@ class EventKernel:
             raise InvalidArgument(f"duration_ns={duration_ns!r}, expected an int >= 0")
         deadline = self._now_ns + duration_ns
         queue = self._queue
-        # step(deadline), inline (hot: the bridge runs the clock several times per transfer, mostly over 0-1 events)
+        # step(deadline) until the deadline
         while queue:
             time_ns, _, event = queue[0]
             if event.cancelled:  # dropped at once, as step does: cancelled timeouts must not pile up in the heap

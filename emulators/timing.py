@@ -112,11 +112,11 @@ class TimingModel:
 
     def bulk_out_ns(self, nbytes: int) -> int:
         """A bulk OUT of ``nbytes`` into the 0xF2 engine."""
-        return self.bulk_setup_ns - (-nbytes * _NS_PER_S // self.bulk_out_bytes_per_s)  # hot: _ns_for, inlined
+        return self.bulk_setup_ns - (-nbytes * _NS_PER_S // self.bulk_out_bytes_per_s)  # as _ns_for
 
     def bulk_in_ns(self, nbytes: int) -> int:
         """A bulk IN of ``nbytes`` out of SRAM."""
-        return self.bulk_setup_ns - (-nbytes * _NS_PER_S // self.bulk_in_bytes_per_s)  # hot: _ns_for, inlined
+        return self.bulk_setup_ns - (-nbytes * _NS_PER_S // self.bulk_in_bytes_per_s)  # as _ns_for
 
     def stream_ns(self, nbytes: int) -> int:
         """A bulk transfer of ``nbytes`` through an 0xF0 stream, whole packets at the stream rate."""

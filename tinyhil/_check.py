@@ -38,7 +38,7 @@ _DIMS: Final = 3
 
 def check_int(name: str, value: Any, *, min_value: int | None = None, max_value: int | None = None) -> int:
     """Return ``value`` if it is an ``int`` (not a ``bool``) within ``[min_value, max_value]``."""
-    if type(value) is not int and (not isinstance(value, int) or isinstance(value, bool)):  # hot: a plain int
+    if type(value) is not int and (not isinstance(value, int) or isinstance(value, bool)):
         raise InvalidArgument(f"{name}={value!r}, expected an int")
     if min_value is not None and value < min_value:
         raise InvalidArgument(f"{name}={value!r}, expected an int >= {min_value}")
@@ -50,7 +50,7 @@ def check_int(name: str, value: Any, *, min_value: int | None = None, max_value:
 def check_range(what: str, offset: int, nbytes: int, limit: int) -> None:
     """Check that ``[offset, offset + nbytes)`` lies within ``[0, limit)``."""
     if type(offset) is int and type(nbytes) is int and offset >= 0 and nbytes >= 0 and offset + nbytes <= limit:
-        return  # hot: plain ints in range (every emulated register and XDATA access) skip the checks below
+        return
     check_int(f"{what} offset", offset, min_value=0)
     check_int(f"{what} nbytes", nbytes, min_value=0)
     if offset + nbytes > limit:

@@ -18,11 +18,11 @@ from tinyhil.spec.amdgpu import CompareFunction, ErrorCode, QueueStatus
 
 __all__ = ["Packet"]
 
-Packet = list[int]  # a packet's dwords as Python ints (ops index them without numpy scalar costs)
+Packet = list[int]  # a packet's dwords as Python ints
 # One ring read per packet covers every fixed-size packet of both engines (8 dwords at most: RELEASE_MEM,
-# ACQUIRE_MEM), and no more (hot: each prefetched dword becomes a Python int).
+# ACQUIRE_MEM), and no more: each prefetched dword becomes a Python int.
 _PREFETCH_BYTES: Final = 32
-# hot: packers for the data of short packets (a WRITE of a fence or a completion entry), made once
+# packers for the data of short packets (a WRITE of a fence or a completion entry)
 _DWORD_PACKERS: Final = tuple(struct.Struct(f"<{count}I") for count in range(17))
 
 
@@ -40,7 +40,6 @@ class _Result(Enum):
     ENTER = "enter"  # an indirect buffer was entered: the packet completes when the IB does
 
 
-# hot: op results as module constants (``_Result.DONE`` goes through EnumType's __getattr__ hook in Python 3.11)
 _DONE: Final = _Result.DONE
 _WAIT: Final = _Result.WAIT
 _ENTER: Final = _Result.ENTER

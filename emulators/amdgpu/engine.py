@@ -41,7 +41,7 @@ __all__ = ["EngineServices", "Interrupt", "InterruptKind", "QueueConfig", "RingE
 
 _NO_ERROR: Final = ErrorCode.NONE
 _NO_OPCODE: Final[int | None] = None  # typed: after a reset, mypy still sees ``_opcode`` as int | None
-_NATIVE_VIEWS: Final = sys.byteorder == "little"  # hot: native "I" / "Q" memoryviews equal "<u4" / "<u8" only here
+_NATIVE_VIEWS: Final = sys.byteorder == "little"  # native "I" / "Q" memoryviews equal "<u4" / "<u8" only here
 
 
 class RingEngine:
@@ -52,8 +52,7 @@ class RingEngine:
     OPCODE_NAMES: ClassVar[type[IntEnum]]
     NOP_OPCODE: ClassVar[int]
 
-    # hot: slots make every attribute access of the per-packet path a fixed-offset load (an instance dict stops
-    # being specialisable past 30 keys, and the engines are near that); subclasses may add a __dict__
+    # subclasses may add a __dict__
     __slots__ = (
         "_activity",
         "_ibs",
@@ -95,7 +94,7 @@ class RingEngine:
         self.queue_id = queue_id
         self.name = name
         self.unit_bytes = config.kind.unit_bytes
-        # hot: what every packet uses, without the services / config / timing hops
+        # what every packet uses, taken out of services / config / timing once
         self._memory = services.memory
         self._kernel = services.kernel
         self._packet_ns = services.timing.packet_ns
@@ -187,10 +186,9 @@ class RingEngine:
         """Run at most one packet, or one run of NOPs; return the units consumed (0: stalled, see ``stall`` /
         ``wait``)."""
         self.cost_ns = 0
-        if self.error_code is not _NO_ERROR:  # hot: ``stopped`` without the property call
+        if self.error_code is not _NO_ERROR:  # ``stopped``
             return 0
         try:
-            # hot: once per packet, so the write pointer read, the ring fetch and the dispatch are written out here
             if self._memory.generation != self._views_generation:
                 self._load_views()
             ibs = self._ibs

@@ -303,13 +303,13 @@ class GpuMemory:
         Raises:
             GpuMemoryFault: part of the range is unmapped.
         """
-        view = memoryview(data) if type(data) is bytes else as_readonly_bytes("data", data)  # hot: engine writes
+        view = memoryview(data) if type(data) is bytes else as_readonly_bytes("data", data)
         nbytes = view.nbytes
         if self.system_bus is not None and SYS_APERTURE <= va < va + nbytes <= SYS_APERTURE_END:
-            self._bus_write(va, view)  # hot: fences and completion entries into the bridge's memory
+            self._bus_write(va, view)  # fences and completion entries into the bridge's memory
         else:
             self._scatter(self.translate(va, nbytes), view)
-        if self.on_write is not None and nbytes:  # notify_written, inline (hot: every engine write)
+        if self.on_write is not None and nbytes:  # notify_written
             self.on_write(va, nbytes)
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
@@ -333,11 +333,11 @@ class GpuMemory:
             data = memoryview(b"".join(view for _, view in sources if view is not None))
         # One target view: a single slice assignment, which memmoves when source and target overlap.
         target = targets[0][1] if len(targets) == 1 else None
-        if target is not None:  # hot: _scatter's one-view case, inline (every engine copy into VRAM)
+        if target is not None:
             target[:] = data
         else:
             self._scatter(targets, data)
-        if self.on_write is not None:  # notify_written, inline (hot: every engine copy; nbytes > 0 here)
+        if self.on_write is not None:  # notify_written (nbytes > 0 here)
             self.on_write(dst, nbytes)
 
     def fill(self, va: int, nbytes: int, value: int, *, dword: bool) -> None:
@@ -362,7 +362,7 @@ class GpuMemory:
 
     def read_u32(self, va: int) -> int:
         if self.system_bus is not None and SYS_APERTURE <= va <= SYS_APERTURE_END - 4:
-            return int.from_bytes(self._bus_read(va, 4), "little")  # hot: polls of the bridge's memory
+            return int.from_bytes(self._bus_read(va, 4), "little")  # polls of the bridge's memory
         return int.from_bytes(self.read(va, 4), "little")
 
     def read_u64(self, va: int) -> int:

@@ -35,7 +35,7 @@ __all__ = ["DEFAULT_GFX_TARGET_VERSION", "DEVICE_IDS", "AmdGpuFunction"]
 
 DEFAULT_GFX_TARGET_VERSION: Final = 110000
 REGISTER_BYTES: Final = 4
-_REGS_BAR: Final = int(Bar.REGS)  # hot: every BAR access compares with it (an enum member lookup costs ~0.1 us)
+_REGS_BAR: Final = int(Bar.REGS)
 # gfx_target_version (KFD's encoding: major * 10000 + minor * 100 + stepping) -> the PCI device id of a board with
 # that GPU (public PCI ID lists). Only the identity the bring-up reads; the model's behaviour does not depend on it.
 DEVICE_IDS: Final[dict[int, int]] = {
@@ -212,7 +212,7 @@ class AmdGpuFunction:
 
     def host_memory_written(self, pcie_addr: int, nbytes: int) -> None:
         """The bridge changed its memory at ``pcie_addr``: wake queues polling it through the system aperture."""
-        self.gpu.memory_written(SYS_APERTURE + pcie_addr, nbytes)  # gpu.host_memory_written, inline (hot: landings)
+        self.gpu.memory_written(SYS_APERTURE + pcie_addr, nbytes)
 
 
 def _registers_around(offset: int, nbytes: int) -> tuple[int, int]:

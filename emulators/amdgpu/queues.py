@@ -55,7 +55,7 @@ class Queue:
         self._armed_wait: object | None = None
         self._step_label = f"{engine.name} step"
         self._deadline_label = f"{engine.name} poll deadline"
-        self._step_fn = self._step  # hot: one bound method, scheduled after every packet
+        self._step_fn = self._step
 
     def __repr__(self) -> str:
         return f"<Queue {self.describe()}>"
@@ -184,7 +184,7 @@ class Queue:
         if engine.execute():
             cost_ns = engine.cost_ns
             self._busy_until_ns = self.kernel.now_ns + cost_ns
-            if self._step_event is None:  # hot: the usual case, nothing rescheduled this queue while it ran
+            if self._step_event is None:  # the usual case: nothing rescheduled this queue while it ran
                 self._step_event = self.kernel.schedule(cost_ns, self._step_fn, label=self._step_label)
             else:
                 self._schedule(self._busy_until_ns)

@@ -38,8 +38,7 @@ from .engine import _DONE, Interrupt, InterruptKind, Packet, RingEngine, _dword_
 
 __all__ = ["SdmaEngine"]
 
-# hot: the per-packet decode uses plain ints and shifts (an IntEnum member or a Field.get call costs ~0.1 us each in
-# Python 3.11)
+# the per-packet decode uses plain ints and shifts (docs/performance.md)
 _OP_NOP: Final = int(SdmaOp.NOP)
 _OP_WRITE: Final = int(SdmaOp.WRITE)
 _WRITE_FIXED_DWORDS: Final = SDMA_PACKET_DWORDS[SdmaOp.WRITE]
@@ -54,7 +53,7 @@ _FUNCTION_LSB, _FUNCTION_MAX = SDMA_POLL_REGMEM_FUNCTION.lsb, SDMA_POLL_REGMEM_F
 _INTERVAL_LSB, _INTERVAL_MAX = SDMA_POLL_REGMEM_INTERVAL.lsb, SDMA_POLL_REGMEM_INTERVAL.max_value
 _RETRY_COUNT_LSB, _RETRY_COUNT_MAX = SDMA_POLL_REGMEM_RETRY_COUNT.lsb, SDMA_POLL_REGMEM_RETRY_COUNT.max_value
 _FIXED_DWORDS: Final[dict[int, int]] = {int(op): dwords for op, dwords in SDMA_PACKET_DWORDS.items()}
-# hot: the sizes of the modelled packets whose size is fixed (NOP and WRITE carry theirs in the packet), found in one
+# the sizes of the modelled packets whose size is fixed (NOP and WRITE carry theirs in the packet), found in one
 # lookup; must list only opcodes of SdmaEngine._op_table
 _MODELLED_FIXED_DWORDS: Final[dict[int, int]] = {
     int(op): SDMA_PACKET_DWORDS[op]
@@ -148,7 +147,7 @@ class SdmaEngine(RingEngine):
         dst = dst_lo | dst_hi << 32
         memory = self._memory
         memory.copy(dst, src, nbytes)
-        # memory.in_system_aperture(src) or (dst), inline (hot: every copy)
+        # memory.in_system_aperture(src) or (dst)
         system = memory.system_bus is not None and (
             SYS_APERTURE <= src < SYS_APERTURE_END or SYS_APERTURE <= dst < SYS_APERTURE_END
         )
@@ -182,7 +181,7 @@ class SdmaEngine(RingEngine):
         return _DONE
 
     def _op_poll_regmem(self, packet: Packet) -> _Result:
-        header, addr_lo, addr_hi, reference, mask, dw5 = packet  # SdmaPollRegmemDw order (hot: once per poll)
+        header, addr_lo, addr_hi, reference, mask, dw5 = packet  # SdmaPollRegmemDw order
         if not header & _MEM_POLL_MASK:
             raise self._bad("mem_poll=0 (register poll) is not modelled, expected mem_poll=1")
         retry_count = (dw5 >> _RETRY_COUNT_LSB) & _RETRY_COUNT_MAX

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 __all__: list[str] = []
 
-# hot: module constants, an Enum class attribute lookup goes through the metaclass
 _SRAM: Final = ArmKind.SRAM
 _STREAM: Final = ArmKind.STREAM
 _COMPLETED: Final = UsbStatus.COMPLETED
@@ -48,7 +47,7 @@ class _BulkEndpoints:
         """An arm, a release or a stream request happened: waiting bulk transfers may pair now."""
         active = self.active
         if active[BULK_OUT_EP] is None and active[BULK_IN_EP] is None:
-            return  # hot: every arm and 0xF0 request, mostly with no bulk waiting
+            return
         for ep in (BULK_OUT_EP, BULK_IN_EP):
             urb = active[ep]
             if urb is not None and urb.status is None and urb._arm is None and not urb._stuck:
@@ -114,7 +113,7 @@ class _BulkEndpoints:
                 urb.data = view
         else:
             assert urb.payload is not None
-            data = urb.payload[:moved]  # hot: a memoryview slice, no numpy array per bulk
+            data = urb.payload[:moved]
             if arm.kind is _STREAM:
                 bridge.tlp.stream_write(arm, offset, data, bridge.timing.stream_packet_bytes)
             elif urb._fault is not None and urb._fault.kind is FaultKind.DROP:
@@ -147,7 +146,7 @@ class _BulkEndpoints:
     def cancel_streams(self) -> None:
         """A new 0xF0 OUT cancels a stream in flight: what moved stays, the transfer then times out."""
         if self.active[BULK_OUT_EP] is None and self.active[BULK_IN_EP] is None:
-            return  # hot: every 0xF0 OUT, mostly with no bulk in flight
+            return
         for ep in (BULK_OUT_EP, BULK_IN_EP):
             urb = self.active[ep]
             if urb is not None and urb._arm is not None and urb._arm.kind is ArmKind.STREAM and urb._moving:

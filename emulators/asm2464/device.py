@@ -187,7 +187,7 @@ class Asm2464:
         Raises:
             UsbStall: unknown (in ``strict`` mode) or malformed request; the state is unchanged.
         """
-        handler = self._handlers.get(request << 1 | request_type >> _DIRECTION_BIT & 1)  # _handler_key, inlined
+        handler = self._handlers.get(request << 1 | request_type >> _DIRECTION_BIT & 1)  # the _handler_key
         if handler is not None:
             return handler(value, index, data, length)
         is_in = bool(request_type & _DIRECTION_IN)
@@ -223,7 +223,7 @@ class Asm2464:
 
         return handler
 
-    # hot: the copy loops' requests are handlers themselves (no wrapper layers)
+    # the copy loops' requests are handlers themselves (no wrapper layers)
     def _op_sram_arm(self, value: int, index: int, data: bytes, length: int) -> bytes:
         if data:
             raise _data_stall(Request.SRAM_ARM, data)
@@ -289,11 +289,11 @@ class Asm2464:
 
     # --- PcieHost: the function's DMA into the bridge's memory ---
     def _dma_view(self, pcie_addr: int, nbytes: int) -> memoryview:
-        if type(pcie_addr) is not int or type(nbytes) is not int or pcie_addr < 0 or nbytes < 1:  # hot: every DMA
+        if type(pcie_addr) is not int or type(nbytes) is not int or pcie_addr < 0 or nbytes < 1:
             check_int("pcie_addr", pcie_addr, min_value=0)
             check_int("nbytes", nbytes, min_value=1)
-        # hot: every GPU DMA. The GPU reaches the same few ranges again and again (fence, polled sentinels, windows),
-        # so their views are kept until a config space changes (routing) or the memories reset (a new cache).
+        # The GPU reaches the same few ranges again and again (fence, polled sentinels, windows), so their views
+        # are kept until a config space changes (routing) or the memories reset (a new cache).
         views = self.memory.dma_views
         generation = self._routing_generation[0]
         if generation != self._dma_generation:
@@ -325,7 +325,7 @@ class Asm2464:
     def dma_read(self, pcie_addr: int, nbytes: int) -> memoryview:
         """Read bridge memory at a PCIe address (a read-only view, valid until the bridge next changes)."""
         if type(pcie_addr) is int and type(nbytes) is int and self._routing_generation[0] == self._dma_generation:
-            view = self.memory.dma_views.get((pcie_addr, nbytes))  # hot: _dma_view's cache hit, inlined
+            view = self.memory.dma_views.get((pcie_addr, nbytes))  # _dma_view's cache hit
             if view is not None and self.link.up:
                 return view.toreadonly()
         return self._dma_view(pcie_addr, nbytes).toreadonly()
@@ -333,7 +333,7 @@ class Asm2464:
     def dma_write(self, pcie_addr: int, data: bytes | memoryview) -> None:
         """Write bridge memory at a PCIe address, with the sys_buf-collision quirk and the copyout release."""
         if type(data) is memoryview and data.format == "B" and data.ndim == 1 and data.c_contiguous:
-            source = data  # hot: the GPU passes flat byte views
+            source = data  # the GPU passes flat byte views
         else:
             source = as_readonly_bytes("data", data)
         view = self._dma_view(pcie_addr, source.nbytes)

@@ -42,7 +42,6 @@ UNBOUNDED_WAIT_NS: Final = 3600 * 1_000_000_000  # a libusb timeout of 0 ("forev
 # The longest a synchronous call waits for one transfer, and so the longest transfer timeout the emulated usb1 stack
 # accepts (mocks/usb/_requests.py refuses a longer one up front): every transfer ends by its own timeout within it.
 WAIT_CAP_NS: Final = 2 * UNBOUNDED_WAIT_NS
-# hot: module constants, an Enum class attribute lookup goes through the metaclass
 _SRAM: Final = ArmKind.SRAM
 _COMPLETED: Final = UsbStatus.COMPLETED
 _WAIT_WHAT: Final = "a USB transfer to complete or time out"
@@ -71,7 +70,7 @@ class UsbFront(_ControlEndpoint, _BulkEndpoints):
         self._arriving = {ep: set() for ep in _ENDPOINTS}
         self.queues = {ep: deque() for ep in _ENDPOINTS}
         self.active = dict.fromkeys(_ENDPOINTS)
-        self._busy = 0  # transfers arriving or active on any endpoint (hot: the inline path's "nothing else" check)
+        self._busy = 0  # transfers arriving or active on any endpoint (the inline path's "nothing else" check)
         self.halted: set[int] = set()
         self.counts: dict[Operation, int] = {}
         self.gone = False
@@ -189,7 +188,7 @@ class UsbFront(_ControlEndpoint, _BulkEndpoints):
         An exception from the events run meanwhile abandons ``urb`` (:meth:`abandon`) and propagates.
         """
         try:
-            if not self._run_inline(urb):  # complete(), inlined: every synchronous transfer
+            if not self._run_inline(urb):  # as complete()
                 self.wait(self.submit(urb))
         except BaseException as exc:
             self.abandon(urb, exc)

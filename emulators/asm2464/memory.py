@@ -70,8 +70,7 @@ class BridgeMemory:
         self._stores = {_SRAM: self.sram, _XDATA: self.xdata}
         self._xdata_bytes = self.xdata.data
         self.dma_views: dict[tuple[int, int], memoryview] = {}  # the bridge's DMA view cache, dropped with the arrays
-        # (start, end, store bytes, store offset - start) per PCIe region: every GPU DMA looks one up, and a
-        # memoryview slice costs less than a numpy one
+        # (start, end, store bytes, store offset - start) per PCIe region: every GPU DMA looks one up
         self._regions = [
             (start, start + length, self._stores[store].data, offset - start)
             for start, length, store, offset in _PCIE_REGIONS
@@ -96,12 +95,12 @@ class BridgeMemory:
     def xdata_read(self, addr: int, nbytes: int) -> bytes:
         """Read ``nbytes`` of XDATA at ``addr`` (windows read through to SRAM)."""
         if type(addr) is not int or type(nbytes) is not int or addr < 0 or nbytes < 0 or addr + nbytes > XDATA_BYTES:
-            check_range("XDATA", addr, nbytes, XDATA_BYTES)  # hot: every fence read; int subclasses pass here
+            check_range("XDATA", addr, nbytes, XDATA_BYTES)  # int subclasses pass here
         end = addr + nbytes
         for start, length, _ in _XDATA_SRAM_ALIASES:
             if addr < start + length and end > start:
                 break
-        else:  # hot: the drain fence read (once per copyin chunk) touches no SRAM window
+        else:  # no SRAM window (the drain fence read)
             return self._xdata_bytes[addr:end].tobytes()
         pieces = self._xdata_pieces(addr, nbytes)
         out = bytearray(nbytes)
@@ -130,7 +129,7 @@ class BridgeMemory:
     def pcie_view(self, pcie_addr: int, nbytes: int) -> memoryview | None:
         """The bytes behind ``[pcie_addr, pcie_addr + nbytes)`` as a writable byte view, or ``None`` if not one
         region."""
-        if type(pcie_addr) is not int or type(nbytes) is not int or pcie_addr < 0 or nbytes < 0:  # hot: every DMA
+        if type(pcie_addr) is not int or type(nbytes) is not int or pcie_addr < 0 or nbytes < 0:
             check_int("pcie_addr", pcie_addr, min_value=0)
             check_int("nbytes", nbytes, min_value=0)
         end = pcie_addr + nbytes

@@ -36,7 +36,7 @@ class Direction(Enum):
     OUT = "out"  # host-to-device, bulk OUT 0x02
     IN = "in"  # device-to-host, bulk IN 0x81
 
-    __hash__ = object.__hash__  # hot: the arm table's key on every bulk; members are singletons, so identity will do
+    __hash__ = object.__hash__  # the arm table's key: members are singletons, so identity will do
 
 
 class ArmKind(Enum):
@@ -62,7 +62,6 @@ class Arm:
         return self.nbytes - self.done
 
 
-# hot: module constants, an Enum class attribute lookup goes through the metaclass
 _OUT: Final = Direction.OUT
 _IN: Final = Direction.IN
 _SRAM: Final = ArmKind.SRAM
@@ -132,7 +131,7 @@ class SramEngine:
     def ready(self, direction: Direction, nbytes: int) -> Arm | None:
         """The arm a bulk of ``nbytes`` would pair with now, or ``None`` (no arm, wrong size, not released)."""
         arm = self.arms[direction]
-        if arm is None or arm.nbytes - arm.done != nbytes:  # hot: the remaining property inlined
+        if arm is None or arm.nbytes - arm.done != nbytes:  # the arm's ``remaining``
             return None
         if direction is _IN and arm.kind is _SRAM and not self.released:
             return None
@@ -171,7 +170,7 @@ class SramEngine:
         nbytes = data.nbytes
         end = start + nbytes
         sram = self.memory.sram
-        sram.data[start:end] = data  # hot: a memoryview copy costs less than numpy's slice assignment
+        sram.data[start:end] = data
         if (
             self.quirks.full_window_corruption
             and whole_transfer

@@ -28,7 +28,7 @@ class UsbStatus(Enum):
     CANCELLED = "cancelled"
 
 
-_COMPLETED: Final = UsbStatus.COMPLETED  # an Enum class attribute lookup goes through the metaclass
+_COMPLETED: Final = UsbStatus.COMPLETED
 
 
 @dataclass(eq=False, slots=True, init=False)
@@ -75,7 +75,6 @@ class Urb:
         into: memoryview | bytearray | None = None,
         on_complete: Callable[[Urb], None] | None = None,
     ) -> None:
-        # hot: one per transfer; a hand-written constructor costs less than the generated one and __post_init__
         self.endpoint = endpoint
         self.length = length
         self.timeout_ns = timeout_ns
@@ -92,7 +91,7 @@ class Urb:
 
     def error(self) -> UsbError | None:
         """The emulator error a synchronous call raises for this outcome (``None`` when completed)."""
-        if self.status is _COMPLETED:  # hot: every synchronous transfer asks
+        if self.status is _COMPLETED:
             return None
         if self.status is UsbStatus.STALL:
             return UsbStall(self.message or "the endpoint stalled", op=self.describe())

@@ -98,7 +98,7 @@ class PcieTopology:
             self._downstream_key = key
             self._downstream = self._downstream_cells()
         last = addr + nbytes - 1
-        for low, high, index, base in self._downstream:  # plain loops: generator expressions cost more
+        for low, high, index, base in self._downstream:
             if low <= addr and last <= high:
                 return index, addr - base
         return self._route_memory(addr, nbytes)  # refused: the full walk says why

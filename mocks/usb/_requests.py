@@ -191,7 +191,6 @@ def check_control(
     Raises:
         ArgumentTypeError, TypeError, ValueError, usb1.USBErrorInvalidParam: as usb1 would (module docstring).
     """
-    # hot: plain ints in range skip the per-field checks
     if not (
         type(request_type) is type(request) is type(value) is type(index) is type(timeout) is int
         and 0 <= request_type <= U8
@@ -218,7 +217,7 @@ def check_control(
         kind = type(data_or_length)
         if kind is bytes:
             data = memoryview(data_or_length)
-        elif kind is memoryview and data_or_length.ndim == 1 and data_or_length.format == "B":  # hot: the transport's
+        elif kind is memoryview and data_or_length.ndim == 1 and data_or_length.format == "B":  # the transport's views
             data = data_or_length if data_or_length.c_contiguous else _as_view(data_or_length, direction)
         else:
             data = _as_view(data_or_length, direction)
@@ -251,13 +250,12 @@ def check_bulk(
     Raises:
         ArgumentTypeError, TypeError, ValueError, usb1.USBErrorInvalidParam: as usb1 would (module docstring).
     """
-    # hot: plain ints in range skip the per-field checks
     if not (type(endpoint) is type(timeout) is int and 0 <= endpoint <= U8 and 0 <= timeout <= MAX_TIMEOUT_MS):
         endpoint, timeout = check_field("endpoint", endpoint, U8), check_timeout(timeout)
     if direction is not None:
         endpoint = endpoint & ~_DIR_MASK | direction
     deadline_ns = timeout * NS_PER_MS if timeout else UNBOUNDED_WAIT_NS
-    # hot: a flat byte view (the copy path's chunks), used as it is
+    # a flat byte view (the copy path's chunks) is used as it is
     if (
         type(buffer_or_len) is memoryview
         and direction != DIRECTION_IN

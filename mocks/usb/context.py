@@ -27,7 +27,7 @@ class TransferMode(StrEnum):
     TIMED = "timed"  # on the virtual clock, by the board's timing model; OUT payloads are read at completion
 
 
-_SYNC: Final = TransferMode.SYNC  # hot: an Enum class attribute lookup goes through the metaclass
+_SYNC: Final = TransferMode.SYNC
 
 
 class EmulatedUsbContext:
@@ -104,7 +104,7 @@ class EmulatedUsbContext:
         if self._closed:
             self._check_open("handleEventsTimeout")
         seconds = 0 if tv is None else tv
-        # hot: a tuple, not a slower int | float union; the chained comparison is false for NaN
+        # the chained comparison is false for NaN
         if not isinstance(seconds, (int, float)) or not 0 <= seconds <= _MAX_TV_S:
             raise InvalidArgument(f"tv={tv!r}, expected seconds >= 0 and <= {_MAX_TV_S} (the virtual wait cap, 2 h)")
         if not self._ready:

@@ -127,9 +127,9 @@ class EmulatedUsbDeviceHandle:
         request = StandardRequest.SET_INTERFACE
         self._control(_STANDARD_OUT_INTERFACE, request, alt_setting, interface, b"", _SETUP_TIMEOUT_MS)
 
-    # The synchronous transfers guard inline what @_requires_open guards (the same StateError): a copy runs several
-    # per 256 KB, and the wrapper costs a Python call each. Each checks its request with the one validator the
-    # transfers use (_requests.py), forcing the direction as usb1 does.
+    # The synchronous transfers raise what @_requires_open raises (the same StateError) without it
+    # (docs/performance.md). Each checks its request with the one validator the transfers use (_requests.py),
+    # forcing the direction as usb1 does.
     def controlWrite(self, request_type: int, request: int, value: int, index: int, data: Any, timeout: int = 0) -> int:
         """Synchronous control write; returns the number of bytes sent."""
         if self._closed:

@@ -35,7 +35,7 @@ class EmulatedUsbTransfer:
     until then. The OUT payload of a writable buffer is read when the transfer moves (timed mode: at completion).
     """
 
-    __slots__ = (  # hot: every transfer sets and reads a dozen of these
+    __slots__ = (
         "__weakref__",
         "_actual_length",
         "_buffer",
@@ -153,7 +153,7 @@ class EmulatedUsbTransfer:
         else:
             payload = buffer if type(buffer) is memoryview else memoryview(buffer)
         urb = Urb(endpoint, len(buffer), self._deadline_ns, setup, payload, into)
-        handle = self._handle  # hot: the handle's side of a submit, without a call
+        handle = self._handle  # the handle's side of a submit
         if handle._closed:
             raise StateError("EmulatedUsbTransfer.submit: the handle is closed, expected an open one")
         handle._inflight.add(self)
@@ -170,13 +170,12 @@ class EmulatedUsbTransfer:
         assert urb is not None and urb.status is not None
         self._submitted = False
         status = urb.status
-        # hot: a completed transfer skips the UsbStatus lookup (Enum.__hash__ is a Python call)
         self._status = _TRANSFER_COMPLETED if status is _USB_COMPLETED else STATUS_TO_USB1[status]
         self._actual_length = urb.actual_length
         data = urb.data
         if data and urb.is_in and urb.into is None:  # a bulk IN's bytes are already in the buffer (urb.into)
             self._buffer[: len(data)] = data
-        self._handle._inflight.discard(self)  # hot: the handle's _transfer_done, without the call
+        self._handle._inflight.discard(self)  # the handle's _transfer_done
         if self._callback is not None:
             self._callback(self)
         if self._doomed:

@@ -111,7 +111,7 @@ class AmdQueue:
         Raises:
             InvalidArgument: the packets are not whole dwords, or are larger than the whole ring.
         """
-        if len(packets) == 1 and type(packets[0]) is bytes:  # hot: a prebuilt program (a copyout piece)
+        if len(packets) == 1 and type(packets[0]) is bytes:  # a prebuilt program (a copyout piece)
             data = packets[0]
         else:
             data = b"".join(
@@ -125,7 +125,7 @@ class AmdQueue:
                 f"packets of {len(data):#x} bytes, expected at most the ring size {self.ring_bytes:#x}; submit in parts"
             )
         units = len(data) // self.unit_bytes
-        # hot: room by the read pointer last seen (_has_room's first test, without the call); else read the device
+        # room by the read pointer last seen, else read the device
         if units > self.ring_units - (self.wptr - self._rptr_seen) and not self._has_room(units):
             what = f"{units} free units in the {self.kind.name} ring (wptr {self.wptr:#x})"
             self.transport.wait(lambda: units <= self.free_units(), what)

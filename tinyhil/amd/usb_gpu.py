@@ -183,7 +183,7 @@ class UsbGpu:
 
     # --- BAR0 / BAR2: the QueueTransport ---
     def _vram_address(self, va: int, nbytes: int) -> int:
-        if type(va) is not int or va < 0:  # hot: a plain int skips the call
+        if type(va) is not int or va < 0:
             check_int("va", va, min_value=0)
         if va + nbytes > self.vram_bar.size:
             raise InvalidArgument(
@@ -195,7 +195,7 @@ class UsbGpu:
     def write_memory(self, va: int, data: Any) -> None:
         """Write ``data`` (bytes-like, e.g. a numpy array) to VRAM at GPU address ``va`` through BAR0."""
         if type(data) is bytes and type(va) is int and 0 <= va <= self.vram_bar.size - len(data):
-            # hot: ring writes and write pointers (the controller takes bytes as they are; _vram_address inline)
+            # ring writes and write pointers: the controller takes bytes as they are
             self.controller.pcie_mem_write(self.vram_bar.address + va, data)
             return
         view = as_readonly_bytes("data", data)
@@ -217,7 +217,7 @@ class UsbGpu:
 
         A write to a slot's low dword rings it with the whole slot, so while the high dword is what this driver last
         wrote there only the low dword goes out (one TLP instead of two)."""
-        if not (  # hot: plain ints in range skip the calls
+        if not (
             type(doorbell_index) is type(value) is int
             and 0 <= doorbell_index < DOORBELL_SLOTS
             and 0 <= value <= U64_MASK

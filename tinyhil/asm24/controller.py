@@ -65,7 +65,7 @@ _CPL_STATUS_MEANINGS: Final = {
 
 
 _TLP_REQUEST: Final = struct.Struct(TLP_REQUEST_FORMAT)
-# hot: the requests of a copy loop as plain ints (the transport's fast path; an IntEnum member takes its checked path)
+# the requests of a copy loop as plain ints: the transport's fast path
 _REQUEST_TLP: Final = int(Request.TLP)
 _REQUEST_SRAM_ARM: Final = int(Request.SRAM_ARM)
 _MODE_SINGLE: Final = int(TlpMode.SINGLE)
@@ -136,7 +136,7 @@ def _timeout_ms(timeout: object, wire_bytes: int) -> int:
     for ``wire_bytes``."""
     if timeout is None:
         return _bulk_timeout_ms(wire_bytes)
-    if type(timeout) is int and 1 <= timeout <= MAX_TIMEOUT_MS:  # hot: check_timeout_ms's fast path, without a call
+    if type(timeout) is int and 1 <= timeout <= MAX_TIMEOUT_MS:
         return timeout
     return check_timeout_ms(timeout)
 
@@ -245,7 +245,7 @@ class Asm24Controller:
 
     def scsi_read_arm(self, size: int, slot_start: int = 0) -> SramArm:
         """Arm a device-to-host 0xF2 transfer of ``size`` bytes (rounded up to sectors) from ``slot_start``."""
-        if type(size) is int and type(slot_start) is int:  # hot: _sram_arm's cached path, without the call
+        if type(size) is int and type(slot_start) is int:
             arm, value, index, _ = _cached_sram_arm(size, slot_start, True)
         else:
             arm, value, index, _ = _sram_arm(size, slot_start, True)
@@ -261,7 +261,7 @@ class Asm24Controller:
         Raises:
             InvalidArgument: a bad ``size``, ``slot_start`` or ``timeout`` (as :meth:`scsi_write`), before the arm.
         """
-        if type(size) is int and type(slot_start) is int:  # hot: _sram_arm's cached path, without the call
+        if type(size) is int and type(slot_start) is int:
             _, value, index, wire_bytes = _cached_sram_arm(size, slot_start, True)
         else:
             _, value, index, wire_bytes = _sram_arm(size, slot_start, True)

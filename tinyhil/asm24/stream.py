@@ -94,7 +94,7 @@ def plan_mem_access(
     return _plan(int(address), int(size), int(stream_chunk_bytes), int(single_max_bytes))
 
 
-@functools.lru_cache(maxsize=4096)  # hot: every ring write, pointer and doorbell; the same few ranges recur
+@functools.lru_cache(maxsize=4096)  # every ring write, pointer and doorbell: the same few ranges recur
 def _plan(address: int, size: int, stream_chunk_bytes: int, single_max_bytes: int) -> tuple[MemPiece, ...]:
     """:func:`plan_mem_access` of checked plain ints."""
     pieces: list[MemPiece] = []

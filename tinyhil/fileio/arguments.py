@@ -67,7 +67,7 @@ def as_int(name: str, value: Any) -> int:
     Raises:
         TypeError: ``value`` is not an integer (a float, a str, None): the call cannot reach the kernel.
     """
-    if type(value) is int:  # hot: every call of a client passes plain ints
+    if type(value) is int:
         return value
     try:
         return operator.index(value)

@@ -30,7 +30,7 @@ def check_timeout_ms(timeout: object) -> int:
     Raises:
         InvalidArgument: ``timeout`` is no int (a bool neither), or outside ``1..MAX_TIMEOUT_MS`` (2 h).
     """
-    if type(timeout) is int and 1 <= timeout <= MAX_TIMEOUT_MS:  # hot: a plain int in range
+    if type(timeout) is int and 1 <= timeout <= MAX_TIMEOUT_MS:
         return timeout
     return check_int("timeout (ms)", timeout, min_value=1, max_value=MAX_TIMEOUT_MS)
 

@@ -173,7 +173,7 @@ class TransferPool:
             return
         slot.done = True
         try:
-            # hot: a transfer that completed whole: nothing to latch (a control IN's bytes go to its buffer)
+            # a transfer that completed whole: nothing to latch (a control IN's bytes go to its buffer)
             if transfer.getStatus() == _COMPLETED and transfer.getActualLength() == slot.expected:
                 result = slot.result
                 if result:
@@ -238,7 +238,7 @@ class TransferPool:
             DeviceTimeout: the event pump never completed the transfer (a broken handle; real transfers time out).
             usb1.USBError / ShortTransfer: a latched error (``.tag`` names the failed transfer).
         """
-        if type(tag) is int:  # hot: a plain int tag (a bool or another type takes the checked lookup)
+        if type(tag) is int:
             slot = self._tag2slot.get(tag)
         else:
             slot = self._tag2slot.get(tag) if isinstance(tag, int) and not isinstance(tag, bool) else None
@@ -247,7 +247,7 @@ class TransferPool:
             raise InvalidArgument(f"tag={tag!r}, expected a tag in flight {self.in_flight} ({state})")
         if not slot.done:
             self._pump_until_done(slot)
-        if slot.bulk_endpoint is None:  # hot: a control transfer's reap (_reap, without the call)
+        if slot.bulk_endpoint is None:  # a control transfer's reap
             del self._tag2slot[tag]
             slot.keepalive = None
             self._free.append(slot)
@@ -267,7 +267,7 @@ class TransferPool:
         """Pump events until ``slot`` (not done yet) is done, for at most its timeout's worth of rounds plus slack."""
         in_flight = len(self._tag2slot)
         pump, interval_s = self._events.handleEventsTimeout, self._pump_interval_s
-        pumped, rounds = 0, 1  # hot: one round completes it in the emulated sync mode; the bound is worked out after
+        pumped, rounds = 0, 1  # one round completes it in the emulated sync mode; the bound is worked out after
         while pumped < rounds:
             pump(interval_s)
             pumped += 1

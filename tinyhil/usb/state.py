@@ -19,7 +19,7 @@ class TransportState(Enum):
     CLOSED = "closed"
 
 
-_OPEN: Final = TransportState.OPEN  # hot: an Enum class attribute lookup goes through the metaclass
+_OPEN: Final = TransportState.OPEN
 
 
 def not_open(obj: object, method: str, state: TransportState) -> StateError:
@@ -46,7 +46,7 @@ def requires_open(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenat
     if not callable(method) or isinstance(method, (staticmethod, classmethod, property)):
         raise TypeError(f"@requires_open decorates plain methods, not {type(method).__name__}")
 
-    # hot: ``self`` stays in ``args``, so an open call forwards the argument tuple as it came (no repacking)
+    # ``self`` stays in ``args``, so an open call forwards the argument tuple as it came (no repacking)
     @functools.wraps(method)
     def guarded(*args: Any, **kwargs: Any) -> R:
         try:

@@ -37,7 +37,7 @@ DEFAULT_TIMEOUT_MS: Final = 1000
 DEFAULT_ASYNC_TIMEOUT_MS: Final = 10_000
 DEFAULT_MAX_IN_FLIGHT: Final = 64
 DEFAULT_PUMP_INTERVAL_S: Final = 0.05
-_OPEN: Final = TransportState.OPEN  # hot: an Enum class attribute lookup goes through the metaclass
+_OPEN: Final = TransportState.OPEN
 
 
 def _check_u8(name: str, value: object) -> int:
@@ -49,7 +49,7 @@ def _check_u16(name: str, value: object) -> int:
 
 
 def _check_payload(name: str, data: object, *, allow_empty: bool) -> memoryview:
-    try:  # hot: a flat, contiguous byte buffer (bytes, bytearray, uint8 array) is used as it is
+    try:  # a flat, contiguous byte buffer (bytes, bytearray, uint8 array) is used as it is
         view = memoryview(data)  # type: ignore[arg-type]
     except TypeError:
         view = as_readonly_bytes(name, data)  # raises the InvalidArgument
@@ -114,8 +114,7 @@ class Usb3Transport:
         self.close()
 
     # --- synchronous ---
-    # The transfer methods guard inline what @requires_open guards (the same StateError): they run several times
-    # per 256 KB of a copy, and the decorator's wrapper and ``state`` property cost a Python call each.
+    # The transfer methods raise what @requires_open raises (the same StateError) without it (docs/performance.md).
     def control_write(
         self, request: int, value: int = 0, index: int = 0, data: Any = b"", timeout: int = DEFAULT_TIMEOUT_MS
     ) -> None:
@@ -335,7 +334,7 @@ class Usb3Transport:
 
     def _check_control(self, request: object, value: object, index: object, timeout: object) -> tuple[int, int, int]:
         """The request fields as plain ints (IntEnum members become ints), or InvalidArgument naming the bad one."""
-        if (  # hot: plain ints in range, as a copy loop sends them
+        if (
             type(request) is int
             and type(value) is int
             and type(index) is int

@@ -66,7 +66,7 @@ WINDOW_SLOTS: Final = 16
 _FENCE: Final = struct.Struct("<Q")
 _FENCE_UNSET: Final = (1 << 64) - 1  # the fence while the GPU zeroes the windows: above every seq (< 2**63)
 _SENTINEL: Final = struct.Struct("<I")
-_SRAM_ARM: Final = int(Request.SRAM_ARM)  # hot: a plain int takes the transport's fast path (an IntEnum does not)
+_SRAM_ARM: Final = int(Request.SRAM_ARM)  # a plain int: the transport's fast path
 _XDATA_READ: Final = int(Request.XDATA_READ)
 
 
@@ -117,7 +117,7 @@ def _plans(revision: CopyRevision, nbytes: int, seq: int) -> list[ChunkPlan]:
         CopyRevision.NAIVE: NAIVE_CHUNK_BYTES,
     }[revision]
     plans = []
-    size2shape: dict[int, tuple[int, int]] = {}  # hot: every full chunk has the same wire size and sentinel offset
+    size2shape: dict[int, tuple[int, int]] = {}  # every full chunk has the same wire size and sentinel offset
     for index, offset in enumerate(range(0, nbytes, chunk)):
         size = min(chunk, nbytes - offset)
         shape = size2shape.get(size)
@@ -266,7 +266,7 @@ class UsbCopy:
         per_chunk = copyin_program(plans[:1], dest_va).nbytes
         batch = max(1, self.sdma.ring_bytes // 2 // per_chunk)  # leave the ring room for the next batch
         batched = self.revision is CopyRevision.PIPELINED
-        images = [image.data for image in self._staging]  # hot: memoryview slicing is cheaper than numpy's
+        images = [image.data for image in self._staging]
         try:
             for first in range(0, len(plans), batch):
                 part = plans[first : first + batch]
@@ -299,7 +299,7 @@ class UsbCopy:
         image[:size] = src[offset : offset + size]
         if wire - size > SENTINEL_BYTES:  # padding to zero (a full pipelined chunk's sentinel directly follows)
             self._staging[window][size:wire] = 0
-        _SENTINEL.pack_into(image, plan.sentinel_offset, SENTINEL_TAG | (seq & SEQ_MASK))  # sentinel(seq), inline
+        _SENTINEL.pack_into(image, plan.sentinel_offset, SENTINEL_TAG | (seq & SEQ_MASK))  # sentinel(seq)
         arm_value, arm_index = _arm_request(wire, window * WINDOW_SLOTS)
         if batched:  # arm and fence read in one round trip
             arm_tag = t.control_write_async(_SRAM_ARM, arm_value, arm_index)
@@ -307,7 +307,7 @@ class UsbCopy:
             t.bulk_wait(arm_tag)
             t.bulk_wait(fence_tag)
             fence: int = _FENCE.unpack(fence_buffer)[0]
-            if fence < seq - 1:  # hot: the fence read already shows the window's previous chunk drained
+            if fence < seq - 1:  # usually the fence read already shows the previous chunk drained
                 self._wait_drained(seq - 1, seq_start, fence)
         else:  # spin on the fence, then arm: two synchronous round trips
             self._wait_drained(seq - 1, seq_start)
