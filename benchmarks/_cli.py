@@ -12,28 +12,21 @@ script quietly with status 0, as the ``tinyhil`` command line does for ``tinyhil
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
-from typing import Final, NoReturn
+from typing import NoReturn
+
+from tinyhil.device_farm._pipes import BROKEN_PIPE_EXIT_STATUS, silence_stdout
 
 __all__ = ["BROKEN_PIPE_EXIT_STATUS", "run_main"]
 
-BROKEN_PIPE_EXIT_STATUS: Final = 0  # the reader stopped on purpose; the same status as the tinyhil command line
-
 
 def run_main(main: Callable[[], int | None]) -> NoReturn:
-    """Exit with ``main()``'s status (``None`` counts as 0), or quietly with 0 once stdout's reader has gone.
-
-    The standard recipe (Python docs, ``signal``, "Note on SIGPIPE"): flush inside the ``try`` so a broken pipe is
-    seen here and not at interpreter shutdown, then point stdout's descriptor at ``os.devnull`` so the shutdown
-    flush of what is still buffered writes nowhere instead of raising again.
-    """
+    """Exit with ``main()``'s status (``None`` counts as 0), or quietly once stdout's reader has gone (the recipe is
+    :mod:`tinyhil.device_farm._pipes`, shared with the ``tinyhil`` command line)."""
     try:
         status = main()
-        sys.stdout.flush()
+        sys.stdout.flush()  # inside the try: a broken pipe is seen here, not at interpreter shutdown
     except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        sys.exit(BROKEN_PIPE_EXIT_STATUS)
+        sys.exit(silence_stdout())
     sys.exit(status or 0)

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import tinyhil
+from tinyhil.device_farm._pipes import silence_stdout
 from tinyhil.device_farm.bench import DEFAULT_TOLERANCE, CopyinResult, bench_copyin, check_tolerance, parse_size
 from tinyhil.device_farm.matrix import render_matrix
 from tinyhil.device_farm.reference import render_target_reference
@@ -197,13 +197,6 @@ def _argparse_type(check: Callable[[float], float]) -> Callable[[str], float]:
     return convert
 
 
-def _quiet_broken_pipe() -> int:
-    """stdout's reader went away (``tinyhil targets --json | head``): stop quietly, as ``cat`` would."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
-    return 0
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -211,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
         return status
     except BrokenPipeError:
-        return _quiet_broken_pipe()
+        return silence_stdout()
     except TinyHilError as exc:
         print(f"tinyhil {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
