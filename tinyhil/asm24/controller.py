@@ -38,7 +38,7 @@ from tinyhil.spec.asm24 import (
     Xdata,
     config_address,
 )
-from tinyhil.usb.bridge_io import MAX_TIMEOUT_MS, BridgeIO, check_timeout_ms
+from tinyhil.usb.bridge_io import BridgeIO, check_timeout_ms
 
 __all__ = ["Asm24Controller"]
 
@@ -134,11 +134,7 @@ def _plan_write(lane: int, size: int, stream_chunk_bytes: int) -> tuple[_WriteSt
 def _timeout_ms(timeout: object, wire_bytes: int) -> int:
     """The bulk timeout of an SRAM transfer: the caller's, checked before the first request goes out, or the default
     for ``wire_bytes``."""
-    if timeout is None:
-        return _bulk_timeout_ms(wire_bytes)
-    if type(timeout) is int and 1 <= timeout <= MAX_TIMEOUT_MS:
-        return timeout
-    return check_timeout_ms(timeout)
+    return _bulk_timeout_ms(wire_bytes) if timeout is None else check_timeout_ms(timeout)
 
 
 def _check_seconds(name: str, value: object, *, minimum: float, inclusive: bool = True) -> float:
@@ -231,7 +227,7 @@ class Asm24Controller:
 
         Raises:
             InvalidArgument: empty ``buf``, an image that does not fit the SRAM from ``slot_start``, or a ``timeout``
-                that is not an int of milliseconds in ``1..MAX_TIMEOUT_MS``: each before the arm goes out.
+                that is not an int of milliseconds in ``1..tinyhil.usb.MAX_TIMEOUT_MS``: each before the arm goes out.
         """
         view = as_readonly_bytes("buf", buf)
         if not len(view):

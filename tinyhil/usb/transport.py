@@ -163,8 +163,7 @@ class Usb3Transport:
         if self._state is not _OPEN:
             raise not_open(self, "bulk_write", self._state)
         view = _check_payload("payload", payload, allow_empty=False)
-        if type(timeout) is not int or not 1 <= timeout <= MAX_TIMEOUT_MS:
-            check_timeout_ms(timeout)
+        check_timeout_ms(timeout)
         sent = self._handle.bulkWrite(BULK_OUT_EP, view, timeout)
         if sent != len(view):
             raise ShortTransfer("bulk_write", f"bulk OUT to {BULK_OUT_EP:#04x}", len(view), sent)
@@ -180,8 +179,7 @@ class Usb3Transport:
             raise not_open(self, "bulk_read", self._state)
         if type(length) is not int or length < 1:
             check_int("length", length, min_value=1)
-        if type(timeout) is not int or not 1 <= timeout <= MAX_TIMEOUT_MS:
-            check_timeout_ms(timeout)
+        check_timeout_ms(timeout)
         data = self._handle.bulkRead(BULK_IN_EP, length, timeout)
         if len(data) != length:
             raise ShortTransfer("bulk_read", f"bulk IN from {BULK_IN_EP:#04x}", length, len(data))
@@ -203,8 +201,7 @@ class Usb3Transport:
         view = as_writable_bytes("buffer", buffer)
         if not len(view):
             raise InvalidArgument("buffer of 0 bytes, expected at least 1 byte")
-        if type(timeout) is not int or not 1 <= timeout <= MAX_TIMEOUT_MS:
-            check_timeout_ms(timeout)
+        check_timeout_ms(timeout)
         self._pool.wait(self._pool.submit_bulk(BULK_IN_EP, view, (buffer, view), timeout))
 
     # --- asynchronous ---
@@ -221,8 +218,7 @@ class Usb3Transport:
         if self._state is not _OPEN:
             raise not_open(self, "bulk_write_async", self._state)
         view = _check_payload("payload", payload, allow_empty=False)
-        if type(timeout) is not int or not 1 <= timeout <= MAX_TIMEOUT_MS:
-            check_timeout_ms(timeout)
+        check_timeout_ms(timeout)
         return self._pool.submit_bulk(BULK_OUT_EP, view, (payload, view), timeout)
 
     def control_write_async(
