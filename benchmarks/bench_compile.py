@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 
 from tinyhil.compiler import HostCCompiler
-from tinyhil.pool import compile_many, get_pool, shutdown_pool
+from tinyhil.process_pool import compile_many, get_pool, shutdown_pool
 from tinyhil.qemu import QemuCompiler, shutdown_servers
 from tinyhil.qemu.toolchains import qemucc_compiler, qemucc_unavailable_reason
 

@@ -1,7 +1,7 @@
-"""``Asm24Controller.scsi_write`` through MockUSB3 versus a plain numpy copy of the same bytes, side by side.
+"""``Asm2464Controller.scsi_write`` through MockUSB3 versus a plain numpy copy of the same bytes, side by side.
 
 Sync mode: 256 KB wire images go into alternating SRAM windows (``slot_start`` 0 and 16) through the whole driver
-path (the ASM24 client, the USB3 transport, the emulated usb1 handle, the bridge emulator); the baseline copies
+path (the ASM2464 client, the USB3 transport, the emulated usb1 handle, the bridge emulator); the baseline copies
 the same images into a 512 KB numpy array the same way. Prints the throughput ratio (mock / copy). Issue 3
 requires >= 0.4 over 64 MB.
 
@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from tinyhil.asm24 import Asm24Controller
+from tinyhil.asm2464 import Asm2464Controller
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.mocks.usb3 import MockUSB3
-from tinyhil.spec.asm24 import WINDOW_BYTES, WINDOW_SLOTS
+from tinyhil.spec.asm2464 import WINDOW_BYTES, WINDOW_SLOTS
 
 REQUIRED_RATIO = 0.4
 
@@ -43,7 +43,7 @@ bench_copy = _windows.bench_copy
 def bench_mock(images: list[bytes]) -> float:
     """Seconds to ``scsi_write`` every image into alternating windows through MockUSB3."""
     with MockUSB3(function=PlainEndpoint(vram_bytes=1 << 20)) as usb:
-        controller = Asm24Controller(usb)
+        controller = Asm2464Controller(usb)
         start = time.perf_counter()
         for seq, image in enumerate(images):
             controller.scsi_write(image, (seq & 1) * WINDOW_SLOTS)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tinyhil.amd import AmdQueue, sdma_const_fill, sdma_copy_linear, sdma_fence
+from tinyhil.amdgpu import AmdQueue, sdma_const_fill, sdma_copy_linear, sdma_fence
 from tinyhil.emulators.amdgpu import AmdGpu, QueueKind
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.mocks.amdgpu import DirectQueueTransport

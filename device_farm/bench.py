@@ -18,11 +18,11 @@ import numpy as np
 
 from tinyhil._check import check_int
 from tinyhil.allocator import OutOfMemory
+from tinyhil.device import Buffer, Device
 from tinyhil.emulators.timing import TimingModel
 from tinyhil.errors import DeviceError, InvalidArgument
 from tinyhil.profile import ProfileRangeEvent
 from tinyhil.registry import default_registry
-from tinyhil.runtime import Buffer, Device
 from tinyhil.spec.copyin import HARDWARE_COPYIN_MBPS
 
 __all__ = [

@@ -16,7 +16,7 @@ from enum import Enum
 
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.asm24 import CplStatus, RetStatus
+from tinyhil.spec.asm2464 import CplStatus, RetStatus
 
 __all__ = ["Fault", "FaultKind", "FaultPlan", "FaultRule", "Operation", "Transfer"]
 

@@ -35,7 +35,7 @@ from typing import ClassVar, Final
 
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.asm24 import STREAM_PACKET_BYTES_USB3
+from tinyhil.spec.asm2464 import STREAM_PACKET_BYTES_USB3
 
 __all__ = ["DEFAULT_PRESET", "TIMING_PRESETS", "TimingModel"]
 

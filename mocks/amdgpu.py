@@ -1,7 +1,7 @@
-"""``DirectQueueTransport``: the queue seam (:class:`~tinyhil.amd.queue.QueueTransport`) onto an emulated GPU itself.
+"""``DirectQueueTransport``: the queue seam (:class:`~tinyhil.amdgpu.queue.QueueTransport`) onto an emulated GPU itself.
 
-The third way a reference :class:`~tinyhil.amd.queue.AmdQueue` reaches a GPU, beside BAR writes over USB
-(:class:`~tinyhil.amd.usb_gpu.UsbGpu`) and mmaps on the KFD path: no bridge and no kernel driver in between, for
+The third way a reference :class:`~tinyhil.amdgpu.queue.AmdQueue` reaches a GPU, beside BAR writes over USB
+(:class:`~tinyhil.usbgpu.usb_gpu.UsbGpu`) and mmaps on the KFD path: no bridge and no kernel driver in between, for
 engine-level tests and benchmarks::
 
     gpu = AmdGpu(EventKernel())

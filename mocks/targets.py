@@ -1,6 +1,6 @@
 """The emulated device targets, registered through the ``tinyhil.targets`` entry point.
 
-- ``MOCKUSB+AMD[:renderer[:arch]]``: the USB device runtime (:class:`~tinyhil.usbgpu.runtime.UsbAmdDevice`, the same
+- ``MOCKUSB+AMD[:renderer[:arch]]``: the USB device runtime (:class:`~tinyhil.usbgpu.amd_device.UsbAmdDevice`, the same
   code as ``USB+AMD``) over :class:`~tinyhil.mocks.usb3.MockUSB3`: an emulated ASM2464 with an emulated AMD GPU of
   the arch behind it. Options: ``mode`` (``sync``/``timed``), ``revision`` (the copyin protocol revision),
   ``quirks``, ``faults``, ``seed``, ``timing``. :func:`open_mock_usb3` opens the bridge level alone.
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from tinyhil._check import check_int
 from tinyhil.compiler import AMD_RENDERERS
+from tinyhil.device import Device
 from tinyhil.errors import InvalidArgument
 from tinyhil.registry import Target, default_registry, target
-from tinyhil.runtime import Device
 
 if TYPE_CHECKING:  # imported when opened: loading the registry's entry points stays light
     from tinyhil.mocks.usb3 import MockUSB3
@@ -78,7 +78,7 @@ def mock_usb_amd(resolved: Target, *, revision: str = "pipelined", **options: An
     """
     from tinyhil.compiler import HostCCompiler
     from tinyhil.mocks.usb3 import MockUSB3
-    from tinyhil.usbgpu.runtime import UsbAmdDevice
+    from tinyhil.usbgpu.amd_device import UsbAmdDevice
 
     usb = MockUSB3(gfx_target_version=GFX_TARGET_VERSIONS[resolved.arch or AMD_ARCHS[0]], **options)
     return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=revision, on_close=usb.close)
@@ -114,7 +114,7 @@ def mock_kfd_amd(resolved: Target, *, gpus: int | None = None, vram_bytes: int =
     if index >= count:
         raise InvalidArgument(f"{resolved.name}: GPU index {index}, expected < gpus={count}")
     from tinyhil.compiler import HostCCompiler
-    from tinyhil.kfd.runtime import KfdAmdDevice
+    from tinyhil.kfd.amd_device import KfdAmdDevice
     from tinyhil.mocks.kfd import MockKFD
 
     mock = MockKFD(gpus=count, arch=resolved.arch or AMD_ARCHS[0], vram_bytes=vram_bytes)

@@ -6,7 +6,7 @@ configuration 1, interface 0), over the emulated ``usb1`` stack of :mod:`tinyhil
 against the transport runs unchanged on both::
 
     with MockUSB3() as usb:                              # fresh board, sync mode, default quirks, seed 0
-        Asm24Controller(usb).xdata_write(0x5000, b"hi")
+        Asm2464Controller(usb).xdata_write(0x5000, b"hi")
         usb.bridge.memory                                # the emulator behind it, for assertions
         usb.gpu                                          # the emulated AMD GPU at 4:00.0 behind the bridges
 
@@ -28,7 +28,7 @@ from tinyhil.emulators.amdgpu import DEFAULT_GFX_TARGET_VERSION, AmdGpu, AmdGpuF
 from tinyhil.emulators.asm2464 import Asm2464, Quirks
 from tinyhil.emulators.faults import FaultPlan
 from tinyhil.emulators.kernel import EventKernel
-from tinyhil.emulators.pcie.protocols import PcieFunction
+from tinyhil.emulators.pcie.function import PcieFunction
 from tinyhil.emulators.timing import DEFAULT_PRESET, TimingModel
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.mocks.usb.context import EmulatedUsbContext, TransferMode

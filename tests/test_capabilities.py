@@ -11,9 +11,9 @@ import pytest
 
 from tinyhil import InvalidArgument, TargetRegistry, default_registry, target
 from tinyhil.capabilities import CAPABILITIES, check_capabilities, known_capabilities
+from tinyhil.device import RUNTIME_CAPABILITIES, Device
 from tinyhil.null_device import NullDevice
 from tinyhil.registry import Target
-from tinyhil.runtime import RUNTIME_CAPABILITIES, Device
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER_SOURCES = sorted([*(ROOT / "fixtures" / "suite").glob("*.py"), *(ROOT / "tests").rglob("*.py")])

@@ -92,3 +92,34 @@ def test_the_walker_sees_relative_and_nested_imports() -> None:
     assert _module_name(ROOT / "emulators" / "__init__.py") == "tinyhil.emulators"
     source = "def f():\n    from ..mocks import usb3\n    import time\n"
     assert {"tinyhil.mocks", "tinyhil.mocks.usb3", "time"} <= _imports_of(source, "tinyhil.emulators")
+
+
+def _seam_table() -> list[tuple[list[str], Path]]:
+    """The README's seam table: (protocol names, module path) per row."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("Each seam's `Protocol` lives in a module named after the seam:", 1)[1].split("\n\n", 2)[1]
+    rows: list[tuple[list[str], Path]] = []
+    for line in table.splitlines()[2:]:
+        seam, module = line.split("|")[1:3]
+        names = [part.split("`")[0] for part in seam.split("(`", 1)[1].split("`, `")]
+        rows.append((names, ROOT / module.strip().strip("`")))
+    return rows
+
+
+def test_every_seam_protocol_lives_in_the_module_the_readme_names() -> None:
+    rows = _seam_table()
+    assert len(rows) >= 9
+    for names, module in rows:
+        tree = ast.parse(module.read_text())
+        protocols = {
+            node.name
+            for node in tree.body
+            if isinstance(node, ast.ClassDef) and any(ast.unparse(base).endswith("Protocol") for base in node.bases)
+        }
+        assert set(names) <= protocols, f"{module.relative_to(ROOT)} defines {sorted(protocols)}, README says {names}"
+
+
+def test_no_core_module_shares_a_name_with_an_unrelated_one() -> None:
+    """The generic names the layout retired stay retired (``qemu/protocol.py`` is a wire protocol, not a seam)."""
+    names = {p.name for folder in PACKAGE_DIRS.values() for p in _sources(folder)}
+    assert not names & {"runtime.py", "pool.py", "seam.py", "protocols.py", "port.py"}

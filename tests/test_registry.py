@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from tinyhil import InvalidArgument, TargetRegistry, TargetUnavailable, default_registry, open_target, target
+from tinyhil.device import Device
 from tinyhil.null_device import NullDevice
 from tinyhil.registry import split_selectors
-from tinyhil.runtime import Device
 
 REQUIRED_TARGETS = {"NULL", "MOCKUSB+AMD", "MOCKKFD+AMD", "USB+AMD", "KFD+AMD"}
 

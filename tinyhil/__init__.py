@@ -13,6 +13,7 @@ plugin and the portable HIL suite).
 
 from __future__ import annotations
 
+from tinyhil.device import Buffer, Device, DeviceBase, Program
 from tinyhil.errors import (
     CapabilityMissing,
     CompileError,
@@ -24,7 +25,6 @@ from tinyhil.errors import (
     TinyHilError,
 )
 from tinyhil.registry import Target, TargetDef, TargetRegistry, default_registry, open_target, target
-from tinyhil.runtime import Buffer, Device, DeviceBase, Program
 from tinyhil.target import GRAMMAR, TargetString, parse_target
 
 __version__ = "0.1.0"

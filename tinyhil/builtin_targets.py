@@ -11,10 +11,11 @@ from typing import Any, Final
 
 from tinyhil.cache import ArtifactError
 from tinyhil.compiler import AMD_RENDERERS, HOST_CC_RENDERERS, HostCCompiler
+from tinyhil.device import Device
 from tinyhil.errors import TargetUnavailable
 from tinyhil.fileio import FileIO, RealFileIO
+from tinyhil.kfd.amd_device import KfdAmdDevice
 from tinyhil.kfd.kernel_abi import KFD_DEVICE_PATH
-from tinyhil.kfd.runtime import KfdAmdDevice
 from tinyhil.null_device import NullDevice
 from tinyhil.qemu.toolchains import (
     qcomcl_compiler,
@@ -23,7 +24,6 @@ from tinyhil.qemu.toolchains import (
     qemucc_unavailable_reason,
 )
 from tinyhil.registry import Target, target
-from tinyhil.runtime import Device
 from tinyhil.usb.backend import open_usb3, probe_usb3
 from tinyhil.usb.errors import BridgeUnavailable
 
@@ -83,7 +83,7 @@ def null_qcomcl_a630(resolved: Target, *, allow_copyout: bool = False) -> Device
 # Until the emulated GPU speaks gfx1100's real register interface (shared/spec/amdgpu-registers.md), the USB-path
 # GPU driver programs the emulator's own BAR5 layout, which no real AMD GPU has: it cannot bring up a board.
 NO_REAL_GPU_BRINGUP_REASON: Final = (
-    "an ASM2464 bridge is attached, but bringing up a real AMD GPU over it is not implemented: tinyhil.amd.UsbGpu "
+    "an ASM2464 bridge is attached, but bringing up a real AMD GPU over it is not implemented: tinyhil.amdgpu.UsbGpu "
     "programs the emulator's own BAR5 queue registers, not the real gfx1100 register interface (see "
     "docs/fidelity.md); the bridge itself works through tinyhil.usb.open_usb3()"
 )
@@ -119,7 +119,7 @@ def amd_usb(resolved: Target, *, serial: str | None = None, revision: str = "pip
     Raises:
         TargetUnavailable: no usable bridge (libusb missing, none attached, wrong firmware).
     """
-    from tinyhil.usbgpu.runtime import UsbAmdDevice
+    from tinyhil.usbgpu.amd_device import UsbAmdDevice
 
     try:
         transport = open_usb3(serial)

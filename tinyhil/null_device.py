@@ -15,8 +15,8 @@ import numpy as np
 
 from tinyhil.allocator import RangeAllocator
 from tinyhil.compiler import Compiler
+from tinyhil.device import Buffer, DeviceBase, Dim3, KernelArg, Program
 from tinyhil.errors import CapabilityMissing
-from tinyhil.runtime import Buffer, DeviceBase, Dim3, KernelArg, Program
 
 __all__ = ["NULL_ADDRESS_SPACE_BYTES", "NULL_EXEC_DURATION_NS", "NULL_OP_DURATION_NS", "NullDevice"]
 

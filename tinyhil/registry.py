@@ -18,8 +18,8 @@ from importlib.metadata import entry_points
 from types import ModuleType
 from typing import Any, Final
 
+from tinyhil.device import Device
 from tinyhil.errors import InvalidArgument, TargetUnavailable, TinyHilError
-from tinyhil.runtime import Device
 from tinyhil.target import GRAMMAR, TargetString, parse_target
 
 __all__ = [

@@ -13,12 +13,13 @@ from .engine import EngineServices, Interrupt, InterruptKind, QueueConfig, RingE
 from .errors import GpuMemoryFault, GpuQueueError, KernelError
 from .executor import HostNativeExecutor, KernelExecutor, KernelMemory, Launch
 from .gpu import AmdGpu
-from .memory import GpuMemory, HostSpan, Mapping, SystemBus
+from .memory import GpuMemory, HostSpan, Mapping
 from .pcie import DEFAULT_GFX_TARGET_VERSION, DEVICE_IDS, AmdGpuFunction
 from .pm4 import Pm4Engine
 from .queues import Queue
 from .registers import RegisterBlock
 from .sdma import SdmaEngine
+from .system_bus import SystemBus
 from .timing import DEFAULT_TIMING, GpuTiming
 
 __all__ = [

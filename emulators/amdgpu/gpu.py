@@ -22,11 +22,12 @@ from tinyhil.spec.amdgpu import (
 from ..kernel import EventKernel, VirtualTimeout
 from .engine import EngineServices, Interrupt, QueueConfig, RingEngine
 from .executor import HostNativeExecutor, KernelExecutor
-from .memory import GpuMemory, SystemBus
+from .memory import GpuMemory
 from .pm4 import Pm4Engine
 from .queues import Queue
 from .registers import RegisterBlock
 from .sdma import SdmaEngine
+from .system_bus import SystemBus
 from .timing import DEFAULT_TIMING, GpuTiming
 
 __all__ = ["AmdGpu"]

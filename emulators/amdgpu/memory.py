@@ -7,7 +7,7 @@ import mmap
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Protocol, runtime_checkable
+from typing import Final
 
 import numpy as np
 
@@ -16,8 +16,9 @@ from tinyhil.errors import InvalidArgument, TinyHilError
 from tinyhil.spec.amdgpu import GPU_VA_LIMIT, PAGE_BYTES, SYS_APERTURE, SYS_APERTURE_END
 
 from .errors import GpuMemoryFault
+from .system_bus import SystemBus
 
-__all__ = ["GpuMemory", "HostSpan", "Mapping", "SystemBus"]
+__all__ = ["GpuMemory", "HostSpan", "Mapping"]
 
 # Linux MAP_NORESERVE (Python 3.11's mmap module lacks the name): VRAM larger than RAM + swap still maps.
 _MAP_NORESERVE: Final = 0x4000 if sys.platform.startswith("linux") else 0
@@ -26,19 +27,6 @@ _BUS_ERRORS: Final = (TinyHilError, ValueError, LookupError)
 
 
 _VIEW_CACHE_ENTRIES: Final = 1024  # rings and pointers of every queue, with room to spare
-
-
-@runtime_checkable
-class SystemBus(Protocol):
-    """What the USB bridge offers the GPU: its SRAM and windows at their PCIe addresses.
-
-    ``dma_read`` returns exactly ``nbytes``; both raise ``ValueError``/``LookupError`` (or any ``TinyHilError``,
-    such as ``InvalidArgument``) for an address with nothing behind it, which the GPU reports as a memory fault.
-    """
-
-    def dma_read(self, pcie_addr: int, nbytes: int) -> bytes | memoryview: ...
-
-    def dma_write(self, pcie_addr: int, data: bytes | memoryview) -> None: ...
 
 
 @dataclass(frozen=True, slots=True, eq=False)

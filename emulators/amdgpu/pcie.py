@@ -3,7 +3,7 @@
 The GPU core (:class:`~tinyhil.emulators.amdgpu.gpu.AmdGpu`) knows nothing of PCIe: it has BARs as numbers, a
 :class:`~tinyhil.emulators.amdgpu.memory.SystemBus` for the system aperture and a wake-up for host writes. This
 module is the card around it: the config space the bring-up sizes and programs, and the plumbing that makes the
-bridge's :class:`~tinyhil.emulators.pcie.protocols.PcieHost` the GPU's system bus. The core stays reusable by the
+bridge's :class:`~tinyhil.emulators.pcie.function.PcieHost` the GPU's system bus. The core stays reusable by the
 KFD front door, which has no config space and no bridge.
 
 Usage (one event kernel for the bridge and the GPU)::
@@ -25,7 +25,7 @@ from tinyhil.spec.pci import CLASS_DISPLAY_VGA, VENDOR_ID_AMD
 
 from ..kernel import EventKernel
 from ..pcie.endpoint import gpu_bars
-from ..pcie.protocols import PcieHost, PcieUnsupportedRequest
+from ..pcie.function import PcieHost, PcieUnsupportedRequest
 from ..pcie.type0 import BarSpec, Type0Config
 from .executor import KernelExecutor
 from .gpu import AmdGpu

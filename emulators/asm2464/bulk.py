@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Final
 from tinyhil.emulators.asm2464.sram import Arm, ArmKind, Direction
 from tinyhil.emulators.asm2464.urb import Urb, UsbStatus
 from tinyhil.emulators.faults import FaultKind
-from tinyhil.spec.asm24 import BULK_IN_EP, BULK_OUT_EP
+from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP
 
 if TYPE_CHECKING:
     from tinyhil.emulators.asm2464.device import Asm2464

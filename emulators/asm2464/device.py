@@ -21,11 +21,11 @@ from tinyhil.emulators.asm2464.urb import Urb
 from tinyhil.emulators.faults import Fault, FaultPlan, Operation
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.emulators.pcie.endpoint import PlainEndpoint
-from tinyhil.emulators.pcie.protocols import PcieFunction, PcieUnsupportedRequest
+from tinyhil.emulators.pcie.function import PcieFunction, PcieUnsupportedRequest
 from tinyhil.emulators.pcie.topology import PcieTopology
 from tinyhil.emulators.timing import DEFAULT_PRESET, TimingModel
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.asm24 import (
+from tinyhil.spec.asm2464 import (
     BRIDGE_VID_PIDS,
     CPL_RELEASE_OFFSET,
     PCIE_CQ_WINDOW,
@@ -77,7 +77,7 @@ class Asm2464:
     Vendor requests (bmRequestType 0x40 OUT / 0xC0 IN): 0xE4 IN read XDATA, 0xE5 OUT write one XDATA byte, 0xF0
     OUT issue a TLP / arm a stream, 0xF0 IN the last completion, 0xF2 OUT arm the SRAM engine, 0xF3 OUT PCIe power.
     A rejected request stalls and leaves :meth:`state_digest` unchanged. The board implements
-    :class:`~tinyhil.emulators.pcie.protocols.PcieHost` for the function behind it.
+    :class:`~tinyhil.emulators.pcie.function.PcieHost` for the function behind it.
     """
 
     def __init__(

@@ -8,7 +8,7 @@ from tinyhil.emulators.asm2464.errors import UsbStall
 from tinyhil.emulators.asm2464.memory import BridgeMemory
 from tinyhil.emulators.asm2464.quirks import Quirks
 from tinyhil.emulators.kernel import EventHandle, EventKernel
-from tinyhil.spec.asm24 import LTSSM_L0, PCIE_POWER_ON, Request, Xdata
+from tinyhil.spec.asm2464 import LTSSM_L0, PCIE_POWER_ON, Request, Xdata
 
 __all__ = ["LinkControl"]
 

@@ -7,7 +7,7 @@ from typing import Final
 import numpy as np
 
 from tinyhil._check import check_int, check_range
-from tinyhil.spec.asm24 import (
+from tinyhil.spec.asm2464 import (
     ADMIN_WINDOW_BYTES,
     CQ_WINDOW_BYTES,
     PCIE_ADMIN_WINDOW,

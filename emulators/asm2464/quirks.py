@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.asm24 import STREAM_WEDGE_BYTES
+from tinyhil.spec.asm2464 import STREAM_WEDGE_BYTES
 
 __all__ = ["Quirks", "UnknownRequests"]
 

@@ -12,7 +12,7 @@ import numpy as np
 from tinyhil.emulators.asm2464.errors import UsbStall
 from tinyhil.emulators.asm2464.memory import BridgeMemory
 from tinyhil.emulators.asm2464.quirks import Quirks
-from tinyhil.spec.asm24 import (
+from tinyhil.spec.asm2464 import (
     ARM_DIRECTION_IN,
     ARM_SECTORS_MASK,
     PCIE_SRAM_BASE,

@@ -13,7 +13,7 @@ from tinyhil.emulators.asm2464.quirks import Quirks
 from tinyhil.emulators.asm2464.sram import Arm, Direction, SramEngine
 from tinyhil.emulators.faults import Fault, FaultKind
 from tinyhil.emulators.pcie.topology import PcieTopology
-from tinyhil.spec.asm24 import CONFIG_REG_MASK, CplStatus, FmtType, Request, RetStatus, TlpMode, Xdata
+from tinyhil.spec.asm2464 import CONFIG_REG_MASK, CplStatus, FmtType, Request, RetStatus, TlpMode, Xdata
 
 __all__ = ["TlpEngine"]
 

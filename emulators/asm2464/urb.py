@@ -11,7 +11,7 @@ from tinyhil.emulators.asm2464.errors import UsbError, UsbNoDevice, UsbStall, Us
 from tinyhil.emulators.asm2464.sram import Arm
 from tinyhil.emulators.faults import Fault
 from tinyhil.emulators.kernel import EventHandle
-from tinyhil.spec.asm24 import BULK_IN_EP
+from tinyhil.spec.asm2464 import BULK_IN_EP
 
 __all__ = ["Urb", "UsbStatus"]
 

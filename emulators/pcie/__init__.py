@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tinyhil.emulators.pcie.config import ConfigSpace
 from tinyhil.emulators.pcie.endpoint import PlainEndpoint
-from tinyhil.emulators.pcie.protocols import PcieFunction, PcieHost, PcieUnsupportedRequest
+from tinyhil.emulators.pcie.function import PcieFunction, PcieHost, PcieUnsupportedRequest
 from tinyhil.emulators.pcie.topology import ConfigTarget, PcieTopology
 from tinyhil.emulators.pcie.type0 import BarSpec, Type0Config
 from tinyhil.emulators.pcie.type1 import Type1Config

@@ -9,7 +9,7 @@ from typing import Final
 import numpy as np
 
 from tinyhil._check import check_int, check_range
-from tinyhil.emulators.pcie.protocols import PcieHost
+from tinyhil.emulators.pcie.function import PcieHost
 from tinyhil.emulators.pcie.type0 import BarSpec, Type0Config
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.spec.amdgpu import DOORBELL_BAR_BYTES, REGS_BAR_BYTES, Bar

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from tinyhil.emulators.pcie.config import new_generation
-from tinyhil.emulators.pcie.protocols import PcieFunction
+from tinyhil.emulators.pcie.function import PcieFunction
 from tinyhil.emulators.pcie.type1 import Type1Config
-from tinyhil.spec.asm24 import GPU_BUS
+from tinyhil.spec.asm2464 import GPU_BUS
 from tinyhil.spec.pci import Command
 
 __all__ = ["ConfigTarget", "PcieTopology"]

@@ -19,7 +19,7 @@ from typing import Final
 from tinyhil._check import check_int
 from tinyhil.emulators.pcie.config import ConfigSpace
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.asm24 import RESIZABLE_BAR_CAP_OFFSET
+from tinyhil.spec.asm2464 import RESIZABLE_BAR_CAP_OFFSET
 from tinyhil.spec.pci import (
     BAR_COUNT_TYPE0,
     EXT_CAP_ID_REBAR,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tinyhil.mocks.kfd.device import DEFAULT_GTT_LIMIT_BYTES, MockKFD
 from tinyhil.mocks.kfd.fileio import MockFileIO
-from tinyhil.mocks.kfd.port import GpuPort, Interrupt, InterruptKind, QueueKind
+from tinyhil.mocks.kfd.gpu_port import GpuPort, Interrupt, InterruptKind, QueueKind
 from tinyhil.mocks.kfd.topology import GPU_MODELS, GpuModel
 
 __all__ = [

@@ -23,8 +23,8 @@ from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.mocks.kfd.dispatch import IoctlDispatcher
 from tinyhil.mocks.kfd.events import EventIoctls
 from tinyhil.mocks.kfd.fileio import MockFileIO
+from tinyhil.mocks.kfd.gpu_port import GpuPort
 from tinyhil.mocks.kfd.memory import MemoryIoctls
-from tinyhil.mocks.kfd.port import GpuPort
 from tinyhil.mocks.kfd.queues import QueueIoctls
 from tinyhil.mocks.kfd.state import GpuDevice, Process
 from tinyhil.mocks.kfd.topology import SysfsTree, gpu_identities, model_for

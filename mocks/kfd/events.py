@@ -35,7 +35,7 @@ from tinyhil.kfd.kernel_abi import (
     handle_idr,
 )
 from tinyhil.mocks.kfd._errno import LOG, fail
-from tinyhil.mocks.kfd.port import InterruptKind
+from tinyhil.mocks.kfd.gpu_port import InterruptKind
 from tinyhil.mocks.kfd.state import Event, GpuDevice, MemKind, Waiter, lowest_free
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from tinyhil.kfd.kernel_abi import (
     kfd_mmap_gpu_id,
 )
 from tinyhil.mocks.kfd._errno import ENOTSUPP, LOG, fail
-from tinyhil.mocks.kfd.port import QueueKind
+from tinyhil.mocks.kfd.gpu_port import QueueKind
 from tinyhil.mocks.kfd.state import GpuDevice, ProcessDevice, Queue, lowest_free
 
 if TYPE_CHECKING:

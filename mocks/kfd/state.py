@@ -14,7 +14,7 @@ from typing import Any, Final
 
 from tinyhil.allocator import RangeAllocator
 from tinyhil.kfd.kernel_abi import KFD_DOORBELL_PROCESS_SLICE_BYTES, PAGE_SIZE
-from tinyhil.mocks.kfd.port import GpuPort, QueueKind
+from tinyhil.mocks.kfd.gpu_port import GpuPort, QueueKind
 from tinyhil.mocks.kfd.topology import GpuIdentity, GpuModel
 
 __all__ = [

@@ -37,7 +37,7 @@ import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 
 from tinyhil.emulators.asm2464 import UNBOUNDED_WAIT_NS, WAIT_CAP_NS
 from tinyhil.mocks.usb._errors import invalid_param
-from tinyhil.spec.asm24 import BULK_IN_EP, BULK_OUT_EP
+from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP
 
 __all__ = [
     "BULK_ENDPOINTS",

@@ -8,7 +8,7 @@ from hypothesis import given
 from tinyhil.emulators.faults import Fault, FaultKind, FaultPlan, FaultRule, Operation, Transfer
 from tinyhil.errors import InvalidArgument
 from tinyhil.fixtures.strategies import fault_plans
-from tinyhil.spec.asm24 import CplStatus, RetStatus
+from tinyhil.spec.asm2464 import CplStatus, RetStatus
 
 
 @given(fault_plans())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tinyhil import InvalidArgument, default_registry, open_target
-from tinyhil.asm24 import Asm24Controller, pcie_bringup
+from tinyhil.asm2464 import Asm2464Controller, pcie_bringup
 from tinyhil.emulators.asm2464 import Quirks
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.mocks.targets import GFX_TARGET_VERSIONS, MOCKUSB_BRIDGE_CAPABILITIES, MOCKUSB_CAPABILITIES, open_mock_usb3
@@ -44,7 +44,7 @@ def test_open_mock_usb3_gives_a_working_bridge(given: str) -> None:
     target = default_registry().resolve("MOCKUSB+AMD") if given == "resolved" else given
     with open_mock_usb3(target, function=PlainEndpoint(vram_bytes=1 << 20), quirks=Quirks()) as usb:
         assert isinstance(usb, MockUSB3)
-        controller = Asm24Controller(usb, retry_delay_s=0)
+        controller = Asm2464Controller(usb, retry_delay_s=0)
         controller.xdata_write(0x5000, b"ok")
         assert controller.xdata_read(0x5000, 2) == b"ok"
         assert pcie_bringup(controller).vendor_id == 0x1002

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tinyhil.asm24 import Asm24Controller
+from tinyhil.asm2464 import Asm2464Controller
 from tinyhil.emulators.asm2464 import Asm2464, Quirks
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.mocks.usb3 import MockUSB3
@@ -18,7 +18,7 @@ def test_defaults_open_a_fresh_sync_board_that_is_a_usb3_transport() -> None:
     with MockUSB3() as usb:
         assert isinstance(usb, Usb3Transport)
         assert usb.mode.value == "sync"
-        Asm24Controller(usb).xdata_write(0x5000, b"\x12\x34")
+        Asm2464Controller(usb).xdata_write(0x5000, b"\x12\x34")
         assert bytes(usb.bridge.memory.xdata[0x5000:0x5002]) == b"\x12\x34"
         assert usb.kernel is usb.bridge.kernel
     with pytest.raises(StateError):
@@ -49,7 +49,7 @@ def test_a_bulk_in_into_a_callers_buffer_lands_in_place(mode: str) -> None:
     with MockUSB3(mode=mode) as usb:
         sram = usb.bridge.memory.sram
         sram[:4096] = np.arange(4096, dtype=np.uint32).astype(np.uint8)
-        controller = Asm24Controller(usb)
+        controller = Asm2464Controller(usb)
 
         def read_released(into: Any) -> None:
             controller.scsi_read_arm(len(into))

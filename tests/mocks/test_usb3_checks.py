@@ -1,4 +1,4 @@
-"""Issue 3's checks end to end: the ASM24 client over MockUSB3 (the real transport, the emulated usb1 stack, the
+"""Issue 3's checks end to end: the ASM2464 client over MockUSB3 (the real transport, the emulated usb1 stack, the
 bridge emulator), one test per check; each fails if the behaviour it names breaks."""
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import usb1
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tinyhil.asm24 import Asm24Controller, PcieError, SramArm, pcie_bringup
+from tinyhil.asm2464 import Asm2464Controller, PcieError, SramArm, pcie_bringup
 from tinyhil.emulators.asm2464 import Quirks
 from tinyhil.emulators.faults import Fault, FaultKind, FaultPlan, Operation, Transfer
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.errors import InvalidArgument
 from tinyhil.fixtures.strategies import fault_plans
 from tinyhil.mocks.usb3 import MockUSB3
-from tinyhil.spec.asm24 import (
+from tinyhil.spec.asm2464 import (
     BULK_OUT_EP,
     PCIE_SRAM_BASE,
     SECTOR_BYTES,
@@ -53,8 +53,8 @@ def usb() -> Iterator[MockUSB3]:
 
 
 @pytest.fixture
-def ctrl(usb: MockUSB3) -> Asm24Controller:
-    return Asm24Controller(usb, retry_delay_s=0)
+def ctrl(usb: MockUSB3) -> Asm2464Controller:
+    return Asm2464Controller(usb, retry_delay_s=0)
 
 
 def pattern(nbytes: int, seed: int = 0) -> bytes:
@@ -75,7 +75,7 @@ def count_calls(monkeypatch: pytest.MonkeyPatch, usb: MockUSB3, name: str) -> li
 
 
 # --- XDATA ---
-def test_xdata_write_read_round_trip(ctrl: Asm24Controller, usb: MockUSB3) -> None:
+def test_xdata_write_read_round_trip(ctrl: Asm2464Controller, usb: MockUSB3) -> None:
     data = pattern(37, seed=1)
     ctrl.xdata_write(0x5000, data)
     assert ctrl.xdata_read(0x5000, len(data)) == data
@@ -84,7 +84,7 @@ def test_xdata_write_read_round_trip(ctrl: Asm24Controller, usb: MockUSB3) -> No
 
 
 def test_xdata_reads_beyond_the_request_maximum_are_chunked(
-    ctrl: Asm24Controller, usb: MockUSB3, monkeypatch: pytest.MonkeyPatch
+    ctrl: Asm2464Controller, usb: MockUSB3, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = pattern(3 * XDATA_READ_MAX_USB3 + 100, seed=2)
     usb.bridge.write_xdata(0x4000, data)
@@ -98,13 +98,13 @@ def test_usb2_boards_take_64_byte_xdata_reads_and_stall_on_larger_ones() -> None
     data = pattern(200, seed=3)
     with small_usb(usb3=False) as usb:
         usb.bridge.write_xdata(0x4000, data)
-        assert Asm24Controller(usb, usb2=True).xdata_read(0x4000, len(data)) == data
+        assert Asm2464Controller(usb, usb2=True).xdata_read(0x4000, len(data)) == data
         with pytest.raises(usb1.USBErrorPipe):
             usb.control_read(Request.XDATA_READ, XDATA_READ_MAX_USB2 + 1, 0x4000)
 
 
 # --- SRAM windows (0xF2) ---
-def test_scsi_write_lands_in_sram_and_reads_back_through_the_0x8000_window(ctrl: Asm24Controller) -> None:
+def test_scsi_write_lands_in_sram_and_reads_back_through_the_0x8000_window(ctrl: Asm2464Controller) -> None:
     data = pattern(SRAM_WINDOW_BYTES + 3 * SECTOR_BYTES + 7, seed=4)  # not sector aligned: padded on the wire
     arm = ctrl.scsi_write(data, slot_start=0)
     assert arm.sectors == 12 and arm.wire_bytes == 12 * SECTOR_BYTES
@@ -115,7 +115,7 @@ def test_scsi_write_lands_in_sram_and_reads_back_through_the_0x8000_window(ctrl:
 def test_scsi_write_lands_at_the_slot_s_pcie_address(slot_start: int) -> None:
     data = pattern(SLOT_BYTES + SECTOR_BYTES, seed=slot_start)  # spills one sector into the next slot
     with small_usb() as usb:
-        ctrl = Asm24Controller(usb, retry_delay_s=0)
+        ctrl = Asm2464Controller(usb, retry_delay_s=0)
         pcie_bringup(ctrl)  # the GPU reaches SRAM only with bus mastering on the path
         ctrl.scsi_write(data, slot_start=slot_start)
         base = PCIE_SRAM_BASE + slot_start * SLOT_BYTES
@@ -131,7 +131,7 @@ def test_scsi_write_lands_at_the_slot_s_pcie_address(slot_start: int) -> None:
 def test_full_window_corruption_switch(quirk: bool, slot_start: int) -> None:
     data = pattern(WINDOW_BYTES, seed=5)  # 16 slots: the whole window
     with small_usb(quirks=Quirks(full_window_corruption=quirk)) as usb:
-        arm = Asm24Controller(usb).scsi_write(data, slot_start=slot_start)
+        arm = Asm2464Controller(usb).scsi_write(data, slot_start=slot_start)
         assert arm.slot_count == WINDOW_SLOTS
         landed = usb.bridge.read_sram(slot_start * SLOT_BYTES, WINDOW_BYTES)
         assert landed[:-SECTOR_BYTES] == data[:-SECTOR_BYTES]
@@ -141,14 +141,14 @@ def test_full_window_corruption_switch(quirk: bool, slot_start: int) -> None:
 def test_full_window_corruption_spares_a_transfer_one_sector_short_of_the_window() -> None:
     data = pattern(WINDOW_BYTES - SECTOR_BYTES, seed=6)
     with small_usb(quirks=Quirks(full_window_corruption=True)) as usb:
-        Asm24Controller(usb).scsi_write(data)
+        Asm2464Controller(usb).scsi_write(data)
         assert usb.bridge.read_sram(0, len(data)) == data
 
 
 # --- PCIe bring-up ---
 def test_pcie_bringup_over_mockusb3_reads_vendor_0x1002_and_assigns_every_bar() -> None:
     with MockUSB3() as usb:  # the default function behind the bridges
-        ctrl = Asm24Controller(usb, retry_delay_s=0)
+        ctrl = Asm2464Controller(usb, retry_delay_s=0)
         topology = pcie_bringup(ctrl)
         config = usb.bridge.function.config
         assert topology.vendor_id == 0x1002 == ctrl.pcie_cfg_read(4, 0, 0, Config.VENDOR_ID, 2)
@@ -164,7 +164,7 @@ def test_pcie_bringup_over_mockusb3_reads_vendor_0x1002_and_assigns_every_bar() 
                 assert window is not None and bar.address in window and bar.end - 1 in window
 
 
-def test_after_bringup_memory_streams_reach_the_function_bars(ctrl: Asm24Controller, usb: MockUSB3) -> None:
+def test_after_bringup_memory_streams_reach_the_function_bars(ctrl: Asm2464Controller, usb: MockUSB3) -> None:
     topology = pcie_bringup(ctrl)
     vram = topology.bar(0).address
     data = pattern(3 * 1024 + 8, seed=7)
@@ -179,7 +179,7 @@ def test_a_stall_on_the_nth_bulk_raises_pipe_at_that_call_and_clear_halt_recover
     plan = FaultPlan.single(Operation.bulk_out(), nth, Fault.stall())
     chunks = [pattern(2 * SECTOR_BYTES, seed=i) for i in range(nth + 2)]
     with small_usb(faults=plan) as usb:
-        ctrl = Asm24Controller(usb)
+        ctrl = Asm2464Controller(usb)
         for call, chunk in enumerate(chunks[:nth], start=1):
             if call < nth:
                 ctrl.scsi_write(chunk)
@@ -207,7 +207,7 @@ _BULK_FAULT_ERRORS: dict[FaultKind, type[BaseException]] = {
 @given(plan=fault_plans(transfers=(Transfer.BULK_OUT,), max_rules=3, max_occurrence=4))
 def test_bulk_fault_plans_fail_exactly_the_planned_writes_and_clear_halt_recovers(plan: FaultPlan) -> None:
     with small_usb(faults=plan) as usb:
-        ctrl = Asm24Controller(usb)
+        ctrl = Asm2464Controller(usb)
         for attempt in range(1, 6):
             chunk = pattern(4 * SECTOR_BYTES, seed=attempt)
             fault = plan.fault_for(Operation.bulk_out(), attempt)
@@ -248,7 +248,7 @@ def test_timed_mode_catches_staging_buffer_reuse_before_reap(mode: str, lands: s
 
 
 # --- bad input over the transport ---
-def test_a_tlp_to_an_unmapped_address_raises_naming_ur(ctrl: Asm24Controller, usb: MockUSB3) -> None:
+def test_a_tlp_to_an_unmapped_address_raises_naming_ur(ctrl: Asm2464Controller, usb: MockUSB3) -> None:
     topology = pcie_bringup(ctrl)
     unmapped = max(bar.end for bar in topology.bars if not bar.is_64bit) + 0x1000_0000
     with pytest.raises(PcieError, match=r"\bUR\b") as info:
@@ -258,7 +258,7 @@ def test_a_tlp_to_an_unmapped_address_raises_naming_ur(ctrl: Asm24Controller, us
         ctrl.pcie_mem_read(unmapped, 64)
 
 
-def test_config_reads_beyond_unprogrammed_bridges_raise_naming_ur(ctrl: Asm24Controller) -> None:
+def test_config_reads_beyond_unprogrammed_bridges_raise_naming_ur(ctrl: Asm2464Controller) -> None:
     ctrl.set_pcie_power(True)
     ctrl.wait_pcie_link(1.0)
     with pytest.raises(PcieError, match=r"\bUR\b"):
@@ -285,7 +285,7 @@ def test_an_arm_that_overruns_sram_stalls_and_changes_nothing(usb: MockUSB3, wha
         usb.bulk_write(bytes(SECTOR_BYTES), timeout=10)
 
 
-def test_the_whole_sram_is_one_valid_arm(ctrl: Asm24Controller, usb: MockUSB3) -> None:
+def test_the_whole_sram_is_one_valid_arm(ctrl: Asm2464Controller, usb: MockUSB3) -> None:
     data = pattern(SLOTS * SLOT_BYTES, seed=10)
     ctrl.scsi_write(data)
     assert usb.bridge.read_sram(0, len(data)) == data

@@ -20,10 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tinyhil.amd import (
+from tinyhil.amdgpu import (
     AmdQueue,
     QueueStopped,
-    UsbGpu,
     pm4_launch,
     pm4_release_mem,
     sdma_const_fill,
@@ -33,7 +32,7 @@ from tinyhil.amd import (
     sdma_timestamp,
     sdma_write,
 )
-from tinyhil.asm24 import Asm24Controller
+from tinyhil.asm2464 import Asm2464Controller
 from tinyhil.compiler import HostCCompiler
 from tinyhil.emulators.amdgpu import AmdGpu, AmdGpuFunction
 from tinyhil.emulators.asm2464 import Asm2464
@@ -43,9 +42,10 @@ from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
 from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.spec.amdgpu import SYS_APERTURE, Bar, ErrorCode, QueueKind, QueueStatus
 from tinyhil.spec.amdgpu_sdma import SdmaOp
-from tinyhil.spec.asm24 import PCIE_SRAM_BASE, SLOT_BYTES
+from tinyhil.spec.asm2464 import PCIE_SRAM_BASE, SLOT_BYTES
 from tinyhil.spec.code_object import ArgKind, CodeObject, pack_code_object
 from tinyhil.spec.pci import Config
+from tinyhil.usbgpu import UsbGpu
 
 VRAM_BYTES = 64 << 20
 SDMA_RING, COMPUTE_RING, RING_BYTES = 0x100000, 0x110000, 0x10000
@@ -67,7 +67,7 @@ void vadd(uint64_t *args, const uint32_t group_id[3], const uint32_t group_size[
 @dataclass
 class Board:
     usb: MockUSB3
-    controller: Asm24Controller
+    controller: Asm2464Controller
     driver: UsbGpu
 
     @property
@@ -88,7 +88,7 @@ class Board:
 
 def _open(seed: int = 0, mode: str = "sync") -> Board:
     usb = MockUSB3(vram_bytes=VRAM_BYTES, seed=seed, mode=mode)
-    controller = Asm24Controller(usb)
+    controller = Asm2464Controller(usb)
     return Board(usb, controller, UsbGpu.bring_up(controller))
 
 

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import usb1
 
-from tinyhil.asm24 import Asm24Controller
+from tinyhil.asm2464 import Asm2464Controller
 from tinyhil.emulators.asm2464 import WAIT_CAP_NS
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.errors import InvalidArgument
 from tinyhil.mocks.usb3 import MockUSB3
-from tinyhil.spec.asm24 import SECTOR_BYTES, Request
+from tinyhil.spec.asm2464 import SECTOR_BYTES, Request
 from tinyhil.usb import MAX_TIMEOUT_MS
 
 BEYOND_CAP_MS = 3 * 3600 * 1000  # 3 h: inside libusb's 32 bits, beyond the 2-hour virtual wait cap
@@ -59,23 +59,23 @@ BAD_CALLS: list[tuple[str, Callable[[MockUSB3], Any], type[BaseException]]] = [
     ),
     ("transport bulk_write, timeout 3 h", lambda usb: usb.bulk_write(STALE, BEYOND_CAP_MS), InvalidArgument),
     ("transport bulk_write_async, 3 h", lambda usb: usb.bulk_write_async(STALE, BEYOND_CAP_MS), InvalidArgument),
-    ("scsi_write, timeout 1.5", lambda usb: Asm24Controller(usb).scsi_write(STALE, timeout=1.5), InvalidArgument),
+    ("scsi_write, timeout 1.5", lambda usb: Asm2464Controller(usb).scsi_write(STALE, timeout=1.5), InvalidArgument),
     (
         "scsi_write, timeout 3 h",
-        lambda usb: Asm24Controller(usb).scsi_write(STALE, timeout=BEYOND_CAP_MS),
+        lambda usb: Asm2464Controller(usb).scsi_write(STALE, timeout=BEYOND_CAP_MS),
         InvalidArgument,
     ),
-    ("scsi_read, timeout 1.5", lambda usb: Asm24Controller(usb).scsi_read(512, timeout=1.5), InvalidArgument),
+    ("scsi_read, timeout 1.5", lambda usb: Asm2464Controller(usb).scsi_read(512, timeout=1.5), InvalidArgument),
     (
         "scsi_read_into, timeout 0",
-        lambda usb: Asm24Controller(usb).scsi_read_into(bytearray(512), timeout=0),
+        lambda usb: Asm2464Controller(usb).scsi_read_into(bytearray(512), timeout=0),
         InvalidArgument,
     ),
-    ("pcie_mem_read of 1 << 40 bytes", lambda usb: Asm24Controller(usb).pcie_mem_read(0, 1 << 40), InvalidArgument),
-    ("pcie_mem_read of 1 << 62 bytes", lambda usb: Asm24Controller(usb).pcie_mem_read(0, 1 << 62), InvalidArgument),
+    ("pcie_mem_read of 1 << 40 bytes", lambda usb: Asm2464Controller(usb).pcie_mem_read(0, 1 << 40), InvalidArgument),
+    ("pcie_mem_read of 1 << 62 bytes", lambda usb: Asm2464Controller(usb).pcie_mem_read(0, 1 << 62), InvalidArgument),
     (
         "wait_pcie_link, poll 1 ns",
-        lambda usb: Asm24Controller(usb).wait_pcie_link(timeout_s=1.0, poll_s=1e-9),
+        lambda usb: Asm2464Controller(usb).wait_pcie_link(timeout_s=1.0, poll_s=1e-9),
         InvalidArgument,
     ),
 ]
@@ -95,7 +95,7 @@ def test_a_bad_call_is_refused_up_front_changes_nothing_and_the_next_scsi_write_
         assert usb.kernel.now_ns == start_ns, f"{what}: refused up front, no virtual time passes"
         assert usb.in_flight == () and not _handle(usb)._inflight
         fresh = np.random.default_rng(1).integers(0, 256, 3 * SECTOR_BYTES, dtype=np.uint8).tobytes()
-        Asm24Controller(usb).scsi_write(fresh)
+        Asm2464Controller(usb).scsi_write(fresh)
         assert usb.bridge.read_sram(0, len(fresh)) == fresh, f"{what}: the follow-up landed other bytes"
 
 
@@ -108,5 +108,5 @@ def test_the_longest_timeout_the_transport_takes_is_the_wait_cap_and_ends_as_usb
             usb.bulk_write(STALE, MAX_TIMEOUT_MS)
         assert usb.kernel.now_ns - start_ns >= WAIT_CAP_NS
         fresh = b"\x22" * SECTOR_BYTES
-        Asm24Controller(usb).scsi_write(fresh)
+        Asm2464Controller(usb).scsi_write(fresh)
         assert usb.bridge.read_sram(0, SECTOR_BYTES) == fresh

@@ -16,7 +16,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from tinyhil import CompileError, InvalidArgument, open_target
-from tinyhil.pool import compile_many, get_pool, shutdown_pool
+from tinyhil.process_pool import compile_many, get_pool, shutdown_pool
 from tinyhil.qemu import CompileServerError, QemuCompiler, shutdown_servers
 from tinyhil.qemu.server import CompileServer
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tinyhil.spec import asm24, pci
+from tinyhil.spec import asm2464, pci
 from tinyhil.spec.pci import Command, Config, Rebar
 
 
@@ -27,5 +27,5 @@ def test_masks_agree_with_their_fields() -> None:
 
 
 def test_the_bridge_spec_module_keeps_no_copy_of_the_pci_layout() -> None:
-    copies = [name for name in asm24.__all__ if name.startswith(("PCI_", "Pci"))]
-    assert copies == [], f"PCI layout names belong in tinyhil.spec.pci, found {copies} in tinyhil.spec.asm24"
+    copies = [name for name in asm2464.__all__ if name.startswith(("PCI_", "Pci"))]
+    assert copies == [], f"PCI layout names belong in tinyhil.spec.pci, found {copies} in tinyhil.spec.asm2464"

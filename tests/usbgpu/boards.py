@@ -14,9 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from tinyhil.amd.queue import AmdQueue
-from tinyhil.amd.usb_gpu import UsbGpu
-from tinyhil.asm24 import Asm24Controller
+from tinyhil.amdgpu.queue import AmdQueue
+from tinyhil.asm2464 import Asm2464Controller
 from tinyhil.emulators.asm2464 import Quirks
 from tinyhil.emulators.asm2464.sram import Arm, ArmKind, Direction
 from tinyhil.emulators.faults import Fault, FaultPlan, Operation
@@ -24,6 +23,7 @@ from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.spec.amdgpu import QueueKind
 from tinyhil.spec.copyin import SDMA_RING_BYTES
 from tinyhil.usbgpu.copy import UsbCopy
+from tinyhil.usbgpu.usb_gpu import UsbGpu
 
 VRAM_BYTES = 16 << 20
 DATA = 0x400000
@@ -34,7 +34,7 @@ PATTERN = 0xA5
 @dataclass
 class Board:
     usb: MockUSB3
-    ctrl: Asm24Controller
+    ctrl: Asm2464Controller
     gpu: UsbGpu
     sdma: AmdQueue
 
@@ -70,7 +70,7 @@ def make_board(
     ring_bytes: int = SDMA_RING_BYTES,
 ) -> Board:
     usb = MockUSB3(mode=mode, quirks=quirks, seed=seed, faults=faults, vram_bytes=VRAM_BYTES)
-    ctrl = Asm24Controller(usb)
+    ctrl = Asm2464Controller(usb)
     gpu = UsbGpu.bring_up(ctrl)
     sdma = gpu.create_queue(
         QueueKind.SDMA, ring_va=0x100000, ring_bytes=ring_bytes, rptr_va=0x1000, wptr_va=0x1008, doorbell_index=0

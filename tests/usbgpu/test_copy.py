@@ -13,7 +13,7 @@ from _usbgpu_boards import DATA, NEVER, Board, arm_faults, sram_bulk_out_occurre
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tinyhil.amd.errors import QueueStopped
+from tinyhil.amdgpu.errors import QueueStopped
 from tinyhil.emulators.asm2464 import Quirks
 from tinyhil.emulators.faults import Fault, FaultKind, FaultPlan, Operation, Transfer
 from tinyhil.fixtures.strategies import fault_plans

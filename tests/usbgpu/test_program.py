@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinyhil.spec.amdgpu import SYS_APERTURE
-from tinyhil.spec.asm24 import CPL_RELEASE_OFFSET, PCIE_CQ_WINDOW, PCIE_SRAM_BASE, SECTOR_BYTES, WINDOW_BYTES
+from tinyhil.spec.asm2464 import CPL_RELEASE_OFFSET, PCIE_CQ_WINDOW, PCIE_SRAM_BASE, SECTOR_BYTES, WINDOW_BYTES
 from tinyhil.spec.copyin import (
     CHUNK_BYTES,
     COPYOUT_PIECE_BYTES,

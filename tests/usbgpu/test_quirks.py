@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from _usbgpu_boards import DATA, NEVER, PATTERN, Board, arm_faults, sram_bulk_out_occurrences
 
-from tinyhil.amd.sdma import sdma_poll_regmem, sdma_write
+from tinyhil.amdgpu.sdma import sdma_poll_regmem, sdma_write
 from tinyhil.emulators.asm2464 import Quirks
 from tinyhil.emulators.faults import Fault, FaultPlan, Operation
 from tinyhil.spec.amdgpu import SYS_APERTURE, QueueKind
-from tinyhil.spec.asm24 import PCIE_SYS_BUF, SECTOR_BYTES, WINDOW_BYTES, Xdata
+from tinyhil.spec.asm2464 import PCIE_SYS_BUF, SECTOR_BYTES, WINDOW_BYTES, Xdata
 from tinyhil.spec.copyin import CHUNK_BYTES, NAIVE_CHUNK_BYTES, POLL_INTERVAL, SECTOR_CHUNK_BYTES, sentinel, window_pcie
 from tinyhil.usbgpu.copy import DrainError, UsbCopy
 

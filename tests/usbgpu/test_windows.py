@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from tinyhil.emulators.asm2464 import Quirks
 from tinyhil.emulators.asm2464.sram import Arm, ArmKind, Direction
-from tinyhil.spec.asm24 import ARM_DIRECTION_IN, SLOTS, WINDOW_BYTES
+from tinyhil.spec.asm2464 import ARM_DIRECTION_IN, SLOTS, WINDOW_BYTES
 from tinyhil.spec.copyin import CHUNK_BYTES, FENCE_BYTES, FENCE_XDATA, SECTOR_CHUNK_BYTES
 from tinyhil.usbgpu.copy import UsbCopy
 

@@ -4,7 +4,7 @@ A KFD client takes a :class:`FileIO` and never touches ``os`` itself, so the sam
 :class:`RealFileIO` (a machine with ``/dev/kfd``) and on MOCKKFD's virtual device tree
 (``tinyhil.mocks.kfd.MockKFD(...).fileio``).
 
-Modules: :mod:`~tinyhil.fileio.protocol` (the seam), :mod:`~tinyhil.fileio.arguments` (the argument rules every
+Modules: :mod:`~tinyhil.fileio.file_io` (the seam), :mod:`~tinyhil.fileio.arguments` (the argument rules every
 implementation applies), :mod:`~tinyhil.fileio.ioc` (Linux's ioctl request encoding), :mod:`~tinyhil.fileio.buffers`
 (what ``mmap`` returns) and :mod:`~tinyhil.fileio.real`.
 """
@@ -12,7 +12,7 @@ implementation applies), :mod:`~tinyhil.fileio.ioc` (Linux's ioctl request encod
 from __future__ import annotations
 
 from tinyhil.fileio.buffers import MappedBuffer, OnWrite
-from tinyhil.fileio.protocol import FileIO, IoctlArg
+from tinyhil.fileio.file_io import FileIO, IoctlArg
 from tinyhil.fileio.real import RealFileIO
 
 __all__ = ["FileIO", "IoctlArg", "MappedBuffer", "OnWrite", "RealFileIO"]

@@ -20,8 +20,8 @@ from tinyhil.fileio.arguments import (
     user_memory,
 )
 from tinyhil.fileio.buffers import MappedBuffer
+from tinyhil.fileio.file_io import IoctlArg
 from tinyhil.fileio.ioc import ioc_size
-from tinyhil.fileio.protocol import IoctlArg
 
 __all__ = ["RealFileIO"]
 

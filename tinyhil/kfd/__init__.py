@@ -16,7 +16,7 @@ Modules: :mod:`~tinyhil.kfd.uapi` (structures and constants of ``linux/kfd_ioctl
 from __future__ import annotations
 
 from tinyhil.kfd.client import KFD, ClockCounters, KfdEvent, KfdMemoryFault
-from tinyhil.kfd.device import VA_WINDOW_BASE, VA_WINDOW_BYTES, Allocation, KfdDevice, MemoryDomain
+from tinyhil.kfd.gpu import VA_WINDOW_BASE, VA_WINDOW_BYTES, Allocation, KfdGpu, MemoryDomain
 from tinyhil.kfd.ioctls import KfdIoctl
 from tinyhil.kfd.queue import CwsrSizes, KfdQueue, QueueEngine, cwsr_sizes
 from tinyhil.kfd.topology import KfdNode, Topology, gfx_arch_name, parse_properties, read_topology
@@ -28,8 +28,8 @@ __all__ = [
     "Allocation",
     "ClockCounters",
     "CwsrSizes",
-    "KfdDevice",
     "KfdEvent",
+    "KfdGpu",
     "KfdIoctl",
     "KfdMemoryFault",
     "KfdNode",

@@ -22,7 +22,7 @@ from tinyhil.allocator import RangeAllocator
 from tinyhil.errors import DeviceError, DeviceTimeout, InvalidArgument, StateError
 from tinyhil.fileio import FileIO, IoctlArg, RealFileIO
 from tinyhil.kfd import uapi as u
-from tinyhil.kfd.device import VA_WINDOW_BASE, VA_WINDOW_BYTES, Allocation, KfdDevice, MemoryDomain
+from tinyhil.kfd.gpu import VA_WINDOW_BASE, VA_WINDOW_BYTES, Allocation, KfdGpu, MemoryDomain
 from tinyhil.kfd.ioctls import KfdIoctl
 from tinyhil.kfd.kernel_abi import (
     KFD_DEVICE_PATH,
@@ -132,7 +132,7 @@ class KFD:
     def __init__(self, fileio: FileIO | None = None) -> None:
         self.fileio: FileIO = RealFileIO() if fileio is None else fileio
         self.fd = self.fileio.open(KFD_DEVICE_PATH, os.O_RDWR)
-        self.devices: dict[int, KfdDevice] = {}
+        self.devices: dict[int, KfdGpu] = {}
         self.events: list[KfdEvent] = []
         self.faults: list[KfdMemoryFault] = []
         self._event_page: Allocation | None = None
@@ -187,21 +187,21 @@ class KFD:
         return self.topology.gpus
 
     @_requires_open
-    def device(self, index: int = 0) -> KfdDevice:
+    def device(self, index: int = 0) -> KfdGpu:
         """GPU ``index`` of the topology (0-based), its render node opened and VM acquired on first use."""
         check_int("index", index, min_value=0)
         if index >= len(self.gpus):
             raise InvalidArgument(f"index={index}, expected < {len(self.gpus)} (the GPUs: {list(self.gpus)})")
         node = self.gpus[index]
         if node.gpu_id not in self.devices:
-            device = KfdDevice(self, node)
+            device = KfdGpu(self, node)
             self.devices[node.gpu_id] = device
             if self._event_page is not None:
                 self._event_page.device.map(self._event_page, [device])
         return self.devices[node.gpu_id]
 
     @_requires_open
-    def clock_counters(self, device: KfdDevice | None = None) -> ClockCounters:
+    def clock_counters(self, device: KfdGpu | None = None) -> ClockCounters:
         gpu_id = 0 if device is None else device.gpu_id
         args = self.ioctl(KfdIoctl.AMDKFD_IOC_GET_CLOCK_COUNTERS, u.kfd_ioctl_get_clock_counters_args(gpu_id=gpu_id))
         return ClockCounters(args.gpu_clock_counter, args.cpu_clock_counter, args.system_clock_counter,

@@ -20,7 +20,7 @@ from tinyhil.kfd.topology import KfdNode
 from tinyhil.kfd.uapi import QueueType
 
 if TYPE_CHECKING:
-    from tinyhil.kfd.device import Allocation, KfdDevice
+    from tinyhil.kfd.gpu import Allocation, KfdGpu
 
 __all__ = ["CwsrSizes", "KfdQueue", "QueueEngine", "cwsr_sizes"]
 
@@ -119,11 +119,11 @@ def cwsr_sizes(node: KfdNode) -> CwsrSizes:
 
 
 class KfdQueue:
-    """A queue created by :meth:`KfdDevice.create_queue`; :meth:`submit` writes packets and rings the doorbell."""
+    """A queue created by :meth:`KfdGpu.create_queue`; :meth:`submit` writes packets and rings the doorbell."""
 
     def __init__(
         self,
-        device: KfdDevice,
+        device: KfdGpu,
         engine: QueueEngine,
         queue_id: int,
         ring: tuple[Allocation, int],

@@ -5,7 +5,7 @@ by the first compile, serving every later one, stopped by :func:`shutdown_server
 A QemuCompiler is plain configuration, so it pickles; in a pool worker it finds (or starts) that worker's own
 server.
 
-Parallel compilation (:func:`tinyhil.pool.compile_many`): by default the parent's one shared server compiles
+Parallel compilation (:func:`tinyhil.process_pool.compile_many`): by default the parent's one shared server compiles
 every source in turn (``pool_fan_out = False``). ``per_worker_servers=True`` instead sends the sources to the
 worker pool, where each worker starts its own server. ``benchmarks/bench_compile.py`` measures both; on a
 2-core machine, 32 distinct kernels took 0.27 s on the shared server, 0.50-0.54 s with per-worker servers

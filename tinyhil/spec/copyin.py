@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from tinyhil.spec.asm24 import PCIE_SRAM_BASE, PCIE_SYS_BUF_STABLE, SECTOR_BYTES, SRAM_BYTES, WINDOW_BYTES, Xdata
+from tinyhil.spec.asm2464 import PCIE_SRAM_BASE, PCIE_SYS_BUF_STABLE, SECTOR_BYTES, SRAM_BYTES, WINDOW_BYTES, Xdata
 
 __all__ = [
     "CHUNK_BYTES",

@@ -16,7 +16,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from tinyhil.spec.asm24 import BRIDGE_CONFIGURATION, BRIDGE_VID_PIDS, PRODUCT_PREFIXES
+from tinyhil.spec.asm2464 import BRIDGE_CONFIGURATION, BRIDGE_VID_PIDS, PRODUCT_PREFIXES
 from tinyhil.usb import _usb1
 from tinyhil.usb.errors import BridgeUnavailable
 from tinyhil.usb.transport import Usb3Transport

@@ -2,7 +2,7 @@
 
 :class:`~tinyhil.usb.transport.Usb3Transport` implements both (over ``usb1`` or the emulated handle); anything else
 that offers the same methods (a MockUSB3 that is not built on the transport, a recording proxy) works with the
-ASM24 client and the copyin protocol unchanged. Timeouts are in milliseconds.
+ASM2464 client and the copyin protocol unchanged. Timeouts are in milliseconds.
 """
 
 from __future__ import annotations

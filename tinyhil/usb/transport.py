@@ -1,6 +1,6 @@
 """The USB3 transport to an ASM2464-class bridge: vendor control requests and bulk transfers over the USB seam.
 
-The transport is built over any :class:`~tinyhil.usb.seam.UsbHandle` and :class:`~tinyhil.usb.seam.EventPump`
+The transport is built over any :class:`~tinyhil.usb.handle.UsbHandle` and :class:`~tinyhil.usb.handle.EventPump`
 (``usb1`` on a real board, the emulated handle in tests) and does not care which. It speaks the wire format of
 ``spec/asm24.md``: vendor requests with bmRequestType ``0x40`` (OUT) / ``0xC0`` (IN) to the device, bulk OUT on
 endpoint ``0x02`` and bulk IN on ``0x81``. Timeouts are in milliseconds, ``1..MAX_TIMEOUT_MS`` (2 h; checked by
@@ -21,13 +21,13 @@ from typing import Any, Final
 
 from tinyhil._check import as_readonly_bytes, as_writable_bytes, check_int
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.asm24 import BRIDGE_INTERFACE, BULK_IN_EP, BULK_OUT_EP, REQUEST_TYPE_IN, REQUEST_TYPE_OUT
+from tinyhil.spec.asm2464 import BRIDGE_INTERFACE, BULK_IN_EP, BULK_OUT_EP, REQUEST_TYPE_IN, REQUEST_TYPE_OUT
 from tinyhil.usb import _usb1
 from tinyhil.usb.bridge_io import MAX_TIMEOUT_MS, check_timeout_ms
 from tinyhil.usb.errors import ShortTransfer
-from tinyhil.usb.pool import TransferPool
-from tinyhil.usb.seam import EventPump, UsbHandle
+from tinyhil.usb.handle import EventPump, UsbHandle
 from tinyhil.usb.state import TransportState, not_open, requires_open
+from tinyhil.usb.transfer_pool import TransferPool
 
 __all__ = ["Usb3Transport"]
 
@@ -72,7 +72,7 @@ class Usb3Transport:
     then calls ``on_close`` (the real backend closes its libusb context there).
 
     Asynchronous transfers (``bulk_write_async``, ``control_write_async``, ``control_read_async``) return distinct
-    integer tags and are reaped with :meth:`bulk_wait`; see :mod:`tinyhil.usb.pool` for how errors latch.
+    integer tags and are reaped with :meth:`bulk_wait`; see :mod:`tinyhil.usb.transfer_pool` for how errors latch.
     """
 
     def __init__(

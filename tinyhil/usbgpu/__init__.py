@@ -2,14 +2,16 @@
 
 - :mod:`tinyhil.usbgpu.copy`: ``UsbCopy`` (three protocol revisions, copyout), ``CopyRevision``, ``DrainError``.
 - :mod:`tinyhil.usbgpu.program`: the SDMA program of a copyin, stamped from packet-builder templates.
-- :mod:`tinyhil.usbgpu.runtime`: ``UsbAmdDevice``, the device runtime of ``MOCKUSB+AMD`` and ``USB+AMD``.
+- :mod:`tinyhil.usbgpu.usb_gpu`: ``UsbGpu``, the GPU's BARs over the bridge: BAR5 queue setup, the polling queues.
+- :mod:`tinyhil.usbgpu.amd_device`: ``UsbAmdDevice``, the device runtime of ``MOCKUSB+AMD`` and ``USB+AMD``.
 """
 
 from __future__ import annotations
 
+from tinyhil.usbgpu.amd_device import USB_CAPABILITIES, UsbAmdDevice
 from tinyhil.usbgpu.copy import CopyRevision, DrainError, UsbCopy
 from tinyhil.usbgpu.program import ChunkPlan, chunk_packets, copyin_program
-from tinyhil.usbgpu.runtime import USB_CAPABILITIES, UsbAmdDevice
+from tinyhil.usbgpu.usb_gpu import UsbGpu
 
 __all__ = [
     "USB_CAPABILITIES",
@@ -18,6 +20,7 @@ __all__ = [
     "DrainError",
     "UsbAmdDevice",
     "UsbCopy",
+    "UsbGpu",
     "chunk_packets",
     "copyin_program",
 ]

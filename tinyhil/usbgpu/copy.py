@@ -33,14 +33,13 @@ from typing import Any, Final
 import numpy as np
 
 from tinyhil._check import as_readonly_bytes, check_int
-from tinyhil.amd.queue import AmdQueue
-from tinyhil.amd.sdma import sdma_const_fill, sdma_copy_linear, sdma_write
-from tinyhil.amd.usb_gpu import UsbGpu
-from tinyhil.asm24.controller import Asm24Controller
-from tinyhil.asm24.sram import SramArm
+from tinyhil.amdgpu.queue import AmdQueue
+from tinyhil.amdgpu.sdma import sdma_const_fill, sdma_copy_linear, sdma_write
+from tinyhil.asm2464.controller import Asm2464Controller
+from tinyhil.asm2464.sram import SramArm
 from tinyhil.errors import DeviceTimeout, InvalidArgument
 from tinyhil.spec.amdgpu import SYS_APERTURE, QueueKind
-from tinyhil.spec.asm24 import PCIE_SRAM_BASE, SECTOR_BYTES, WINDOW_BYTES, Request
+from tinyhil.spec.asm2464 import PCIE_SRAM_BASE, SECTOR_BYTES, WINDOW_BYTES, Request
 from tinyhil.spec.copyin import (
     CHUNK_BYTES,
     COPYOUT_PIECE_BYTES,
@@ -56,6 +55,7 @@ from tinyhil.spec.copyin import (
     window_pcie,
 )
 from tinyhil.usb.bridge_io import AsyncBridgeIO
+from tinyhil.usbgpu.usb_gpu import UsbGpu
 
 from .program import ChunkPlan, copyin_program, copyout_program
 
@@ -154,7 +154,7 @@ class UsbCopy:
 
     def __init__(
         self,
-        controller: Asm24Controller,
+        controller: Asm2464Controller,
         gpu: UsbGpu,
         sdma: AmdQueue,
         *,
@@ -162,8 +162,8 @@ class UsbCopy:
         drain_polls: int = DEFAULT_DRAIN_POLLS,
         seq: int = 0,
     ) -> None:
-        if not isinstance(controller, Asm24Controller):
-            raise InvalidArgument(f"controller={controller!r}, expected an Asm24Controller")
+        if not isinstance(controller, Asm2464Controller):
+            raise InvalidArgument(f"controller={controller!r}, expected an Asm2464Controller")
         if not isinstance(gpu, UsbGpu):
             raise InvalidArgument(f"gpu={gpu!r}, expected a UsbGpu")
         if not isinstance(sdma, AmdQueue) or sdma.kind is not QueueKind.SDMA:

@@ -19,9 +19,9 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from tinyhil.amd.sdma import sdma_copy_linear, sdma_poll_regmem, sdma_write
+from tinyhil.amdgpu.sdma import sdma_copy_linear, sdma_poll_regmem, sdma_write
 from tinyhil.spec.amdgpu import SYS_APERTURE, CompareFunction
-from tinyhil.spec.asm24 import CPL_RELEASE_OFFSET, PCIE_CQ_WINDOW, PCIE_SRAM_BASE
+from tinyhil.spec.asm2464 import CPL_RELEASE_OFFSET, PCIE_CQ_WINDOW, PCIE_SRAM_BASE
 from tinyhil.spec.copyin import (
     COPYOUT_PIECE_BYTES,
     FENCE_BYTES,

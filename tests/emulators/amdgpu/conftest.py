@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tinyhil.amd import AmdQueue
+from tinyhil.amdgpu import AmdQueue
 from tinyhil.emulators.amdgpu import AmdGpu, Interrupt, Queue, QueueKind
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.mocks.amdgpu import DirectQueueTransport

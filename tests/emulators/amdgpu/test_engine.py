@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tinyhil.amd import (
+from tinyhil.amdgpu import (
     pm4_header,
     pm4_indirect_buffer,
     pm4_nop,

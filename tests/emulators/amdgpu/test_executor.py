@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinyhil.amd import pm4_launch
+from tinyhil.amdgpu import pm4_launch
 from tinyhil.compiler import HostCCompiler
 from tinyhil.emulators.amdgpu import (
     AmdGpu,

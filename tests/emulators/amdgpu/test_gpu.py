@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from tinyhil.amd import (
+from tinyhil.amdgpu import (
     AmdQueue,
     sdma_const_fill,
     sdma_copy_linear,

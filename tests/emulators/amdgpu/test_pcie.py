@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tinyhil.amd import AmdQueue, sdma_copy_linear, sdma_fence, sdma_poll_regmem
+from tinyhil.amdgpu import AmdQueue, sdma_copy_linear, sdma_fence, sdma_poll_regmem
 from tinyhil.emulators.amdgpu import SYS_APERTURE, AmdGpu, AmdGpuFunction, GpuQueueError, QueueKind, QueueStatus
 from tinyhil.emulators.asm2464 import Asm2464
 from tinyhil.emulators.kernel import EventKernel

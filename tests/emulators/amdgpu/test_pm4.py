@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tinyhil.amd import (
+from tinyhil.amdgpu import (
     pm4_acquire_mem,
     pm4_dispatch_direct,
     pm4_header,

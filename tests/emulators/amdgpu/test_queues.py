@@ -13,7 +13,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from tinyhil.amd import (
+from tinyhil.amdgpu import (
     AmdQueue,
     sdma_const_fill,
     sdma_copy_linear,

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tinyhil.amd import (
+from tinyhil.amdgpu import (
     pm4_acquire_mem,
     pm4_dispatch_direct,
     pm4_indirect_buffer,

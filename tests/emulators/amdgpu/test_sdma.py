@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tinyhil.amd import (
+from tinyhil.amdgpu import (
     sdma_const_fill,
     sdma_copy_linear,
     sdma_fence,

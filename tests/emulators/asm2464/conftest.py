@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tinyhil.emulators.asm2464 import Asm2464, Urb
-from tinyhil.spec.asm24 import FmtType
+from tinyhil.spec.asm2464 import FmtType
 
 GPU_BARS = {0: 0x8_0000_0000, 2: 0x8_1000_0000, 5: 0xE000_0000}
 SECOND_NS = 1_000_000_000

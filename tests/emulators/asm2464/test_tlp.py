@@ -9,7 +9,7 @@ import pytest
 
 from tinyhil.emulators.asm2464 import Quirks, Urb, UsbStall, UsbStatus, UsbTimeout
 from tinyhil.emulators.faults import Fault, FaultPlan, FaultRule, Operation
-from tinyhil.spec.asm24 import CplStatus, FmtType, RetStatus
+from tinyhil.spec.asm2464 import CplStatus, FmtType, RetStatus
 
 UR, SC = int(CplStatus.UR), int(CplStatus.SC)
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from tinyhil.amd import sdma_const_fill, sdma_fence, sdma_trap
+from tinyhil.amdgpu import sdma_const_fill, sdma_fence, sdma_trap
 from tinyhil.emulators.amdgpu import AmdGpu
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.kfd import KFD, KfdMemoryFault, MemoryDomain, QueueEngine

@@ -26,13 +26,13 @@ import usb1
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tinyhil.asm24 import Asm24Controller
+from tinyhil.asm2464 import Asm2464Controller
 from tinyhil.emulators.asm2464 import WAIT_CAP_NS
 from tinyhil.emulators.faults import FaultPlan, Operation
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.fixtures.strategies import fault_plans
 from tinyhil.mocks.usb3 import MockUSB3
-from tinyhil.spec.asm24 import BULK_IN_EP, BULK_OUT_EP, SECTOR_BYTES
+from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP, SECTOR_BYTES
 
 pytestmark = pytest.mark.fuzz
 
@@ -364,7 +364,7 @@ def _follow_up(usb: MockUSB3, seed: int) -> None:
     usb.clear_halt(BULK_OUT_EP)
     usb.clear_halt(BULK_IN_EP)
     payload = np.random.default_rng(seed).integers(0, 256, 2 * SECTOR_BYTES + 5, dtype=np.uint8).tobytes()
-    Asm24Controller(usb).scsi_write(payload)
+    Asm2464Controller(usb).scsi_write(payload)
     assert bridge.read_sram(0, len(payload)) == payload, "the follow-up scsi_write landed other bytes"
 
 
