@@ -10,7 +10,9 @@
         kfd.wait(kfd.create_event(), timeout_ms=1000)
 
 Modules: :mod:`~tinyhil.kfd.uapi` (structures and constants of ``linux/kfd_ioctl.h``), :mod:`~tinyhil.kfd.ioctls`
-(request numbers), :mod:`~tinyhil.kfd.kernel_abi` (mmap offsets, handles, event slots, paths), and the client.
+(request numbers), :mod:`~tinyhil.kfd.kernel_abi` (mmap offsets, handles, event slots, paths), the client
+(:mod:`~tinyhil.kfd.client`), and the GPU (:mod:`~tinyhil.kfd.gpu`), which depends on the client only through the
+:class:`~tinyhil.kfd.process.KfdProcess` protocol.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from __future__ import annotations
 from tinyhil.kfd.client import KFD, ClockCounters, KfdEvent, KfdMemoryFault
 from tinyhil.kfd.gpu import VA_WINDOW_BASE, VA_WINDOW_BYTES, Allocation, KfdGpu, MemoryDomain
 from tinyhil.kfd.ioctls import KfdIoctl
-from tinyhil.kfd.queue import CwsrSizes, KfdQueue, QueueEngine, cwsr_sizes
+from tinyhil.kfd.process import KfdProcess
+from tinyhil.kfd.queue import CwsrSizes, KfdQueue, QueueEngine, QueueMemory, cwsr_sizes
 from tinyhil.kfd.topology import KfdNode, Topology, gfx_arch_name, parse_properties, read_topology
 
 __all__ = [
@@ -33,9 +36,11 @@ __all__ = [
     "KfdIoctl",
     "KfdMemoryFault",
     "KfdNode",
+    "KfdProcess",
     "KfdQueue",
     "MemoryDomain",
     "QueueEngine",
+    "QueueMemory",
     "Topology",
     "cwsr_sizes",
     "gfx_arch_name",

@@ -13,7 +13,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from tinyhil._check import as_readonly_bytes, check_int, check_range
 from tinyhil.errors import InvalidArgument, StateError
@@ -21,11 +21,9 @@ from tinyhil.fileio import MappedBuffer
 from tinyhil.kfd import uapi as u
 from tinyhil.kfd.ioctls import KfdIoctl
 from tinyhil.kfd.kernel_abi import KFD_DOORBELL_PROCESS_SLICE_BYTES, PAGE_SIZE, render_node_path
+from tinyhil.kfd.process import KfdProcess
 from tinyhil.kfd.queue import KfdQueue, QueueEngine, cwsr_sizes
 from tinyhil.kfd.topology import KfdNode
-
-if TYPE_CHECKING:
-    from tinyhil.kfd.client import KFD
 
 __all__ = ["VA_WINDOW_BASE", "VA_WINDOW_BYTES", "Allocation", "KfdGpu", "MemoryDomain"]
 
@@ -93,15 +91,16 @@ def _page_align(nbytes: int) -> int:
 
 
 class KfdGpu:
-    """A GPU whose VM this process acquired (``KFD.device(i)``)."""
+    """A GPU whose VM the process ``kfd`` acquired (``KFD.device(i)``)."""
 
-    def __init__(self, kfd: KFD, node: KfdNode) -> None:
+    def __init__(self, kfd: KfdProcess, node: KfdNode) -> None:
         self.kfd = kfd
         self.node = node
         self.render_fd = kfd.fileio.open(render_node_path(node.drm_render_minor), os.O_RDWR)
         self._doorbells: MappedBuffer | None = None
         self.allocations: list[Allocation] = []
         self.queues: list[KfdQueue] = []
+        self._queue_buffers: dict[KfdQueue, tuple[Allocation, ...]] = {}
         kfd.ioctl(
             KfdIoctl.AMDKFD_IOC_ACQUIRE_VM, u.kfd_ioctl_acquire_vm_args(drm_fd=self.render_fd, gpu_id=self.gpu_id)
         )
@@ -257,18 +256,22 @@ class KfdGpu:
                 self.free(allocation)
             raise
         doorbell = self._doorbell_page(args.doorbell_offset)
-        queue = KfdQueue(self, engine, args.queue_id, (ring, ring_bytes), (rptr, wptr), doorbell, tuple(extra))
+        queue = KfdQueue(engine, args.queue_id, self.gpu_id, (ring, ring_bytes), (rptr, wptr), doorbell, tuple(extra),
+                         destroy=self.destroy_queue)  # fmt: skip
         self.queues.append(queue)
+        self._queue_buffers[queue] = (*extra, wptr, rptr, ring)
         return queue
 
     def destroy_queue(self, queue: KfdQueue) -> None:
         """Destroy ``queue`` and free its buffers (idempotent)."""
         if queue.destroyed:
             return
+        if queue not in self._queue_buffers:
+            raise InvalidArgument(f"queue={queue!r}, expected a queue created on {self!r}")
         self.kfd.ioctl(KfdIoctl.AMDKFD_IOC_DESTROY_QUEUE, u.kfd_ioctl_destroy_queue_args(queue_id=queue.queue_id))
         queue.destroyed = True
         self.queues.remove(queue)
-        for allocation in (*queue.extra, queue.wptr, queue.rptr, queue.ring):
+        for allocation in self._queue_buffers.pop(queue):
             self.free(allocation)
 
     def close(self) -> None:

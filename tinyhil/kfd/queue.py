@@ -8,9 +8,10 @@ queue's doorbell.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from tinyhil._check import as_readonly_bytes
 from tinyhil.errors import InvalidArgument, StateError
@@ -19,13 +20,27 @@ from tinyhil.kfd.kernel_abi import PAGE_SIZE
 from tinyhil.kfd.topology import KfdNode
 from tinyhil.kfd.uapi import QueueType
 
-if TYPE_CHECKING:
-    from tinyhil.kfd.gpu import Allocation, KfdGpu
-
-__all__ = ["CwsrSizes", "KfdQueue", "QueueEngine", "cwsr_sizes"]
+__all__ = ["CwsrSizes", "KfdQueue", "QueueEngine", "QueueMemory", "cwsr_sizes"]
 
 _POINTER_BYTES: Final = 8
 _DWORD: Final = 4
+
+
+class QueueMemory(Protocol):
+    """A GPU-mapped buffer a queue uses (its ring, pointers, EOP and save areas): GPU VA and CPU access."""
+
+    @property
+    def va(self) -> int:
+        """The buffer's GPU virtual address."""
+        ...
+
+    def read(self, offset: int, nbytes: int) -> bytes:
+        """``nbytes`` bytes at byte ``offset``."""
+        ...
+
+    def write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
+        """Copy ``data`` into the buffer at byte ``offset``."""
+        ...
 
 
 class QueueEngine(Enum):
@@ -119,21 +134,28 @@ def cwsr_sizes(node: KfdNode) -> CwsrSizes:
 
 
 class KfdQueue:
-    """A queue created by :meth:`KfdGpu.create_queue`; :meth:`submit` writes packets and rings the doorbell."""
+    """A queue created by :meth:`KfdGpu.create_queue`; :meth:`submit` writes packets and rings the doorbell.
+
+    ``destroy`` is called with the queue by :meth:`destroy`: it destroys the queue in the kernel and frees its
+    buffers (the GPU's :meth:`~tinyhil.kfd.gpu.KfdGpu.destroy_queue`).
+    """
 
     def __init__(
         self,
-        device: KfdGpu,
         engine: QueueEngine,
         queue_id: int,
-        ring: tuple[Allocation, int],
-        pointers: tuple[Allocation, Allocation],
+        gpu_id: int,
+        ring: tuple[QueueMemory, int],
+        pointers: tuple[QueueMemory, QueueMemory],
         doorbell: tuple[MappedBuffer, int],
-        extra: tuple[Allocation, ...] = (),
+        extra: tuple[QueueMemory, ...] = (),
+        *,
+        destroy: Callable[[KfdQueue], None],
     ) -> None:
-        self.device = device
         self.engine = engine
         self.queue_id = queue_id
+        self.gpu_id = gpu_id
+        self._destroy = destroy
         self.ring, self.ring_bytes = ring
         self.rptr, self.wptr = pointers
         self.doorbell, self.doorbell_byte = doorbell
@@ -183,9 +205,7 @@ class KfdQueue:
 
     def destroy(self) -> None:
         """Destroy the queue and free its ring, pointers and buffers (idempotent)."""
-        self.device.destroy_queue(self)
+        self._destroy(self)
 
     def __repr__(self) -> str:
-        return (
-            f"KfdQueue({self.engine.name} {self.queue_id} on gpu_id={self.device.gpu_id:#x}, wptr={self.write_pointer})"
-        )
+        return f"KfdQueue({self.engine.name} {self.queue_id} on gpu_id={self.gpu_id:#x}, wptr={self.write_pointer})"
