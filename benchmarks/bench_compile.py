@@ -24,7 +24,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from tinyhil.compiler import HostCCompiler
+from tinyhil.compiler import Compiler, HostCCompiler
 from tinyhil.process_pool import compile_many, get_pool, shutdown_pool
 from tinyhil.qemu import QemuCompiler, shutdown_servers
 from tinyhil.qemu.toolchains import qemucc_compiler, qemucc_unavailable_reason
@@ -52,14 +52,21 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def bench_host_cc(count: int) -> None:
-    compiler = HostCCompiler()
-    serial = timed(lambda: [compiler.compile(source) for source in kernels(count, "serial")])
+def pool_batches(compiler: Compiler, count: int, salt: str = "") -> tuple[int, float, float]:
+    """On a fresh worker pool: its size, then the seconds of a first (cold: includes the workers' start-up) and a
+    second (warm) ``compile_many`` of ``count`` distinct kernels."""
     shutdown_pool()
     pool = get_pool()
     workers = pool.workers if pool is not None else 0
-    cold = timed(lambda: compile_many(compiler, kernels(count, "cold")))
-    warm = timed(lambda: compile_many(compiler, kernels(count, "warm")))
+    cold = timed(lambda: compile_many(compiler, kernels(count, f"{salt}cold")))
+    warm = timed(lambda: compile_many(compiler, kernels(count, f"{salt}warm")))
+    return workers, cold, warm
+
+
+def bench_host_cc(count: int) -> None:
+    compiler = HostCCompiler()
+    serial = timed(lambda: [compiler.compile(source) for source in kernels(count, "serial")])
+    workers, cold, warm = pool_batches(compiler, count)
     print(
         f"host cc, {count} distinct kernels: serial {serial:.3f} s; pool of {workers} spawn workers: "
         f"cold {cold:.3f} s, warm {warm:.3f} s"
@@ -96,11 +103,7 @@ def bench_shared_vs_per_worker(compiler: QemuCompiler, count: int) -> None:
     per_worker = QemuCompiler(
         compiler.name, compiler.command, elf_machine=compiler.elf_machine, per_worker_servers=True
     )
-    shutdown_pool()
-    pool = get_pool()
-    workers = pool.workers if pool is not None else 0
-    cold = timed(lambda: compile_many(per_worker, kernels(count, "per-worker cold")))
-    warm = timed(lambda: compile_many(per_worker, kernels(count, "per-worker warm")))
+    workers, cold, warm = pool_batches(per_worker, count, "per-worker ")
     print(
         f"qemu, {count} distinct kernels: one shared server {shared:.3f} s; one server per worker "
         f"({workers} workers): cold {cold:.3f} s (includes worker and server start-ups), warm {warm:.3f} s"

@@ -3,21 +3,20 @@
     python benchmarks/bench_sdma.py [--mb 64] [--repeats 5]
 
 COPY_LINEAR of N MB VRAM to VRAM against ``numpy.copyto`` of the same VRAM bytes, and a dword CONST_FILL against
-``ndarray.fill`` of the same bytes. Each side is the best of ``--repeats`` runs (pages are committed first, so no
-side pays the first-touch cost). The emulated side runs the whole driver path: packets written into the ring by
-the reference queue object, doorbell, engine step on the event kernel, fence wait. Ratios are emulated / numpy
-throughput: higher is better; issue 4 requires copy >= 0.7 and fill >= 0.5.
+``ndarray.fill`` of the same bytes. Each side is the best of ``--repeats`` runs, interleaved round by round (pages
+are committed first, so no side pays the first-touch cost). The emulated side runs the whole driver path: packets
+written into the ring by the reference queue object, doorbell, engine step on the event kernel, fence wait. Ratios
+are emulated / numpy throughput: higher is better; issue 4 requires copy >= 0.7 and fill >= 0.5.
 """
 
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
 import numpy as np
 
 from tinyhil.amdgpu import AmdQueue, sdma_const_fill, sdma_copy_linear, sdma_fence
+from tinyhil.device_farm.bench import best_seconds
 from tinyhil.emulators.amdgpu import AmdGpu, QueueKind
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.mocks.amdgpu import DirectQueueTransport
@@ -25,15 +24,6 @@ from tinyhil.mocks.amdgpu import DirectQueueTransport
 MB = 1 << 20
 RING, RPTR, WPTR, FENCE, DATA = 0x10000, 0x1000, 0x1008, 0x2000, 16 * MB
 COPY_MIN_RATIO, FILL_MIN_RATIO = 0.7, 0.5
-
-
-def _best_seconds(run: Callable[[], None], repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def measure(nbytes: int, repeats: int = 5) -> dict[str, float]:
@@ -59,13 +49,15 @@ def measure(nbytes: int, repeats: int = 5) -> dict[str, float]:
     copy = sdma_copy_linear(DATA + nbytes, DATA, nbytes)
     fill = sdma_const_fill(DATA + nbytes, 0x5A5A5A5A, nbytes)
     dst_words = dst.view(np.uint32)
-    emulated_copy = _best_seconds(lambda: submit_and_wait(copy), repeats)
-    numpy_copy = _best_seconds(lambda: np.copyto(dst, src), repeats)
-    assert np.array_equal(dst, src)
-    emulated_fill = _best_seconds(lambda: submit_and_wait(fill), repeats)
-    assert bool(np.all(dst_words == 0x5A5A5A5A))
-    numpy_fill = _best_seconds(lambda: dst_words.fill(0x5A5A5A5A), repeats)
-    return {"copy": numpy_copy / emulated_copy, "fill": numpy_fill / emulated_fill}
+    copies = best_seconds({"emulated": lambda: submit_and_wait(copy), "numpy": lambda: np.copyto(dst, src)}, repeats)
+    fills = best_seconds({"emulated": lambda: submit_and_wait(fill), "numpy": lambda: dst_words.fill(0x5A5A5A5A)},
+                         repeats)  # fmt: skip
+    dst[:] = 1  # then each check sees what the emulated GPU alone wrote
+    submit_and_wait(copy)
+    assert np.array_equal(dst, src), "COPY_LINEAR left other bytes than numpy.copyto"
+    submit_and_wait(fill)
+    assert bool(np.all(dst_words == 0x5A5A5A5A)), "CONST_FILL left other bytes than ndarray.fill"
+    return {"copy": copies["numpy"] / copies["emulated"], "fill": fills["numpy"] / fills["emulated"]}
 
 
 def main(argv: list[str] | None = None) -> int:

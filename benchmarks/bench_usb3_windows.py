@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -52,8 +53,10 @@ def bench_copy(chunks: list[bytes]) -> float:
     return time.perf_counter() - start
 
 
-def run(total_mb: int = 64, repeat: int = 3) -> float:
-    """Best-of-``repeat`` timings of both, interleaved; returns and prints mock throughput / copy throughput."""
+def compare(bench_mock: Callable[[list[bytes]], float], total_mb: int, repeat: int, *, label: str = "",
+            mock_name: str = "mock") -> float:  # fmt: skip
+    """Best-of-``repeat`` timings of ``bench_mock`` and :func:`bench_copy` over the same ``total_mb`` of wire
+    images, interleaved; prints and returns mock throughput / copy throughput (``label`` starts the line)."""
     chunks = _chunks(total_mb << 20)
     mock_s = copy_s = float("inf")
     for _ in range(repeat):
@@ -62,17 +65,27 @@ def run(total_mb: int = 64, repeat: int = 3) -> float:
     total = len(chunks) * CHUNK
     ratio = copy_s / mock_s
     print(
-        f"{total >> 20} MB in {len(chunks)} windows: mock {total / mock_s / 1e6:.0f} MB/s, "
+        f"{label}{total >> 20} MB in {len(chunks)} windows: {mock_name} {total / mock_s / 1e6:.0f} MB/s, "
         f"numpy copy {total / copy_s / 1e6:.0f} MB/s, ratio {ratio:.2f} (required >= {REQUIRED_RATIO})"
     )
     return ratio
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_args(doc: str, repeat: int) -> argparse.Namespace:
+    """``--total-mb`` (default 64) and ``--repeat`` (default ``repeat``) from the command line."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--total-mb", type=int, default=64)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--repeat", type=int, default=repeat)
+    return parser.parse_args()
+
+
+def run(total_mb: int = 64, repeat: int = 3) -> float:
+    """Best-of-``repeat`` timings of both, interleaved; returns and prints mock throughput / copy throughput."""
+    return compare(bench_mock, total_mb, repeat)
+
+
+def main() -> None:
+    args = parse_args(__doc__, repeat=3)
     run(args.total_mb, args.repeat)
 
 

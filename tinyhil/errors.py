@@ -7,9 +7,12 @@ with a Linux errno on the file seam): these classes are for tinyhil's own API.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 __all__ = [
     "CapabilityMissing",
     "CompileError",
+    "DetailedDeviceError",
     "DeviceError",
     "DeviceTimeout",
     "InvalidArgument",
@@ -57,6 +60,32 @@ class DeviceError(TinyHilError, RuntimeError):
         super().__init__(message)
         self.target = target
         self.op = op
+
+
+class DetailedDeviceError(DeviceError):
+    """A :class:`DeviceError` with typed fields: subclasses are ``@dataclass(eq=False, repr=False)`` classes that
+    declare ``message: InitVar[str]``, then ``_: KW_ONLY`` and their fields, and set ``OP`` (the ``op`` they report).
+
+    The dataclass stores the fields; ``str()`` is the message. Pickling keeps the message and every field (errors
+    cross process pools), where the default would call the constructor with the message alone.
+    """
+
+    OP: ClassVar[str] = ""
+
+    def __post_init__(self, message: str) -> None:
+        DeviceError.__init__(self, message, op=self.OP)
+
+    def __reduce__(self) -> tuple[object, tuple[type[DetailedDeviceError], tuple[object, ...], dict[str, object]]]:
+        return _restore_detailed, (type(self), self.args, dict(vars(self)))
+
+
+def _restore_detailed(
+    cls: type[DetailedDeviceError], args: tuple[object, ...], fields: dict[str, object]
+) -> DetailedDeviceError:
+    error = cls.__new__(cls)
+    error.args = args
+    vars(error).update(fields)
+    return error
 
 
 class DeviceTimeout(DeviceError, TimeoutError):

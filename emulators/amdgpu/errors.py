@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from tinyhil.errors import DeviceError
+from dataclasses import KW_ONLY, InitVar, dataclass
+from typing import ClassVar
+
+from tinyhil.errors import DetailedDeviceError, DeviceError
 
 __all__ = ["GpuMemoryFault", "GpuQueueError", "KernelError"]
 
@@ -17,21 +20,21 @@ class GpuMemoryFault(DeviceError):
         self.reason = reason
 
 
-class GpuQueueError(DeviceError):
+@dataclass(eq=False, repr=False)
+class GpuQueueError(DetailedDeviceError):
     """A queue stopped: unknown opcode, malformed packet, memory fault or a poll that ran out of retries.
 
     The message names the queue, the opcode and the ring offset (or "queue hung", or the faulting address).
     """
 
-    def __init__(
-        self, message: str, *, queue_id: int, status: int, error_code: int, error_rptr: int, fault_va: int | None
-    ) -> None:
-        super().__init__(message, op="queue")
-        self.queue_id = queue_id
-        self.status = status
-        self.error_code = error_code
-        self.error_rptr = error_rptr
-        self.fault_va = fault_va
+    OP: ClassVar[str] = "queue"
+    message: InitVar[str]
+    _: KW_ONLY
+    queue_id: int
+    status: int
+    error_code: int
+    error_rptr: int
+    fault_va: int | None
 
 
 class KernelError(DeviceError):

@@ -26,7 +26,7 @@ from tinyhil.spec.pci import CLASS_DISPLAY_VGA, VENDOR_ID_AMD
 from ..kernel import EventKernel
 from ..pcie.endpoint import gpu_bars
 from ..pcie.function import PcieHost, PcieUnsupportedRequest
-from ..pcie.type0 import BarSpec, Type0Config
+from ..pcie.type0 import BarSpec, Type0Config, Type0Function
 from .executor import KernelExecutor
 from .gpu import AmdGpu
 from .timing import DEFAULT_TIMING, GpuTiming
@@ -96,7 +96,7 @@ class _GpuConfig(Type0Config):
             self._gpu.reset()
 
 
-class AmdGpuFunction:
+class AmdGpuFunction(Type0Function):
     """The emulated AMD GPU as PCIe function 4:00.0 behind the bridge (spec/asm24.md "GPU BARs").
 
     ======  ==========================================================  =========================================
@@ -172,17 +172,7 @@ class AmdGpuFunction:
         """The bridge the GPU DMAs through (``None`` until plugged in)."""
         return self._port.host
 
-    # --- PcieFunction ---
-    @property
-    def config(self) -> Type0Config:
-        return self._config
-
-    def config_read(self, reg: int) -> int:
-        return self._config.config_read(reg)
-
-    def config_write(self, reg: int, value: int, byte_enable: int) -> None:
-        self._config.config_write(reg, value, byte_enable)
-
+    # --- PcieFunction (config space: Type0Function) ---
     def mmio_read(self, bar: int, offset: int, nbytes: int) -> bytes:
         """Read ``nbytes`` at ``offset`` of BAR ``bar`` (decoded and bounds-checked by the bridge)."""
         if bar != _REGS_BAR or (offset % REGISTER_BYTES == 0 and nbytes % REGISTER_BYTES == 0):

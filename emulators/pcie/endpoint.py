@@ -10,7 +10,7 @@ import numpy as np
 
 from tinyhil._check import check_int, check_range
 from tinyhil.emulators.pcie.function import PcieHost
-from tinyhil.emulators.pcie.type0 import BarSpec, Type0Config
+from tinyhil.emulators.pcie.type0 import BarSpec, Type0Config, Type0Function
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.spec.amdgpu import DOORBELL_BAR_BYTES, REGS_BAR_BYTES, Bar
 from tinyhil.spec.pci import CLASS_DISPLAY_VGA, VENDOR_ID_AMD
@@ -42,7 +42,7 @@ def gpu_bars(vram_bytes: int) -> dict[int, BarSpec]:
     }
 
 
-class PlainEndpoint:
+class PlainEndpoint(Type0Function):
     """Vendor 0x1002 with BAR0 VRAM (64-bit prefetchable, resizable), BAR2 doorbells (8 KB), BAR5 registers (2 MB).
 
     ======  ============================================  =================================
@@ -78,16 +78,6 @@ class PlainEndpoint:
         self.doorbells = np.zeros(DOORBELL_BYTES, dtype=np.uint8)
         self.registers = np.zeros(REGISTER_BYTES, dtype=np.uint8)
         self.writes_seen.clear()
-
-    @property
-    def config(self) -> Type0Config:
-        return self._config
-
-    def config_read(self, reg: int) -> int:
-        return self._config.config_read(reg)
-
-    def config_write(self, reg: int, value: int, byte_enable: int) -> None:
-        self._config.config_write(reg, value, byte_enable)
 
     def _memory(self, bar: int) -> np.ndarray:
         if bar == VRAM_BAR:

@@ -34,7 +34,7 @@ from tinyhil.spec.pci import (
     Config,
 )
 
-__all__ = ["BarSpec", "Type0Config"]
+__all__ = ["BarSpec", "Type0Config", "Type0Function"]
 
 _MIN_MEMORY_BAR_BYTES: Final = 16
 _BAR_TYPE_MASK: Final = 0xF
@@ -215,3 +215,20 @@ class Type0Config(ConfigSpace):
     def describe_bars(self) -> str:
         """The BARs as ``BAR0=0x...+0x...`` for error messages."""
         return ", ".join(f"BAR{i}={self.bar_base(i):#x}+{self.bar_sizes[i]:#x}" for i in self.bar_specs) or "none"
+
+
+class Type0Function:
+    """Base of a PCIe function whose config space is a :class:`Type0Config` (set ``_config`` in ``__init__``):
+    the ``config`` property and the function's config reads and writes go to it."""
+
+    _config: Type0Config
+
+    @property
+    def config(self) -> Type0Config:
+        return self._config
+
+    def config_read(self, reg: int) -> int:
+        return self._config.config_read(reg)
+
+    def config_write(self, reg: int, value: int, byte_enable: int) -> None:
+        self._config.config_write(reg, value, byte_enable)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from tinyhil.errors import DeviceError
+from dataclasses import KW_ONLY, InitVar, dataclass
+from typing import ClassVar
+
+from tinyhil.errors import DetailedDeviceError, DeviceError
 
 __all__ = ["KernelLoadError", "QueueStopped"]
 
 
-class QueueStopped(DeviceError):
+@dataclass(eq=False, repr=False)
+class QueueStopped(DetailedDeviceError):
     """A GPU queue stopped (BAR5 STATUS: hung, packet error or memory fault), as the driver read it back.
 
     ``queue`` names the queue (``"SDMA queue 0 (BAR5 0x1000)"``); ``status`` and ``error_code`` are the raw register
@@ -15,26 +19,16 @@ class QueueStopped(DeviceError):
     ``fault_addr`` the faulting GPU address of a memory fault (else ``None``).
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        queue: str,
-        status: int,
-        error_code: int,
-        opcode: int,
-        sub_op: int,
-        ring_offset: int,
-        fault_addr: int | None,
-    ) -> None:
-        super().__init__(message, op="queue")
-        self.queue = queue
-        self.status = status
-        self.error_code = error_code
-        self.opcode = opcode
-        self.sub_op = sub_op
-        self.ring_offset = ring_offset
-        self.fault_addr = fault_addr
+    OP: ClassVar[str] = "queue"
+    message: InitVar[str]
+    _: KW_ONLY
+    queue: str
+    status: int
+    error_code: int
+    opcode: int
+    sub_op: int
+    ring_offset: int
+    fault_addr: int | None
 
 
 class KernelLoadError(DeviceError):

@@ -6,7 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tinyhil.emulators.pcie import BarSpec, Type0Config
+from tinyhil.emulators.amdgpu.pcie import AmdGpuFunction
+from tinyhil.emulators.kernel import EventKernel
+from tinyhil.emulators.pcie import BarSpec, PlainEndpoint, Type0Config
+from tinyhil.emulators.pcie.type0 import Type0Function
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.pci import EXT_CAP_ID_REBAR, Command, Config
 
@@ -133,3 +136,14 @@ def test_vendor_and_class_are_read_only(value: int, byte_enable: int) -> None:
 def test_bad_inputs_raise_typed_errors(call, match: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(InvalidArgument, match=match):
         call(make_config())
+
+
+@pytest.mark.parametrize("make_function", [PlainEndpoint, lambda: AmdGpuFunction(kernel=EventKernel(), vram_bytes=MB)])
+def test_functions_delegate_config_space_to_their_type0_config(make_function) -> None:  # type: ignore[no-untyped-def]
+    """The plain endpoint and the GPU's PCIe function share one delegation (``Type0Function``)."""
+    function = make_function()
+    assert isinstance(function, Type0Function) and isinstance(function.config, Type0Config)
+    assert function.config_read(Config.VENDOR_ID) == function.config.config_read(Config.VENDOR_ID)
+    assert function.config_read(Config.VENDOR_ID) & 0xFFFF == 0x1002
+    function.config_write(Config.COMMAND, Command.MEMORY, 0b0011)
+    assert function.config.command & Command.MEMORY
