@@ -10,18 +10,16 @@ Usage: python benchmarks/bench_scsi_write.py [--total-mb 64] [--repeat 5]
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import time
 from pathlib import Path
 from types import ModuleType
 
 from tinyhil.asm2464 import Asm2464Controller
+from tinyhil.emulators.asm2464 import Asm2464
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.spec.asm2464 import WINDOW_BYTES, WINDOW_SLOTS
-
-REQUIRED_RATIO = 0.4
 
 
 def _sibling(name: str) -> ModuleType:
@@ -33,16 +31,16 @@ def _sibling(name: str) -> ModuleType:
     return module
 
 
-# The same wire images and the same numpy baseline as the handle-level benchmark, so the two ratios compare.
+# The same wire images, numpy baseline, comparison and options as the handle-level benchmark, so the ratios compare.
 _windows = _sibling("bench_usb3_windows")
 assert _windows.CHUNK == WINDOW_BYTES
-_images = _windows._chunks
 bench_copy = _windows.bench_copy
+REQUIRED_RATIO = _windows.REQUIRED_RATIO
 
 
 def bench_mock(images: list[bytes]) -> float:
     """Seconds to ``scsi_write`` every image into alternating windows through MockUSB3."""
-    with MockUSB3(function=PlainEndpoint(vram_bytes=1 << 20)) as usb:
+    with MockUSB3.over(Asm2464(function=PlainEndpoint(vram_bytes=1 << 20))) as usb:
         controller = Asm2464Controller(usb)
         start = time.perf_counter()
         for seq, image in enumerate(images):
@@ -55,25 +53,11 @@ def bench_mock(images: list[bytes]) -> float:
 
 def run(total_mb: int = 64, repeat: int = 5) -> float:
     """Best-of-``repeat`` timings of both, interleaved; returns and prints mock throughput / copy throughput."""
-    images = _images(total_mb << 20)
-    mock_s = copy_s = float("inf")
-    for _ in range(repeat):
-        mock_s = min(mock_s, bench_mock(images))
-        copy_s = min(copy_s, bench_copy(images))
-    total = len(images) * WINDOW_BYTES
-    ratio = copy_s / mock_s
-    print(
-        f"scsi_write of {total >> 20} MB in {len(images)} windows: MockUSB3 {total / mock_s / 1e6:.0f} MB/s, "
-        f"numpy copy {total / copy_s / 1e6:.0f} MB/s, ratio {ratio:.2f} (required >= {REQUIRED_RATIO})"
-    )
-    return ratio
+    return _windows.compare(bench_mock, total_mb, repeat, label="scsi_write of ", mock_name="MockUSB3")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--total-mb", type=int, default=64)
-    parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+    args = _windows.parse_args(__doc__, repeat=5)
     run(args.total_mb, args.repeat)
 
 

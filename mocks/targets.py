@@ -2,27 +2,33 @@
 
 - ``MOCKUSB+AMD[:renderer[:arch]]``: the USB device runtime (:class:`~tinyhil.usbgpu.amd_device.UsbAmdDevice`, the same
   code as ``USB+AMD``) over :class:`~tinyhil.mocks.usb3.MockUSB3`: an emulated ASM2464 with an emulated AMD GPU of
-  the arch behind it. Options: ``mode`` (``sync``/``timed``), ``revision`` (the copyin protocol revision),
-  ``quirks``, ``faults``, ``seed``, ``timing``. :func:`open_mock_usb3` opens the bridge level alone.
+  the arch behind it. Options: :class:`MockUsbOptions`. :func:`open_mock_usb3` opens the bridge level alone.
 - ``MOCKKFD+AMD[:renderer[:arch]]``: the KFD device runtime over MOCKKFD, a virtual ``/dev/kfd`` with emulated GPUs.
+  Options: :class:`MockKfdOptions`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from tinyhil._check import check_int
 from tinyhil.compiler import AMD_RENDERERS
 from tinyhil.device import Device
 from tinyhil.errors import InvalidArgument
-from tinyhil.registry import Target, default_registry, target
+from tinyhil.registry import Target, check_choice, check_option, default_registry, target
 
 if TYPE_CHECKING:  # imported when opened: loading the registry's entry points stays light
+    from tinyhil.emulators.asm2464 import Quirks
+    from tinyhil.emulators.faults import FaultPlan
+    from tinyhil.emulators.timing import TimingModel
+    from tinyhil.mocks.kfd.faults import KfdFaultPlan
+    from tinyhil.mocks.usb.context import TransferMode
     from tinyhil.mocks.usb3 import MockUSB3
 
 __all__ = ["AMD_ARCHS", "GFX_TARGET_VERSIONS", "MOCKKFD_CAPABILITIES", "MOCKKFD_GPUS", "MOCKKFD_MAX_GPUS",
-           "MOCKKFD_VRAM_BYTES", "MOCKUSB_BOARD_OPTIONS", "MOCKUSB_BRIDGE_CAPABILITIES", "MOCKUSB_CAPABILITIES",
-           "mock_kfd_amd", "mock_usb_amd", "open_mock_usb3"]  # fmt: skip
+           "MOCKKFD_VRAM_BYTES", "MOCKUSB_BRIDGE_CAPABILITIES", "MOCKUSB_CAPABILITIES", "MockKfdOptions",
+           "MockUsbOptions", "mock_kfd_amd", "mock_usb_amd", "open_mock_usb3"]  # fmt: skip
 
 # Emulated GPU models an arch string selects (spec/kfd.md: gfx_target_version per GPU); the first is the default.
 AMD_ARCHS = ("gfx1100", "gfx1201", "gfx950")
@@ -36,16 +42,49 @@ MOCKUSB_CAPABILITIES: Final = [*MOCKUSB_BRIDGE_CAPABILITIES, "sdma", "compute", 
                                "fill", "compile", "exec", "timestamps"]  # fmt: skip
 
 
-# What MOCKUSB+AMD forwards to MockUSB3: the board's behaviour, never a replacement GPU or bridge.
-MOCKUSB_BOARD_OPTIONS: Final = ("mode", "quirks", "faults", "seed", "timing", "vram_bytes")
+@dataclass(frozen=True, slots=True)
+class MockUsbOptions:
+    """The options of MOCKUSB+AMD: ``revision`` (the copyin protocol revision, spec/copyin.md) and the fresh board's
+    behaviour, given to :class:`~tinyhil.mocks.usb3.MockUSB3`: ``mode`` (``"sync"`` / ``"timed"``), ``seed``,
+    ``faults`` (a :class:`~tinyhil.emulators.faults.FaultPlan`), ``quirks``, ``timing``, ``vram_bytes``."""
+
+    revision: str = "pipelined"
+    mode: TransferMode | str = "sync"
+    seed: int = 0
+    faults: FaultPlan | None = None
+    quirks: Quirks | None = None
+    timing: TimingModel | None = None
+    vram_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        from tinyhil.emulators.asm2464 import Quirks
+        from tinyhil.emulators.faults import FaultPlan
+        from tinyhil.emulators.timing import TimingModel
+        from tinyhil.mocks.usb.context import TransferMode
+        from tinyhil.usbgpu.copy import CopyRevision
+
+        object.__setattr__(self, "revision", check_choice("revision", self.revision, CopyRevision).value)
+        object.__setattr__(self, "mode", check_choice("mode", self.mode, TransferMode))
+        check_int("seed", self.seed)
+        check_option("faults", self.faults, FaultPlan, "None or a FaultPlan (tinyhil.emulators.faults)")
+        check_option("quirks", self.quirks, Quirks, "None or a Quirks (tinyhil.emulators.asm2464)")
+        check_option("timing", self.timing, TimingModel, "None or a TimingModel (tinyhil.emulators.timing)")
+        if self.vram_bytes is not None:
+            check_int("vram_bytes", self.vram_bytes, min_value=1)
+
+    def board(self) -> dict[str, Any]:
+        """The keyword arguments of the fresh :class:`MockUSB3` board (everything but ``revision``)."""
+        return {"mode": self.mode, "seed": self.seed, "faults": self.faults, "quirks": self.quirks,
+                "timing": self.timing, "vram_bytes": self.vram_bytes}  # fmt: skip
 
 
 def open_mock_usb3(resolved: Target | str = "MOCKUSB+AMD", **options: Any) -> MockUSB3:
     """Open the bridge level of ``MOCKUSB+AMD``: a fresh emulated board behind a :class:`MockUSB3` transport.
 
-    ``options`` go to :class:`MockUSB3` (``mode``, ``quirks``, ``faults``, ``seed``, ``timing``, ``function``,
-    ``kernel``, ``usb3``); the emulated GPU behind it has the target's arch unless ``function`` replaces it. Use it
-    as a context manager.
+    ``options`` go to the fresh form of :class:`MockUSB3` (``mode``, ``seed``, ``faults``, ``quirks``, ``timing``,
+    ``vram_bytes``, ``usb3``, transport options); the emulated GPU behind it has the target's arch. For other parts
+    (another PCIe function, a shared kernel) build the bridge and use :meth:`MockUSB3.over`. Use it as a context
+    manager.
 
     Raises:
         InvalidArgument: ``resolved`` is not a ``MOCKUSB+AMD`` target, or a bad option.
@@ -56,8 +95,7 @@ def open_mock_usb3(resolved: Target | str = "MOCKUSB+AMD", **options: Any) -> Mo
         raise InvalidArgument(f"target={resolved!r}, expected MOCKUSB+AMD (a target string or a resolved Target)")
     from tinyhil.mocks.usb3 import MockUSB3
 
-    if "function" not in options and "bridge" not in options:
-        options.setdefault("gfx_target_version", GFX_TARGET_VERSIONS[resolved.arch or AMD_ARCHS[0]])
+    options.setdefault("gfx_target_version", GFX_TARGET_VERSIONS[resolved.arch or AMD_ARCHS[0]])
     return MockUSB3(**options)
 
 
@@ -68,20 +106,16 @@ def open_mock_usb3(resolved: Target | str = "MOCKUSB+AMD", **options: Any) -> Mo
     default_renderer="CC",
     archs=AMD_ARCHS,
     summary="emulated AMD GPU behind an emulated ASM2464 USB bridge (MockUSB3)",
-    options=MOCKUSB_BOARD_OPTIONS,
+    options=MockUsbOptions,
 )
-def mock_usb_amd(resolved: Target, *, revision: str = "pipelined", **options: Any) -> Device:
-    """The USB device runtime over a fresh MockUSB3 board whose GPU has the target's arch.
-
-    ``revision`` picks the copyin protocol revision; ``options`` go to :class:`MockUSB3` (``mode``, ``quirks``,
-    ``faults``, ``seed``, ``timing``, ``vram_bytes``).
-    """
+def mock_usb_amd(resolved: Target, options: MockUsbOptions) -> Device:
+    """The USB device runtime over a fresh MockUSB3 board whose GPU has the target's arch."""
     from tinyhil.compiler import HostCCompiler
     from tinyhil.mocks.usb3 import MockUSB3
     from tinyhil.usbgpu.amd_device import UsbAmdDevice
 
-    usb = MockUSB3(gfx_target_version=GFX_TARGET_VERSIONS[resolved.arch or AMD_ARCHS[0]], **options)
-    return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=revision, on_close=usb.close)
+    usb = MockUSB3(gfx_target_version=GFX_TARGET_VERSIONS[resolved.arch or AMD_ARCHS[0]], **options.board())
+    return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=options.revision, on_close=usb.close)
 
 
 MOCKKFD_GPUS: Final = 2  # a MOCKKFD+AMD machine has two GPUs of the chosen arch unless gpus= says otherwise
@@ -89,6 +123,27 @@ MOCKKFD_MAX_GPUS: Final = 8  # the largest emulated machine (an 8-GPU node, as i
 MOCKKFD_VRAM_BYTES: Final = 256 << 20
 MOCKKFD_CAPABILITIES: Final = ["kfd", "sdma", "compute", "signals", "copyin", "copyout", "copy", "fill", "compile",
                                "exec", "timestamps", "memory-faults", "multi-gpu"]  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class MockKfdOptions:
+    """The options of MOCKKFD+AMD: the machine's ``gpus`` (default two, or enough for the target index),
+    ``vram_bytes`` per GPU, the event kernel's ``seed`` and ``faults`` (a
+    :class:`~tinyhil.mocks.kfd.faults.KfdFaultPlan`), given to :class:`~tinyhil.mocks.kfd.MockKFD`."""
+
+    gpus: int | None = None
+    vram_bytes: int = MOCKKFD_VRAM_BYTES
+    seed: int = 0
+    faults: KfdFaultPlan | None = None
+
+    def __post_init__(self) -> None:
+        from tinyhil.mocks.kfd.faults import KfdFaultPlan
+
+        if self.gpus is not None:
+            check_int("gpus", self.gpus, min_value=1, max_value=MOCKKFD_MAX_GPUS)
+        check_int("vram_bytes", self.vram_bytes, min_value=1)
+        check_int("seed", self.seed)
+        check_option("faults", self.faults, KfdFaultPlan, "None or a KfdFaultPlan (tinyhil.mocks.kfd.faults)")
 
 
 @target(
@@ -100,24 +155,25 @@ MOCKKFD_CAPABILITIES: Final = ["kfd", "sdma", "compute", "signals", "copyin", "c
     summary="emulated AMD GPUs behind MOCKKFD, a virtual /dev/kfd (MOCKKFD:<n>+AMD drives GPU n)",
     indexed=True,
     max_index=MOCKKFD_MAX_GPUS - 1,
+    options=MockKfdOptions,
 )
-def mock_kfd_amd(resolved: Target, *, gpus: int | None = None, vram_bytes: int = MOCKKFD_VRAM_BYTES) -> Device:
+def mock_kfd_amd(resolved: Target, options: MockKfdOptions) -> Device:
     """Emulated AMD GPUs (``gpus``, default two, of the target's arch) behind MOCKKFD, driven by the KFD+AMD runtime.
 
     The target index picks the GPU (``MOCKKFD:1+AMD`` is GPU 1); the device's ``open_peer(i)`` opens another GPU of
     the same machine. Raises:
-        InvalidArgument: unknown options, or an index past the last GPU.
+        InvalidArgument: an index past the last GPU, or a fault plan naming a GPU the machine lacks.
     """
     index = resolved.spec.index or 0
-    count = check_int("gpus", gpus if gpus is not None else max(MOCKKFD_GPUS, index + 1), min_value=1,
-                      max_value=MOCKKFD_MAX_GPUS)  # fmt: skip
+    count = options.gpus if options.gpus is not None else max(MOCKKFD_GPUS, index + 1)
     if index >= count:
         raise InvalidArgument(f"{resolved.name}: GPU index {index}, expected < gpus={count}")
     from tinyhil.compiler import HostCCompiler
     from tinyhil.kfd.amd_device import KfdAmdDevice
     from tinyhil.mocks.kfd import MockKFD
 
-    mock = MockKFD(gpus=count, arch=resolved.arch or AMD_ARCHS[0], vram_bytes=vram_bytes)
+    mock = MockKFD(gpus=count, arch=resolved.arch or AMD_ARCHS[0], vram_bytes=options.vram_bytes, seed=options.seed,
+                   faults=options.faults)  # fmt: skip
     return KfdAmdDevice.open(
         resolved.name,
         mock.fileio,

@@ -11,7 +11,7 @@ against the transport runs unchanged on both::
         usb.gpu                                          # the emulated AMD GPU at 4:00.0 behind the bridges
 
     MockUSB3(vram_bytes=64 << 20, gfx_target_version=110000)   # choose the GPU
-    MockUSB3(function=PlainEndpoint())                  # or any other PCIe function (sharing usb.kernel)
+    MockUSB3.over(Asm2464(function=PlainEndpoint()))   # given parts: any PCIe function, kernel or bridge you built
 
     MockUSB3(mode="timed", quirks=Quirks(full_window_corruption=True), faults=plan, seed=7)
 
@@ -22,13 +22,12 @@ reads an OUT payload at completion, so a driver that reuses a staging buffer bef
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from tinyhil.emulators.amdgpu import DEFAULT_GFX_TARGET_VERSION, AmdGpu, AmdGpuFunction, GpuTiming
 from tinyhil.emulators.asm2464 import Asm2464, Quirks
 from tinyhil.emulators.faults import FaultPlan
 from tinyhil.emulators.kernel import EventKernel
-from tinyhil.emulators.pcie.function import PcieFunction
 from tinyhil.emulators.timing import DEFAULT_PRESET, TimingModel
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.mocks.usb.context import EmulatedUsbContext, TransferMode
@@ -39,75 +38,87 @@ from tinyhil.usb.transport import Usb3Transport
 __all__ = ["MockUSB3"]
 
 
-class MockUSB3(Usb3Transport):
-    """A :class:`Usb3Transport` to a fresh emulated board (or to ``bridge=`` when given).
+# What builds a board's parts; the fresh form rejects them and names the given-parts form instead.
+_PARTS_OPTIONS: Final = ("bridge", "function", "kernel")
+# What builds a fresh board; :meth:`MockUSB3.over` rejects them (its bridge is built already).
+_BOARD_OPTIONS: Final = ("seed", "faults", "quirks", "timing", "vram_bytes", "gfx_target_version", "usb3")
 
-    Keyword arguments: ``mode`` (``"sync"`` or ``"timed"``), ``quirks``, ``faults`` (a :class:`FaultPlan`),
-    ``seed``, ``timing`` (a :class:`TimingModel`), ``function`` (the PCIe function behind the bridges; default: an
-    emulated AMD GPU, :class:`~tinyhil.emulators.amdgpu.AmdGpuFunction`, of ``vram_bytes`` (default 256 MB) and
-    ``gfx_target_version`` (default 110000, gfx1100) on the board's kernel), ``kernel`` (share a virtual clock),
-    ``usb3`` (``False``: a USB2 link) build the board; ``bridge=`` plugs in one built by the caller instead (then
-    none of those may be given). ``transport_options`` go to :class:`Usb3Transport`.
+
+class MockUSB3(Usb3Transport):
+    """A :class:`Usb3Transport` to an emulated board, built in one of two forms.
+
+    - A fresh board: ``MockUSB3(mode=, seed=, faults=, quirks=, timing=, vram_bytes=, gfx_target_version=, usb3=)``
+      builds an :class:`~tinyhil.emulators.asm2464.Asm2464` on a new EventKernel seeded with ``seed``, with an
+      emulated AMD GPU (:class:`~tinyhil.emulators.amdgpu.AmdGpuFunction` of ``vram_bytes``, default 256 MB, and
+      ``gfx_target_version``, default 110000 = gfx1100) behind it. ``faults`` is a :class:`FaultPlan`, ``timing`` a
+      :class:`TimingModel`, ``usb3=False`` a USB2 link.
+    - Given parts: :meth:`over` plugs in a bridge the caller built (``Asm2464(function=..., kernel=..., seed=...,
+      faults=...)``), for another PCIe function or a virtual clock shared with other devices.
+
+    ``mode`` (``"sync"`` or ``"timed"``) and ``transport_options`` (for :class:`Usb3Transport`) apply to both.
 
     Attributes:
         bridge: the :class:`~tinyhil.emulators.asm2464.Asm2464` emulator behind the handle.
         context: the emulated ``usb1`` context (its ``kernel`` is the virtual clock).
+
+    Raises:
+        InvalidArgument: a parts option (``bridge``, ``function``, ``kernel``) given to the fresh form, or a bad
+            board option.
     """
 
     def __init__(
         self,
         *,
         mode: TransferMode | str = TransferMode.SYNC,
-        bridge: Asm2464 | None = None,
-        quirks: Quirks | None = None,
-        faults: FaultPlan | None = None,
         seed: int = 0,
+        faults: FaultPlan | None = None,
+        quirks: Quirks | None = None,
         timing: TimingModel | None = None,
-        function: PcieFunction | None = None,
-        kernel: EventKernel | None = None,
-        usb3: bool = True,
         vram_bytes: int | None = None,
         gfx_target_version: int | None = None,
+        usb3: bool = True,
         **transport_options: Any,
     ) -> None:
-        gpu_options = {
-            name: value
-            for name, value in (("vram_bytes", vram_bytes), ("gfx_target_version", gfx_target_version))
-            if value is not None
-        }
-        if gpu_options and (function is not None or bridge is not None):
+        parts = [name for name in _PARTS_OPTIONS if name in transport_options]
+        if parts:
             raise InvalidArgument(
-                f"MockUSB3({', '.join(gpu_options)}=..., {'function' if function is not None else 'bridge'}=...): "
-                "GPU options apply only to the default emulated GPU, expected either them or a function/bridge"
+                f"MockUSB3({', '.join(f'{name}=...' for name in parts)}): a fresh board takes no parts; build them "
+                "and pass the bridge: MockUSB3.over(Asm2464(function=..., kernel=..., seed=..., faults=...), mode=...)"
             )
-        if bridge is None:
-            if function is None:
-                kernel = kernel if kernel is not None else EventKernel(seed)
-                board_timing = timing if timing is not None else TimingModel.preset(DEFAULT_PRESET)
-                function = AmdGpuFunction(
-                    kernel=kernel,
-                    timing=GpuTiming(system_bytes_per_us=max(1, board_timing.gpu_copy_bytes_per_s // 1_000_000)),
-                    vram_bytes=DEFAULT_VRAM_BYTES if vram_bytes is None else vram_bytes,
-                    gfx_target_version=(
-                        DEFAULT_GFX_TARGET_VERSION if gfx_target_version is None else gfx_target_version
-                    ),
-                )
-            bridge = Asm2464(
-                quirks=quirks, faults=faults, seed=seed, timing=timing, function=function, kernel=kernel, usb3=usb3
+        kernel = EventKernel(seed)
+        board_timing = timing if timing is not None else TimingModel.preset(DEFAULT_PRESET)
+        function = AmdGpuFunction(
+            kernel=kernel,
+            timing=GpuTiming(system_bytes_per_us=max(1, board_timing.gpu_copy_bytes_per_s // 1_000_000)),
+            vram_bytes=DEFAULT_VRAM_BYTES if vram_bytes is None else vram_bytes,
+            gfx_target_version=DEFAULT_GFX_TARGET_VERSION if gfx_target_version is None else gfx_target_version,
+        )
+        bridge = Asm2464(quirks=quirks, faults=faults, seed=seed, timing=timing, function=function, kernel=kernel,
+                         usb3=usb3)  # fmt: skip
+        self._attach(bridge, mode, transport_options)
+
+    @classmethod
+    def over(
+        cls, bridge: Asm2464, *, mode: TransferMode | str = TransferMode.SYNC, **transport_options: Any
+    ) -> MockUSB3:
+        """The transport to a board the caller built (given parts): ``MockUSB3.over(Asm2464(function=fn))``.
+
+        Raises:
+            InvalidArgument: ``bridge`` is not an :class:`Asm2464`, or a fresh-board option was given with it.
+        """
+        if not isinstance(bridge, Asm2464):
+            raise InvalidArgument(f"bridge={bridge!r}, expected an Asm2464 (a fresh board: MockUSB3(...))")
+        board = [name for name in _BOARD_OPTIONS if name in transport_options]
+        if board:
+            raise InvalidArgument(
+                f"MockUSB3.over(bridge, {', '.join(f'{name}=...' for name in board)}): the bridge is already built; "
+                "give those to Asm2464(...) or its function, or build a fresh board with MockUSB3(...)"
             )
-        else:
-            given = {
-                name: value
-                for name, value in (("quirks", quirks), ("faults", faults), ("timing", timing), ("function", function))
-                if value is not None
-            }
-            if given or kernel is not None or seed != 0 or not usb3:
-                raise InvalidArgument(
-                    f"MockUSB3(bridge=..., {', '.join(given) or 'seed/kernel/usb3'}=...): options that build a board "
-                    "cannot apply to a board passed in, expected either bridge= or the board options"
-                )
-            if not isinstance(bridge, Asm2464):
-                raise InvalidArgument(f"bridge={bridge!r}, expected an Asm2464")
+        usb = cls.__new__(cls)
+        usb._attach(bridge, mode, transport_options)
+        return usb
+
+    def _attach(self, bridge: Asm2464, mode: TransferMode | str, transport_options: dict[str, Any]) -> None:
         self.bridge = bridge
         self.context = EmulatedUsbContext(bridge, mode=mode)
         handle, context = open_bridge_handle(context=self.context)
@@ -128,13 +139,14 @@ class MockUSB3(Usb3Transport):
         """The emulated AMD GPU behind the bridge (the default function).
 
         Raises:
-            StateError: the function behind the bridge is not an :class:`AmdGpuFunction` (``function=`` chose another).
+            StateError: the function behind the bridge is not an :class:`AmdGpuFunction` (:meth:`over` a bridge with
+                another function).
         """
         function = self.bridge.function
         if not isinstance(function, AmdGpuFunction):
             raise StateError(
                 f"MockUSB3.gpu: the PCIe function behind the bridge is {function!r}, expected an AmdGpuFunction "
-                "(the default when neither function= nor bridge= is given)"
+                "(what a fresh MockUSB3 has; MockUSB3.over(bridge) keeps the bridge's own function)"
             )
         return function.gpu
 

@@ -53,5 +53,27 @@ def test_usb_amd_is_the_usb_runtime_and_reports_the_missing_bridge_precisely(mon
 
     monkeypatch.setattr(builtin_targets, "open_usb3", no_board)
     with pytest.raises(TargetUnavailable, match="no ASM2464 bridge found") as info:
-        builtin_targets.amd_usb.opener(resolved)  # what open() runs once the probe saw a board
+        builtin_targets.amd_usb.opener(resolved, resolved.build_options({}))  # what open() runs after the probe
     assert info.value.target == "USB+AMD"
+
+
+@pytest.mark.parametrize(
+    ("text", "options", "match"),
+    [("NULL", {"allow_copyout": "yes"}, "option allow_copyout='yes', expected True or False"),
+     ("USB+AMD", {"revision": "fast"}, "option revision='fast', expected one of 'naive', 'sentinel-sector'"),
+     ("USB+AMD", {"serial": 7}, "option serial=7, expected None or a bridge's USB serial string"),
+     ("USB+AMD", {"wait_timeout_ms": 0}, "wait_timeout_ms=0")],
+)  # fmt: skip
+def test_option_values_are_checked_before_the_probe_runs(text: str, options: dict[str, object], match: str) -> None:
+    """A bad value is the caller's error on every machine, with or without the hardware."""
+    with pytest.raises(InvalidArgument, match=match):
+        default_registry().resolve(text).open(**options)
+
+
+def test_options_objects_carry_the_defaults_and_normalise_enum_values() -> None:
+    from tinyhil.builtin_targets import NullOptions, UsbAmdOptions
+
+    resolved = default_registry().resolve("USB+AMD")
+    assert resolved.build_options({}) == UsbAmdOptions(serial=None, revision="pipelined", wait_timeout_ms=30_000)
+    assert default_registry().resolve("NULL").build_options({"allow_copyout": True}) == NullOptions(True)
+    assert [d.options for d in default_registry().definitions() if d.name == "KFD+AMD"] == [()]

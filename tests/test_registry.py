@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 import types
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from tinyhil import InvalidArgument, TargetRegistry, TargetUnavailable, default_registry, open_target, target
+from tinyhil._check import check_int
 from tinyhil.device import Device
 from tinyhil.null_device import NullDevice
 from tinyhil.registry import split_selectors
@@ -160,16 +162,69 @@ def test_every_target_checks_its_options_in_one_place(definition: Any) -> None:
             resolved.open(**{typo: 1})
 
 
-def test_an_opener_that_forwards_options_must_name_them() -> None:
-    def forwards(resolved: Any, **options: Any) -> Device:
+@dataclass(frozen=True)
+class SpeedOptions:
+    speed: int = 1
+    label: str = "fast"
+
+    def __post_init__(self) -> None:
+        check_int("speed", self.speed, min_value=1)
+
+
+def test_options_are_one_frozen_dataclass_built_and_passed_by_the_registry() -> None:
+    seen: list[SpeedOptions] = []
+
+    def opener(resolved: Any, options: SpeedOptions) -> Device:
+        seen.append(options)
         return NullDevice(resolved.name)
 
-    with pytest.raises(InvalidArgument, match=r"name the options it forwards with options=\[...\]"):
-        target("FWD+X", capabilities=[])(forwards)
-    with pytest.raises(InvalidArgument, match="takes no \\*\\*options"):
-        target("FWD+X", capabilities=[], options=["a"])(_null_opener)
-    declared = target("FWD+X", capabilities=[], options=["speed"])(forwards)
-    assert declared.options == ("speed",)
+    definition = target("FWD+X", capabilities=[], options=SpeedOptions)(opener)
+    assert definition.options == ("label", "speed")
+    resolved = _registry(definition).resolve("FWD+X")
+    resolved.open(speed=3).close()
+    resolved.open().close()
+    assert seen == [SpeedOptions(speed=3), SpeedOptions()]
+    with pytest.raises(InvalidArgument, match="speed=0"):
+        resolved.open(speed=0)
+    with pytest.raises(InvalidArgument, match=r"unknown option 'sped' \(did you mean 'speed'\?\) for FWD\+X; "
+                                              r"valid options: label, speed"):  # fmt: skip
+        resolved.open(sped=2)
+    assert len(seen) == 2  # neither bad call reached the opener
+
+
+@dataclass
+class Mutable:
+    speed: int = 1
+
+
+@dataclass(frozen=True)
+class Required:
+    speed: int
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [(["speed"], "expected a frozen dataclass type"),
+     (Mutable, r"expected @dataclass\(frozen=True\)"),
+     (Required, r"fields \['speed'\] have no default")],
+)  # fmt: skip
+def test_a_target_declares_its_options_as_a_frozen_dataclass_with_defaults(options: Any, match: str) -> None:
+    def opener(resolved: Any, options: Any) -> Device:
+        return NullDevice(resolved.name)
+
+    with pytest.raises(InvalidArgument, match=match):
+        target("FWD+X", capabilities=[], options=options)(opener)
+
+
+def test_the_opener_takes_the_options_object_exactly_when_the_target_declares_options() -> None:
+    def keywords(resolved: Any, *, speed: int = 1) -> Device:
+        return NullDevice(resolved.name)
+
+    with pytest.raises(InvalidArgument, match=r"expected fn\(target, options: SpeedOptions\)"):
+        target("FWD+X", capabilities=[], options=SpeedOptions)(_null_opener)
+    with pytest.raises(InvalidArgument, match=r"expected fn\(target\)"):
+        target("FWD+X", capabilities=[])(lambda resolved, options: NullDevice(resolved.name))
+    assert target("FWD+X", capabilities=[])(keywords).options == ()
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,10 @@ Emulated targets live with their mocks (``tinyhil.mocks.targets``); both modules
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any, Final
 
+from tinyhil._check import check_int
 from tinyhil.cache import ArtifactError
 from tinyhil.compiler import AMD_RENDERERS, HOST_CC_RENDERERS, HostCCompiler
 from tinyhil.device import Device
@@ -23,14 +25,25 @@ from tinyhil.qemu.toolchains import (
     qemucc_compiler,
     qemucc_unavailable_reason,
 )
-from tinyhil.registry import Target, target
+from tinyhil.registry import Target, check_choice, check_option, target
 from tinyhil.usb.backend import open_usb3, probe_usb3
 from tinyhil.usb.errors import BridgeUnavailable
 
-__all__ = ["amd_kfd", "amd_usb", "null", "null_qcomcl_a630", "null_qemucc_aarch64"]
+__all__ = ["KfdAmdOptions", "NullOptions", "UsbAmdOptions", "amd_kfd", "amd_usb", "null", "null_qcomcl_a630",
+           "null_qemucc_aarch64"]  # fmt: skip
 
 NULL_CAPABILITIES = ["null", "compile", "copyin", "copy", "fill", "exec", "timestamps"]
 COMPILE_ONLY_CAPABILITIES = [*NULL_CAPABILITIES, "compile-only", "qemu-compiler"]
+
+
+@dataclass(frozen=True, slots=True)
+class NullOptions:
+    """The options of NULL and the compile-only NULL targets: ``allow_copyout=True`` makes copyout return zeros."""
+
+    allow_copyout: bool = False
+
+    def __post_init__(self) -> None:
+        check_option("allow_copyout", self.allow_copyout, bool, "True or False")
 
 
 @target(
@@ -39,10 +52,11 @@ COMPILE_ONLY_CAPABILITIES = [*NULL_CAPABILITIES, "compile-only", "qemu-compiler"
     renderers=HOST_CC_RENDERERS,
     default_renderer="CC",
     summary="runs nothing: bookkeeping, real compilation, fixed virtual durations",
+    options=NullOptions,
 )
-def null(resolved: Target, *, allow_copyout: bool = False) -> Device:
+def null(resolved: Target, options: NullOptions) -> Device:
     """Open a NULL device (``allow_copyout=True`` makes copyout return zeros instead of raising)."""
-    return NullDevice(resolved.name, HostCCompiler(), allow_copyout=allow_copyout)
+    return NullDevice(resolved.name, HostCCompiler(), allow_copyout=options.allow_copyout)
 
 
 def _qemucc_aarch64_probe() -> str | None:
@@ -53,31 +67,33 @@ def _qemucc_aarch64_probe() -> str | None:
     "NULL:QEMUCC:aarch64",
     capabilities=COMPILE_ONLY_CAPABILITIES,
     probe=_qemucc_aarch64_probe,
+    options=NullOptions,
     summary="NULL with Debian's tcc for aarch64 under qemu-user: compiles C to aarch64 objects (rootfs built on "
     "first open)",
 )
-def null_qemucc_aarch64(resolved: Target, *, allow_copyout: bool = False) -> Device:
+def null_qemucc_aarch64(resolved: Target, options: NullOptions) -> Device:
     """Open NULL with the qemu-backed aarch64 C compiler (builds its rootfs and compile server on first use)."""
     try:
         compiler = qemucc_compiler("aarch64")
     except ArtifactError as exc:
         raise TargetUnavailable(resolved.name, str(exc)) from exc
-    return NullDevice(resolved.name, compiler, allow_copyout=allow_copyout)
+    return NullDevice(resolved.name, compiler, allow_copyout=options.allow_copyout)
 
 
 @target(
     "NULL:QCOMCL:a630",
     capabilities=COMPILE_ONLY_CAPABILITIES,
     probe=qcomcl_unavailable_reason,
+    options=NullOptions,
     summary="NULL with the Adreno a630 OpenCL compiler from a user-supplied aarch64 rootfs, under qemu-user",
 )
-def null_qcomcl_a630(resolved: Target, *, allow_copyout: bool = False) -> Device:
+def null_qcomcl_a630(resolved: Target, options: NullOptions) -> Device:
     """Open NULL with the Adreno OpenCL compiler (configured by TINYHIL_QCOMCL_ROOTFS and its sha256)."""
     try:
         compiler = qcomcl_compiler("a630")
     except ArtifactError as exc:
         raise TargetUnavailable(resolved.name, str(exc)) from exc
-    return NullDevice(resolved.name, compiler, allow_copyout=allow_copyout)
+    return NullDevice(resolved.name, compiler, allow_copyout=options.allow_copyout)
 
 
 # Until the emulated GPU speaks gfx1100's real register interface (shared/spec/amdgpu-registers.md), the USB-path
@@ -104,15 +120,32 @@ USB_AMD_CAPABILITIES = ["usb3", "sram-windows", "pcie", "sdma", "signals", "copy
                         "timestamps", "real-hardware"]  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class UsbAmdOptions:
+    """The options of USB+AMD: ``serial`` picks one of several bridges, ``revision`` the copyin protocol revision
+    (spec/copyin.md), ``wait_timeout_ms`` bounds every wait."""
+
+    serial: str | None = None
+    revision: str = "pipelined"
+    wait_timeout_ms: int = 30_000
+
+    def __post_init__(self) -> None:
+        from tinyhil.usbgpu.copy import CopyRevision
+
+        check_option("serial", self.serial, str, "None or a bridge's USB serial string")
+        object.__setattr__(self, "revision", check_choice("revision", self.revision, CopyRevision).value)
+        check_int("wait_timeout_ms", self.wait_timeout_ms, min_value=1)
+
+
 @target(
     "USB+AMD",
     capabilities=USB_AMD_CAPABILITIES,
     probe=_usb_probe,
     emulated=False,
     summary="AMD GPU behind an ASM2464 USB bridge (GPU bring-up on real silicon not implemented yet)",
-    options=["wait_timeout_ms"],
+    options=UsbAmdOptions,
 )
-def amd_usb(resolved: Target, *, serial: str | None = None, revision: str = "pipelined", **options: Any) -> Device:
+def amd_usb(resolved: Target, options: UsbAmdOptions) -> Device:
     """An AMD GPU behind a real ASM2464-class bridge (``serial`` picks one of several): the same device runtime as
     ``MOCKUSB+AMD`` over the libusb transport.
 
@@ -122,10 +155,11 @@ def amd_usb(resolved: Target, *, serial: str | None = None, revision: str = "pip
     from tinyhil.usbgpu.amd_device import UsbAmdDevice
 
     try:
-        transport = open_usb3(serial)
+        transport = open_usb3(options.serial)
     except BridgeUnavailable as exc:
         raise TargetUnavailable(resolved.name, exc.reason) from exc
-    return UsbAmdDevice(resolved.name, transport, revision=revision, on_close=transport.close, **options)
+    return UsbAmdDevice(resolved.name, transport, revision=options.revision, on_close=transport.close,
+                        wait_timeout_ms=options.wait_timeout_ms)  # fmt: skip
 
 
 NO_KFD_REASON = "no /dev/kfd: the amdgpu driver's KFD is not present on this machine"
@@ -147,6 +181,11 @@ def _kfd_probe(*, fileio: FileIO | None = None) -> str | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class KfdAmdOptions:
+    """The options of KFD+AMD: none yet (the GPU is the target index, ``KFD:<n>+AMD``)."""
+
+
 @target(
     "KFD+AMD",
     capabilities=KFD_CAPABILITIES,
@@ -156,8 +195,9 @@ def _kfd_probe(*, fileio: FileIO | None = None) -> str | None:
     default_renderer="CC",
     summary="AMD GPU through the kernel's /dev/kfd (KFD:<n>+AMD drives GPU n)",
     indexed=True,
+    options=KfdAmdOptions,
 )
-def amd_kfd(resolved: Target) -> Device:
+def amd_kfd(resolved: Target, options: KfdAmdOptions) -> Device:
     """An AMD GPU through the Linux amdkfd driver, with the same runtime as MOCKKFD+AMD.
 
     No ``compile`` / ``exec``: tinyhil builds host-native code objects, which only the emulated GPU runs.

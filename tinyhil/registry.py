@@ -8,15 +8,17 @@ never imports a mock and nothing registers at import time. Names are unique: a d
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import fnmatch
 import importlib
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
+from enum import Enum
 from importlib.metadata import entry_points
 from types import ModuleType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from tinyhil.device import Device
 from tinyhil.errors import InvalidArgument, TargetUnavailable, TinyHilError
@@ -29,6 +31,8 @@ __all__ = [
     "Target",
     "TargetDef",
     "TargetRegistry",
+    "check_choice",
+    "check_option",
     "default_registry",
     "open_target",
     "split_selectors",
@@ -40,6 +44,7 @@ SELECT_ALL: Final = "all"  # every available target
 SELECT_EMULATED: Final = "emulated"  # every available target that needs no hardware
 
 Opener = Callable[..., Device]
+EnumT = TypeVar("EnumT", bound=Enum)
 Probe = Callable[[], str | None]
 
 
@@ -53,9 +58,10 @@ class TargetDef:
 
     ``renderers`` maps each accepted renderer token to the compiler it selects (tinygrad's ``LLVM`` or ``HIP`` map
     to the compiler tinyhil has for the device); ``default_renderer`` applies when the string names none. ``archs``
-    lists accepted archs, the first being the default; empty means the target takes no arch. ``options`` are the
-    keyword options :meth:`Target.open` accepts (checked there, once, for every target). ``indexed`` says whether
-    the string may carry an interface index (``KFD:1+AMD``), ``max_index`` bounds it (``None``: no bound).
+    lists accepted archs, the first being the default; empty means the target takes no arch. ``options_type`` is
+    the frozen dataclass of the keyword options :meth:`Target.open` accepts (``None``: none); ``options`` are its
+    field names. ``indexed`` says whether the string may carry an interface index (``KFD:1+AMD``), ``max_index``
+    bounds it (``None``: no bound).
     """
 
     name: str
@@ -67,10 +73,11 @@ class TargetDef:
     default_renderer: str | None = None
     archs: tuple[str, ...] = ()
     summary: str = ""
-    options: tuple[str, ...] = ()
+    options_type: type[Any] | None = None
     indexed: bool = False
     max_index: int | None = None
     spec: TargetString = field(init=False, compare=False)
+    options: tuple[str, ...] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "spec", parse_target(self.name))
@@ -83,10 +90,52 @@ class TargetDef:
             )
         if self.max_index is not None and not self.indexed:
             raise InvalidArgument(f"max_index={self.max_index!r} of {self.name}, expected indexed=True with it")
+        object.__setattr__(self, "options", _option_names(self.name, self.options_type))
 
     @property
     def renderer_map(self) -> dict[str, str]:
         return dict(self.renderers)
+
+
+def _option_names(name: str, options_type: type[Any] | None) -> tuple[str, ...]:
+    """The field names of a target's options dataclass, sorted; checks it is frozen and every field has a default."""
+    if options_type is None:
+        return ()
+    if not (isinstance(options_type, type) and dataclasses.is_dataclass(options_type)):
+        raise InvalidArgument(f"@target({name!r}, options={options_type!r}): expected a frozen dataclass type")
+    if not options_type.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        raise InvalidArgument(f"@target({name!r}, options={options_type.__name__}): expected @dataclass(frozen=True)")
+    fields = [f for f in dataclasses.fields(options_type) if f.init]
+    required = [f.name for f in fields if f.default is MISSING and f.default_factory is MISSING]
+    if required:
+        raise InvalidArgument(
+            f"@target({name!r}, options={options_type.__name__}): fields {required} have no default, expected a "
+            "default for every option (open_target(T) with no options must work)"
+        )
+    return tuple(sorted(f.name for f in fields))
+
+
+def check_option(name: str, value: Any, kinds: type[Any] | tuple[type[Any], ...], expected: str) -> None:
+    """The one value check of target options dataclasses: ``value`` is ``None`` or an instance of ``kinds``.
+
+    Raises:
+        InvalidArgument: naming the option, the bad value and ``expected``.
+    """
+    if value is not None and not isinstance(value, kinds):
+        raise InvalidArgument(f"option {name}={value!r}, expected {expected}")
+
+
+def check_choice(name: str, value: Any, choices: type[EnumT]) -> EnumT:
+    """An enum option given as its member or its value (``"timed"``), as the member.
+
+    Raises:
+        InvalidArgument: naming the option, the bad value and the valid values.
+    """
+    try:
+        return choices(value)
+    except (ValueError, TypeError):
+        valid = ", ".join(repr(member.value) for member in choices)
+        raise InvalidArgument(f"option {name}={value!r}, expected one of {valid}") from None
 
 
 def target(
@@ -99,17 +148,18 @@ def target(
     default_renderer: str | None = None,
     archs: Sequence[str] = (),
     summary: str = "",
-    options: Iterable[str] | None = None,
+    options: type[Any] | None = None,
     indexed: bool = False,
     max_index: int | None = None,
 ) -> Callable[[Opener], TargetDef]:
-    """Declare a target: decorate its opener ``fn(target: Target, *, option=default, ...) -> Device``.
+    """Declare a target: decorate its opener ``fn(target: Target, options: MyOptions) -> Device``.
 
-    The opener's keyword parameters are the options :meth:`Target.open` accepts. An opener that forwards
-    ``**options`` to another constructor must name what it forwards with ``options=[...]``, so a typo is caught
-    in one place for every target. ``indexed=True`` lets the string carry an interface index (``KFD:1+AMD``).
-    The decorated name becomes a :class:`TargetDef`; list its module in the ``tinyhil.targets`` entry-point group
-    (or call :meth:`TargetRegistry.add`) to register it.
+    ``options`` is a frozen dataclass whose fields (each with a default) are the options :meth:`Target.open`
+    accepts; the registry checks the names (suggesting the closest for a typo), builds the dataclass (its
+    ``__post_init__`` checks the values) and passes it to the opener. A target without options omits it and its
+    opener takes only the target. ``indexed=True`` lets the string carry an interface index (``KFD:1+AMD``). The
+    decorated name becomes a :class:`TargetDef`; list its module in the ``tinyhil.targets`` entry-point group (or
+    call :meth:`TargetRegistry.add`) to register it.
     """
     if callable(name):
         raise InvalidArgument("@target needs its name: write @target('MYIFACE+DEV', capabilities=[...])")
@@ -117,6 +167,7 @@ def target(
         raise InvalidArgument(f"@target({name!r}) needs capabilities=[...] (an empty list if it has none yet)")
 
     def wrap(opener: Opener) -> TargetDef:
+        _check_opener(name, opener, options)
         return TargetDef(
             name=name,
             opener=opener,
@@ -127,7 +178,7 @@ def target(
             default_renderer=default_renderer,
             archs=tuple(archs),
             summary=summary or (opener.__doc__ or "").strip().split("\n")[0],
-            options=_accepted_options(name, opener, options),
+            options_type=options,
             indexed=indexed,
             max_index=max_index,
         )
@@ -135,18 +186,16 @@ def target(
     return wrap
 
 
-def _accepted_options(name: str, opener: Opener, forwarded: Iterable[str] | None) -> tuple[str, ...]:
-    """The option names an opener accepts: its keyword parameters, plus what it forwards through ``**options``."""
-    parameters = list(inspect.signature(opener).parameters.values())[1:]  # the first is the resolved Target
-    named = [p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
-    if takes_any and forwarded is None:
-        raise InvalidArgument(
-            f"@target({name!r}): the opener takes **options; name the options it forwards with options=[...]"
-        )
-    if forwarded is not None and not takes_any:
-        raise InvalidArgument(f"@target({name!r}, options=...): the opener takes no **options to forward them to")
-    return tuple(sorted({*named, *(forwarded or ())}))
+def _check_opener(name: str, opener: Opener, options: type[Any] | None) -> None:
+    """An opener takes the resolved Target, then the options object when the target declares options."""
+    parameters = list(inspect.signature(opener).parameters.values())
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional + [p for p in parameters if p.kind is p.KEYWORD_ONLY] if p.default is p.empty]
+    wanted = 1 if options is None else 2
+    if len(required) > wanted or len(positional) < wanted:
+        shape = "fn(target)" if options is None else f"fn(target, options: {options.__name__})"
+        raise InvalidArgument(f"@target({name!r}): the opener takes ({', '.join(p.name for p in parameters)}), "
+                              f"expected {shape}; declare options with @target(..., options=MyOptions)")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,18 +244,32 @@ class Target:
         raise InvalidArgument(f"unknown option{'s' * (len(unknown) > 1)} {', '.join(hints)} for {self.name}; "
                               f"valid options: {valid}")  # fmt: skip
 
+    def build_options(self, options: Mapping[str, Any]) -> Any:
+        """The target's options object from keyword options: names checked, then values (the dataclass's own checks).
+
+        Returns ``None`` for a target that declares no options.
+
+        Raises:
+            InvalidArgument: an unknown option (see :meth:`check_options`) or a bad value (the dataclass names it).
+        """
+        self.check_options(options)
+        options_type = self.definition.options_type
+        return None if options_type is None else options_type(**options)
+
     def open(self, **options: Any) -> Device:
         """Open the target; never falls back to another one.
 
         Raises:
-            InvalidArgument: an option the target does not accept.
+            InvalidArgument: an option the target does not accept, or a bad option value.
             TargetUnavailable: the probe says the target cannot run here (the reason is attached).
         """
-        self.check_options(options)
+        built = self.build_options(options)
         reason = self.unavailable_reason()
         if reason is not None:
             raise TargetUnavailable(self.name, reason)
-        return self.definition.opener(self, **options)
+        if built is None:
+            return self.definition.opener(self)
+        return self.definition.opener(self, built)
 
 
 class TargetRegistry:

@@ -6,6 +6,7 @@ GPUs, which MockKFD reaches only through :class:`~tinyhil.mocks.kfd.GpuPort`. Tw
     MockKFD()                                            # a fresh machine: two emulated gfx1100 GPUs, seed 0
     MockKFD(gpus=4, arch="gfx1201", seed=3, vram_bytes=64 << 20)   # a fresh machine of n GPUs of one arch
     MockKFD([gpu0, gpu1])                                # given parts: any GpuPorts on one EventKernel
+    MockKFD(gpus=4, seed=3, faults=KfdFaultPlan((AllocFailure(2),)))   # either form, with a fault plan
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tinyhil.emulators.kernel import EventKernel
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.mocks.kfd.dispatch import IoctlDispatcher
 from tinyhil.mocks.kfd.events import EventIoctls
+from tinyhil.mocks.kfd.faults import KfdFaultPlan, KfdFaults
 from tinyhil.mocks.kfd.fileio import MockFileIO
 from tinyhil.mocks.kfd.gpu_port import GpuPort
 from tinyhil.mocks.kfd.memory import MemoryIoctls
@@ -83,7 +85,9 @@ class MockKFD:
 
     Build a fresh machine with ``gpus`` (default two; at most ``MOCKKFD_MAX_GPUS``), ``arch`` (default ``gfx1100``;
     one of :data:`~tinyhil.mocks.targets.AMD_ARCHS`), ``seed`` (the new EventKernel's, default 0) and ``vram_bytes``
-    (per GPU), or pass the parts: ``ports``, any :class:`GpuPort` objects, not both.
+    (per GPU), or pass the parts: ``ports``, any :class:`GpuPort` objects, not both. ``faults`` (a
+    :class:`~tinyhil.mocks.kfd.faults.KfdFaultPlan`, either form) injects allocation failures, hung queues and
+    memory faults; :attr:`fault_plan` keeps it.
 
     All GPUs must share one :class:`~tinyhil.emulators.kernel.EventKernel`: waits run it in virtual time. The
     KFD process (allocations, queues, events) is created at the first open of ``/dev/kfd`` and lives until
@@ -91,7 +95,8 @@ class MockKFD:
 
     Raises:
         InvalidArgument: a bad build option (the message lists the valid choices), both ports and build options, a
-            port lacks part of the GpuPort API, or the ports run on different event kernels.
+            port lacks part of the GpuPort API, the ports run on different event kernels, or ``faults`` is not a
+            KfdFaultPlan for this many GPUs.
     """
 
     def __init__(
@@ -102,6 +107,7 @@ class MockKFD:
         arch: str | None = None,
         seed: int | None = None,
         vram_bytes: int | None = None,
+        faults: KfdFaultPlan | None = None,
         gtt_limit_bytes: int = DEFAULT_GTT_LIMIT_BYTES,
         maps_path: str = MAPS_PATH,
     ) -> None:
@@ -121,6 +127,12 @@ class MockKFD:
                 raise InvalidArgument(f"ports[{index}]={type(port).__name__} lacks GpuPort members {missing}")
         if len({id(port.kernel) for port in ports}) > 1:
             raise InvalidArgument("the GPUs run on different EventKernels; give every GPU of one MockKFD the same one")
+        plan = KfdFaultPlan() if faults is None else faults
+        if not isinstance(plan, KfdFaultPlan):
+            raise InvalidArgument(f"faults={faults!r}, expected None or a KfdFaultPlan (tinyhil.mocks.kfd.faults)")
+        plan.check_gpus(len(ports))
+        self.fault_plan = plan
+        self.injected = KfdFaults(plan)
         self.gtt_limit_bytes = check_int("gtt_limit_bytes", gtt_limit_bytes, min_value=0)
         self._kernel = ports[0].kernel if ports else EventKernel()
         versions = [check_int("gfx_target_version", port.gfx_target_version, min_value=1) for port in ports]
@@ -184,6 +196,7 @@ class MockKFD:
             self._process = None
         for gpu in self.gpus:
             gpu.reset()
+        self.injected.reset()
         self.fileio.close_all()
 
     def state(self) -> tuple[Any, ...]:

@@ -148,6 +148,10 @@ class MemoryIoctls:
                 errno.EINVAL,
                 f"{what}: flags={args.flags:#x} name no memory type (VRAM, GTT, USERPTR, DOORBELL, MMIO_REMAP)",
             )
+        injected = self.kfd.injected.alloc_fails(pdd.gpu.identity.index, kind)
+        if injected is not None:
+            fail(errno.ENOMEM, f"{what}: {kind.name} size={args.size:#x} on gpu_id={args.gpu_id:#x}: injected by "
+                               f"{injected!r}")  # fmt: skip
         size = _page_align(args.size)
         idr = lowest_free(pdd.allocations, 0, _IDR_LIMIT)
         if idr is None:
@@ -256,14 +260,22 @@ class MemoryIoctls:
                 if gpu.gpu_id in other.mapped_on and other.overlaps(va, size):
                     fail(errno.EINVAL, f"{what}: VA {va:#x}+{size:#x} overlaps handle {other.handle:#x} at "
                                        f"{other.va:#x}+{other.size:#x} on gpu_id={gpu.gpu_id:#x}")  # fmt: skip
+        pieces = list(self.kfd.injected.mapped_pieces(gpu.identity.index, va, allocation.backing.nbytes))
+        done: list[int] = []
         try:
-            gpu.port.map_memory(va, allocation.backing)
+            for offset, nbytes in pieces:
+                gpu.port.map_memory(va + offset, allocation.backing[offset : offset + nbytes])
+                done.append(va + offset)
         except InvalidArgument as exc:
+            for piece_va in done:
+                gpu.port.unmap_memory(piece_va)
             fail(errno.EINVAL, f"{what}: the GPU refused VA {va:#x}+{size:#x}: {exc}")
         allocation.mapped_on.append(gpu.gpu_id)
 
     def unmap(self, allocation: Allocation, gpu: GpuDevice) -> None:
-        gpu.port.unmap_memory(allocation.va)
+        """Unmap ``allocation`` from ``gpu`` (each piece :meth:`_map` mapped around the fault plan's holes)."""
+        for offset, _ in self.kfd.injected.mapped_pieces(gpu.identity.index, allocation.va, allocation.backing.nbytes):
+            gpu.port.unmap_memory(allocation.va + offset)
         allocation.mapped_on.remove(gpu.gpu_id)
 
     def _op_unmap_memory_from_gpu(self, args: u.kfd_ioctl_unmap_memory_from_gpu_args) -> None:

@@ -103,6 +103,7 @@ class QueueIoctls:
             fail(errno.EIO, f"{what}: the GPU failed to create the queue: {exc}")
         queue = Queue(queue_id, gpu.gpu_id, kind, doorbell_id, args.ring_base_address, args.ring_size,
                       args.read_pointer_address, args.write_pointer_address, gpu_queue)  # fmt: skip
+        queue.hung_by = self.kfd.injected.queue_hangs(gpu.identity.index, kind)
         process.queues[queue_id] = queue
         pdd.doorbells[doorbell_id] = queue
         args.queue_id = queue_id
@@ -140,6 +141,10 @@ class QueueIoctls:
         for slot in range(first, last + 1):
             if slot not in pdd.doorbells:
                 LOG.debug("doorbell store to free slot %d of gpu_id=%#x dropped", slot, gpu.gpu_id)
+                continue
+            queue = pdd.doorbells[slot]
+            if queue.hung_by is not None:
+                LOG.debug("doorbell of queue %d lost: hung by %r", queue.queue_id, queue.hung_by)
                 continue
             start = slot * KFD_DOORBELL_BYTES
             value = int.from_bytes(gpu.doorbell_page[start : start + KFD_DOORBELL_BYTES], "little")

@@ -154,6 +154,7 @@ class Queue:
     rptr_va: int
     wptr_va: int
     gpu_queue: Any
+    hung_by: Any = None  # the fault rule (a QueueHang) that keeps the queue from ever running
 
     def summary(self) -> tuple[Any, ...]:
         return (self.queue_id, self.gpu_id, self.kind.name, self.doorbell_id, self.ring_va, self.ring_bytes,

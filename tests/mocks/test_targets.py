@@ -42,12 +42,32 @@ def test_options_reach_the_board_and_the_copy_protocol() -> None:
 @pytest.mark.parametrize("given", ["MOCKUSB+AMD", "MOCKUSB+AMD:LLVM:gfx950", "resolved"])
 def test_open_mock_usb3_gives_a_working_bridge(given: str) -> None:
     target = default_registry().resolve("MOCKUSB+AMD") if given == "resolved" else given
-    with open_mock_usb3(target, function=PlainEndpoint(vram_bytes=1 << 20), quirks=Quirks()) as usb:
+    arch = "gfx950" if given.endswith("gfx950") else "gfx1100"
+    with open_mock_usb3(target, vram_bytes=16 << 20, quirks=Quirks()) as usb:
         assert isinstance(usb, MockUSB3)
+        assert usb.gpu.gfx_target_version == GFX_TARGET_VERSIONS[arch] and usb.gpu.vram_bytes == 16 << 20
         controller = Asm2464Controller(usb, retry_delay_s=0)
         controller.xdata_write(0x5000, b"ok")
         assert controller.xdata_read(0x5000, 2) == b"ok"
         assert pcie_bringup(controller).vendor_id == 0x1002
+
+
+def test_open_mock_usb3_builds_a_fresh_board_and_names_the_parts_form_for_parts() -> None:
+    with pytest.raises(InvalidArgument, match=r"MockUSB3\(function=...\): a fresh board takes no parts.*MockUSB3.over"):
+        open_mock_usb3("MOCKUSB+AMD", function=PlainEndpoint(vram_bytes=1 << 20))
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [({"mode": "fast"}, "option mode='fast', expected one of 'sync', 'timed'"),
+     ({"revision": "naïve"}, "option revision='naïve', expected one of 'naive', 'sentinel-sector', 'pipelined'"),
+     ({"faults": "stall"}, "option faults='stall', expected None or a FaultPlan"),
+     ({"seed": "3"}, "seed"),
+     ({"vram_bytes": 0}, "vram_bytes=0")],
+)  # fmt: skip
+def test_bad_option_values_are_named_before_a_board_is_built(options: dict[str, object], match: str) -> None:
+    with pytest.raises(InvalidArgument, match=match):
+        open_target("MOCKUSB+AMD", **options)
 
 
 @pytest.mark.parametrize("given", ["NULL", 42])

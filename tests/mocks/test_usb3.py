@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -9,6 +10,8 @@ import pytest
 
 from tinyhil.asm2464 import Asm2464Controller
 from tinyhil.emulators.asm2464 import Asm2464, Quirks
+from tinyhil.emulators.kernel import EventKernel
+from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.usb import Usb3Transport
@@ -32,14 +35,32 @@ def test_keyword_arguments_reach_the_board() -> None:
         assert usb.bridge.quirks is quirks
 
 
-def test_a_board_built_by_the_caller_is_used_as_is_and_board_options_with_it_are_rejected() -> None:
-    bridge = Asm2464(serial="X")
-    with MockUSB3(bridge=bridge) as usb:
-        assert usb.bridge is bridge
-    with pytest.raises(InvalidArgument, match="quirks"):
-        MockUSB3(bridge=Asm2464(), quirks=Quirks())
+def test_a_board_built_by_the_caller_is_used_as_is() -> None:
+    kernel = EventKernel(seed=4)
+    bridge = Asm2464(serial="X", function=PlainEndpoint(vram_bytes=1 << 20), kernel=kernel)
+    with MockUSB3.over(bridge, mode="timed", max_in_flight=2) as usb:
+        assert usb.bridge is bridge and usb.kernel is kernel and usb.mode.value == "timed"
+        assert usb._pool._max_in_flight == 2  # the transport option reached the transport
+        controller = Asm2464Controller(usb, retry_delay_s=0)
+        controller.xdata_write(0x5000, b"hi")
+        assert bytes(bridge.memory.xdata[0x5000:0x5002]) == b"hi"
+    with pytest.raises(InvalidArgument, match=r"bridge=<.*PlainEndpoint.*, expected an Asm2464"):
+        MockUSB3.over(PlainEndpoint())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("parts", [["function"], ["kernel"], ["bridge"], ["function", "kernel"]])
+def test_parts_given_to_the_fresh_form_name_the_given_parts_form(parts: list[str]) -> None:
+    values = {"function": PlainEndpoint(), "kernel": EventKernel(), "bridge": Asm2464()}
+    shown = re.escape(", ".join(f"{name}=..." for name in parts))
+    with pytest.raises(InvalidArgument, match=rf"MockUSB3\({shown}\): a fresh board takes no parts.*MockUSB3\.over"):
+        MockUSB3(quirks=Quirks(), **{name: values[name] for name in parts})
+
+
+def test_a_bad_mode_is_an_error_in_both_forms() -> None:
     with pytest.raises(InvalidArgument, match="mode"):
         MockUSB3(mode="fast")
+    with pytest.raises(InvalidArgument, match="mode"):
+        MockUSB3.over(Asm2464(), mode="fast")
 
 
 @pytest.mark.parametrize("mode", ["sync", "timed"])

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinyhil.asm2464 import Asm2464Controller, PcieError, SramArm, pcie_bringup
-from tinyhil.emulators.asm2464 import Quirks
+from tinyhil.emulators.asm2464 import Asm2464, Quirks
 from tinyhil.emulators.faults import Fault, FaultKind, FaultPlan, Operation, Transfer
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.errors import InvalidArgument
@@ -43,7 +43,8 @@ SMALL_VRAM = 1 << 20
 
 def small_usb(**options: Any) -> MockUSB3:
     """A board with a 1 MB plain endpoint behind it (fast to build; the checks do not need a GPU)."""
-    return MockUSB3(function=PlainEndpoint(vram_bytes=SMALL_VRAM), **options)
+    mode = options.pop("mode", "sync")
+    return MockUSB3.over(Asm2464(function=PlainEndpoint(vram_bytes=SMALL_VRAM), **options), mode=mode)
 
 
 @pytest.fixture

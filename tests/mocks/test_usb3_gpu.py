@@ -102,27 +102,20 @@ def board(request: pytest.FixtureRequest) -> Iterator[Board]:
 
 def test_the_default_function_is_the_gpu_on_the_board_kernel() -> None:
     kernel = EventKernel(seed=3)
-    with MockUSB3(kernel=kernel, vram_bytes=32 << 20, gfx_target_version=90402) as usb:
+    with MockUSB3(seed=3, vram_bytes=32 << 20, gfx_target_version=90402) as usb:
         assert isinstance(usb.bridge.function, AmdGpuFunction) and usb.gpu is usb.bridge.function.gpu
-        assert usb.gpu.kernel is usb.kernel is kernel
+        assert usb.gpu.kernel is usb.kernel and usb.kernel.seed == kernel.seed
         assert (usb.gpu.vram_bytes, usb.gpu.gfx_target_version) == (32 << 20, 90402)
         assert usb.bridge.function.config.read(Config.DEVICE_ID, 2) == 0x74A1
-    with MockUSB3(function=PlainEndpoint(vram_bytes=1 << 20)) as usb, pytest.raises(StateError, match="PlainEndpoint"):
+    bridge = Asm2464(function=PlainEndpoint(vram_bytes=1 << 20))
+    with MockUSB3.over(bridge) as usb, pytest.raises(StateError, match="PlainEndpoint"):
         _ = usb.gpu
 
 
-@pytest.mark.parametrize(
-    "options",
-    [{"function": "plain", "vram_bytes": 1 << 20}, {"bridge": "board", "gfx_target_version": 110000}],
-)
-def test_gpu_options_with_another_function_or_board_are_refused(options: dict[str, object]) -> None:
-    given = {**options}
-    if given.get("function") == "plain":
-        given["function"] = PlainEndpoint(vram_bytes=1 << 20)
-    if given.get("bridge") == "board":
-        given["bridge"] = Asm2464()
-    with pytest.raises(InvalidArgument, match=r"GPU options apply only to the default emulated GPU"):
-        MockUSB3(**given)  # type: ignore[arg-type]
+@pytest.mark.parametrize("option", ["vram_bytes", "gfx_target_version", "seed", "faults"])
+def test_board_options_with_a_given_bridge_are_refused_naming_where_they_go(option: str) -> None:
+    with pytest.raises(InvalidArgument, match=rf"MockUSB3.over\(bridge, {option}=...\): the bridge is already built"):
+        MockUSB3.over(Asm2464(), **{option: 1})
 
 
 def test_bring_up_finds_the_gpu_and_its_bars(board: Board) -> None:

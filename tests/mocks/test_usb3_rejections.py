@@ -12,7 +12,7 @@ import pytest
 import usb1
 
 from tinyhil.asm2464 import Asm2464Controller
-from tinyhil.emulators.asm2464 import WAIT_CAP_NS
+from tinyhil.emulators.asm2464 import WAIT_CAP_NS, Asm2464
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.errors import InvalidArgument
 from tinyhil.mocks.usb3 import MockUSB3
@@ -86,7 +86,7 @@ BAD_CALLS: list[tuple[str, Callable[[MockUSB3], Any], type[BaseException]]] = [
 def test_a_bad_call_is_refused_up_front_changes_nothing_and_the_next_scsi_write_lands(
     mode: str, what: str, call: Callable[[MockUSB3], Any], error: type[BaseException]
 ) -> None:
-    with MockUSB3(mode=mode, function=PlainEndpoint(vram_bytes=1 << 20)) as usb:
+    with MockUSB3.over(Asm2464(function=PlainEndpoint(vram_bytes=1 << 20)), mode=mode) as usb:
         usb.control_write(Request.PCIE_POWER, 1)
         before, start_ns = usb.bridge.state_digest(), usb.kernel.now_ns
         with pytest.raises(error):
@@ -102,7 +102,7 @@ def test_a_bad_call_is_refused_up_front_changes_nothing_and_the_next_scsi_write_
 def test_the_longest_timeout_the_transport_takes_is_the_wait_cap_and_ends_as_usb1_timeout() -> None:
     """An unpaired bulk OUT with the longest timeout times out (usb1.USBErrorTimeout) after 2 virtual hours, and
     takes no later arm with it."""
-    with MockUSB3(function=PlainEndpoint(vram_bytes=1 << 20)) as usb:
+    with MockUSB3.over(Asm2464(function=PlainEndpoint(vram_bytes=1 << 20))) as usb:
         start_ns = usb.kernel.now_ns
         with pytest.raises(usb1.USBErrorTimeout):
             usb.bulk_write(STALE, MAX_TIMEOUT_MS)

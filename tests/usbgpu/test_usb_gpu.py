@@ -9,6 +9,7 @@ import pytest
 
 from tinyhil.amdgpu import AmdQueue, QueueTransport, sdma_fence
 from tinyhil.asm2464 import Asm2464Controller, PcieBar, PcieTopology, pcie_bringup
+from tinyhil.emulators.asm2464 import Asm2464
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.errors import DeviceError, DeviceTimeout, InvalidArgument, StateError
 from tinyhil.mocks.usb3 import MockUSB3
@@ -95,7 +96,7 @@ def test_a_wait_that_times_out_names_what_and_the_queues(driver: UsbGpu) -> None
 
 def test_a_function_without_the_register_interface_is_refused() -> None:
     with (
-        MockUSB3(function=PlainEndpoint(vram_bytes=1 << 20)) as usb,
+        MockUSB3.over(Asm2464(function=PlainEndpoint(vram_bytes=1 << 20))) as usb,
         pytest.raises(DeviceError, match=r"BAR5 ID reads 0x00000000, expected 0x48494c31"),
     ):
         UsbGpu.bring_up(Asm2464Controller(usb))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -12,6 +11,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from support.scripts import load_script
 
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.kfd import KFD, uapi
@@ -21,14 +21,7 @@ from tinyhil.mocks.kfd import MockKFD
 
 def load_fake_gpu() -> ModuleType:
     """``fake_gpu.py`` as one shared module (test folders are not packages; tests/kfd loads it the same way)."""
-    name = "tinyhil_tests_kfd_fake_gpu"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("fake_gpu.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return load_script(Path(__file__).with_name("fake_gpu.py"), "tinyhil_tests_kfd_fake_gpu")
 
 
 @pytest.fixture

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import importlib.util
 import mmap
 import os
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +22,7 @@ from typing import Any, Final
 import pytest
 from hypothesis import event, given
 from hypothesis import strategies as st
+from support.scripts import load_script
 
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.kfd import uapi
@@ -58,14 +57,7 @@ NOT_INTS: Final = (None, 1.5, "x", b"\x01", [1])
 
 def _fake_gpu_module() -> ModuleType:
     """``fake_gpu.py``, shared with conftest.py under the same module name (test folders are not packages)."""
-    name = "tinyhil_tests_kfd_fake_gpu"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("fake_gpu.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return load_script(Path(__file__).with_name("fake_gpu.py"), "tinyhil_tests_kfd_fake_gpu")
 
 
 @dataclass

@@ -50,7 +50,7 @@ def test_the_index_selects_the_gpu_and_gpus_sizes_the_machine() -> None:
     ("text", "options", "match"),
     [("MOCKKFD:2+AMD", {"gpus": 2}, "GPU index 2, expected < gpus=2"),
      ("MOCKKFD+AMD", {"gpus": 0}, "gpus=0"),
-     ("MOCKKFD+AMD", {"colour": "blue"}, "valid options: gpus, vram_bytes"),
+     ("MOCKKFD+AMD", {"colour": "blue"}, "valid options: faults, gpus, seed, vram_bytes"),
      ("MOCKKFD+AMD", {"vram_bytes": 12345}, "vram_bytes")],
 )  # fmt: skip
 def test_bad_options_are_typed_errors(text: str, options: dict[str, object], match: str) -> None:

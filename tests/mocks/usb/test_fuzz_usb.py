@@ -27,7 +27,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tinyhil.asm2464 import Asm2464Controller
-from tinyhil.emulators.asm2464 import WAIT_CAP_NS
+from tinyhil.emulators.asm2464 import WAIT_CAP_NS, Asm2464
 from tinyhil.emulators.faults import FaultPlan, Operation
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.fixtures.strategies import fault_plans
@@ -379,7 +379,7 @@ def _follow_up(usb: MockUSB3, seed: int) -> None:
 def test_random_usb_requests_end_in_usb1_outcomes_and_rejections_change_nothing(
     requests: list[UsbRequest], plan: FaultPlan, mode: str, seed: int
 ) -> None:
-    with MockUSB3(mode=mode, faults=plan, seed=seed, function=PlainEndpoint(vram_bytes=1 << 20)) as usb:
+    with MockUSB3.over(Asm2464(faults=plan, seed=seed, function=PlainEndpoint(vram_bytes=1 << 20)), mode=mode) as usb:
         for r in requests:
             _check_one(usb, r)
         _follow_up(usb, seed)
@@ -388,6 +388,6 @@ def test_random_usb_requests_end_in_usb1_outcomes_and_rejections_change_nothing(
 @given(request=usb_requests(), mode=st.sampled_from(["sync", "timed"]))
 def test_a_random_request_on_a_healthy_board_takes_no_fault_path(request: UsbRequest, mode: str) -> None:
     """No fault plan: the inline fast path runs, and every rejection must leave the digest as it was."""
-    with MockUSB3(mode=mode, function=PlainEndpoint(vram_bytes=1 << 20)) as usb:
+    with MockUSB3.over(Asm2464(function=PlainEndpoint(vram_bytes=1 << 20)), mode=mode) as usb:
         _check_one(usb, request)
         _follow_up(usb, 0)
