@@ -37,8 +37,11 @@ _DIMS: Final = 3
 
 
 def check_int(name: str, value: Any, *, min_value: int | None = None, max_value: int | None = None) -> int:
-    """Return ``value`` if it is an ``int`` (not a ``bool``) within ``[min_value, max_value]``."""
-    if type(value) is not int and (not isinstance(value, int) or isinstance(value, bool)):
+    """Return ``value`` if it is an ``int`` (an ``IntEnum`` member too, not a ``bool``) within
+    ``[min_value, max_value]``."""
+    if type(value) is int and (min_value is None or value >= min_value) and (max_value is None or value <= max_value):
+        return value
+    if not isinstance(value, int) or isinstance(value, bool):
         raise InvalidArgument(f"{name}={value!r}, expected an int")
     if min_value is not None and value < min_value:
         raise InvalidArgument(f"{name}={value!r}, expected an int >= {min_value}")

@@ -63,7 +63,6 @@ U32: Final = 0xFFFFFFFF  # libusb's timeout is an unsigned int of milliseconds
 MAX_TIMEOUT_MS: Final = WAIT_CAP_NS // NS_PER_MS  # the longest timeout the emulated stack runs: 7,200,000 ms (2 h)
 DIRECTION_IN: Final = 0x80  # usb1.ENDPOINT_IN
 DIRECTION_OUT: Final = 0x00  # usb1.ENDPOINT_OUT
-_DIR_MASK: Final[int] = usb1.ENDPOINT_DIR_MASK
 BULK_ENDPOINTS: Final = frozenset({BULK_OUT_EP, BULK_IN_EP})
 
 _Setup = tuple[int, int, int, int]
@@ -203,7 +202,7 @@ def check_control(
         value, index = check_field("value", value, U16), check_field("index", index, U16)
         timeout = check_timeout(timeout)
     if direction is not None:
-        request_type = request_type & ~_DIR_MASK | direction
+        request_type = request_type & ~usb1.ENDPOINT_DIR_MASK | direction
     data: memoryview | None = None
     if isinstance(data_or_length, int) and direction != DIRECTION_OUT:
         if data_or_length < 0:
@@ -253,7 +252,7 @@ def check_bulk(
     if not (type(endpoint) is type(timeout) is int and 0 <= endpoint <= U8 and 0 <= timeout <= MAX_TIMEOUT_MS):
         endpoint, timeout = check_field("endpoint", endpoint, U8), check_timeout(timeout)
     if direction is not None:
-        endpoint = endpoint & ~_DIR_MASK | direction
+        endpoint = endpoint & ~usb1.ENDPOINT_DIR_MASK | direction
     deadline_ns = timeout * NS_PER_MS if timeout else UNBOUNDED_WAIT_NS
     # a flat byte view (the copy path's chunks) is used as it is
     if (

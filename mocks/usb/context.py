@@ -27,9 +27,6 @@ class TransferMode(StrEnum):
     TIMED = "timed"  # on the virtual clock, by the board's timing model; OUT payloads are read at completion
 
 
-_SYNC: Final = TransferMode.SYNC
-
-
 class EmulatedUsbContext:
     """A USB context whose bus holds the given emulated boards, one device each, each with its own state.
 
@@ -87,7 +84,7 @@ class EmulatedUsbContext:
 
     # --- transfers and the event pump ---
     def _submit(self, board: Asm2464, transfer: EmulatedUsbTransfer, urb: Urb) -> None:
-        if self.mode is _SYNC:
+        if self.mode is TransferMode.SYNC:
             board.front.complete(urb)
             self._ready.append(transfer)
         else:

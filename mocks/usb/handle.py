@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
 import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 
 from tinyhil.emulators.asm2464 import Urb, UsbError
 from tinyhil.emulators.asm2464.front import CONTROL_EP, StandardRequest
-from tinyhil.errors import StateError
 from tinyhil.mocks.usb._errors import usb1_error
 from tinyhil.mocks.usb._requests import (
     BULK_ENDPOINTS,
@@ -23,14 +20,13 @@ from tinyhil.mocks.usb._requests import (
     no_such_endpoint,
 )
 from tinyhil.mocks.usb.transfer import EmulatedUsbTransfer
+from tinyhil.usb.state import TransportState, requires_open
 
 if TYPE_CHECKING:
     from tinyhil.mocks.usb.device import EmulatedUsbDevice
 
 __all__ = ["EmulatedUsbDeviceHandle"]
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
 _INTERFACE: Final = 0
 _CONFIGURATIONS: Final = (0, 1)
 _STANDARD_OUT_ENDPOINT: Final = usb1.ENDPOINT_OUT | usb1.TYPE_STANDARD | usb1.RECIPIENT_ENDPOINT
@@ -38,23 +34,6 @@ _STANDARD_OUT_DEVICE: Final = usb1.ENDPOINT_OUT | usb1.TYPE_STANDARD | usb1.RECI
 _STANDARD_OUT_INTERFACE: Final = usb1.ENDPOINT_OUT | usb1.TYPE_STANDARD | usb1.RECIPIENT_INTERFACE
 _FEATURE_ENDPOINT_HALT: Final = 0
 _SETUP_TIMEOUT_MS: Final = 1000
-
-
-def _closed_error(method: str) -> StateError:
-    return StateError(f"EmulatedUsbDeviceHandle.{method}: the handle is closed, expected an open one")
-
-
-def _requires_open(method: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Raise a StateError naming the method when the handle is closed."""
-
-    @functools.wraps(method)
-    def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        handle: EmulatedUsbDeviceHandle = args[0]  # type: ignore[assignment]  # only methods are decorated
-        if handle._closed:
-            raise _closed_error(method.__name__)
-        return method(*args, **kwargs)
-
-    return guarded
 
 
 class EmulatedUsbDeviceHandle:
@@ -71,7 +50,7 @@ class EmulatedUsbDeviceHandle:
         self._context = device._context
         self._claimed: set[int] = set()
         self._inflight: set[EmulatedUsbTransfer] = set()
-        self._closed = False
+        self._state = TransportState.OPEN
 
     # --- plumbing shared with transfers ---
     def _run(self, urb: Urb) -> Urb:
@@ -89,7 +68,7 @@ class EmulatedUsbDeviceHandle:
         return self._run(Urb(CONTROL_EP, length, deadline_ns, setup, payload))
 
     # --- usb1.USBDeviceHandle ---
-    @_requires_open
+    @requires_open
     def claimInterface(self, interface: int) -> Any:
         """Claim interface 0 (the only one); usable as a context manager that releases it."""
         if interface != _INTERFACE:
@@ -99,7 +78,7 @@ class EmulatedUsbDeviceHandle:
         self._claimed.add(interface)
         return _ReleaseInterface(self, interface)
 
-    @_requires_open
+    @requires_open
     def releaseInterface(self, interface: int) -> None:
         if interface not in self._claimed:
             error = usb1.USBErrorNotFound(usb1.ERROR_NOT_FOUND)
@@ -107,7 +86,7 @@ class EmulatedUsbDeviceHandle:
             raise error
         self._claimed.discard(interface)
 
-    @_requires_open
+    @requires_open
     def setConfiguration(self, configuration: int) -> None:
         """SET_CONFIGURATION (resets the bridge's DMA engine)."""
         if configuration not in _CONFIGURATIONS:
@@ -117,7 +96,7 @@ class EmulatedUsbDeviceHandle:
         request = StandardRequest.SET_CONFIGURATION
         self._control(_STANDARD_OUT_DEVICE, request, configuration, 0, b"", _SETUP_TIMEOUT_MS)
 
-    @_requires_open
+    @requires_open
     def setInterfaceAltSetting(self, interface: int, alt_setting: int) -> None:
         """SET_INTERFACE (resets the bridge's DMA engine); the interface must be claimed, as in libusb."""
         if interface not in self._claimed or alt_setting != 0:
@@ -127,56 +106,51 @@ class EmulatedUsbDeviceHandle:
         request = StandardRequest.SET_INTERFACE
         self._control(_STANDARD_OUT_INTERFACE, request, alt_setting, interface, b"", _SETUP_TIMEOUT_MS)
 
-    # The synchronous transfers raise what @_requires_open raises (the same StateError) without it
-    # (docs/performance.md). Each checks its request with the one validator the transfers use (_requests.py),
-    # forcing the direction as usb1 does.
+    # Each transfer checks its request with the one validator the transfers use (_requests.py), forcing the
+    # direction as usb1 does.
+    @requires_open
     def controlWrite(self, request_type: int, request: int, value: int, index: int, data: Any, timeout: int = 0) -> int:
         """Synchronous control write; returns the number of bytes sent."""
-        if self._closed:
-            raise _closed_error("controlWrite")
         setup, length, payload, deadline_ns = check_control(
             request_type, request, value, index, data, timeout, DIRECTION_OUT
         )
         return self._run(Urb(CONTROL_EP, length, deadline_ns, setup, payload)).actual_length
 
+    @requires_open
     def controlRead(
         self, request_type: int, request: int, value: int, index: int, length: int, timeout: int = 0
     ) -> bytearray:
         """Synchronous control read; returns the bytes received."""
-        if self._closed:
-            raise _closed_error("controlRead")
         setup, wlength, _, deadline_ns = check_control(
             request_type, request, value, index, length, timeout, DIRECTION_IN
         )
         return bytearray(self._run(Urb(CONTROL_EP, wlength, deadline_ns, setup)).data)
 
+    @requires_open
     def bulkWrite(self, endpoint: int, data: Any, timeout: int = 0) -> int:
         """Synchronous bulk write; returns the number of bytes sent (a short write returns fewer)."""
-        if self._closed:
-            raise _closed_error("bulkWrite")
         endpoint, length, view, deadline_ns = check_bulk(endpoint, data, timeout, DIRECTION_OUT)
         if endpoint not in BULK_ENDPOINTS:
             raise no_such_endpoint(endpoint)
         return self._run(Urb(endpoint, length, deadline_ns, payload=view)).actual_length
 
+    @requires_open
     def bulkRead(self, endpoint: int, length: int, timeout: int = 0) -> bytearray:
         """Synchronous bulk read; returns the bytes received."""
-        if self._closed:
-            raise _closed_error("bulkRead")
         endpoint, length, _, deadline_ns = check_bulk(endpoint, length, timeout, DIRECTION_IN)
         if endpoint not in BULK_ENDPOINTS:
             raise no_such_endpoint(endpoint)
         data = self._run(Urb(endpoint, length, deadline_ns)).data
         return data if type(data) is bytearray else bytearray(data)  # usb1 returns a bytearray the caller owns
 
-    @_requires_open
+    @requires_open
     def clearHalt(self, endpoint: int) -> None:
         """CLEAR_FEATURE(ENDPOINT_HALT) on ``endpoint`` (also resets the bridge's DMA engine)."""
         endpoint = check_field("endpoint", endpoint, U8)
         request = StandardRequest.CLEAR_FEATURE
         self._control(_STANDARD_OUT_ENDPOINT, request, _FEATURE_ENDPOINT_HALT, endpoint, b"", _SETUP_TIMEOUT_MS)
 
-    @_requires_open
+    @requires_open
     def resetDevice(self) -> None:
         """A USB port reset: halts clear, the DMA engine forgets its arms; PCIe and memories are untouched."""
         front = self._bridge.front
@@ -186,16 +160,39 @@ class EmulatedUsbDeviceHandle:
         front.configuration = 1
         self._bridge.engine.drop_arms()
 
-    @_requires_open
+    @requires_open
     def getTransfer(self, iso_packets: int = 0, short_is_error: bool = False, add_zero_packet: bool = False) -> Any:
         """A new asynchronous transfer bound to this handle."""
         if iso_packets < 0:
             raise ValueError("Cannot request a negative number of iso packets.")
         return EmulatedUsbTransfer(self, iso_packets, short_is_error)
 
+    @property
+    def state(self) -> TransportState:
+        """``OPEN`` until :meth:`close`."""
+        return self._state
+
+    @requires_open
+    def submit_transfer(self, transfer: EmulatedUsbTransfer, urb: Urb) -> None:
+        """Put ``transfer`` (carrying ``urb``) in flight on the board; closing the handle waits for it to complete.
+
+        Raises:
+            StateError: the handle is closed.
+        """
+        self._inflight.add(transfer)
+        try:
+            self._context._submit(self._bridge, transfer, urb)
+        except BaseException:  # not submitted after all (an emulator event raised): closing must not wait for it
+            self._inflight.discard(transfer)
+            raise
+
+    def transfer_done(self, transfer: EmulatedUsbTransfer) -> None:
+        """``transfer`` has completed (its callback is about to fire): closing no longer waits for it."""
+        self._inflight.discard(transfer)
+
     def close(self) -> None:
         """Cancel transfers in flight, pump events until they are reaped, release the handle."""
-        if self._closed:
+        if self._state is TransportState.CLOSED:
             return
         for transfer in list(self._inflight):
             if transfer._urb is not None:
@@ -203,7 +200,7 @@ class EmulatedUsbDeviceHandle:
         while self._inflight:
             self._context.handleEventsTimeout(0)
         self._claimed.clear()
-        self._closed = True
+        self._state = TransportState.CLOSED
 
     def getDevice(self) -> Any:
         return self._device

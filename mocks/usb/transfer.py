@@ -9,7 +9,6 @@ import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 
 from tinyhil.emulators.asm2464 import Urb, UsbStatus
 from tinyhil.emulators.asm2464.front import CONTROL_EP
-from tinyhil.errors import StateError
 from tinyhil.mocks.usb._errors import STATUS_TO_USB1
 from tinyhil.mocks.usb._requests import BULK_ENDPOINTS, check_bulk, check_control, no_such_endpoint
 
@@ -20,11 +19,6 @@ __all__ = ["EmulatedUsbTransfer"]
 
 _CONTROL_SETUP_SIZE: Final = 8
 _SETUP_ZEROS: Final = bytearray(_CONTROL_SETUP_SIZE)  # only ever concatenated (a new bytearray each time)
-_DIR_MASK: Final[int] = usb1.ENDPOINT_DIR_MASK
-_TYPE_BULK: Final[int] = usb1.TRANSFER_TYPE_BULK
-_TYPE_CONTROL: Final[int] = usb1.TRANSFER_TYPE_CONTROL
-_TRANSFER_COMPLETED: Final[int] = usb1.TRANSFER_COMPLETED
-_USB_COMPLETED: Final = UsbStatus.COMPLETED
 
 
 class EmulatedUsbTransfer:
@@ -76,10 +70,27 @@ class EmulatedUsbTransfer:
         self._timeout = 0
 
     def _check_alterable(self) -> None:
+        """What usb1 checks before a transfer is set up again: neither submitted nor doomed."""
         if self._submitted:
             raise ValueError("Cannot alter a submitted transfer")
         if self._doomed:
             raise usb1.DoomedTransferError("Cannot reuse a doomed transfer")
+
+    def _set(
+        self,
+        kind: int,
+        endpoint: int,
+        buffer: bytearray | memoryview,
+        setup: tuple[int, int, int, int] | None,
+        deadline_ns: int,
+        callback: Callable[[EmulatedUsbTransfer], Any] | None,
+        user_data: Any,
+    ) -> None:
+        """Record a checked set-up (``setBulk`` or ``setControl``), unless the transfer may not be altered."""
+        if self._submitted or self._doomed:
+            self._check_alterable()
+        self._type, self._endpoint, self._buffer, self._setup = kind, endpoint, buffer, setup
+        self._deadline_ns, self._callback, self._user_data, self._initialized = deadline_ns, callback, user_data, True
 
     def setBulk(
         self,
@@ -90,13 +101,9 @@ class EmulatedUsbTransfer:
         timeout: int = 0,
     ) -> None:
         """Set up a bulk transfer (OUT: a buffer to send; IN: a length or a writable buffer to fill)."""
-        if self._submitted or self._doomed:
-            self._check_alterable()
-        endpoint, _, self._buffer, deadline_ns = check_bulk(endpoint, buffer_or_len, timeout, None)
+        endpoint, _, buffer, deadline_ns = check_bulk(endpoint, buffer_or_len, timeout, None)
+        self._set(usb1.TRANSFER_TYPE_BULK, endpoint, buffer, None, deadline_ns, callback, user_data)
         self._timeout = timeout
-        self._endpoint, self._type = endpoint, _TYPE_BULK
-        self._callback, self._user_data = callback, user_data
-        self._setup, self._deadline_ns, self._initialized = None, deadline_ns, True
 
     def setControl(
         self,
@@ -110,18 +117,20 @@ class EmulatedUsbTransfer:
         timeout: int = 0,
     ) -> None:
         """Set up a control transfer (the direction comes from bit 7 of ``request_type``)."""
-        if self._submitted or self._doomed:
-            self._check_alterable()
         setup, length, data, deadline_ns = check_control(
             request_type, request, value, index, buffer_or_len, timeout, None
         )
         # usb1 keeps the 8 setup bytes in front of the data: getBuffer() is a view past them.
         storage = bytearray(_CONTROL_SETUP_SIZE + length) if data is None else _SETUP_ZEROS + data
-        self._buffer = memoryview(storage)[_CONTROL_SETUP_SIZE:]
-        self._endpoint, self._type = CONTROL_EP, _TYPE_CONTROL
-        self._callback, self._user_data = callback, user_data
-        self._setup, self._deadline_ns = setup, deadline_ns
-        self._initialized = True
+        self._set(
+            usb1.TRANSFER_TYPE_CONTROL,
+            CONTROL_EP,
+            memoryview(storage)[_CONTROL_SETUP_SIZE:],
+            setup,
+            deadline_ns,
+            callback,
+            user_data,
+        )
 
     def setBuffer(self, buffer_or_len: Any) -> None:
         """Replace the buffer of a bulk transfer (usb1 refuses this on control transfers)."""
@@ -146,22 +155,14 @@ class EmulatedUsbTransfer:
         # An OUT payload is a view of the buffer (the buffer itself when it is one), read when the transfer moves.
         # A bulk IN fills the buffer in place, as libusb does (a control IN's buffer sits behind its setup bytes).
         into = None
-        if (endpoint if setup is None else setup[0]) & _DIR_MASK:
+        if (endpoint if setup is None else setup[0]) & usb1.ENDPOINT_DIR_MASK:
             payload = None
             if setup is None:
                 into = buffer
         else:
             payload = buffer if type(buffer) is memoryview else memoryview(buffer)
         urb = Urb(endpoint, len(buffer), self._deadline_ns, setup, payload, into)
-        handle = self._handle  # the handle's side of a submit
-        if handle._closed:
-            raise StateError("EmulatedUsbTransfer.submit: the handle is closed, expected an open one")
-        handle._inflight.add(self)
-        try:
-            handle._context._submit(handle._bridge, self, urb)
-        except BaseException:  # not submitted after all (an emulator event raised): closing must not wait for it
-            handle._inflight.discard(self)
-            raise
+        self._handle.submit_transfer(self, urb)
         self._urb, self._submitted = urb, True
 
     def _completed(self) -> None:
@@ -170,12 +171,12 @@ class EmulatedUsbTransfer:
         assert urb is not None and urb.status is not None
         self._submitted = False
         status = urb.status
-        self._status = _TRANSFER_COMPLETED if status is _USB_COMPLETED else STATUS_TO_USB1[status]
+        self._status = usb1.TRANSFER_COMPLETED if status is UsbStatus.COMPLETED else STATUS_TO_USB1[status]
         self._actual_length = urb.actual_length
         data = urb.data
         if data and urb.is_in and urb.into is None:  # a bulk IN's bytes are already in the buffer (urb.into)
             self._buffer[: len(data)] = data
-        self._handle._inflight.discard(self)  # the handle's _transfer_done
+        self._handle.transfer_done(self)
         if self._callback is not None:
             self._callback(self)
         if self._doomed:

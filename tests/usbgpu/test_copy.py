@@ -9,9 +9,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import usb1
-from _usbgpu_boards import DATA, NEVER, Board, arm_faults, sram_bulk_out_occurrences
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.boards import DATA, NEVER, Board, arm_faults, sram_bulk_out_occurrences
 
 from tinyhil.amdgpu.errors import QueueStopped
 from tinyhil.emulators.asm2464 import Quirks

@@ -13,7 +13,7 @@ from typing import Any, Final
 from tinyhil._check import as_readonly_bytes, as_writable_bytes, check_int, check_range
 from tinyhil.asm2464.errors import PcieError
 from tinyhil.asm2464.sram import SramArm, pad_to_sectors
-from tinyhil.asm2464.stream import MemPiece, plan_mem_access
+from tinyhil.asm2464.stream import MemPiece, check_mem_access, plan_mem_access
 from tinyhil.asm2464.tlp import TlpCompletion, byte_enables, describe_fmt_type, encode_tlp, has_data, is_posted
 from tinyhil.errors import DeviceTimeout, InvalidArgument
 from tinyhil.spec.asm2464 import (
@@ -38,7 +38,7 @@ from tinyhil.spec.asm2464 import (
     Xdata,
     config_address,
 )
-from tinyhil.usb.bridge_io import BridgeIO, check_timeout_ms
+from tinyhil.usb.bridge_io import AsyncBridgeIO, BridgeIO, check_timeout_ms
 
 __all__ = ["Asm2464Controller"]
 
@@ -65,15 +65,7 @@ _CPL_STATUS_MEANINGS: Final = {
 
 
 _TLP_REQUEST: Final = struct.Struct(TLP_REQUEST_FORMAT)
-# the requests of a copy loop as plain ints: the transport's fast path
-_REQUEST_TLP: Final = int(Request.TLP)
-_REQUEST_SRAM_ARM: Final = int(Request.SRAM_ARM)
-_MODE_SINGLE: Final = int(TlpMode.SINGLE)
-_MODE_STREAM_WRITE: Final = int(TlpMode.STREAM_WRITE)
-_MWR32: Final = int(FmtType.MWR32)
-_MWR64: Final = int(FmtType.MWR64)
 ADDR32_LIMIT: Final = 1 << 32
-ADDR64_LIMIT: Final = 1 << 64
 
 
 def _arm_fields(arm: SramArm) -> tuple[SramArm, int, int, int]:
@@ -114,7 +106,7 @@ class _WriteStep:
 @functools.lru_cache(maxsize=1024)
 def _plan_write(lane: int, size: int, stream_chunk_bytes: int) -> tuple[_WriteStep, ...]:
     """The steps of a PCIe memory write of ``size`` bytes at an address ``a`` with ``a % 4 == lane``: how
-    :func:`plan_mem_access` cuts it depends on nothing else (hot: a ring write moves along the ring every time)."""
+    :func:`plan_mem_access` cuts it depends on nothing else (a ring write moves along the ring every time)."""
     steps = []
     pieces = plan_mem_access(lane, size, stream_chunk_bytes=stream_chunk_bytes, single_max_bytes=SINGLE_TLP_MAX_BYTES)
     for piece in pieces:
@@ -183,6 +175,7 @@ class Asm2464Controller:
             )
         _check_seconds("retry_delay_s", retry_delay_s, minimum=0)
         self.transport = transport
+        self._async: AsyncBridgeIO | None = transport if isinstance(transport, AsyncBridgeIO) else None
         self.usb2 = bool(usb2)
         self.xdata_read_max = XDATA_READ_MAX_USB2 if usb2 else XDATA_READ_MAX_USB3
         self.stream_packet_bytes = STREAM_PACKET_BYTES_USB2 if usb2 else STREAM_PACKET_BYTES_USB3
@@ -235,17 +228,14 @@ class Asm2464Controller:
         arm, value, index, wire_bytes = _sram_arm(len(view), slot_start, False)
         wait_ms = _timeout_ms(timeout, wire_bytes)
         wire = pad_to_sectors(view)
-        self.transport.control_write(_REQUEST_SRAM_ARM, value, index)
+        self.transport.control_write(Request.SRAM_ARM, value, index)
         self.transport.bulk_write(wire, wait_ms)
         return arm
 
     def scsi_read_arm(self, size: int, slot_start: int = 0) -> SramArm:
         """Arm a device-to-host 0xF2 transfer of ``size`` bytes (rounded up to sectors) from ``slot_start``."""
-        if type(size) is int and type(slot_start) is int:
-            arm, value, index, _ = _cached_sram_arm(size, slot_start, True)
-        else:
-            arm, value, index, _ = _sram_arm(size, slot_start, True)
-        self.transport.control_write(_REQUEST_SRAM_ARM, value, index)
+        arm, value, index, _ = _sram_arm(size, slot_start, True)
+        self.transport.control_write(Request.SRAM_ARM, value, index)
         return arm
 
     def scsi_read(self, size: int, slot_start: int = 0, *, arm: bool = True, timeout: int | None = None) -> Any:
@@ -257,13 +247,10 @@ class Asm2464Controller:
         Raises:
             InvalidArgument: a bad ``size``, ``slot_start`` or ``timeout`` (as :meth:`scsi_write`), before the arm.
         """
-        if type(size) is int and type(slot_start) is int:
-            _, value, index, wire_bytes = _cached_sram_arm(size, slot_start, True)
-        else:
-            _, value, index, wire_bytes = _sram_arm(size, slot_start, True)
-        wait_ms = _bulk_timeout_ms(wire_bytes) if timeout is None else _timeout_ms(timeout, wire_bytes)
+        _, value, index, wire_bytes = _sram_arm(size, slot_start, True)
+        wait_ms = _timeout_ms(timeout, wire_bytes)
         if arm:
-            self.transport.control_write(_REQUEST_SRAM_ARM, value, index)
+            self.transport.control_write(Request.SRAM_ARM, value, index)
         data = self.transport.bulk_read(wire_bytes, wait_ms)
         if len(data) == size:
             return data
@@ -280,15 +267,15 @@ class Asm2464Controller:
         """
         view = as_writable_bytes("out", out)
         size = len(view)
-        read_into = getattr(self.transport, "bulk_read_into", None)
-        if read_into is None or size % SECTOR_BYTES or not size:
+        transport = self._async
+        if transport is None or size % SECTOR_BYTES or not size:
             view[:] = self.scsi_read(size, slot_start, arm=arm, timeout=timeout)
             return
         _, value, index, wire_bytes = _sram_arm(size, slot_start, True)
-        wait_ms = _bulk_timeout_ms(wire_bytes) if timeout is None else _timeout_ms(timeout, wire_bytes)
+        wait_ms = _timeout_ms(timeout, wire_bytes)
         if arm:
-            self.transport.control_write(_REQUEST_SRAM_ARM, value, index)
-        read_into(view, wait_ms)
+            transport.control_write(Request.SRAM_ARM, value, index)
+        transport.bulk_read_into(view, wait_ms)
 
     # --- PCIe TLPs (0xF0) ---
     def pcie_request(self, fmt_type: int, address: int, value: int | None = None, size: int = 4) -> int | None:
@@ -402,23 +389,23 @@ class Asm2464Controller:
         size = len(view)
         if not size:
             raise InvalidArgument("data of 0 bytes, expected at least 1 byte")
-        if type(address) is not int or address < 0 or address + size > ADDR64_LIMIT:  # raises naming the problem
-            plan_mem_access(
-                address, size, stream_chunk_bytes=self.stream_chunk_bytes, single_max_bytes=SINGLE_TLP_MAX_BYTES
-            )
+        check_mem_access(
+            address, size, stream_chunk_bytes=self.stream_chunk_bytes, single_max_bytes=SINGLE_TLP_MAX_BYTES
+        )
         transport = self.transport
         for step in _plan_write(address % DWORD_BYTES, size, self.stream_chunk_bytes):
             piece_address = address + step.offset
-            fmt_type = _MWR64 if piece_address + step.end - step.offset > ADDR32_LIMIT else _MWR32  # MemPiece.fmt_type
+            wide = piece_address + step.end - step.offset > ADDR32_LIMIT  # as MemPiece.fmt_type
+            fmt_type = FmtType.MWR64 if wide else FmtType.MWR32
             if step.stream:
                 request = _TLP_REQUEST.pack(piece_address & U32_MASK, piece_address >> 32, step.dwords)
-                transport.control_write(_REQUEST_TLP, fmt_type | step.byte_enables, _MODE_STREAM_WRITE, request)
+                transport.control_write(Request.TLP, fmt_type | step.byte_enables, TlpMode.STREAM_WRITE, request)
                 transport.bulk_write(view[step.offset : step.end], step.timeout_ms)
             else:  # a posted single TLP, as pcie_request sends it (encode_tlp's layout): no completion to read
                 aligned = piece_address - step.lane
                 value = int.from_bytes(view[step.offset : step.end], "little") << 8 * step.lane
                 request = _TLP_REQUEST.pack(aligned & U32_MASK, aligned >> 32, value)
-                transport.control_write(_REQUEST_TLP, fmt_type | step.byte_enables, _MODE_SINGLE, request)
+                transport.control_write(Request.TLP, fmt_type | step.byte_enables, TlpMode.SINGLE, request)
 
     def _stream_start(self, fmt_type: FmtType, piece: MemPiece, mode: TlpMode) -> None:
         payload = struct.pack(TLP_REQUEST_FORMAT, piece.address & U32_MASK, piece.address >> 32, piece.size // 4)

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.asm2464 import FmtType
 
-__all__ = ["MAX_MEM_ACCESS_BYTES", "MAX_PLAN_PIECES", "MemPiece", "plan_mem_access"]
+__all__ = ["MAX_MEM_ACCESS_BYTES", "MAX_PLAN_PIECES", "MemPiece", "check_mem_access", "plan_mem_access"]
 
 DWORD_BYTES: Final = 4
 ADDR32_LIMIT: Final = 1 << 32
@@ -51,23 +51,45 @@ class MemPiece:
         return FmtType.MRD64 if wide else FmtType.MRD32
 
 
-def plan_mem_access(
-    address: int, size: int, *, stream_chunk_bytes: int, single_max_bytes: int = 0
-) -> tuple[MemPiece, ...]:
-    """Cut ``[address, address + size)`` into an unaligned head, whole-dword streams and an unaligned tail; a body
-    of at most ``single_max_bytes`` goes as one single TLP per dword instead of a stream.
-
-    Every argument is checked before anything is planned (or cached: a value that cannot be hashed is refused by
-    name, not by the cache).
+def check_mem_access(address: int, size: int, *, stream_chunk_bytes: int, single_max_bytes: int = 0) -> None:
+    """The one check of a PCIe memory access and its plan's shape (what :func:`plan_mem_access` plans).
 
     Raises:
         InvalidArgument: a non-int argument, ``address`` < 0, ``size`` outside ``1..MAX_MEM_ACCESS_BYTES``, a range
             that leaves the 64-bit PCIe address space, a chunk size that is not a positive multiple of 4, or a plan
             of more than ``MAX_PLAN_PIECES`` transactions.
     """
-    check_int("address", address, min_value=0)
-    check_int("size", size, min_value=1)
-    check_int("stream_chunk_bytes", stream_chunk_bytes, min_value=DWORD_BYTES)
+    if not (
+        type(address) is int
+        and type(size) is int
+        and type(stream_chunk_bytes) is int
+        and type(single_max_bytes) is int
+        and address >= 0
+        and 1 <= size <= MAX_MEM_ACCESS_BYTES
+        and address + size <= ADDR64_LIMIT
+        and stream_chunk_bytes >= DWORD_BYTES
+        and not stream_chunk_bytes % DWORD_BYTES
+        and single_max_bytes >= 0
+    ):
+        _refuse(address, size, stream_chunk_bytes, single_max_bytes)
+    head = min(-address % DWORD_BYTES, size)
+    body = (size - head) // DWORD_BYTES * DWORD_BYTES
+    count = (head > 0) + (size - head - body > 0)
+    count += body // DWORD_BYTES if body <= single_max_bytes else -(-body // stream_chunk_bytes)
+    if count > MAX_PLAN_PIECES:
+        raise InvalidArgument(
+            f"an access of {size:#x} bytes with stream_chunk_bytes={stream_chunk_bytes:#x} and "
+            f"single_max_bytes={single_max_bytes:#x} takes {count} transactions, expected at most "
+            f"MAX_PLAN_PIECES={MAX_PLAN_PIECES}: use larger chunks or a smaller access"
+        )
+
+
+def _refuse(address: Any, size: Any, stream_chunk_bytes: Any, single_max_bytes: Any) -> None:
+    """Raise the InvalidArgument naming the first bad argument of :func:`check_mem_access` (an ``IntEnum`` member,
+    an int like any other, passes)."""
+    address = check_int("address", address, min_value=0)
+    size = check_int("size", size, min_value=1)
+    stream_chunk_bytes = check_int("stream_chunk_bytes", stream_chunk_bytes, min_value=DWORD_BYTES)
     check_int("single_max_bytes", single_max_bytes, min_value=0)
     if size > MAX_MEM_ACCESS_BYTES:
         raise InvalidArgument(
@@ -81,16 +103,21 @@ def plan_mem_access(
             f"range {address:#x}+{size:#x} ends past the 64-bit PCIe address space (at {address + size:#x}, "
             f"expected at most {ADDR64_LIMIT:#x})"
         )
-    head = min(-address % DWORD_BYTES, size)
-    body = (size - head) // DWORD_BYTES * DWORD_BYTES
-    count = (head > 0) + (size - head - body > 0)
-    count += body // DWORD_BYTES if body <= single_max_bytes else -(-body // stream_chunk_bytes)
-    if count > MAX_PLAN_PIECES:
-        raise InvalidArgument(
-            f"an access of {size:#x} bytes with stream_chunk_bytes={stream_chunk_bytes:#x} and "
-            f"single_max_bytes={single_max_bytes:#x} takes {count} transactions, expected at most "
-            f"MAX_PLAN_PIECES={MAX_PLAN_PIECES}: use larger chunks or a smaller access"
-        )
+
+
+def plan_mem_access(
+    address: int, size: int, *, stream_chunk_bytes: int, single_max_bytes: int = 0
+) -> tuple[MemPiece, ...]:
+    """Cut ``[address, address + size)`` into an unaligned head, whole-dword streams and an unaligned tail; a body
+    of at most ``single_max_bytes`` goes as one single TLP per dword instead of a stream.
+
+    Every argument is checked (:func:`check_mem_access`) before anything is planned (or cached: a value that cannot
+    be hashed is refused by name, not by the cache).
+
+    Raises:
+        InvalidArgument: as :func:`check_mem_access`.
+    """
+    check_mem_access(address, size, stream_chunk_bytes=stream_chunk_bytes, single_max_bytes=single_max_bytes)
     return _plan(int(address), int(size), int(stream_chunk_bytes), int(single_max_bytes))
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final, overload
 
 from tinyhil.spec.asm2464 import PCIE_SRAM_BASE, PCIE_SYS_BUF_STABLE, SECTOR_BYTES, SRAM_BYTES, WINDOW_BYTES, Xdata
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "CHUNK_BYTES",
@@ -46,8 +50,13 @@ HARDWARE_COPYIN_MBPS: Final = {"naive": 107, "sentinel-sector": 276, "pipelined"
 assert CHUNK_BYTES % SECTOR_BYTES == SECTOR_BYTES - SENTINEL_BYTES
 
 
-def sentinel(seq: int) -> int:
-    """The u32 that marks chunk ``seq`` as landed: ``0x51000000 | (seq & 0xFFFFFF)``."""
+@overload
+def sentinel(seq: int) -> int: ...
+@overload
+def sentinel(seq: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]: ...
+def sentinel(seq: Any) -> Any:
+    """The u32 that marks chunk ``seq`` as landed: ``0x51000000 | (seq & 0xFFFFFF)``; of each element when ``seq``
+    is a numpy array of seqs (the driver's chunk images and the SDMA program's polls use this one formula)."""
     return SENTINEL_TAG | (seq & SEQ_MASK)
 
 

@@ -1,11 +1,11 @@
-"""Lifecycle state of a transport and the decorator that guards operations needing it open."""
+"""Lifecycle state of a transport or handle and the one decorator that guards the operations needing it open."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
 from enum import Enum
-from typing import Any, Concatenate, Final, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from tinyhil.errors import StateError
 
@@ -19,17 +19,13 @@ class TransportState(Enum):
     CLOSED = "closed"
 
 
-_OPEN: Final = TransportState.OPEN
-
-
 def not_open(obj: object, method: str, state: TransportState) -> StateError:
-    """The error :func:`requires_open` raises for ``obj.method()`` in ``state`` (for guards written inline)."""
-    return StateError(f"{type(obj).__name__}.{method}() needs the transport open, but it is {state.value}")
+    """The error :func:`requires_open` raises for ``obj.method()`` in ``state``."""
+    return StateError(f"{type(obj).__name__}.{method}() needs it open, but it is {state.value}")
 
 
 class _Stateful(Protocol):
-    @property
-    def state(self) -> TransportState: ...
+    _state: TransportState
 
 
 S = TypeVar("S", bound=_Stateful)
@@ -38,22 +34,22 @@ R = TypeVar("R")
 
 
 def requires_open(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
-    """Guard ``method`` so it raises :class:`~tinyhil.errors.StateError` unless ``self.state`` is ``OPEN``.
+    """Guard ``method`` so it raises :class:`~tinyhil.errors.StateError` unless ``self._state`` is ``OPEN``.
 
-    The error names the object, the method and the state it was in, e.g.
-    ``Usb3Transport.bulk_write() needs the transport open, but it is closed``.
+    The one open-state guard of the USB stack (:class:`~tinyhil.usb.transport.Usb3Transport` and the emulated
+    ``usb1`` handle). The error names the class, the method and the state, e.g.
+    ``Usb3Transport.bulk_write() needs it open, but it is closed``.
     """
     if not callable(method) or isinstance(method, (staticmethod, classmethod, property)):
         raise TypeError(f"@requires_open decorates plain methods, not {type(method).__name__}")
 
-    # ``self`` stays in ``args``, so an open call forwards the argument tuple as it came (no repacking)
     @functools.wraps(method)
     def guarded(*args: Any, **kwargs: Any) -> R:
         try:
-            state = args[0].state
+            state = args[0]._state
         except IndexError:  # as the plain method would, when self is not given positionally
             raise TypeError(f"{method.__qualname__}() missing 1 required positional argument: 'self'") from None
-        if state is not _OPEN:
+        if state is not TransportState.OPEN:
             raise not_open(args[0], method.__name__, state)
         return method(*args, **kwargs)
 

@@ -17,16 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Literal, overload
 
 from tinyhil._check import as_readonly_bytes, as_writable_bytes, check_int
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.asm2464 import BRIDGE_INTERFACE, BULK_IN_EP, BULK_OUT_EP, REQUEST_TYPE_IN, REQUEST_TYPE_OUT
 from tinyhil.usb import _usb1
-from tinyhil.usb.bridge_io import MAX_TIMEOUT_MS, check_timeout_ms
+from tinyhil.usb.bridge_io import check_timeout_ms
 from tinyhil.usb.errors import ShortTransfer
 from tinyhil.usb.handle import EventPump, UsbHandle
-from tinyhil.usb.state import TransportState, not_open, requires_open
+from tinyhil.usb.state import TransportState, requires_open
 from tinyhil.usb.transfer_pool import TransferPool
 
 __all__ = ["Usb3Transport"]
@@ -37,15 +37,51 @@ DEFAULT_TIMEOUT_MS: Final = 1000
 DEFAULT_ASYNC_TIMEOUT_MS: Final = 10_000
 DEFAULT_MAX_IN_FLIGHT: Final = 64
 DEFAULT_PUMP_INTERVAL_S: Final = 0.05
-_OPEN: Final = TransportState.OPEN
 
 
-def _check_u8(name: str, value: object) -> int:
-    return check_int(name, value, min_value=0, max_value=U8_MAX)
+@overload
+def _check_control(
+    request: object, value: object, index: object, timeout: object, data_or_length: object, direction_in: Literal[True]
+) -> tuple[int, int, int, int]: ...
+@overload
+def _check_control(
+    request: object, value: object, index: object, timeout: object, data_or_length: object, direction_in: Literal[False]
+) -> tuple[int, int, int, bytes | memoryview]: ...
+def _check_control(
+    request: object, value: object, index: object, timeout: object, data_or_length: object, direction_in: bool
+) -> tuple[int, int, int, int | bytes | memoryview]:
+    """The one check of a vendor control request, synchronous or not: ``(request, value, index, length or data)``.
 
+    The setup fields come back as plain ints (an ``IntEnum`` member such as ``Request.TLP`` is an int like any
+    other); an IN takes a length of ``1..U16_MAX``, an OUT data of at most ``U16_MAX`` bytes (wLength), ``bytes``
+    as they are and any other flat byte buffer as a view.
 
-def _check_u16(name: str, value: object) -> int:
-    return check_int(name, value, min_value=0, max_value=U16_MAX)
+    Raises:
+        InvalidArgument: naming the first bad argument (the timeout first).
+    """
+    check_timeout_ms(timeout)
+    if not (
+        isinstance(request, int)
+        and isinstance(value, int)
+        and isinstance(index, int)
+        and 0 <= request <= U8_MAX
+        and 0 <= value <= U16_MAX
+        and 0 <= index <= U16_MAX
+        and type(request) is not bool
+        and type(value) is not bool
+        and type(index) is not bool
+    ):
+        request = check_int("request", request, min_value=0, max_value=U8_MAX)
+        value = check_int("value", value, min_value=0, max_value=U16_MAX)
+        index = check_int("index", index, min_value=0, max_value=U16_MAX)
+    if direction_in:
+        length = check_int("length", data_or_length, min_value=1, max_value=U16_MAX)
+        return int(request), int(value), int(index), int(length)
+    data = data_or_length
+    payload = data if type(data) is bytes else _check_payload("data", data, allow_empty=True)
+    if len(payload) > U16_MAX:
+        raise InvalidArgument(f"data of {len(payload):#x} bytes, expected at most {U16_MAX:#x} (wLength)")
+    return int(request), int(value), int(index), payload
 
 
 def _check_payload(name: str, data: object, *, allow_empty: bool) -> memoryview:
@@ -114,7 +150,7 @@ class Usb3Transport:
         self.close()
 
     # --- synchronous ---
-    # The transfer methods raise what @requires_open raises (the same StateError) without it (docs/performance.md).
+    @requires_open
     def control_write(
         self, request: int, value: int = 0, index: int = 0, data: Any = b"", timeout: int = DEFAULT_TIMEOUT_MS
     ) -> None:
@@ -124,16 +160,12 @@ class Usb3Transport:
             usb1.USBError: as the device answered (a stall is ``USBErrorPipe``).
             ShortTransfer: fewer data-stage bytes were accepted than sent.
         """
-        if self._state is not _OPEN:
-            raise not_open(self, "control_write", self._state)
-        request, value, index = self._check_control(request, value, index, timeout)
-        payload = data if type(data) is bytes else _check_payload("data", data, allow_empty=True)
-        if len(payload) > U16_MAX:
-            raise InvalidArgument(f"data of {len(payload):#x} bytes, expected at most {U16_MAX:#x} (wLength)")
+        request, value, index, payload = _check_control(request, value, index, timeout, data, False)
         sent = self._handle.controlWrite(REQUEST_TYPE_OUT, request, value, index, payload, timeout)
         if sent != len(payload):
             raise ShortTransfer("control_write", _describe("OUT", request, value, index), len(payload), sent)
 
+    @requires_open
     def control_read(
         self, request: int, length: int, value: int = 0, index: int = 0, timeout: int = DEFAULT_TIMEOUT_MS
     ) -> Any:
@@ -143,16 +175,13 @@ class Usb3Transport:
             usb1.USBError: as the device answered.
             ShortTransfer: fewer than ``length`` bytes came back.
         """
-        if self._state is not _OPEN:
-            raise not_open(self, "control_read", self._state)
-        request, value, index = self._check_control(request, value, index, timeout)
-        if type(length) is not int or not 1 <= length <= U16_MAX:
-            check_int("length", length, min_value=1, max_value=U16_MAX)
+        request, value, index, length = _check_control(request, value, index, timeout, length, True)
         data = self._handle.controlRead(REQUEST_TYPE_IN, request, value, index, length, timeout)
         if len(data) != length:
             raise ShortTransfer("control_read", _describe("IN", request, value, index), length, len(data))
         return data
 
+    @requires_open
     def bulk_write(self, payload: Any, timeout: int = DEFAULT_TIMEOUT_MS) -> None:
         """Bulk OUT of ``payload`` (any bytes-like object) on endpoint ``0x02``.
 
@@ -160,14 +189,13 @@ class Usb3Transport:
             usb1.USBError: as the device answered (``USBErrorTimeout.transferred`` says how much went out).
             ShortTransfer: the transfer completed short.
         """
-        if self._state is not _OPEN:
-            raise not_open(self, "bulk_write", self._state)
         view = _check_payload("payload", payload, allow_empty=False)
         check_timeout_ms(timeout)
         sent = self._handle.bulkWrite(BULK_OUT_EP, view, timeout)
         if sent != len(view):
             raise ShortTransfer("bulk_write", f"bulk OUT to {BULK_OUT_EP:#04x}", len(view), sent)
 
+    @requires_open
     def bulk_read(self, length: int, timeout: int = DEFAULT_TIMEOUT_MS) -> Any:
         """Bulk IN of exactly ``length`` bytes on endpoint ``0x81``; returns them (a bytearray).
 
@@ -175,16 +203,14 @@ class Usb3Transport:
             usb1.USBError: as the device answered (``USBErrorTimeout.received`` holds what arrived).
             ShortTransfer: fewer than ``length`` bytes came back.
         """
-        if self._state is not _OPEN:
-            raise not_open(self, "bulk_read", self._state)
-        if type(length) is not int or length < 1:
-            check_int("length", length, min_value=1)
+        length = check_int("length", length, min_value=1)
         check_timeout_ms(timeout)
         data = self._handle.bulkRead(BULK_IN_EP, length, timeout)
         if len(data) != length:
             raise ShortTransfer("bulk_read", f"bulk IN from {BULK_IN_EP:#04x}", length, len(data))
         return data
 
+    @requires_open
     def bulk_read_into(self, buffer: Any, timeout: int = DEFAULT_TIMEOUT_MS) -> None:
         """Bulk IN on ``0x81`` of exactly ``len(buffer)`` bytes, straight into ``buffer`` (a writable flat buffer).
 
@@ -196,8 +222,6 @@ class Usb3Transport:
             usb1.USBError / ShortTransfer: as :meth:`bulk_wait` raises them (``USBErrorTimeout.received`` holds what
                 arrived).
         """
-        if self._state is not _OPEN:
-            raise not_open(self, "bulk_read_into", self._state)
         view = as_writable_bytes("buffer", buffer)
         if not len(view):
             raise InvalidArgument("buffer of 0 bytes, expected at least 1 byte")
@@ -205,6 +229,7 @@ class Usb3Transport:
         self._pool.wait(self._pool.submit_bulk(BULK_IN_EP, view, (buffer, view), timeout))
 
     # --- asynchronous ---
+    @requires_open
     def bulk_write_async(self, payload: Any, timeout: int = DEFAULT_ASYNC_TIMEOUT_MS) -> int:
         """Submit a bulk OUT of ``payload`` on ``0x02``; returns its tag (reap it with :meth:`bulk_wait`).
 
@@ -215,25 +240,20 @@ class Usb3Transport:
             StateError: ``max_in_flight`` transfers are already in flight.
             usb1.USBError: the transfer could not be submitted.
         """
-        if self._state is not _OPEN:
-            raise not_open(self, "bulk_write_async", self._state)
         view = _check_payload("payload", payload, allow_empty=False)
         check_timeout_ms(timeout)
         return self._pool.submit_bulk(BULK_OUT_EP, view, (payload, view), timeout)
 
+    @requires_open
     def control_write_async(
         self, request: int, value: int = 0, index: int = 0, data: Any = b"", timeout: int = DEFAULT_TIMEOUT_MS
     ) -> int:
         """Submit a vendor control OUT; returns its tag (reap it with :meth:`bulk_wait`)."""
-        if self._state is not _OPEN:
-            raise not_open(self, "control_write_async", self._state)
-        request, value, index = self._check_control(request, value, index, timeout)
-        payload = data if type(data) is bytes else _check_payload("data", data, allow_empty=True)
-        if len(payload) > U16_MAX:
-            raise InvalidArgument(f"data of {len(payload):#x} bytes, expected at most {U16_MAX:#x} (wLength)")
+        request, value, index, payload = _check_control(request, value, index, timeout, data, False)
         tag, _ = self._pool.submit_control(REQUEST_TYPE_OUT, request, value, index, payload, timeout)
         return tag
 
+    @requires_open
     def control_read_async(
         self, request: int, length: int, value: int = 0, index: int = 0, timeout: int = DEFAULT_TIMEOUT_MS
     ) -> tuple[int, bytearray]:
@@ -241,15 +261,12 @@ class Usb3Transport:
 
         ``buffer`` holds the received bytes once :meth:`bulk_wait` has reaped ``tag`` without raising.
         """
-        if self._state is not _OPEN:
-            raise not_open(self, "control_read_async", self._state)
-        request, value, index = self._check_control(request, value, index, timeout)
-        if type(length) is not int or not 1 <= length <= U16_MAX:
-            check_int("length", length, min_value=1, max_value=U16_MAX)
+        request, value, index, length = _check_control(request, value, index, timeout, length, True)
         tag, buffer = self._pool.submit_control(REQUEST_TYPE_IN, request, value, index, length, timeout)
         assert buffer is not None  # an IN submission always gets its buffer
         return tag, buffer
 
+    @requires_open
     def bulk_wait(self, tag: int) -> None:
         """Pump USB events until transfer ``tag`` (bulk or control) completes and reap it.
 
@@ -259,8 +276,6 @@ class Usb3Transport:
                 exception's ``.tag`` names the failed transfer.
             DeviceTimeout: the event pump never completed the transfer.
         """
-        if self._state is not _OPEN:
-            raise not_open(self, "bulk_wait", self._state)
         self._pool.wait(tag)
 
     @requires_open
@@ -327,34 +342,3 @@ class Usb3Transport:
         finally:
             if self._on_close is not None:
                 self._on_close()
-
-    def _check_control(self, request: object, value: object, index: object, timeout: object) -> tuple[int, int, int]:
-        """The request fields as plain ints (IntEnum members become ints), or InvalidArgument naming the bad one."""
-        if (
-            type(request) is int
-            and type(value) is int
-            and type(index) is int
-            and type(timeout) is int
-            and 0 <= request <= U8_MAX
-            and 0 <= value <= U16_MAX
-            and 0 <= index <= U16_MAX
-            and 1 <= timeout <= MAX_TIMEOUT_MS
-        ):
-            return request, value, index
-        # The fields may be IntEnum members (Request, TlpMode), which go on as plain ints.
-        if (
-            type(timeout) is int
-            and 1 <= timeout <= MAX_TIMEOUT_MS
-            and isinstance(request, int)
-            and isinstance(value, int)
-            and isinstance(index, int)
-            and type(request) is not bool
-            and type(value) is not bool
-            and type(index) is not bool
-            and 0 <= request <= U8_MAX
-            and 0 <= value <= U16_MAX
-            and 0 <= index <= U16_MAX
-        ):
-            return int(request), int(value), int(index)
-        check_timeout_ms(timeout)
-        return int(_check_u8("request", request)), int(_check_u16("value", value)), int(_check_u16("index", index))

@@ -49,9 +49,8 @@ from tinyhil.spec.copyin import (
     NAIVE_CHUNK_BYTES,
     SECTOR_CHUNK_BYTES,
     SENTINEL_BYTES,
-    SENTINEL_TAG,
-    SEQ_MASK,
     WINDOWS,
+    sentinel,
     window_pcie,
 )
 from tinyhil.usb.bridge_io import AsyncBridgeIO
@@ -66,8 +65,6 @@ WINDOW_SLOTS: Final = 16
 _FENCE: Final = struct.Struct("<Q")
 _FENCE_UNSET: Final = (1 << 64) - 1  # the fence while the GPU zeroes the windows: above every seq (< 2**63)
 _SENTINEL: Final = struct.Struct("<I")
-_SRAM_ARM: Final = int(Request.SRAM_ARM)  # a plain int: the transport's fast path
-_XDATA_READ: Final = int(Request.XDATA_READ)
 
 
 class CopyRevision(StrEnum):
@@ -177,10 +174,11 @@ class UsbCopy:
         self.sdma = sdma
         self.drain_polls = check_int("drain_polls", drain_polls, min_value=1)
         self.seq = check_int("seq", seq, min_value=0, max_value=(1 << 63) - 1)
-        self.transport: Any = controller.transport
-        if self.revision is not CopyRevision.NAIVE and not isinstance(self.transport, AsyncBridgeIO):
+        transport = controller.transport
+        self.transport: AsyncBridgeIO | None = transport if isinstance(transport, AsyncBridgeIO) else None
+        if self.revision is not CopyRevision.NAIVE and self.transport is None:
             raise InvalidArgument(
-                f"the {self.revision.value} revision needs asynchronous transfers, and {self.transport!r} is not an "
+                f"the {self.revision.value} revision needs asynchronous transfers, and {transport!r} is not an "
                 "AsyncBridgeIO (bulk_write_async, control_write_async, control_read_async, bulk_wait)"
             )
         self._staging = [np.zeros(WINDOW_BYTES, dtype=np.uint8) for _ in range(WINDOWS)]
@@ -267,15 +265,17 @@ class UsbCopy:
         batch = max(1, self.sdma.ring_bytes // 2 // per_chunk)  # leave the ring room for the next batch
         batched = self.revision is CopyRevision.PIPELINED
         images = [image.data for image in self._staging]
+        transport = self.transport
+        assert transport is not None  # the constructor refuses a pipelined revision without one
         try:
             for first in range(0, len(plans), batch):
                 part = plans[first : first + batch]
                 self.sdma.submit(copyin_program(part, dest_va))  # built before anything is sent, one doorbell
                 for plan in part:
-                    self._send_chunk(plan, src, images, seq_start, batched=batched)
-            self._reap_all()
+                    self._send_chunk(transport, plan, src, images, seq_start, batched=batched)
+            self._reap_all(transport)
         except BaseException:
-            self._abandon()
+            self._abandon(transport)
             # The failed copy's seqs are spent: its program may still poll for one of their sentinels, and a later
             # copyin that reused that seq would feed this copy's destination with its data.
             self.seq = plans[-1].seq + 1
@@ -284,11 +284,17 @@ class UsbCopy:
         self._wait_drained(self.seq, seq_start)
 
     def _send_chunk(
-        self, plan: ChunkPlan, src: memoryview, images: list[memoryview], seq_start: int, *, batched: bool
+        self,
+        t: AsyncBridgeIO,
+        plan: ChunkPlan,
+        src: memoryview,
+        images: list[memoryview],
+        seq_start: int,
+        *,
+        batched: bool,
     ) -> None:
         seq, size, wire = plan.seq, plan.size, plan.wire
-        window = seq & 1  # plan.window, without the property call
-        t = self.transport
+        window = plan.window
         inflight = self._inflight
         tag = inflight[window]
         if tag is not None:  # the window's previous chunk must be fully sent before its staging buffer is reused
@@ -299,11 +305,11 @@ class UsbCopy:
         image[:size] = src[offset : offset + size]
         if wire - size > SENTINEL_BYTES:  # padding to zero (a full pipelined chunk's sentinel directly follows)
             self._staging[window][size:wire] = 0
-        _SENTINEL.pack_into(image, plan.sentinel_offset, SENTINEL_TAG | (seq & SEQ_MASK))  # sentinel(seq)
+        _SENTINEL.pack_into(image, plan.sentinel_offset, sentinel(seq))
         arm_value, arm_index = _arm_request(wire, window * WINDOW_SLOTS)
         if batched:  # arm and fence read in one round trip
-            arm_tag = t.control_write_async(_SRAM_ARM, arm_value, arm_index)
-            fence_tag, fence_buffer = t.control_read_async(_XDATA_READ, FENCE_BYTES, FENCE_XDATA, 0)
+            arm_tag = t.control_write_async(Request.SRAM_ARM, arm_value, arm_index)
+            fence_tag, fence_buffer = t.control_read_async(Request.XDATA_READ, FENCE_BYTES, FENCE_XDATA, 0)
             t.bulk_wait(arm_tag)
             t.bulk_wait(fence_tag)
             fence: int = _FENCE.unpack(fence_buffer)[0]
@@ -311,23 +317,23 @@ class UsbCopy:
                 self._wait_drained(seq - 1, seq_start, fence)
         else:  # spin on the fence, then arm: two synchronous round trips
             self._wait_drained(seq - 1, seq_start)
-            t.control_write(_SRAM_ARM, arm_value, arm_index)
+            t.control_write(Request.SRAM_ARM, arm_value, arm_index)
         inflight[window] = t.bulk_write_async(image[:wire])
 
-    def _reap_all(self) -> None:
+    def _reap_all(self, transport: AsyncBridgeIO) -> None:
         for window, tag in enumerate(self._inflight):
             if tag is not None:
                 self._inflight[window] = None
-                self.transport.bulk_wait(tag)
+                transport.bulk_wait(tag)
 
-    def _abandon(self) -> None:
+    def _abandon(self, transport: AsyncBridgeIO) -> None:
         """After a failure: reap what is still in flight, dropping its errors (the first error is what raised)."""
         for window, tag in enumerate(self._inflight):
             self._inflight[window] = None
             if tag is not None:
                 with contextlib.suppress(Exception):  # the copyin already failed with a better error
-                    self.transport.bulk_wait(tag)
-        self.transport.clear_error()
+                    transport.bulk_wait(tag)
+        transport.clear_error()
 
     # --- copyout ---
     def copyout(self, dest: Any, src_va: int) -> None:

@@ -28,8 +28,6 @@ from tinyhil.spec.copyin import (
     FENCE_PCIE,
     POLL_INTERVAL,
     POLL_RETRY_COUNT,
-    SENTINEL_TAG,
-    SEQ_MASK,
     WINDOWS,
     sentinel,
     window_pcie,
@@ -98,7 +96,7 @@ def copyin_program(plans: list[ChunkPlan], dest_va: int) -> npt.NDArray[np.uint3
         for parity, template in enumerate(templates):
             rows[parity::WINDOWS] = template
         seqs = first.seq + np.arange(stamped, dtype=np.uint64)
-        rows[:, _COL_SENTINEL] = SENTINEL_TAG | (seqs & SEQ_MASK)
+        rows[:, _COL_SENTINEL] = sentinel(seqs)
         dst = np.uint64(dest_va + first.offset) + np.arange(stamped, dtype=np.uint64) * np.uint64(first.size)
         rows[:, _COL_DST] = dst & U32
         rows[:, _COL_DST + 1] = dst >> np.uint64(32)

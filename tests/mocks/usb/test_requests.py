@@ -58,7 +58,8 @@ BULK_OUT = Request("bulk", OUT, endpoint=0x02, data_or_length=b"\x01" * 512)
 
 
 def with_direction(field: Any, direction: int) -> Any:
-    return field & ~usb1.ENDPOINT_DIR_MASK | direction if type(field) is int else field
+    """An 8-bit int ``field`` with its direction bit set as the kind's; anything else (bad values) as it is."""
+    return field & ~usb1.ENDPOINT_DIR_MASK | direction if type(field) is int and 0 <= field <= 0xFF else field
 
 
 def run_sync(board: EmulatedBoard, r: Request) -> bytes | int:
@@ -105,13 +106,19 @@ def board() -> EmulatedBoard:
 def outcome(run: Any, r: Request) -> tuple[type[BaseException] | None, Any]:
     """(exception class, None) or (None, result) of one request on a fresh board, which it must leave unchanged
     when it fails."""
+    error, _, result = failure(run, r)
+    return error, result
+
+
+def failure(run: Any, r: Request) -> tuple[type[BaseException] | None, str, Any]:
+    """(exception class, its message and notes, None) or (None, "", result) of one request on a fresh board."""
     with board() as b:
         before = b.bridge.state_digest()
         try:
-            return None, run(b, r)
-        except Exception as error:  # the class is what the test compares
+            return None, "", run(b, r)
+        except Exception as error:  # the class and the message are what the tests compare
             assert b.bridge.state_digest() == before, f"{r} failed but changed the emulator"
-            return type(error), None
+            return type(error), "; ".join((str(error), *getattr(error, "__notes__", ()))), None
 
 
 # One table of bad requests, run through both paths: each row, what is wrong, and the class usb1 raises (or, for
@@ -172,10 +179,32 @@ BAD = [
 def test_a_bad_request_fails_alike_through_both_paths_and_changes_nothing(
     what: str, request_: Request, error: type[BaseException]
 ) -> None:
-    sync, _ = outcome(run_sync, request_)
-    asynchronous, _ = outcome(run_async, request_)
+    sync, sync_message, _ = failure(run_sync, request_)
+    asynchronous, async_message, _ = failure(run_async, request_)
     assert sync is asynchronous, f"{what}: the synchronous call raised {sync}, the transfer {asynchronous}"
     assert sync is not None and issubclass(sync, error), what
+    if what in NAMED_BY_API:  # each names its own parameter and what it takes, for the same reason
+        assert sync_message.split(" (")[-1] == async_message.split(" (")[-1], what
+        assert async_message.startswith("buffer_or_len="), what
+    else:
+        assert sync_message == async_message, what
+
+
+# Rows whose bad argument the synchronous call takes as ``data`` or ``length`` and a transfer as ``buffer_or_len``
+# (either): the messages name the parameter of the call that was made.
+NAMED_BY_API = {
+    "control read length a float",
+    "control read length a str",
+    "control data a str",
+    "control data an object",
+    "control data of floats",
+    "control data None",
+    "bulk data a str",
+    "bulk data an object",
+    "bulk data of floats",
+    "bulk IN length a float",
+    "bulk IN length None",
+}
 
 
 # What usb1 takes as an int (ctypes takes anything with __index__), taken alike by both paths.
