@@ -44,21 +44,23 @@ class NoProgress(DeviceError):
 
 
 class EventHandle:
-    """A scheduled event, returned by :meth:`EventKernel.schedule`; pass it to :meth:`EventKernel.cancel`."""
+    """A scheduled event, returned by :meth:`EventKernel.schedule`; pass it to :meth:`EventKernel.cancel`.
+
+    Only ``schedule`` makes one (it fills the slots of a bare instance: no constructor frame per event)."""
 
     __slots__ = ("cancelled", "fn", "label", "time_ns")
 
-    def __init__(self, time_ns: int, fn: Callable[[], None], label: str) -> None:
-        self.time_ns = time_ns
-        self.fn = fn
-        self.label = label
-        self.cancelled = False
+    time_ns: int
+    fn: Callable[[], None]
+    label: str
+    cancelled: bool
 
     def __repr__(self) -> str:
         state = " cancelled" if self.cancelled else ""
         return f"EventHandle({self.label or self.fn!r} at {self.time_ns} ns{state})"
 
 
+_new_handle: Final = object.__new__
 _heappush: Final = heapq.heappush
 _heappop: Final = heapq.heappop
 
@@ -112,7 +114,11 @@ class EventKernel:
         if type(delay_ns) is not int or delay_ns < 0:  # bool is not an int here
             raise InvalidArgument(f"delay_ns={delay_ns!r}, expected an int >= 0 (virtual time only moves forward)")
         time_ns = self._now_ns + delay_ns
-        event = EventHandle(time_ns, fn, label)
+        event = _new_handle(EventHandle)
+        event.time_ns = time_ns
+        event.fn = fn
+        event.label = label
+        event.cancelled = False
         _heappush(self._queue, (time_ns, self._next_sequence(), event))
         return event
 

@@ -4,7 +4,7 @@ The engines hand over a chunk of ring or IB dwords already classified (each dwor
 head, or 0); these functions follow the chain of NOPs from the first dword with a constant number of Python steps per
 chunk: runs of header-only NOPs by one vectorised search each, NOPs with bodies one by one up to
 ``_NOP_WALK_STEPS``, then by pointer doubling (log2 of the chunk size numpy passes). :func:`run_nops` is the
-engine's step over one run (``RingEngine.execute`` hands it a NOP at the read position).
+engine's step over one run (``RingEngine.execute``'s dispatch step hands it a NOP at the read position).
 """
 
 from __future__ import annotations

@@ -184,72 +184,22 @@ class RingEngine:
     # --- execution ---
     def execute(self) -> int:
         """Run at most one packet, or one run of NOPs; return the units consumed (0: stalled, see ``stall`` /
-        ``wait``)."""
+        ``wait``). The steps: :meth:`_fetch` the bytes available, re-check a pending poll, :meth:`_decode` the packet
+        at the read position, :meth:`_dispatch` it."""
         self.cost_ns = 0
         if self.error_code is not _NO_ERROR:  # ``stopped``
             return 0
         try:
-            if self._memory.generation != self._views_generation:
-                self._load_views()
-            ibs = self._ibs
-            while ibs and ibs[-1].pos_bytes >= ibs[-1].size_bytes:
-                self._advance(ibs.pop().caller_units * self.unit_bytes)
-            if ibs:
-                frame = ibs[-1]
-                available = room = frame.size_bytes - frame.pos_bytes
-            else:
-                self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "write pointer read"
-                pointer = self._wptr_word
-                wptr = pointer[0] if pointer is not None else self._memory.read_u64(self.config.wptr_va)
-                rptr = self.rptr
-                room = self._ring_bytes
-                available = (wptr - rptr) * self.unit_bytes
-                if wptr < rptr or available > room or available % 4:
-                    raise self._bad_wptr(wptr)
-                self.wptr = wptr
-                if not available:
-                    self.stall = "idle"
-                    return 0
+            available = self._fetch()
+            if not available:
+                return 0
             wait = self.wait
             if wait is not None and wait.packet_bytes <= available:
                 return self._recheck(wait)
-            self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "packet fetch"
-            # One read covers most packets (and every header); a longer packet is read again whole.
-            prefetched = self._read_packet(_PREFETCH_BYTES if available >= _PREFETCH_BYTES else available // 4 * 4)
-            if not prefetched:
-                raise _PacketError(ErrorCode.BAD_WPTR, f"write pointer {self.wptr:#x} ends inside a dword")
-            dwords = self._packet_dwords(prefetched[0], prefetched)
-            if dwords is None or dwords * 4 > available:
-                if dwords is not None and dwords * 4 > room:  # (available <= room)
-                    what = "the rest of the IB" if ibs else f"the {room:#x}-byte ring"
-                    raise _PacketError(
-                        ErrorCode.BAD_PACKET, f"{self._opcode_name()} packet of {dwords} dwords is longer than {what}"
-                    )
-                self.stall = f"waiting for the rest of a {self._opcode_name()} packet at {self._where()}"
+            prefetched = self._decode(available)
+            if prefetched is None:
                 return 0
-            packet_bytes = dwords * 4
-            fetched = len(prefetched)
-            if self._opcode == self.NOP_OPCODE:  # its body is skipped, not fetched
-                if self.bulk_nops:
-                    return run_nops(self, packet_bytes, available)
-                packet = prefetched
-            elif dwords == fetched:
-                packet = prefetched
-            elif dwords < fetched:
-                packet = prefetched[:dwords]
-            else:
-                packet = self._read_packet(packet_bytes)
-            self._packet_bytes = packet_bytes
-            assert self._opcode is not None  # _packet_dwords decoded it
-            result = self._ops[self._opcode](packet)
-            if result is _WAIT:
-                return 0
-            self.cost_ns += self._packet_ns
-            self.wait = None
-            if result is _DONE:
-                self._advance(packet_bytes)
-            self.stall = "running"
-            return packet_bytes // self.unit_bytes
+            return self._dispatch(prefetched, available)
         except GpuMemoryFault as fault:
             self._stop(
                 QueueStatus.MEMORY_FAULT,
@@ -260,6 +210,78 @@ class RingEngine:
         except _PacketError as error:
             self._stop(error.status, error.code, f"{error} at {self._where()}")
         return 0
+
+    def _fetch(self) -> int:
+        """The bytes the engine can read at its position: the rest of the innermost unfinished IB (finished ones
+        return to their caller), else the ring up to the write pointer, read from memory (0: idle)."""
+        if self._memory.generation != self._views_generation:
+            self._load_views()
+        ibs = self._ibs
+        while ibs and ibs[-1].pos_bytes >= ibs[-1].size_bytes:
+            self._advance(ibs.pop().caller_units * self.unit_bytes)
+        if ibs:
+            frame = ibs[-1]
+            return frame.size_bytes - frame.pos_bytes
+        self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "write pointer read"
+        pointer = self._wptr_word
+        wptr = pointer[0] if pointer is not None else self._memory.read_u64(self.config.wptr_va)
+        rptr = self.rptr
+        available = (wptr - rptr) * self.unit_bytes
+        if wptr < rptr or available > self._ring_bytes or available % 4:
+            raise self._bad_wptr(wptr)
+        self.wptr = wptr
+        if not available:
+            self.stall = "idle"
+        return available
+
+    def _decode(self, available: int) -> Packet | None:
+        """Read the packet's first dwords (one read covers most packets) and decode its header into ``_opcode`` /
+        ``_sub_op`` and its size into ``_packet_bytes``; returns the dwords read, or None while the rest of the
+        packet has not arrived (``stall`` says so)."""
+        self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "packet fetch"
+        prefetched = self._read_packet(_PREFETCH_BYTES if available >= _PREFETCH_BYTES else available // 4 * 4)
+        if not prefetched:
+            raise _PacketError(ErrorCode.BAD_WPTR, f"write pointer {self.wptr:#x} ends inside a dword")
+        dwords = self._packet_dwords(prefetched[0], prefetched)
+        if dwords is None or dwords * 4 > available:
+            ibs = self._ibs
+            room = ibs[-1].size_bytes - ibs[-1].pos_bytes if ibs else self._ring_bytes  # >= available
+            if dwords is not None and dwords * 4 > room:
+                what = "the rest of the IB" if ibs else f"the {room:#x}-byte ring"
+                raise _PacketError(
+                    ErrorCode.BAD_PACKET, f"{self._opcode_name()} packet of {dwords} dwords is longer than {what}"
+                )
+            self.stall = f"waiting for the rest of a {self._opcode_name()} packet at {self._where()}"
+            return None
+        self._packet_bytes = dwords * 4
+        return prefetched
+
+    def _dispatch(self, prefetched: Packet, available: int) -> int:
+        """Run the decoded packet (a NOP run as one step; a packet longer than ``prefetched`` is read whole first)
+        and account for it: cost, read pointer, state; returns the units consumed (0: it waits on a poll)."""
+        packet_bytes = self._packet_bytes
+        dwords = packet_bytes // 4
+        fetched = len(prefetched)
+        if self._opcode == self.NOP_OPCODE:  # its body is skipped, not fetched
+            if self.bulk_nops:
+                return run_nops(self, packet_bytes, available)
+            packet = prefetched
+        elif dwords == fetched:
+            packet = prefetched
+        elif dwords < fetched:
+            packet = prefetched[:dwords]
+        else:
+            packet = self._read_packet(packet_bytes)
+        assert self._opcode is not None  # _decode decoded it
+        result = self._ops[self._opcode](packet)
+        if result is _WAIT:
+            return 0
+        self.cost_ns += self._packet_ns
+        self.wait = None
+        if result is _DONE:
+            self._advance(packet_bytes)
+        self.stall = "running"
+        return packet_bytes // self.unit_bytes
 
     def _bad_wptr(self, wptr: int) -> _PacketError:
         return _PacketError(

@@ -41,7 +41,7 @@ class _BulkEndpoints:
 
         def _reserve_firmware(self, busy_ns: int) -> int: ...
 
-        def _finish(self, urb: Urb, status: UsbStatus, message: str = "", now_ns: int | None = None) -> None: ...
+        def _finish(self, urb: Urb, status: UsbStatus, message: str = "") -> None: ...
 
     def poke(self) -> None:
         """An arm, a release or a stream request happened: waiting bulk transfers may pair now."""
@@ -87,11 +87,11 @@ class _BulkEndpoints:
         urb._moving = self.kernel.schedule(wire_ns, lambda: self._bulk_moved(urb))
         self._ensure_deadline(urb, self.kernel.now_ns + wire_ns)
 
-    def _bulk_moved(self, urb: Urb, now_ns: int | None = None) -> None:
+    def _bulk_moved(self, urb: Urb) -> None:
         urb._moving = None
         self._deliver(urb, urb._planned)
         if not urb._stuck:
-            self._finish(urb, _COMPLETED, "", now_ns)
+            self._finish(urb, _COMPLETED)
 
     def _deliver(self, urb: Urb, moved: int) -> None:
         """``moved`` bytes of a paired bulk have crossed the wire: hand them over and free the arm."""

@@ -53,9 +53,9 @@ class _ControlEndpoint:
 
         def _ensure_deadline(self, urb: Urb, busy_until_ns: int | None = None) -> None: ...
 
-        def _finish(self, urb: Urb, status: UsbStatus, message: str = "", now_ns: int | None = None) -> None: ...
+        def _finish(self, urb: Urb, status: UsbStatus, message: str = "") -> None: ...
 
-    def _run_control(self, urb: Urb, now_ns: int | None = None) -> None:
+    def _run_control(self, urb: Urb) -> None:
         urb._moving = None
         setup = urb.setup
         assert setup is not None
@@ -84,7 +84,7 @@ class _ControlEndpoint:
         else:
             urb.actual_length = len(data)
         if not urb._stuck:
-            self._finish(urb, _COMPLETED, "", now_ns)
+            self._finish(urb, _COMPLETED)
 
     def _standard_request(
         self, request_type: int, request: int, value: int, index: int, data: bytes, length: int

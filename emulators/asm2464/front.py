@@ -10,15 +10,16 @@ that DMA ends (``firmware_free_ns``). 0xF0 streams move packet by packet and EP0
 trip between two bulk transfers cost throughput, the effect spec/copyin.md measures (batching the arm with the fence
 read: 294 -> 323 MB/s). A transfer's timeout runs from its submission, as in libusb. Synchronous calls
 (``transfer``) run the event kernel until the transfer is done, so the GPU model progresses while the host waits;
-when nothing can interfere they take an inline fast path with the same timing.
+when nothing can interfere (no fault planned for the attempt, among others) they take an inline fast path with the
+same timing (:mod:`~tinyhil.emulators.asm2464.inline`).
 
 Bulk transfers pair with the armed operation of their direction when they reach the head of their queue; until then
 they wait (the device NAKs) and time out if no matching arm comes. The payload of a bulk OUT is read when its last
 packet has moved, so a host that reuses the buffer before reaping sends what the buffer holds then.
 
-:class:`UsbFront` holds the queues, the lifecycle and the synchronous (inline) path; it inherits the EP0 step and
-standard requests from :mod:`~tinyhil.emulators.asm2464.ep0` and bulk pairing and data movement from
-:mod:`~tinyhil.emulators.asm2464.bulk`.
+:class:`UsbFront` holds the endpoint queues, the transfer lifecycle and the fault plan's attempts; it inherits the
+EP0 step and standard requests from :mod:`~tinyhil.emulators.asm2464.ep0`, bulk pairing and data movement from
+:mod:`~tinyhil.emulators.asm2464.bulk` and the synchronous fast path from :mod:`~tinyhil.emulators.asm2464.inline`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Final
 
 from tinyhil.emulators.asm2464.bulk import _EP_DIRECTION, _BulkEndpoints
 from tinyhil.emulators.asm2464.ep0 import _ENDPOINTS, CONTROL_EP, StandardRequest, _ControlEndpoint
+from tinyhil.emulators.asm2464.inline import _InlinePath
 from tinyhil.emulators.asm2464.sram import ArmKind
 from tinyhil.emulators.asm2464.urb import Urb, UsbStatus
 from tinyhil.emulators.faults import Fault, FaultKind, Operation, Transfer
@@ -42,12 +44,11 @@ UNBOUNDED_WAIT_NS: Final = 3600 * 1_000_000_000  # a libusb timeout of 0 ("forev
 # The longest a synchronous call waits for one transfer, and so the longest transfer timeout the emulated usb1 stack
 # accepts (mocks/usb/_requests.py refuses a longer one up front): every transfer ends by its own timeout within it.
 WAIT_CAP_NS: Final = 2 * UNBOUNDED_WAIT_NS
-_SRAM: Final = ArmKind.SRAM
 _COMPLETED: Final = UsbStatus.COMPLETED
 _WAIT_WHAT: Final = "a USB transfer to complete or time out"
 
 
-class UsbFront(_ControlEndpoint, _BulkEndpoints):
+class UsbFront(_ControlEndpoint, _BulkEndpoints, _InlinePath):
     """Endpoint queues of one bridge, with EP0 (``ep0``) and bulk pairing (``bulk``); see the module docstring."""
 
     def __init__(self, bridge: Asm2464) -> None:
@@ -199,79 +200,6 @@ class UsbFront(_ControlEndpoint, _BulkEndpoints):
                 raise error
         return urb
 
-    def _run_inline(self, urb: Urb) -> bool:
-        """The synchronous fast path, taken when nothing can interfere: an idle endpoint, no fault plan, a healthy
-        device, and (bulk) a matching arm, all within the timeout. The clock runs for the transfer's time (other
-        events due meanwhile fire, GPU included), then it completes, exactly as the queued path would; only events
-        due at the very same nanosecond may order differently. Returns False where the queued path is needed."""
-        ep = urb.endpoint
-        bridge = self.bridge
-        if self._busy or self.queues[ep] or bridge.faults.rules or self.gone or bridge.wedged:
-            return False  # other transfers may take the 8051 first: the queued path orders them exactly
-        if ep in self.halted or ep in self._advancing:
-            return False
-        kernel = self.kernel
-        now_ns = kernel.now_ns
-        if self.firmware_free_ns > now_ns:
-            return False
-        latency_ns = bridge.timing.usb_latency_ns
-        setup = urb.setup
-        if setup is not None:
-            paired = None
-            cost_ns = bridge.timing.control_ns()
-        else:
-            paired = self._pairing(urb)
-            if paired is None:
-                return self._arrive_inline(urb, now_ns, latency_ns)
-            cost_ns = paired[1]
-        if latency_ns + cost_ns > urb.timeout_ns:
-            return False
-        urb.submitted_ns = now_ns
-        self.active[ep] = urb
-        self._busy += 1
-        events_run = kernel.events_run
-        kernel.run_for(latency_ns)
-        if urb.status is not None:  # an event power-cycled the board meanwhile
-            return True
-        now_ns += latency_ns  # run_for leaves the clock at exactly the end of the span
-        urb._started_ns = now_ns
-        holds_core = True  # EP0 service and 0xF2 DMA run on the 8051; a stream moves between EP0 requests
-        if setup is None:
-            if kernel.events_run != events_run:  # events ran meanwhile: the arms may have changed
-                paired = self._pairing(urb)
-            if paired is None:  # cannot happen while the host waits here, but stay exact: take the queued path
-                self._start(urb)
-                self.wait(urb)
-                return True
-            arm = paired[0]
-            bridge.engine.claim(arm)
-            urb._arm = arm
-            urb._planned = urb.length if urb._limit is None else urb._limit
-            holds_core = arm.kind is _SRAM
-        if holds_core:
-            self.firmware_free_ns = now_ns + cost_ns
-        kernel.run_for(cost_ns)
-        if urb.status is None:
-            if setup is None:
-                self._bulk_moved(urb, now_ns + cost_ns)
-            else:
-                self._run_control(urb, now_ns + cost_ns)
-        return True
-
-    def _arrive_inline(self, urb: Urb, now_ns: int, latency_ns: int) -> bool:
-        """A bulk with nothing to pair yet (a bulk IN before the GPU's release) when nothing else is in flight: the
-        submission latency runs here, then it arrives and waits as a submitted one would, with no arrival event to
-        schedule (only events due at that very nanosecond may order differently). False: take the queued path."""
-        if not latency_ns or latency_ns > urb.timeout_ns:
-            return False  # no latency: it arrives before any event runs; a longer one: it times out on the way
-        urb.submitted_ns = now_ns
-        self._arriving[urb.endpoint].add(urb)
-        self._busy += 1
-        self.kernel.run_for(latency_ns)
-        self._arrive(urb)
-        self.wait(urb)
-        return True
-
     def cancel(self, urb: Urb) -> bool:
         """Cancel a pending transfer (it ends ``CANCELLED`` with what it moved so far); False if already done."""
         if urb.status is not None:
@@ -307,13 +235,18 @@ class UsbFront(_ControlEndpoint, _BulkEndpoints):
 
     def next_fault(self, operation: Operation) -> Fault | None:
         """Count one attempt of ``operation`` and return the fault the plan has for it."""
-        plan = self.bridge.faults
-        if not plan.rules:
+        if not self.bridge.faults.rules:
             return None
-        count = self.counts[operation] = self.counts.get(operation, 0) + 1
-        return plan.fault_for(operation, count)
+        fault = self.upcoming_fault(operation)
+        self.counts[operation] = self.counts.get(operation, 0) + 1
+        return fault
+
+    def upcoming_fault(self, operation: Operation) -> Fault | None:
+        """The fault the plan has for the next attempt of ``operation``, without counting the attempt."""
+        return self.bridge.faults.fault_for(operation, self.counts.get(operation, 0) + 1)
 
     def _start(self, urb: Urb) -> None:
+        """``urb`` reaches the head of its queue: count the attempt, apply its fault, start or pair it."""
         urb._started_ns = self.kernel.now_ns
         if self.gone:
             self._finish(urb, UsbStatus.NO_DEVICE, "the device is gone")
@@ -390,13 +323,13 @@ class UsbFront(_ControlEndpoint, _BulkEndpoints):
             return "copyout not released: the GPU never wrote the completion-queue entry at PCIe 0x822000 + 12"
         return "the stream's PCIe range has no completer (unsupported request)"
 
-    def _finish(self, urb: Urb, status: UsbStatus, message: str = "", now_ns: int | None = None) -> None:
-        """End ``urb`` (at ``now_ns``, which the inline path knows without asking the kernel's property)."""
+    def _finish(self, urb: Urb, status: UsbStatus, message: str = "") -> None:
+        """End ``urb`` now: its outcome, its events cancelled, its endpoint freed, then its ``on_complete``."""
         if urb.status is not None:
             return
         urb.status = status
         kernel = self.kernel
-        urb.completed_ns = kernel.now_ns if now_ns is None else now_ns
+        urb.completed_ns = kernel.now_ns
         if message:
             urb.message = message
         if urb._deadline is not None:
