@@ -20,6 +20,7 @@ from tinyhil.spec.amdgpu import (
 )
 
 from ..kernel import EventKernel, VirtualTimeout
+from ..observe import Observation, Observer
 from .engine import EngineServices, Interrupt, QueueConfig, RingEngine
 from .executor import HostNativeExecutor, KernelExecutor
 from .memory import GpuMemory
@@ -99,6 +100,11 @@ class AmdGpu:
         self._doorbell_bar = bytearray(DOORBELL_BAR_BYTES)
         self.memory.reset()
         self.registers.reset()
+
+    def observe(self, observer: Observer) -> Observation:
+        """Report this GPU's SDMA memory polls to ``observer`` until the returned handle detaches
+        (:mod:`tinyhil.emulators.observe`)."""
+        return self._services.observed.attach(observer)
 
     def __repr__(self) -> str:
         return f"<AmdGpu {self.name} gfx{self.gfx_target_version} vram={self.vram_bytes >> 20} MB>"

@@ -7,7 +7,14 @@ from typing import ClassVar, Final
 
 import numpy as np
 
-from tinyhil.spec.amdgpu import POLL_RETRY_FOREVER, SYS_APERTURE, SYS_APERTURE_END, ErrorCode, QueueKind
+from tinyhil.spec.amdgpu import (
+    COMPARE_OPERATORS,
+    POLL_RETRY_FOREVER,
+    SYS_APERTURE,
+    SYS_APERTURE_END,
+    ErrorCode,
+    QueueKind,
+)
 from tinyhil.spec.amdgpu_sdma import (
     SDMA_CONST_FILL_COUNT,
     SDMA_CONST_FILL_FILL_SIZE,
@@ -34,6 +41,8 @@ from tinyhil.spec.amdgpu_sdma import (
     SdmaWriteDw,
 )
 
+from ..observe import Observed
+from ._packets import _WAIT
 from .engine import _DONE, Interrupt, InterruptKind, Packet, RingEngine, _dword_bytes, _PacketError, _Result
 
 __all__ = ["SdmaEngine"]
@@ -67,6 +76,19 @@ _MODELLED_FIXED_DWORDS: Final[dict[int, int]] = {
         SdmaOp.TIMESTAMP,
     )
 }
+
+
+def _reporting(observed: Observed, va: int, compare: Callable[[int, int], bool]) -> Callable[[int, int], bool]:
+    """``compare`` of a waiting poll, also reporting each re-check to the observers attached at that moment."""
+
+    def checked(value: int, reference: int) -> bool:
+        matched = compare(value, reference)
+        observer = observed.observer
+        if observer is not None:
+            observer.gpu_polled(va, value, matched)
+        return matched
+
+    return checked
 
 
 def _addr(packet: Packet, lo: int) -> int:
@@ -185,14 +207,22 @@ class SdmaEngine(RingEngine):
         if not header & _MEM_POLL_MASK:
             raise self._bad("mem_poll=0 (register poll) is not modelled, expected mem_poll=1")
         retry_count = (dw5 >> _RETRY_COUNT_LSB) & _RETRY_COUNT_MAX
-        return self._poll(
-            addr_lo | addr_hi << 32,
+        va = addr_lo | addr_hi << 32
+        result = self._poll(
+            va,
             reference,
             mask,
             (header >> _FUNCTION_LSB) & _FUNCTION_MAX,
             (dw5 >> _INTERVAL_LSB) & _INTERVAL_MAX,
             None if retry_count == POLL_RETRY_FOREVER else retry_count,
         )
+        observed = self.services.observed
+        if observed.observer is not None:
+            observed.observer.gpu_polled(va, self._memory.read_u32(va) & mask, result is _DONE)
+            wait = self.wait
+            if result is _WAIT and wait is not None and wait.compare in COMPARE_OPERATORS:  # not yet reporting
+                wait.compare = _reporting(observed, va, wait.compare)
+        return result
 
     def _op_const_fill(self, packet: Packet) -> _Result:
         fill_size = SDMA_CONST_FILL_FILL_SIZE.get(packet[SdmaConstFillDw.HEADER])

@@ -8,11 +8,12 @@ what an engine raises through it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
 from tinyhil._check import check_int
+from tinyhil.emulators.observe import Observed
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu import (
     DOORBELL_SLOTS,
@@ -89,13 +90,15 @@ class QueueConfig:
 
 @dataclass(frozen=True, slots=True)
 class EngineServices:
-    """What the GPU lends its engines: memory, the clock, costs, the interrupt line, the kernel executor."""
+    """What the GPU lends its engines: memory, the clock, costs, the interrupt line, the kernel executor, and the
+    GPU's observers (``AmdGpu.observe``)."""
 
     memory: GpuMemory
     kernel: EventKernel
     timing: GpuTiming
     interrupt: Callable[[Interrupt], None]
     executor: KernelExecutor
+    observed: Observed = field(default_factory=Observed)
 
     def timestamp(self) -> int:
         """The 100 MHz GPU timestamp counter: virtual time in 10 ns ticks."""

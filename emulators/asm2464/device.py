@@ -20,6 +20,7 @@ from tinyhil.emulators.asm2464.tlp import TlpEngine
 from tinyhil.emulators.asm2464.urb import Urb
 from tinyhil.emulators.faults import Fault, FaultPlan, Operation
 from tinyhil.emulators.kernel import EventKernel
+from tinyhil.emulators.observe import Observation, Observed, Observer
 from tinyhil.emulators.pcie.endpoint import PlainEndpoint
 from tinyhil.emulators.pcie.function import PcieFunction, PcieUnsupportedRequest
 from tinyhil.emulators.pcie.topology import PcieTopology
@@ -119,7 +120,8 @@ class Asm2464:
         self.topology = PcieTopology(self.function)
         self._routing_generation = self.topology.generation  # the cell the DMA view cache keys on
         self.link = LinkControl(self.memory, self.kernel, self.quirks)
-        self.engine = SramEngine(self.memory, self.quirks, self.function.host_memory_written)
+        self.observed = Observed()  # attached observers survive reset(): they watch the device, not part of it
+        self.engine = SramEngine(self.memory, self.quirks, self.function.host_memory_written, self.observed)
         self.tlp = TlpEngine(
             self.memory,
             self.topology,
@@ -351,6 +353,14 @@ class Asm2464:
         if pcie_addr < _CPL_RELEASE_ADDR + _CPL_RELEASE_BYTES and end > _CPL_RELEASE_ADDR:
             self.engine.released = True
             self.front.poke()
+        observer = self.observed.observer
+        if observer is not None:
+            observer.dma_write(pcie_addr, source.nbytes)
+
+    def observe(self, observer: Observer) -> Observation:
+        """Report this bridge's arms, transfers and GPU DMA writes to ``observer`` until the returned handle detaches
+        (:mod:`tinyhil.emulators.observe`)."""
+        return self.observed.attach(observer)
 
     # --- host-side backdoor for tests (no USB, no time) ---
     def read_sram(self, offset: int, nbytes: int) -> bytes:

@@ -12,6 +12,7 @@ import numpy as np
 from tinyhil.emulators.asm2464.errors import UsbStall
 from tinyhil.emulators.asm2464.memory import BridgeMemory
 from tinyhil.emulators.asm2464.quirks import Quirks
+from tinyhil.emulators.observe import Observed
 from tinyhil.spec.asm2464 import (
     ARM_DIRECTION_IN,
     ARM_SECTORS_MASK,
@@ -75,12 +76,18 @@ class SramEngine:
     ``[s * 0x4000, s * 0x4000 + k * 512)``; it is valid only if ``s + n <= 32``, ``k <= n * 32`` and ``k >= 1``
     (spec/asm24.md "SRAM windows and the 0xF2 engine"). A new arm of a direction replaces the unconsumed one. After
     a device-to-host arm, the bulk IN is released only by the GPU's completion-queue write.
+
+    ``observed`` holds the bridge's observers (:mod:`tinyhil.emulators.observe`): arms, claims, give-backs and
+    finished transfers are reported to them.
     """
 
-    def __init__(self, memory: BridgeMemory, quirks: Quirks, notify: Callable[[int, int], None]) -> None:
+    def __init__(
+        self, memory: BridgeMemory, quirks: Quirks, notify: Callable[[int, int], None], observed: Observed | None = None
+    ) -> None:
         self.memory = memory
         self.quirks = quirks
         self._notify = notify
+        self.observed = observed if observed is not None else Observed()
         self.reset()
 
     def reset(self) -> None:
@@ -106,11 +113,14 @@ class SramEngine:
                 f"<= {SLOTS}, 1 <= sectors <= slot_count * {SLOT_SECTORS}",
                 op=f"{Request.SRAM_ARM:#x}",
             )
-        if value & ARM_DIRECTION_IN:
-            self.arms[_IN] = Arm(_SRAM, _IN, sectors * SECTOR_BYTES, start * SLOT_BYTES)
+        direction = _IN if value & ARM_DIRECTION_IN else _OUT
+        replaced = self.arms[direction]
+        arm = self.arms[direction] = Arm(_SRAM, direction, sectors * SECTOR_BYTES, start * SLOT_BYTES)
+        if direction is _IN:
             self.released = False
-        else:
-            self.arms[_OUT] = Arm(_SRAM, _OUT, sectors * SECTOR_BYTES, start * SLOT_BYTES)
+        observer = self.observed.observer
+        if observer is not None:
+            observer.sram_armed(direction, start, arm, replaced)
 
     def arm_stream(self, direction: Direction, pcie_addr: int, nbytes: int) -> None:
         """0xF0 mode 1/2: the next bulk of ``direction`` moves ``nbytes`` to/from ``pcie_addr``."""
@@ -142,17 +152,26 @@ class SramEngine:
         self.arms[arm.direction] = None
         if arm.kind is _SRAM:
             self.inflight += 1
+        observer = self.observed.observer
+        if observer is not None:
+            observer.arm_claimed(arm)
 
     def give_back(self, arm: Arm, moved: int) -> None:
         """A bulk on ``arm`` ended after ``moved`` of its bytes: the rest stays armed (unless re-armed meanwhile)."""
         arm.done += moved
         if arm.done != arm.nbytes and self.arms[arm.direction] is None:
             self.arms[arm.direction] = arm
+        observer = self.observed.observer
+        if observer is not None:
+            observer.arm_given_back(arm, moved)
 
     def finished(self, arm: Arm) -> None:
         """An SRAM transfer on ``arm`` is no longer in flight (landed, or its IN completed)."""
         if arm.kind is _SRAM:
             self.inflight -= 1
+        observer = self.observed.observer
+        if observer is not None:
+            observer.arm_finished(arm)
 
     def read_in(self, arm: Arm, nbytes: int, into: memoryview | bytearray | None = None) -> bytearray | memoryview:
         """The next ``nbytes`` of a device-to-host SRAM transfer: a fresh copy the host owns, or copied into the first

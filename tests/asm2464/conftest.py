@@ -1,59 +1,45 @@
-"""Fixtures of the ASM2464 client tests: a scripted USB handle answered by a minimal fake bridge (both loaded by
-path: test folders are not packages)."""
+"""Fixtures of the ASM2464 client tests: a controller over the real emulated bridge (``Asm2464``) behind the emulated
+usb1 stack MockUSB3 uses, with a wire recorder (``support.wire``) between the transport and the handle."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from types import ModuleType
 
 import pytest
+from support.wire import Recorded, WireRecorder, recorded_board
 
-from tinyhil.asm2464 import Asm2464Controller
-from tinyhil.usb import Usb3Transport
-
-
-def _load(name: str, path: Path) -> ModuleType:
-    module = sys.modules.get(name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return module
-
-
-SCRIPTED = _load("_tinyhil_tests_scripted_usb", Path(__file__).parents[1] / "usb" / "scripted_usb.py")
-FAKE_BRIDGE = _load("_tinyhil_tests_fake_bridge", Path(__file__).with_name("fake_bridge.py"))
+from tinyhil.asm2464 import Asm2464Controller, PcieTopology, pcie_bringup
+from tinyhil.emulators.asm2464 import Asm2464
 
 
 @pytest.fixture
-def usb_fake() -> ModuleType:
-    return SCRIPTED
+def recorded() -> Iterator[Recorded]:
+    """A fresh emulated bridge (a plain GPU endpoint behind it) and a transport whose wire is recorded."""
+    with recorded_board() as board:
+        yield board
 
 
 @pytest.fixture
-def bridge_fake() -> ModuleType:
-    return FAKE_BRIDGE
+def bridge(recorded: Recorded) -> Asm2464:
+    """The emulated bridge itself: its backdoors (``read_sram``, ``write_xdata``...) set up and check state."""
+    return recorded.bridge
 
 
 @pytest.fixture
-def bridge() -> object:
-    """The fake device state (XDATA, SRAM, PCIe config model, memory regions, fault scripts)."""
-    return FAKE_BRIDGE.FakeBridge()
+def wire(recorded: Recorded) -> WireRecorder:
+    """What crossed the wire: ``wire.transfers`` and ``wire.requests()``."""
+    return recorded.wire
 
 
 @pytest.fixture
-def handle(bridge: object) -> object:
-    """A scripted handle answered by ``bridge``; ``handle.calls`` records the wire traffic."""
-    return SCRIPTED.ScriptedHandle(bridge)
+def controller(recorded: Recorded) -> Asm2464Controller:
+    """A controller over the recorded transport (retry pauses of 0 s), PCIe off."""
+    return recorded.controller(retry_delay_s=0)
 
 
 @pytest.fixture
-def controller(handle: object) -> Iterator[Asm2464Controller]:
-    """A controller over a real Usb3Transport over the scripted handle (retry pauses of 0 s)."""
-    with Usb3Transport(handle, SCRIPTED.ScriptedContext(handle)) as transport:
-        yield Asm2464Controller(transport, retry_delay_s=0)
+def topology(controller: Asm2464Controller, wire: WireRecorder) -> PcieTopology:
+    """PCIe powered and brought up (the wire is cleared afterwards, so tests see only their own transfers)."""
+    brought_up = pcie_bringup(controller)
+    wire.clear()
+    return brought_up

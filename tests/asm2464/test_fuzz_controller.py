@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from tinyhil.asm2464 import Asm2464Controller, PcieError
 from tinyhil.asm2464.stream import MAX_MEM_ACCESS_BYTES
+from tinyhil.emulators.asm2464 import Asm2464
 from tinyhil.emulators.faults import FaultPlan
 from tinyhil.emulators.kernel import VirtualTimeout
 from tinyhil.emulators.pcie import PlainEndpoint
@@ -151,7 +152,7 @@ def _follow_up(usb: MockUSB3, seed: int) -> None:
 def test_random_controller_calls_raise_only_documented_errors_and_refusals_change_nothing(
     calls: list[Call], plan: FaultPlan, mode: str, power: bool, seed: int
 ) -> None:
-    with MockUSB3(mode=mode, seed=seed, function=PlainEndpoint(vram_bytes=1 << 20)) as usb:
+    with MockUSB3.over(Asm2464(seed=seed, function=PlainEndpoint(vram_bytes=1 << 20)), mode=mode) as usb:
         ctrl = Asm2464Controller(usb, retry_delay_s=0)
         if power:
             ctrl.set_pcie_power(True)

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_usb3_windows.py"
+from support.scripts import load_benchmark
 
 
 def test_benchmark_runs_and_prints_the_ratio(capsys: pytest.CaptureFixture[str]) -> None:
-    spec = importlib.util.spec_from_file_location("bench_usb3_windows", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark("bench_usb3_windows")
     ratio = module.run(total_mb=2, repeat=1)
     assert math.isfinite(ratio) and ratio > 0
     assert "2 MB in 8 windows" in capsys.readouterr().out

@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from support.scripts import BENCHMARKS, load_benchmark
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPTS = sorted(BENCHMARKS.glob("bench_*.py"))
 
 
-def _load_cli() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("benchmarks_cli", BENCHMARKS / "_cli.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-CLI = _load_cli()
+CLI = load_benchmark("_cli")
 
 
 def test_a_reader_that_closes_after_one_line_gets_no_traceback() -> None:

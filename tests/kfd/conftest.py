@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from support.scripts import TESTS, load_script
 
-_SHARED = Path(__file__).resolve().parent.parent / "mocks" / "kfd" / "conftest.py"
-_spec = importlib.util.spec_from_file_location("tinyhil_tests_kfd_shared_fixtures", _SHARED)
-assert _spec is not None and _spec.loader is not None
-_shared = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = _shared
-_spec.loader.exec_module(_shared)
+_shared = load_script(TESTS / "mocks" / "kfd" / "conftest.py", "tinyhil_tests_kfd_shared_fixtures")
 
 kernel = _shared.kernel
 make_mock = _shared.make_mock

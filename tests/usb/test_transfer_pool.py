@@ -4,7 +4,6 @@ latching that surfaces once and can be cleared, teardown, and a state machine ov
 from __future__ import annotations
 
 import gc
-import sys
 import weakref
 from types import ModuleType
 from typing import Any
@@ -14,6 +13,7 @@ import usb1
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from support import scripted_usb
 
 from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
 from tinyhil.usb import ShortTransfer, Usb3Transport
@@ -217,7 +217,7 @@ class AsyncTransfers(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.fake: ModuleType = sys.modules["_tinyhil_tests_scripted_usb"]  # loaded by conftest.py
+        self.fake: ModuleType = scripted_usb
         self.outcomes: dict[bytes, BaseException | None] = {}
         self.handle = self.fake.ScriptedHandle(self._respond)
         self.context = self.fake.ScriptedContext(self.handle, per_pump=1)

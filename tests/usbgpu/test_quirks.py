@@ -10,11 +10,13 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from _usbgpu_boards import DATA, NEVER, PATTERN, Board, arm_faults, sram_bulk_out_occurrences
+from support.boards import DATA, NEVER, PATTERN, Board, arm_faults, sram_bulk_out_occurrences
 
 from tinyhil.amdgpu.sdma import sdma_poll_regmem, sdma_write
 from tinyhil.emulators.asm2464 import Quirks
+from tinyhil.emulators.asm2464.sram import SramEngine
 from tinyhil.emulators.faults import Fault, FaultPlan, Operation
+from tinyhil.emulators.observe import Observer
 from tinyhil.spec.amdgpu import SYS_APERTURE, QueueKind
 from tinyhil.spec.asm2464 import PCIE_SYS_BUF, SECTOR_BYTES, WINDOW_BYTES, Xdata
 from tinyhil.spec.copyin import CHUNK_BYTES, NAIVE_CHUNK_BYTES, POLL_INTERVAL, SECTOR_CHUNK_BYTES, sentinel, window_pcie
@@ -114,6 +116,17 @@ def test_full_window_corruption_hits_the_pipelined_revision_exactly_when_the_ima
 
 
 # --- sys_buf collision ---
+class InFlightAtDma(Observer):
+    """How many 0xF2 transfers had not landed when the GPU's DMA wrote each address."""
+
+    def __init__(self, engine: SramEngine) -> None:
+        self.engine = engine
+        self.in_flight: dict[int, int] = {}
+
+    def dma_write(self, pcie_addr: int, nbytes: int) -> None:
+        self.in_flight[pcie_addr] = self.engine.inflight
+
+
 SIGNALS = {  # where the GPU writes a signal during the copyin, and whether the collision quirk loses it
     "sys_buf+0x100": (SYS_APERTURE + PCIE_SYS_BUF + 0x100, True),
     "sys_buf+0x7fc": (SYS_APERTURE + PCIE_SYS_BUF + 0x7FC, True),
@@ -141,15 +154,10 @@ def test_sys_buf_collision_loses_low_sys_buf_signals_and_not_vram_ones(
             ),  # chunk 0 landed
             *(sdma_write(address, values[name].to_bytes(4, "little")) for name, (address, _) in SIGNALS.items()),
         )
-        in_flight: dict[int, int] = {}
         bridge = board.usb.bridge
-        dma_write = bridge.dma_write
-
-        def spy(pcie_addr: int, payload: bytes | memoryview) -> None:
-            in_flight[pcie_addr] = bridge.engine.inflight  # 0xF2 transfers not yet landed when the GPU writes
-            dma_write(pcie_addr, payload)
-
-        bridge.dma_write = spy  # type: ignore[method-assign]
+        dma = bridge.observe(InFlightAtDma(bridge.engine)).observer
+        assert isinstance(dma, InFlightAtDma)
+        in_flight = dma.in_flight
         data = random_bytes(3 * CHUNK_BYTES, 8)
         copier = board.copier()
         copier.copyin(DATA, data)  # the drain fence at 0x820800 is stable: the copy succeeds either way

@@ -1,10 +1,11 @@
 """The invariant "a window is never re-armed while its previous chunk is undrained or unsent", checked by an observer
 on the emulated bridge's 0xF2 engine over hypothesis-generated sizes, landing delays and jitter, in timed mode.
 
-The observer wraps the engine of one board (``usb.bridge.engine``): each 0xF2 OUT arm, each transfer that starts
-moving into a window (``claim``), each transfer's wire completion (``give_back``) and landing (``finished``), and
-reads the drain fence (XDATA ``0xA800``) at each of those moments. Chunk ``i`` of the observed copyin is the
-``i``-th transfer claimed, with ``seq = seq0 + i``. It checks:
+The observer watches one board's bridge through its observer hook (``usb.bridge.observe``,
+``tinyhil.emulators.observe``): each 0xF2 OUT arm, each transfer that starts moving into a window (``arm_claimed``),
+each transfer's wire completion (``arm_given_back``) and landing (``arm_finished``), and it reads the drain fence (XDATA
+``0xA800``) at each of those moments. Chunk ``i`` of the observed copyin is the ``i``-th transfer claimed, with ``seq =
+seq0 + i``. It checks:
 
 - every chunk moves into window ``seq & 1`` (one window for the naive revision);
 - when a chunk starts moving into its window, the window's previous chunk has landed and drained
@@ -23,13 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from _usbgpu_boards import DATA, Board
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.boards import DATA, Board
 
 from tinyhil.emulators.asm2464 import Quirks
 from tinyhil.emulators.asm2464.sram import Arm, ArmKind, Direction
-from tinyhil.spec.asm2464 import ARM_DIRECTION_IN, SLOTS, WINDOW_BYTES
+from tinyhil.emulators.observe import Observer
+from tinyhil.spec.asm2464 import SLOTS, WINDOW_BYTES
 from tinyhil.spec.copyin import CHUNK_BYTES, FENCE_BYTES, FENCE_XDATA, SECTOR_CHUNK_BYTES
 from tinyhil.usbgpu.copy import UsbCopy
 
@@ -45,9 +47,9 @@ class _Chunk:
     landed: bool = False
 
 
-@dataclass
-class WindowObserver:
-    """Watches one board's 0xF2 engine from ``attach`` on; ``violations`` says what went wrong, ``early_arms``
+@dataclass(eq=False)
+class WindowObserver(Observer):
+    """Watches one board's bridge from ``attach`` on; ``violations`` says what went wrong, ``early_arms``
     counts arms sent before the window's previous chunk drained."""
 
     board: Board
@@ -65,32 +67,25 @@ class WindowObserver:
         return next((chunk for chunk in reversed(self.chunks) if chunk.window == window), None)
 
     def attach(self) -> WindowObserver:
-        engine = self.board.usb.bridge.engine
-        arm, claim, give_back, finished = engine._op_sram_arm, engine.claim, engine.give_back, engine.finished
-
-        def on_arm(value: int, index: int) -> None:
-            if not value & ARM_DIRECTION_IN:
-                self._armed((index & 0xFF) // WINDOW_SLOTS, engine.arms[Direction.OUT])
-            arm(value, index)
-
-        def on_claim(armed: Arm) -> None:
-            if armed.kind is ArmKind.SRAM and armed.direction is Direction.OUT:
-                self._claimed(armed)
-            claim(armed)
-
-        def on_give_back(armed: Arm, moved: int) -> None:
-            give_back(armed, moved)
-            if id(armed) in self._by_arm and armed.remaining == 0:
-                self._by_arm[id(armed)][1].sent = True
-
-        def on_finished(armed: Arm) -> None:
-            finished(armed)  # landed (or lost by a DROP fault): called before give_back when nothing delays it
-            if id(armed) in self._by_arm:
-                self._by_arm[id(armed)][1].landed = True
-
-        engine._op_sram_arm, engine.claim = on_arm, on_claim  # type: ignore[method-assign]
-        engine.give_back, engine.finished = on_give_back, on_finished  # type: ignore[method-assign]
+        self.board.usb.bridge.observe(self)
         return self
+
+    def sram_armed(self, direction: Direction, slot_start: int, arm: Arm, replaced: Arm | None) -> None:
+        if direction is Direction.OUT:
+            self._armed(slot_start // WINDOW_SLOTS, replaced)
+
+    def arm_claimed(self, arm: Arm) -> None:
+        if arm.kind is ArmKind.SRAM and arm.direction is Direction.OUT:
+            self._claimed(arm)
+
+    def arm_given_back(self, arm: Arm, moved: int) -> None:
+        if id(arm) in self._by_arm and arm.remaining == 0:
+            self._by_arm[id(arm)][1].sent = True
+
+    def arm_finished(self, arm: Arm) -> None:
+        """Landed (or lost by a DROP fault): reported before the give-back when nothing delays the landing."""
+        if id(arm) in self._by_arm:
+            self._by_arm[id(arm)][1].landed = True
 
     def _armed(self, window: int, unconsumed: Arm | None) -> None:
         if unconsumed is not None:

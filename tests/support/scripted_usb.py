@@ -1,6 +1,6 @@
 """A scripted stand-in for ``usb1``'s handle, transfer and context: records every call, answers from a responder.
 
-Test support (not collected): ``tests/usb/conftest.py`` and ``tests/asm2464/conftest.py`` load it by path and hand it
+Test support (``from support.scripted_usb import ScriptedHandle``); ``tests/usb/conftest.py`` also hands the module
 to tests as the ``usb_fake`` fixture. The responder is a callable ``(Call) -> reply`` that returns the IN data
 (bytes), ``None`` for an OUT transfer that moved everything, an ``int`` for a short OUT, or raises a ``usb1``
 exception. Asynchronous transfers behave like ``usb1``'s: a writable OUT buffer is referenced, not copied, and read

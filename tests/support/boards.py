@@ -1,4 +1,4 @@
-"""Boards for the copyin/copyout tests (conftest.py loads this as ``_usbgpu_boards``): a fresh emulated bridge and
+"""Boards for the copyin/copyout tests (``from support.boards import Board``): a fresh emulated bridge and
 GPU, brought up over USB, with one SDMA queue.
 
 VRAM layout (the GPU sees VRAM at address 0): SDMA pointers ``0x1000``/``0x1008`` and ring ``0x100000`` (1 MB,
@@ -19,6 +19,7 @@ from tinyhil.asm2464 import Asm2464Controller
 from tinyhil.emulators.asm2464 import Quirks
 from tinyhil.emulators.asm2464.sram import Arm, ArmKind, Direction
 from tinyhil.emulators.faults import Fault, FaultPlan, Operation
+from tinyhil.emulators.observe import Observer
 from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.spec.amdgpu import QueueKind
 from tinyhil.spec.copyin import SDMA_RING_BYTES
@@ -92,17 +93,15 @@ def sram_bulk_out_occurrences(run: Callable[[Board], None], mode: str = "sync", 
 
     ``run`` must call :func:`arm_faults` itself (with a plan that never fires, e.g. :data:`NEVER`)."""
     board = make_board(mode, **options)
-    engine, front = board.usb.bridge.engine, board.usb.bridge.front
+    bridge = board.usb.bridge
     occurrences: list[int] = []
-    claim = engine.claim
 
-    def spy(arm: Arm) -> None:
-        if arm.kind is ArmKind.SRAM and arm.direction is Direction.OUT and board.usb.bridge.faults.rules:
-            occurrences.append(front.counts.get(Operation.bulk_out(), 0))
-        claim(arm)
+    class SramBulkOuts(Observer):
+        def arm_claimed(self, arm: Arm) -> None:
+            if arm.kind is ArmKind.SRAM and arm.direction is Direction.OUT and bridge.faults.rules:
+                occurrences.append(bridge.front.counts.get(Operation.bulk_out(), 0))
 
-    engine.claim = spy  # type: ignore[method-assign]
-    with board:
+    with board, bridge.observe(SramBulkOuts()):
         run(board)
     return occurrences
 

@@ -1,0 +1,10 @@
+"""Shared test support, importable from every test because pyproject.toml puts ``tests`` on pytest's path.
+
+- ``support.scripted_usb``: a scripted stand-in for ``usb1``'s handle, transfer and context.
+- ``support.wire``: a recorder around the usb1 handle a ``Usb3Transport`` drives (MockUSB3's emulated one).
+- ``support.boards``: a fresh emulated bridge and GPU brought up over USB, for the copyin/copyout tests.
+- ``support.hosts``: fake sysfs/procfs host trees for the farm's discovery tests.
+- ``support.scripts``: the one loader of files that are scripts, not modules (``load_benchmark``, ``load_script``).
+
+Nothing here is collected: the modules hold no tests.
+"""
