@@ -19,6 +19,7 @@ call (argument checks, control transfers, the program built), printed but not di
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Callable
 from types import FrameType
@@ -44,7 +45,11 @@ class Counts(NamedTuple):
 
 
 def count_calls(fn: Callable[[], object]) -> tuple[int, int]:
-    """``('call' events, 'c_call' events)`` of this thread while ``fn()`` runs."""
+    """``('call' events, 'c_call' events)`` of this thread while ``fn()`` runs.
+
+    The garbage collector is off meanwhile: a collection that happens to fall inside the copy would run the
+    callbacks other libraries register (hypothesis has one) and count their calls as the copy's.
+    """
     counts = {"call": 0, "c_call": 0}
 
     def hook(frame: FrameType, event: str, arg: Any) -> None:
@@ -52,11 +57,16 @@ def count_calls(fn: Callable[[], object]) -> tuple[int, int]:
             counts[event] += 1
 
     previous = sys.getprofile()
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()
     sys.setprofile(hook)
     try:
         fn()
     finally:
         sys.setprofile(previous)
+        if collecting:
+            gc.enable()
     counts["c_call"] -= 1  # the sys.setprofile call that removed the hook reports itself as a 'c_call'
     return counts["call"], counts["c_call"]
 
