@@ -1,0 +1,100 @@
+"""Board leases: exclusive per slot, holders recorded, and freed at once when the holder is SIGKILLed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tinyhil.device_farm.hwmap import parse_hwmap
+from tinyhil.device_farm.leases import Holder, LeaseTimeout, acquire, holders
+from tinyhil.errors import InvalidArgument
+
+HWMAP = parse_hwmap(
+    '[[board]]\nid = "one"\nkind = "emulated"\nemulated = { target = "NULL" }\n\n'
+    '[[board]]\nid = "two"\nkind = "emulated"\nemulated = { target = "NULL", slots = 2 }\n'
+)
+ONE, TWO = HWMAP.boards
+
+
+def test_a_lease_is_exclusive_and_names_its_holder(tmp_path: Path) -> None:
+    first = acquire(tmp_path, ONE, Holder.here("run-1", "test_a"))
+    assert holders(tmp_path, ONE) == [first.holder]
+    with pytest.raises(LeaseTimeout) as raised:
+        acquire(tmp_path, ONE, Holder.here("run-2"))
+    assert f"board 'one': no lease within 0 s, held by pid {os.getpid()}" in str(raised.value)
+    assert "(run run-1) running test_a" in str(raised.value)
+    first.update("test_b")
+    assert holders(tmp_path, ONE) == [first.holder] and first.holder.test == "test_b"
+    first.release()
+    assert holders(tmp_path, ONE) == [None] and not first.held
+    with acquire(tmp_path, ONE, Holder.here("run-2")) as second:
+        assert second.held
+    assert holders(tmp_path, ONE) == [None]
+
+
+def test_an_emulated_board_has_as_many_leases_as_slots(tmp_path: Path) -> None:
+    a = acquire(tmp_path, TWO, Holder.here("r", "a"))
+    b = acquire(tmp_path, TWO, Holder.here("r", "b"))
+    assert (a.slot, b.slot) == (0, 1)
+    with pytest.raises(LeaseTimeout):
+        acquire(tmp_path, TWO, Holder.here("r", "c"))
+    b.release()
+    assert acquire(tmp_path, TWO, Holder.here("r", "c")).slot == 1
+
+
+def test_waiting_polls_until_the_timeout_on_the_given_clock(tmp_path: Path) -> None:
+    held = acquire(tmp_path, ONE, Holder.here("r"))
+    now = [0.0]
+    naps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        naps.append(seconds)
+        now[0] += seconds
+
+    with pytest.raises(LeaseTimeout, match="no lease within 1 s"):
+        acquire(tmp_path, ONE, Holder.here("r"), timeout_s=1.0, poll_s=0.25, clock=lambda: now[0], sleep=sleep)
+    assert naps == [0.25] * 4
+    held.release()
+
+
+def test_a_sigkilled_holder_frees_the_board_at_once(tmp_path: Path) -> None:
+    child = textwrap.dedent(
+        f"""
+        import sys, time
+        from tinyhil.device_farm.hwmap import parse_hwmap
+        from tinyhil.device_farm.leases import Holder, acquire
+        board = parse_hwmap({HWMAP_TEXT!r}).boards[0]
+        lease = acquire({str(tmp_path)!r}, board, Holder.here("victim", "test_hang"))
+        print("held", flush=True)
+        time.sleep(600)
+        """
+    )
+    process = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "held\n"
+        holder = holders(tmp_path, ONE)[0]
+        assert holder is not None and (holder.pid, holder.run_id, holder.test) == (process.pid, "victim", "test_hang")
+        with pytest.raises(LeaseTimeout, match="held by pid"):
+            acquire(tmp_path, ONE, Holder.here("next"))
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    assert holders(tmp_path, ONE) == [None]  # its holder file is stale: the lock says free
+    with acquire(tmp_path, ONE, Holder.here("next")) as lease:  # no wait: the kernel released the flock
+        assert lease.holder.run_id == "next"
+
+
+def test_bad_arguments_are_named(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgument, match="timeout_s=-1, expected seconds >= 0"):
+        acquire(tmp_path, ONE, Holder.here("r"), timeout_s=-1)
+    with pytest.raises(InvalidArgument, match="poll_s=0, expected seconds > 0"):
+        acquire(tmp_path, ONE, Holder.here("r"), poll_s=0)
+
+
+HWMAP_TEXT = '[[board]]\nid = "one"\nkind = "emulated"\nemulated = { target = "NULL" }\n'
