@@ -4,6 +4,7 @@ tinyhil targets [--json | --markdown]        list every registered target, avail
 tinyhil run [--target T ...] [--report DIR]  run the portable suite on targets (default: $DEV, else every
                                              available emulated target)
 tinyhil bench copyin [--model M] [--size S]  predicted USB copyin throughput per protocol revision vs hardware
+tinyhil farm discover [--hwmap FILE]         this host's boards and the drift against a hardware map
 
 Exit status: 0 success; 1 tests failed (or a benchmark is out of tolerance); 2 a usage error, reported in one
 line; 3 a target named explicitly cannot run here (``--allow-unavailable`` runs anyway, counting its skips);
@@ -22,6 +23,7 @@ from typing import Any, Final
 import tinyhil
 from tinyhil.device_farm._pipes import silence_stdout
 from tinyhil.device_farm.bench import DEFAULT_TOLERANCE, CopyinResult, bench_copyin, check_tolerance, parse_size
+from tinyhil.device_farm.farm_cli import add_farm_commands
 from tinyhil.device_farm.matrix import render_matrix
 from tinyhil.device_farm.reference import render_target_reference
 from tinyhil.device_farm.runner import check_run_arguments, run_suite
@@ -182,6 +184,7 @@ def _parser() -> argparse.ArgumentParser:
         help=f"exit 1 when a revision is further than this from its hardware figure (default: {DEFAULT_TOLERANCE})",
     )
     copyin.set_defaults(handler=_bench_copyin)
+    add_farm_commands(commands)
     return parser
 
 

@@ -18,7 +18,15 @@ from typing import Any, Final, TextIO
 from tinyhil.errors import InvalidArgument
 from tinyhil.fixtures import SUITE_PACKAGE
 
-__all__ = ["JUNIT_NAME", "MANAGED_PYTEST_OPTIONS", "SUMMARY_NAME", "RunOutcome", "check_run_arguments", "run_suite"]
+__all__ = [
+    "JUNIT_NAME",
+    "MANAGED_PYTEST_OPTIONS",
+    "SUMMARY_NAME",
+    "RunOutcome",
+    "check_run_arguments",
+    "pytest_command",
+    "run_suite",
+]
 
 JUNIT_NAME: Final = "junit.xml"
 SUMMARY_NAME: Final = "summary.json"
@@ -80,6 +88,15 @@ class RunOutcome:
         return self.exitstatus == 0
 
 
+def pytest_command(report_dir: Path) -> list[str]:
+    """The start of every pytest command a run spawns: its own ini file and ``report_dir`` as rootdir (and as the
+    working directory the caller gives it), so the caller's configuration does not leak in and node ids are the
+    same in every process of a run (collection, shards)."""
+    ini = report_dir / "pytest.ini"
+    ini.write_text(_INI)
+    return [sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(report_dir), "-p", "no:cacheprovider"]
+
+
 def run_suite(
     targets: Sequence[str],
     report_dir: Path,
@@ -106,18 +123,8 @@ def run_suite(
     suite = [str(Path(entry).resolve()) if Path(entry).exists() else entry for entry in suite]  # cwd is report_dir
     junit, summary = report_dir / JUNIT_NAME, report_dir / SUMMARY_NAME
     summary.unlink(missing_ok=True)
-    ini = report_dir / "pytest.ini"
-    ini.write_text(_INI)
     command = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-c",
-        str(ini),
-        "--rootdir",
-        str(report_dir),
-        "-p",
-        "no:cacheprovider",
+        *pytest_command(report_dir),
         *(["--pyargs"] if pyargs else []),
         *suite,
         "--junitxml",

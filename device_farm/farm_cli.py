@@ -1,0 +1,194 @@
+"""``tinyhil farm ...``: the farm's own commands.
+
+tinyhil farm discover [--hwmap FILE] [--root DIR] [--no-usb] [--host NAME] [--json]
+    what boards this host has, the map entries that would add the new ones, and the drift between the map and
+    the host (missing, new, changed); exit 1 when there is drift, 0 when the map and the host agree.
+tinyhil farm run [--hwmap FILE] [--workers N] [--target T] [--quarantine FILE] [--report DIR | --resume DIR]
+                 [--suite PATH] [--allow-unavailable] [-- PYTEST_ARGS]
+    collect the suite once, probe the boards, plan by recorded durations, run the shards on this host under
+    leases, journal every result, and write junit.xml and summary.json (docs/farm.md).
+tinyhil farm status [--hwmap FILE] [--state DIR] [--probe] [--json]
+    every board of the map (default: the emulated targets) with its health, and its leases and their holders;
+    ``--probe`` first runs the health probe of every board that needs one.
+
+The farm's state (health record, leases) lives in ``--state``, default ``$TINYHIL_FARM_STATE``, else
+``~/.local/state/tinyhil/farm``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from tinyhil.device_farm.discovery import Discovery, FoundBoard, discover
+from tinyhil.device_farm.drift import Drift, compare, map_entry
+from tinyhil.device_farm.farm_run import FarmRun, run_farm
+from tinyhil.device_farm.health import HealthBook
+from tinyhil.device_farm.hwmap import Board, HardwareMap, emulated_inventory, load_hwmap
+from tinyhil.device_farm.leases import holders
+from tinyhil.device_farm.probes import probe_board
+from tinyhil.device_farm.quarantine import load_quarantine
+from tinyhil.errors import InvalidArgument
+from tinyhil.fixtures import SUITE_PACKAGE
+from tinyhil.registry import TargetRegistry, split_selectors
+
+__all__ = ["STATE_ENV", "add_farm_commands", "farm_state_dir"]
+
+STATE_ENV = "TINYHIL_FARM_STATE"
+
+
+def farm_state_dir(given: str | None) -> Path:
+    """Where the farm keeps health and leases: ``given``, else ``$TINYHIL_FARM_STATE``, else the user's state dir."""
+    if given:
+        return Path(given)
+    if os.environ.get(STATE_ENV):
+        return Path(os.environ[STATE_ENV])
+    return Path.home() / ".local" / "state" / "tinyhil" / "farm"
+
+
+def _hwmap(path: str | None, registry: TargetRegistry, host: str | None = None) -> HardwareMap:
+    return load_hwmap(path, registry=registry, host=host) if path else emulated_inventory(registry, host=host)
+
+
+def _where(locator: Any) -> str:
+    return " ".join(f"{name} {value}" for name, value in asdict(locator).items() if value is not None)
+
+
+def _found_line(board: FoundBoard) -> str:
+    return f"  {board.kind.value:<10}  {_where(board.locator):<48}  {board.description} ({board.source})"
+
+
+def _board_line(board: Board) -> str:
+    return f"  {board.id} ({board.kind.value}, {_where(board.locator)})"
+
+
+def _print_text(found: Discovery, drift: Drift | None, host: str, map_path: str | None) -> None:
+    print(f"found on {host}: {len(found.boards)} board{'s' * (len(found.boards) != 1)}")
+    for board in found.boards:
+        print(_found_line(board))
+    for note in found.notes:
+        print(f"  note: {note}")
+    new = found.boards if drift is None else drift.new
+    if drift is not None:
+        if not drift:
+            print(f"no drift: {map_path} and {host} agree")
+        for missing in drift.missing:
+            print(f"missing (in {map_path}, not found):{_board_line(missing)[1:]}")
+        for change in drift.changed:
+            print(f"changed: {change}")
+    if new:
+        print(f"map entries that would add the {'new ' if drift is not None else ''}boards:")
+        for board in new:
+            print()
+            print(map_entry(board), end="")
+
+
+def _found_json(board: FoundBoard) -> dict[str, Any]:
+    return {"kind": board.kind.value, "locator": asdict(board.locator), "description": board.description,
+            "source": board.source, "map_entry": map_entry(board)}  # fmt: skip
+
+
+def _discover(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    host = args.host or socket.gethostname()
+    hwmap = load_hwmap(args.hwmap, registry=registry, host=host) if args.hwmap else None
+    found = discover(args.root, usb=not args.no_usb)
+    drift = compare(hwmap, found, host) if hwmap is not None else None
+    if args.json:
+        document: dict[str, Any] = {"host": host, "found": [_found_json(b) for b in found.boards]}
+        document["notes"] = list(found.notes)
+        if drift is not None:
+            changed = [{"board": c.board.id, "differences": [list(d) for d in c.differences]} for c in drift.changed]
+            missing = [b.id for b in drift.missing]
+            document["drift"] = {"missing": missing, "new": [asdict(b.locator) for b in drift.new], "changed": changed}
+        print(json.dumps(document, indent=1))
+    else:
+        _print_text(found, drift, host, args.hwmap)
+    return 1 if drift else 0
+
+
+def _status(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    hwmap = _hwmap(args.hwmap, registry)
+    state = farm_state_dir(args.state)
+    book = HealthBook(hwmap.boards, clock=time.time, state_dir=state)
+    if args.probe:
+        for board in hwmap.boards:
+            if book.needs_probe(board.id):
+                book.record_probe(board.id, probe_board(board, registry=registry))
+    rows: list[dict[str, Any]] = []
+    for board in hwmap.boards:
+        record = book.record(board.id)
+        slots = holders(state / "leases", board)
+        rows.append({"board": board.id, "kind": board.kind.value, "targets": list(board.targets), "host": board.host,
+                     "health": record.state.value, "reason": record.reason,
+                     "leases": [None if h is None else asdict(h) for h in slots]})  # fmt: skip
+    if args.json:
+        print(json.dumps({"hwmap": hwmap.path, "state": str(state), "boards": rows}, indent=1))
+        return 0
+    print(f"{len(rows)} board{'s' * (len(rows) != 1)} in {hwmap.path}; state in {state}")
+    width = max((len(r["board"]) for r in rows), default=5)
+    for row, board in zip(rows, hwmap.boards, strict=True):
+        held = [f"slot {n}: {h}" for n, h in enumerate(holders(state / "leases", board)) if h is not None]
+        leases = "; ".join(held) or f"free ({board.slots} slot{'s' * (board.slots != 1)})"
+        print(f"  {row['board']:<{width}}  {row['kind']:<10}  {row['health']:<11}  {leases}")
+        print(f"  {'':<{width}}  {', '.join(row['targets']) or '(no target)'}: {row['reason']}")
+    return 0
+
+
+def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    workers = args.workers
+    if workers < 1:
+        raise InvalidArgument(f"--workers {workers}, expected an integer >= 1")
+    hwmap = load_hwmap(args.hwmap, registry=registry) if args.hwmap else emulated_inventory(registry, slots=workers)
+    run_dir = Path(args.resume or args.report or f"tinyhil-farm-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    if args.resume and not (run_dir / "journal.jsonl").exists():
+        raise InvalidArgument(f"--resume {args.resume}: no journal.jsonl there, expected the directory of a run")
+    suite = tuple(str(Path(s).resolve()) if Path(s).exists() else s for s in (args.suite or (SUITE_PACKAGE,)))
+    targets = tuple(registry.resolve(t).name for t in split_selectors(args.target or ()))
+    print(f"tinyhil farm run: {len(hwmap.boards)} boards from {hwmap.path}, {workers} workers, run in {run_dir}")
+    run = FarmRun(hwmap, suite, run_dir, farm_state_dir(args.state), workers, pyargs=not args.suite,
+                  pytest_args=tuple(args.pytest_args), targets=targets, allow_unavailable=args.allow_unavailable,
+                  quarantine=load_quarantine(args.quarantine) if args.quarantine else None,
+                  resume=bool(args.resume))  # fmt: skip
+    return run_farm(run)
+
+
+def add_farm_commands(commands: Any) -> None:
+    """Add ``farm`` and its subcommands to the ``tinyhil`` parser's subcommands."""
+    farm = commands.add_parser("farm", help="the device farm: discovery of this host's boards")
+    sub = farm.add_subparsers(dest="farm_command", required=True, metavar="FARM_COMMAND")
+    found = sub.add_parser("discover", help="list this host's boards and the drift against a hardware map")
+    found.add_argument("--hwmap", metavar="FILE", help="hardware map to compare with (hwmap.toml)")
+    found.add_argument(
+        "--root", default="/", metavar="DIR", help="host root to read sysfs and procfs under (default /)"
+    )
+    found.add_argument("--no-usb", action="store_true", help="skip libusb enumeration (a fake --root has no USB bus)")
+    found.add_argument("--host", metavar="NAME", help="this host's name in the map (default: the hostname)")
+    found.add_argument("--json", action="store_true", help="print JSON for machines")
+    found.set_defaults(handler=_discover)
+    run = sub.add_parser("run", help="run a suite on the farm's boards: plan, shards under leases, journal, reports")
+    run.add_argument("--hwmap", metavar="FILE", help="hardware map (default: every available emulated target)")
+    run.add_argument("--workers", type=int, default=2, metavar="N", help="shards at once (default 2)")
+    run.add_argument("--target", action="append", metavar="T", help="run only on boards serving T (repeatable)")
+    run.add_argument("--quarantine", metavar="FILE", help="quarantine file (TOML)")
+    where = run.add_mutually_exclusive_group()
+    where.add_argument("--report", metavar="DIR", help="the run's directory (default: tinyhil-farm-DATE-TIME)")
+    where.add_argument("--resume", metavar="DIR", help="resume the run in DIR: run only what has no result")
+    run.add_argument("--suite", action="append", metavar="PATH", help="tests to run (default: the portable suite)")
+    run.add_argument("--state", metavar="DIR", help=f"farm state directory (default: ${STATE_ENV} or ~/.local/state)")
+    run.add_argument("--allow-unavailable", action="store_true", help="run even if a --target has no GOOD board")
+    run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra arguments passed to pytest")
+    run.set_defaults(handler=_run)
+    status = sub.add_parser("status", help="boards with their health, leases and holders")
+    status.add_argument("--hwmap", metavar="FILE", help="hardware map (default: every emulated target)")
+    status.add_argument(
+        "--state", metavar="DIR", help=f"farm state directory (default: ${STATE_ENV} or ~/.local/state)"
+    )
+    status.add_argument("--probe", action="store_true", help="probe every board that needs it first")
+    status.add_argument("--json", action="store_true", help="print JSON for machines")
+    status.set_defaults(handler=_status)

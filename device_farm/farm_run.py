@@ -1,0 +1,193 @@
+"""``tinyhil farm run``: collect a suite once, probe the boards, plan, run on the local engine, journal, report.
+
+1. The inventory: the hardware map, or one emulated board per available emulated target (``--workers`` slots).
+2. Health: every board that needs a probe is probed; BAD, maintenance and retired boards take no work. A target
+   named with ``--target`` that no GOOD board serves fails the run at start (exit 3) unless ``--allow-unavailable``.
+3. Collection: ``pytest --collect-only --hil-collect`` over the targets the GOOD boards serve (``pairs.json``).
+4. The plan (:mod:`~tinyhil.device_farm.planner`), with durations kept from earlier runs in the farm's state.
+5. The local engine runs it; every attempt is appended to ``journal.jsonl`` as it arrives. ``--resume DIR`` runs
+   only the pairs of that run with no final result.
+6. Reports from the journal: ``summary.json`` and ``junit.xml`` (:mod:`~tinyhil.device_farm.reports`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+from tinyhil.device_farm.engine import LocalEngine, Result
+from tinyhil.device_farm.health import HealthBook
+from tinyhil.device_farm.hwmap import Board, HardwareMap
+from tinyhil.device_farm.journal import Journal, read_journal
+from tinyhil.device_farm.planner import Pair, plan
+from tinyhil.device_farm.probes import probe_board
+from tinyhil.device_farm.quarantine import Quarantine
+from tinyhil.device_farm.reports import failed, pair_reports, write_junit, write_summary
+from tinyhil.device_farm.runner import JUNIT_NAME, SUMMARY_NAME, pytest_command
+from tinyhil.errors import InvalidArgument
+
+__all__ = ["EXIT_NO_BOARD", "FarmRun", "run_farm"]
+
+EXIT_NO_BOARD: Final = 3
+JOURNAL_NAME: Final = "journal.jsonl"
+PAIRS_NAME: Final = "pairs.json"
+DURATIONS_NAME: Final = "durations.json"
+
+
+@dataclass(frozen=True, slots=True)
+class FarmRun:
+    """What to run and where: the inventory, the suite, the run directory and the farm's state directory."""
+
+    hwmap: HardwareMap
+    suite: tuple[str, ...]
+    run_dir: Path
+    state_dir: Path
+    workers: int
+    pyargs: bool = True
+    pytest_args: tuple[str, ...] = ()
+    targets: tuple[str, ...] = ()
+    allow_unavailable: bool = False
+    quarantine: Quarantine | None = None
+    resume: bool = False
+
+
+def _collect(run: FarmRun, targets: Sequence[str], out: TextIO) -> list[dict[str, Any]]:
+    pairs_path = run.run_dir / PAIRS_NAME
+    command = [*pytest_command(run.run_dir), "--collect-only", "-q", "-p", "no:xdist", "--hil-collect",
+               str(pairs_path), *(["--pyargs"] if run.pyargs else []), *run.suite,
+               *(f"--hil-target={t}" for t in targets), *run.pytest_args]  # fmt: skip
+    done = subprocess.run(command, cwd=run.run_dir, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not pairs_path.exists():
+        tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
+        raise InvalidArgument(f"collecting the suite failed (pytest exit {done.returncode}): " + " | ".join(tail))
+    pairs: list[dict[str, Any]] = json.loads(pairs_path.read_text())["pairs"]
+    return pairs
+
+
+def _durations(state_dir: Path) -> dict[str, float]:
+    try:
+        known = json.loads((state_dir / DURATIONS_NAME).read_text())
+        return {str(k): float(v) for k, v in known.items() if isinstance(v, int | float) and v >= 0}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _save_durations(state_dir: Path, known: dict[str, float]) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    temporary = state_dir / f".{DURATIONS_NAME}.{os.getpid()}"
+    temporary.write_text(json.dumps(known, sort_keys=True))
+    temporary.replace(state_dir / DURATIONS_NAME)
+
+
+def _good_boards(run: FarmRun, health: HealthBook, out: TextIO) -> list[Board]:
+    good = []
+    for board in run.hwmap.boards:
+        if health.needs_probe(board.id):
+            health.record_probe(board.id, probe_board(board))
+        record = health.record(board.id)
+        if health.schedulable(board.id):
+            good.append(board)
+        else:
+            print(f"board {board.id}: {record.state.value} ({record.reason}); it takes no work", file=out)
+    return good
+
+
+def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], float] = time.time) -> int:
+    """Run ``run``; returns the exit status (0 passed, 1 a test failed, 3 a named target has no GOOD board)."""
+    out = out or sys.stdout
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    health = HealthBook(run.hwmap.boards, clock=clock, state_dir=run.state_dir)
+    boards = _good_boards(run, health, out)
+    served = sorted({t for b in boards for t in b.targets})
+    missing = [t for t in run.targets if t not in served]
+    if missing and not run.allow_unavailable:
+        print(f"tinyhil farm run: no GOOD board serves {', '.join(missing)}; pass --allow-unavailable", file=out)
+        return EXIT_NO_BOARD
+    targets = [t for t in served if not run.targets or t in run.targets]
+    if not targets:
+        print("tinyhil farm run: no GOOD board to run on", file=out)
+        return EXIT_NO_BOARD
+    journal_path = run.run_dir / JOURNAL_NAME
+    previous = read_journal(journal_path) if run.resume else None
+    run_id = str(previous.run["run_id"]) if previous is not None and previous.run else uuid.uuid4().hex[:12]
+    collected = _collect(run, targets, out)
+    pairs = [Pair(p["arg"], p["target"], frozenset(p["requires"])) for p in collected if p["target"]]
+    with Journal(journal_path) as journal:
+        if previous is None or previous.run is None:
+            journal.append({"kind": "run", "run_id": run_id, "started": clock(), "pairs": len(pairs)})
+        done = set(previous.final) if previous is not None else set()
+        for line, problem in previous.corrupt if previous is not None else ():
+            print(f"journal line {line} is corrupt ({problem}); its test runs again", file=out)
+        todo = [p for p in pairs if p.key not in done]
+        skipped = {p["arg"]: p["skip"] for p in collected if p["skip"]}
+        known = _durations(run.state_dir)
+        work = plan([p for p in todo if p.node_id not in skipped], boards, durations=known, workers=run.workers)
+        for pair in todo:
+            if pair.node_id in skipped:
+                journal.append(Result(pair.key, pair.node_id, pair.target, "-", "-", 1, "skipped", 0.0,
+                                      skipped[pair.node_id]).record())  # fmt: skip
+        for unroutable in work.unroutable:
+            pair = unroutable.pair
+            journal.append(Result(pair.key, pair.node_id, pair.target, "-", "-", 1, "error", 0.0,
+                                  unroutable.reason).record())  # fmt: skip
+        progress = _Progress(len(todo), out)
+
+        def arrived(result: Result) -> None:
+            journal.append(result.record())
+            if result.final and result.outcome == "passed":
+                known[result.key] = result.duration_s
+            progress.show(result)
+
+        command = [*pytest_command(run.run_dir), "-q", "-p", "no:xdist", "-p", "tinyhil.device_farm.shard_plugin",
+                   *run.pytest_args]  # fmt: skip
+        engine = LocalEngine(boards, command=command, cwd=run.run_dir, lease_dir=run.state_dir / "leases",
+                             run_id=run_id, workers=run.workers, health=health,
+                             probe=lambda board: probe_board(board))  # fmt: skip
+        engine.run(work, arrived)
+        progress.close()
+    _save_durations(run.state_dir, known)
+    reports = pair_reports(read_journal(journal_path), run.quarantine, dt.date.today())
+    states = [(b.id, health.record(b.id)) for b in run.hwmap.boards]
+    extra = {"run_id": run_id, "boards": [{"board": i, "health": r.state.value, "reason": r.reason} for i, r in states]}
+    write_summary(run.run_dir / SUMMARY_NAME, reports, extra)
+    write_junit(run.run_dir / JUNIT_NAME, reports, f"tinyhil farm run {run_id}")
+    if run.quarantine is not None:
+        for entry in run.quarantine.expired(dt.date.today()):
+            print(f"quarantine entry at {run.quarantine.path}:{entry.line} expired: {entry}", file=out)
+    print(f"reports: {run.run_dir / JUNIT_NAME} {run.run_dir / SUMMARY_NAME}", file=out)
+    return 1 if failed(reports) else 0
+
+
+class _Progress:
+    """Tests done / total and failures: one updating line in a terminal, a plain line per result otherwise."""
+
+    def __init__(self, total: int, out: TextIO) -> None:
+        self.total, self.out, self.done, self.failures = total, out, 0, 0
+        self.live = bool(getattr(out, "isatty", lambda: False)())
+
+    def show(self, result: Result) -> None:
+        if not result.final:
+            line = f"retry {result.nodeid} ({result.board}: {result.infrastructure})"
+        else:
+            self.done += 1
+            self.failures += result.outcome in ("failed", "error")
+            line = f"[{self.done}/{self.total}] {result.outcome} {result.nodeid} on {result.board}"
+        if self.live:
+            status = f"{self.done}/{self.total} done, {self.failures} failed; last: {line}"
+            self.out.write("\r\x1b[2K" + status[:160])
+        else:
+            self.out.write(line + "\n")
+        self.out.flush()
+
+    def close(self) -> None:
+        if self.live:
+            self.out.write("\n")

@@ -1,0 +1,129 @@
+"""A farm run's reports, written from its journal: ``summary.json`` and a merged ``junit.xml``.
+
+Each pair is reported once, with its final attempt. A pair whose earlier attempts were lost to the infrastructure
+and whose final attempt passed is *flaky*, reported with every outcome. A failing pair that an active quarantine
+entry matches is *quarantined*: reported with the entry's reason, and it does not fail the run. JUnit test cases
+carry the properties ``target``, ``board``, ``host`` and ``attempt`` (and ``flaky``, ``quarantined``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from tinyhil.device_farm.journal import JournalState
+from tinyhil.device_farm.quarantine import Quarantine
+
+__all__ = ["FAILING", "PairReport", "failed", "pair_reports", "write_junit", "write_summary"]
+
+FAILING: Final = frozenset({"failed", "error"})
+SUMMARY_FORMAT: Final = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PairReport:
+    """One pair's final result, with its earlier (infrastructure-lost) attempts and what the run makes of it."""
+
+    final: Mapping[str, Any]
+    earlier: tuple[Mapping[str, Any], ...] = ()
+    quarantined: str | None = None
+
+    @property
+    def flaky(self) -> bool:
+        return bool(self.earlier) and self.final["outcome"] not in FAILING
+
+    @property
+    def fails_run(self) -> bool:
+        return self.final["outcome"] in FAILING and self.quarantined is None
+
+    def as_json(self) -> dict[str, Any]:
+        earlier = [{k: a.get(k) for k in ("attempt", "board", "outcome", "infrastructure")} for a in self.earlier]
+        return {**self.final, "flaky": self.flaky, "quarantined": self.quarantined, "earlier": earlier}
+
+
+@dataclass(slots=True)
+class _Totals:
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add(self, name: str) -> None:
+        self.counts[name] = self.counts.get(name, 0) + 1
+
+
+def pair_reports(journal: JournalState, quarantine: Quarantine | None, today: dt.date) -> list[PairReport]:
+    """Every pair with a final result, in journal order."""
+    reports = []
+    for key, final in journal.final.items():
+        earlier = tuple(a for a in journal.attempts[key] if not a["final"])
+        entry = None
+        if quarantine is not None and final["outcome"] in FAILING:
+            entry = quarantine.match(final["nodeid"], final["target"], final["board"], today)
+        reports.append(PairReport(final, earlier, None if entry is None else entry.reason))
+    return reports
+
+
+def failed(reports: Sequence[PairReport]) -> bool:
+    """Whether the run fails: a pair failed and no quarantine entry covers it."""
+    return any(report.fails_run for report in reports)
+
+
+def write_summary(path: Path, reports: Sequence[PairReport], extra: Mapping[str, Any]) -> None:
+    """``summary.json``: counts (outcomes, flaky, quarantined), every pair, and ``extra`` (run id, boards, ...)."""
+    totals = _Totals()
+    for report in reports:
+        totals.add(report.final["outcome"])
+        if report.flaky:
+            totals.add("flaky")
+        if report.quarantined is not None:
+            totals.add("quarantined")
+    document = {"format": SUMMARY_FORMAT, **extra, "counts": totals.counts,
+                "results": [r.as_json() for r in reports]}  # fmt: skip
+    _replace(path, json.dumps(document, indent=1))
+
+
+def _case(report: PairReport) -> ET.Element:
+    final = report.final
+    path, _, name = str(final["nodeid"]).partition("::")
+    classname = path.removesuffix(".py").replace("/", ".")
+    case = ET.Element("testcase", classname=classname, name=name, time=f"{final.get('duration_s', 0.0):.3f}")
+    properties = ET.SubElement(case, "properties")
+    shown: dict[str, Any] = {k: final.get(k) for k in ("target", "board", "host", "attempt")}
+    if report.flaky:
+        shown["flaky"] = "; ".join(
+            f"attempt {a['attempt']} on {a['board']}: {a['infrastructure']}" for a in report.earlier
+        )
+    if report.quarantined is not None:
+        shown["quarantined"] = report.quarantined
+    for name_, value in shown.items():
+        ET.SubElement(properties, "property", name=name_, value=str(value))
+    outcome, reason = final["outcome"], str(final.get("reason") or "")
+    if outcome in FAILING and report.quarantined is None:
+        ET.SubElement(case, "failure" if outcome == "failed" else "error", message=reason).text = reason
+    elif outcome in FAILING or outcome == "skipped":
+        message = f"quarantined: {report.quarantined} ({reason})" if report.quarantined else reason
+        ET.SubElement(case, "skipped", message=message)
+    return case
+
+
+def write_junit(path: Path, reports: Sequence[PairReport], name: str) -> None:
+    """One ``<testsuite>`` with a ``<testcase>`` per pair (a quarantined failure is written as skipped)."""
+    cases = [_case(report) for report in reports]
+    count = {tag: sum(1 for c in cases if c.find(tag) is not None) for tag in ("failure", "error", "skipped")}
+    suite = ET.Element("testsuite", name=name, tests=str(len(cases)), failures=str(count["failure"]),
+                       errors=str(count["error"]), skipped=str(count["skipped"]))  # fmt: skip
+    suite.extend(cases)
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    _replace(path, ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n")
+
+
+def _replace(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(text)
+    temporary.replace(path)

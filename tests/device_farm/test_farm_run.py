@@ -1,0 +1,175 @@
+"""``tinyhil farm run`` end to end on emulated boards: every pair once, only GOOD boards, one test per board slot at a
+time, reports naming the board of every test, and a resumed run that re-runs nothing finished."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tinyhil.device_farm.cli import main
+from tinyhil.device_farm.health import HealthBook, ProbeResult
+from tinyhil.device_farm.hwmap import load_hwmap
+from tinyhil.device_farm.journal import read_journal
+
+SUITE = """
+import time
+
+import pytest
+
+
+@pytest.mark.parametrize("n", range(4))
+def test_alloc(hil_device, n):
+    time.sleep(0.02)
+    buf = hil_device.alloc(64)
+    hil_device.free(buf)
+
+
+@pytest.mark.hil(requires=["copyout"])
+def test_round_trip(hil_device):
+    buf = hil_device.alloc(4)
+    hil_device.copyin(buf, b"abcd")
+    assert hil_device.copyout(buf) == b"abcd"
+"""
+HWMAP = """
+[[board]]
+id = "null-a"
+kind = "emulated"
+emulated = { target = "NULL" }
+
+[[board]]
+id = "null-b"
+kind = "emulated"
+emulated = { target = "NULL" }
+
+[[board]]
+id = "null-sick"
+kind = "emulated"
+emulated = { target = "NULL", slots = 4 }
+"""
+
+
+def _files(tmp_path: Path) -> tuple[Path, Path]:
+    suite = tmp_path / "test_farm_suite.py"
+    suite.write_text(SUITE)
+    hwmap = tmp_path / "hwmap.toml"
+    hwmap.write_text(HWMAP)
+    return suite, hwmap
+
+
+def test_without_a_map_every_pair_runs_once_on_the_emulated_targets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite, _ = _files(tmp_path)
+    args = ["farm", "run", "--suite", str(suite), "--report", str(tmp_path / "run"), "--state", str(tmp_path / "s")]
+    assert main([*args, "--target", "NULL", "--target", "MOCKKFD+AMD"]) == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    outcomes = {(r["nodeid"].split("::")[1], r["target"]): r["outcome"] for r in summary["results"]}
+    assert len(outcomes) == len(summary["results"]) == 10  # 5 tests x 2 targets, each reported once
+    assert outcomes[("test_round_trip[NULL]", "NULL")] == "skipped"  # NULL refuses copyout
+    assert outcomes[("test_round_trip[MOCKKFD+AMD]", "MOCKKFD+AMD")] == "passed"
+    assert summary["counts"] == {"passed": 9, "skipped": 1}
+    cases = ET.parse(tmp_path / "run" / "junit.xml").getroot().iter("testcase")
+    for case in cases:
+        properties = {p.get("name"): p.get("value") for p in case.iter("property")}
+        assert set(properties) >= {"target", "board", "host", "attempt"}
+    assert "reports: " in capsys.readouterr().out
+
+
+def test_with_a_map_tests_land_only_on_good_boards_one_at_a_time_and_reports_name_each_board(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite, hwmap_path = _files(tmp_path)
+    state = tmp_path / "state"
+    book = HealthBook(load_hwmap(hwmap_path).boards, clock=time.time, state_dir=state)
+    book.record_probe("null-sick", ProbeResult(False, "SRAM round trip: byte 3 reads 0x00"))
+    args = ["farm", "run", "--hwmap", str(hwmap_path), "--suite", str(suite), "--report", str(tmp_path / "run"),
+            "--state", str(state), "--workers", "3"]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "board null-sick: BAD (probe failed: SRAM round trip: byte 3 reads 0x00); it takes no work" in out
+    journal = read_journal(tmp_path / "run" / "journal.jsonl")
+    ran = [r for r in journal.final.values() if r["outcome"] != "skipped"]
+    assert len(ran) == 4 and {r["board"] for r in ran} <= {"null-a", "null-b"}
+    for board in ("null-a", "null-b"):  # one slot each: no two tests overlap on one board
+        spans = sorted((r["started"], r["finished"]) for r in ran if r["board"] == board)
+        assert all(end <= start for (_, end), (start, _) in itertools.pairwise(spans))
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert all(r["board"] for r in summary["results"])
+    assert {b["board"]: b["health"] for b in summary["boards"]} == {"null-a": "GOOD", "null-b": "GOOD",
+                                                                    "null-sick": "BAD"}  # fmt: skip
+
+
+def test_a_named_target_no_good_board_serves_fails_at_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite, hwmap_path = _files(tmp_path)
+    args = ["farm", "run", "--hwmap", str(hwmap_path), "--suite", str(suite), "--report", str(tmp_path / "run"),
+            "--state", str(tmp_path / "s"), "--target", "MOCKUSB+AMD"]  # fmt: skip
+    assert main(args) == 3
+    assert "no GOOD board serves MOCKUSB+AMD; pass --allow-unavailable" in capsys.readouterr().out
+
+
+def test_resume_runs_only_pairs_without_a_final_result(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite, _ = _files(tmp_path)
+    run_dir, state = tmp_path / "run", tmp_path / "s"
+    base = ["farm", "run", "--suite", str(suite), "--state", str(state), "--target", "NULL"]
+    assert main([*base, "--report", str(run_dir)]) == 0
+    journal = run_dir / "journal.jsonl"
+    lines = journal.read_text().splitlines()
+    kept = [line for line in lines if "test_alloc[NULL-3]" not in line]
+    journal.write_text("\n".join(kept) + "\n" + lines[-1][: len(lines[-1]) // 2])  # lost one, tore the last
+    before = json.loads((run_dir / "summary.json").read_text())
+    capsys.readouterr()
+    assert main([*base, "--resume", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "is corrupt (cut short (no newline)" in out
+    rerun = [line for line in out.splitlines() if line.startswith("[")]
+    assert any("test_alloc[NULL-3]" in line for line in rerun) and len(rerun) <= 2
+    after = json.loads((run_dir / "summary.json").read_text())
+    strip = lambda d: sorted((r["nodeid"], r["outcome"]) for r in d["results"])  # noqa: E731
+    assert strip(after) == strip(before)
+
+
+SLOW_SUITE = """
+import time
+
+import pytest
+
+
+@pytest.mark.parametrize("n", range(8))
+def test_slow(hil_target, n):
+    time.sleep(0.3)
+"""
+
+
+def test_a_sigkilled_farm_run_resumes_without_rerunning_or_losing_results(tmp_path: Path) -> None:
+    suite = tmp_path / "test_slow_suite.py"
+    suite.write_text(SLOW_SUITE)
+    run_dir, state = tmp_path / "run", tmp_path / "s"
+    args = [sys.executable, "-m", "tinyhil.device_farm.cli", "farm", "run", "--suite", str(suite), "--state",
+            str(state), "--target", "NULL", "--workers", "1"]  # fmt: skip
+    process = subprocess.Popen([*args, "--report", str(run_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    journal = run_dir / "journal.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # kill it once a few results are journaled
+        if journal.exists() and len(read_journal(journal).final) >= 3:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    finished = set(read_journal(journal).final)
+    assert 3 <= len(finished) < 8
+    resumed = subprocess.run([*args, "--resume", str(run_dir)], capture_output=True, text=True, check=False)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    state_after = read_journal(journal)
+    assert len(state_after.final) == 8 and state_after.duplicates == 0
+    for key in finished:  # finished before the kill: not run again
+        assert len(state_after.attempts[key]) == 1
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["counts"] == {"passed": 8}
