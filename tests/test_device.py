@@ -132,7 +132,7 @@ def test_close_frees_every_buffer_and_blocks_further_use() -> None:
     with device:
         pass
     assert device.closed and not device._live
-    with pytest.raises(StateError, match=r"NullDevice\(NULL\)\.copyin\(\) called, but the device is closed"):
+    with pytest.raises(StateError, match=r"NullDevice\(NULL\)\.copyin\(\) called, but it is closed"):
         device.copyin(Buffer("NULL", 0, 1, 1), b"x")
 
 

@@ -7,12 +7,11 @@ implement it by subclassing :class:`DeviceBase`, which validates every argument 
 
 from __future__ import annotations
 
-import functools
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, ClassVar, Concatenate, Final, ParamSpec, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Final, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from tinyhil._check import (
     GRID_MAX_DIM,
@@ -25,7 +24,8 @@ from tinyhil._check import (
     check_launch,
     check_range,
 )
-from tinyhil.errors import CapabilityMissing, InvalidArgument, StateError
+from tinyhil._state import requires_open
+from tinyhil.errors import CapabilityMissing, InvalidArgument
 from tinyhil.profile import ProfileEvent, ProfileRangeEvent, profile_key
 
 __all__ = [
@@ -123,18 +123,6 @@ class Device(Protocol):
 P = ParamSpec("P")
 R = TypeVar("R")
 D = TypeVar("D", bound="DeviceBase")
-
-
-def requires_open(method: Callable[Concatenate[D, P], R]) -> Callable[Concatenate[D, P], R]:
-    """Guard a device method: calling it on a closed device raises a :class:`StateError` naming both."""
-
-    @functools.wraps(method)
-    def guarded(self: D, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        if self.closed:
-            raise StateError(f"{type(self).__name__}({self.name}).{method.__name__}() called, but the device is closed")
-        return method(self, *args, **kwargs)
-
-    return guarded
 
 
 def _as_writable_bytes(name: str, out: Any) -> memoryview:

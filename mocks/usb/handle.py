@@ -50,7 +50,7 @@ class EmulatedUsbDeviceHandle:
         self._context = device._context
         self._claimed: set[int] = set()
         self._inflight: set[EmulatedUsbTransfer] = set()
-        self._state = TransportState.OPEN
+        self.closed = False
 
     # --- plumbing shared with transfers ---
     def _run(self, urb: Urb) -> Urb:
@@ -170,7 +170,7 @@ class EmulatedUsbDeviceHandle:
     @property
     def state(self) -> TransportState:
         """``OPEN`` until :meth:`close`."""
-        return self._state
+        return TransportState.CLOSED if self.closed else TransportState.OPEN
 
     @requires_open
     def submit_transfer(self, transfer: EmulatedUsbTransfer, urb: Urb) -> None:
@@ -192,7 +192,7 @@ class EmulatedUsbDeviceHandle:
 
     def close(self) -> None:
         """Cancel transfers in flight, pump events until they are reaped, release the handle."""
-        if self._state is TransportState.CLOSED:
+        if self.closed:
             return
         for transfer in list(self._inflight):
             if transfer._urb is not None:
@@ -200,7 +200,7 @@ class EmulatedUsbDeviceHandle:
         while self._inflight:
             self._context.handleEventsTimeout(0)
         self._claimed.clear()
-        self._state = TransportState.CLOSED
+        self.closed = True
 
     def getDevice(self) -> Any:
         return self._device

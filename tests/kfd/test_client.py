@@ -241,7 +241,7 @@ def test_a_closed_connection_says_so(mock: MockKFD) -> None:
     device = kfd.device(0)
     kfd.close()
     assert kfd.closed
-    with pytest.raises(StateError, match=r"KFD.device\(\) called, but the KFD connection is closed"):
+    with pytest.raises(StateError, match=r"KFD.device\(\) called, but it is closed"):
         kfd.device(0)
     with pytest.raises(StateError, match=r"KFD.ioctl\(\)"):
         device.alloc(PAGE_SIZE)

@@ -181,7 +181,7 @@ def test_the_guard_refuses_a_closed_transport_and_a_closed_handle_with_the_same_
     target: Any = usb if name in TRANSPORT_GUARDED else handle
     with pytest.raises(StateError) as raised:
         getattr(target, name)()  # the guard runs before the arguments are looked at
-    assert str(raised.value) == f"{type(target).__name__}.{name}() needs it open, but it is closed"
+    assert str(raised.value) == f"{type(target).__name__}.{name}() called, but it is closed"
 
 
 def test_a_transfer_on_a_closed_handle_is_refused_by_the_handle_guard() -> None:
@@ -189,6 +189,6 @@ def test_a_transfer_on_a_closed_handle_is_refused_by_the_handle_guard() -> None:
         handle = usb._handle
         transfer = handle.getTransfer()
         transfer.setBulk(0x02, b"\x00" * 512, timeout=100)
-    with pytest.raises(StateError, match=r"EmulatedUsbDeviceHandle\.submit_transfer\(\) needs it open"):
+    with pytest.raises(StateError, match=r"EmulatedUsbDeviceHandle\.submit_transfer\(\) called, but it is closed"):
         transfer.submit()
     assert not handle._inflight and not transfer.isSubmitted()

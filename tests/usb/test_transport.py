@@ -246,7 +246,7 @@ def test_a_closed_transport_refuses_every_operation_naming_method_and_state(
     transport: Usb3Transport, handle: Any, op: str, args: tuple[Any, ...]
 ) -> None:
     transport.close()
-    with pytest.raises(StateError, match=rf"Usb3Transport\.{op}\(\) needs it open, but it is closed"):
+    with pytest.raises(StateError, match=rf"Usb3Transport\.{op}\(\) called, but it is closed"):
         getattr(transport, op)(*args)
     assert handle.calls == []
 

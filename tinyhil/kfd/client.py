@@ -10,16 +10,16 @@ amdkfd binds the signal-event page to the process for its lifetime; open one :cl
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Concatenate, Final, ParamSpec, TypeVar
+from typing import Any, Final, ParamSpec, TypeVar
 
 from tinyhil._check import check_int
+from tinyhil._state import requires_open
 from tinyhil.allocator import RangeAllocator
-from tinyhil.errors import DeviceError, DeviceTimeout, InvalidArgument, StateError
+from tinyhil.errors import DeviceError, DeviceTimeout, InvalidArgument
 from tinyhil.fileio import FileIO, IoctlArg, RealFileIO
 from tinyhil.kfd import uapi as u
 from tinyhil.kfd.gpu import VA_WINDOW_BASE, VA_WINDOW_BYTES, Allocation, KfdGpu, MemoryDomain
@@ -41,18 +41,6 @@ _VA_ALIGNMENT: Final = 0x10000
 _SLOT_BYTES: Final = 8
 _NS_PER_MS: Final = 1_000_000
 _E = u.EventType
-
-
-def _requires_open(method: Callable[Concatenate[KFD, _P], _R]) -> Callable[Concatenate[KFD, _P], _R]:
-    """Guard a KFD method: calling it after :meth:`KFD.close` raises a :class:`StateError` naming both."""
-
-    @functools.wraps(method)
-    def guarded(self: KFD, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        if self.closed:
-            raise StateError(f"KFD.{method.__name__}() called, but the KFD connection is closed")
-        return method(self, *args, **kwargs)
-
-    return guarded
 
 
 def _kfd_request(request: Any) -> KfdIoctl:
@@ -149,7 +137,7 @@ class KFD:
             self.fileio.close(self.fd)
             raise
 
-    @_requires_open
+    @requires_open
     def ioctl(self, request: KfdIoctl, args: _A) -> _A:
         """Issue ``request`` on /dev/kfd; ``args`` is filled in place and returned.
 
@@ -186,7 +174,7 @@ class KFD:
     def gpus(self) -> tuple[KfdNode, ...]:
         return self.topology.gpus
 
-    @_requires_open
+    @requires_open
     def device(self, index: int = 0) -> KfdGpu:
         """GPU ``index`` of the topology (0-based), its render node opened and VM acquired on first use."""
         check_int("index", index, min_value=0)
@@ -200,14 +188,14 @@ class KFD:
                 self._event_page.device.map(self._event_page, [device])
         return self.devices[node.gpu_id]
 
-    @_requires_open
+    @requires_open
     def clock_counters(self, device: KfdGpu | None = None) -> ClockCounters:
         gpu_id = 0 if device is None else device.gpu_id
         args = self.ioctl(KfdIoctl.AMDKFD_IOC_GET_CLOCK_COUNTERS, u.kfd_ioctl_get_clock_counters_args(gpu_id=gpu_id))
         return ClockCounters(args.gpu_clock_counter, args.cpu_clock_counter, args.system_clock_counter,
                              args.system_clock_freq)  # fmt: skip
 
-    @_requires_open
+    @requires_open
     def now_ns(self) -> int:
         """The system clock in nanoseconds as amdkfd reports it (virtual time on MOCKKFD)."""
         counters = self.clock_counters()
@@ -224,7 +212,7 @@ class KFD:
         self.events.append(event)
         return event
 
-    @_requires_open
+    @requires_open
     def create_event(self, *, auto_reset: bool = True) -> KfdEvent:
         """A signal event; the first one allocates the GTT event page (on GPU 0, mapped on every open GPU)."""
         handle = 0
@@ -249,7 +237,7 @@ class KFD:
                 raise fault
         return args.wait_result == u.WaitResult.KFD_IOC_WAIT_RESULT_COMPLETE
 
-    @_requires_open
+    @requires_open
     def wait_events(self, events: Sequence[KfdEvent], *, timeout_ms: int, wait_all: bool = False) -> bool:
         """Wait until any (or all) of ``events`` fire; return whether they did within ``timeout_ms``.
 
@@ -263,7 +251,7 @@ class KFD:
         self._wait_raw([self.memory_event], KFD_EVENT_TIMEOUT_IMMEDIATE, wait_all=False)
         return complete
 
-    @_requires_open
+    @requires_open
     def wait(self, events: KfdEvent | Sequence[KfdEvent], *, timeout_ms: int, wait_all: bool = False) -> None:
         """:meth:`wait_events`, raising :class:`~tinyhil.errors.DeviceTimeout` when the time runs out."""
         targets = [events] if isinstance(events, KfdEvent) else list(events)
@@ -271,7 +259,7 @@ class KFD:
             ids = [event.event_id for event in targets]
             raise DeviceTimeout(f"timed out waiting {timeout_ms} ms for {'all' if wait_all else 'any'} of events {ids}")
 
-    @_requires_open
+    @requires_open
     def wait_value(
         self,
         allocation: Allocation,

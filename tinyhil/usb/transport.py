@@ -131,15 +131,15 @@ class Usb3Transport:
         self._on_close = on_close
         self._pool = TransferPool(handle, events, max_in_flight=max_in_flight, pump_interval_s=pump_interval_s)
         handle.claimInterface(BRIDGE_INTERFACE)
-        self._state = TransportState.OPEN
+        self.closed = False
 
     @property
     def state(self) -> TransportState:
         """``OPEN`` until :meth:`close`."""
-        return self._state
+        return TransportState.CLOSED if self.closed else TransportState.OPEN
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self._state.value}, in flight {self._pool.in_flight}>"
+        return f"<{type(self).__name__} {self.state.value}, in flight {self._pool.in_flight}>"
 
     def __enter__(self) -> Usb3Transport:
         return self
@@ -326,9 +326,9 @@ class Usb3Transport:
         Closing twice is a no-op. A device that has vanished (``USBErrorNoDevice`` while releasing) does not make
         closing fail; any other error is raised after everything has been closed.
         """
-        if self._state is TransportState.CLOSED:
+        if self.closed:
             return
-        self._state = TransportState.CLOSED
+        self.closed = True
         try:
             try:
                 self._pool.close()

@@ -242,7 +242,7 @@ def test_bad_inputs_raise_typed_errors_and_change_nothing(what: str, call: Calla
 def test_a_closed_handle_raises_a_state_error_naming_the_method() -> None:
     board = small_board()
     board.handle.close()
-    with pytest.raises(StateError, match=r"EmulatedUsbDeviceHandle\.bulkWrite\(\) needs it open, but it is closed"):
+    with pytest.raises(StateError, match=r"EmulatedUsbDeviceHandle\.bulkWrite\(\) called, but it is closed"):
         board.handle.bulkWrite(0x02, b"\x00")
 
 
