@@ -3,8 +3,9 @@
 tinyhil farm discover [--hwmap FILE] [--root DIR] [--no-usb] [--host NAME] [--json]
     what boards this host has, the map entries that would add the new ones, and the drift between the map and
     the host (missing, new, changed); exit 1 when there is drift, 0 when the map and the host agree.
-tinyhil farm run [--hwmap FILE] [--workers N] [--target T] [--quarantine FILE] [--report DIR | --resume DIR]
-                 [--suite PATH] [--allow-unavailable] [-- PYTEST_ARGS]
+tinyhil farm run [--hwmap FILE] [--workers N] [--target T] [--quarantine FILE [--quarantine-verify]]
+                 [--subset i/N [--seed S]] [--report DIR | --resume DIR] [--suite PATH] [--allow-unavailable]
+                 [-- PYTEST_ARGS]
     collect the suite once, probe the boards, plan by recorded durations, run the shards on this host under
     leases, journal every result, and write junit.xml and summary.json (docs/farm.md).
 tinyhil farm status [--hwmap FILE] [--state DIR] [--probe] [--json]
@@ -28,7 +29,7 @@ from typing import Any
 
 from tinyhil.device_farm.discovery import Discovery, FoundBoard, discover
 from tinyhil.device_farm.drift import Drift, compare, map_entry
-from tinyhil.device_farm.farm_run import FarmRun, run_farm
+from tinyhil.device_farm.farm_run import FarmRun, parse_subset, run_farm
 from tinyhil.device_farm.health import HealthBook
 from tinyhil.device_farm.hwmap import Board, HardwareMap, emulated_inventory, load_hwmap
 from tinyhil.device_farm.leases import holders
@@ -154,7 +155,8 @@ def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
     run = FarmRun(hwmap, suite, run_dir, farm_state_dir(args.state), workers, pyargs=not args.suite,
                   pytest_args=tuple(args.pytest_args), targets=targets, allow_unavailable=args.allow_unavailable,
                   quarantine=load_quarantine(args.quarantine) if args.quarantine else None,
-                  resume=bool(args.resume))  # fmt: skip
+                  resume=bool(args.resume), subset=parse_subset(args.subset) if args.subset else None,
+                  subset_seed=args.seed, quarantine_verify=args.quarantine_verify)  # fmt: skip
     return run_farm(run)
 
 
@@ -176,6 +178,9 @@ def add_farm_commands(commands: Any) -> None:
     run.add_argument("--workers", type=int, default=2, metavar="N", help="shards at once (default 2)")
     run.add_argument("--target", action="append", metavar="T", help="run only on boards serving T (repeatable)")
     run.add_argument("--quarantine", metavar="FILE", help="quarantine file (TOML)")
+    run.add_argument("--quarantine-verify", action="store_true", help="run only the tests the quarantine names")
+    run.add_argument("--subset", metavar="i/N", help="run the i-th of N parts of the suite (for parallel CI jobs)")
+    run.add_argument("--seed", type=int, default=0, help="seed of the --subset shuffle (default 0)")
     where = run.add_mutually_exclusive_group()
     where.add_argument("--report", metavar="DIR", help="the run's directory (default: tinyhil-farm-DATE-TIME)")
     where.add_argument("--resume", metavar="DIR", help="resume the run in DIR: run only what has no result")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -58,6 +59,9 @@ class FarmRun:
     allow_unavailable: bool = False
     quarantine: Quarantine | None = None
     resume: bool = False
+    subset: tuple[int, int] | None = None  # (i, N): the i-th of N parts, 1-based
+    subset_seed: int = 0
+    quarantine_verify: bool = False
 
 
 def _collect(run: FarmRun, targets: Sequence[str], out: TextIO) -> list[dict[str, Any]]:
@@ -127,7 +131,7 @@ def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], flo
         done = set(previous.final) if previous is not None else set()
         for line, problem in previous.corrupt if previous is not None else ():
             print(f"journal line {line} is corrupt ({problem}); its test runs again", file=out)
-        todo = [p for p in pairs if p.key not in done]
+        todo = [p for p in select_pairs(run, pairs) if p.key not in done]
         skipped = {p["arg"]: p["skip"] for p in collected if p["skip"]}
         known = _durations(run.state_dir)
         work = plan([p for p in todo if p.node_id not in skipped], boards, durations=known, workers=run.workers)
@@ -165,6 +169,41 @@ def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], flo
             print(f"quarantine entry at {run.quarantine.path}:{entry.line} expired: {entry}", file=out)
     print(f"reports: {run.run_dir / JUNIT_NAME} {run.run_dir / SUMMARY_NAME}", file=out)
     return 1 if failed(reports) else 0
+
+
+def parse_subset(text: str) -> tuple[int, int]:
+    """``"i/N"`` (1 <= i <= N) as ``(i, N)``.
+
+    Raises:
+        InvalidArgument: not two integers with 1 <= i <= N.
+    """
+    part, _, count = text.partition("/")
+    try:
+        i, n = int(part), int(count)
+    except ValueError:
+        raise InvalidArgument(f"--subset {text!r}, expected i/N such as 2/4") from None
+    if not 1 <= i <= n:
+        raise InvalidArgument(f"--subset {text!r}, expected 1 <= i <= N")
+    return i, n
+
+
+def select_pairs(run: FarmRun, pairs: Sequence[Pair]) -> list[Pair]:
+    """The pairs this run covers: with ``quarantine_verify`` only those an active quarantine entry names (by test
+    and target; the board is not known before planning), and with ``subset`` the ``i``-th of ``N`` parts of a
+    shuffle seeded with ``subset_seed`` (every CI job computes the same parts, each pair in exactly one)."""
+    chosen = list(pairs)
+    if run.quarantine_verify:
+        if run.quarantine is None:
+            raise InvalidArgument("--quarantine-verify runs the quarantined tests, expected --quarantine FILE too")
+        active = run.quarantine.active(dt.date.today())
+        chosen = [p for p in chosen if any(e.matches(p.node_id, p.target, board=None) for e in active)]
+    if run.subset is not None:
+        i, n = run.subset
+        order = sorted(chosen, key=lambda p: p.key)
+        random.Random(run.subset_seed).shuffle(order)
+        picked = {p.key for p in order[i - 1 :: n]}
+        chosen = [p for p in chosen if p.key in picked]
+    return chosen
 
 
 class _Progress:

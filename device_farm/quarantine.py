@@ -48,10 +48,12 @@ class QuarantineEntry:
         return today >= self.expires
 
     def matches(self, test: str, target: str | None, board: str | None) -> bool:
+        """Whether the entry covers ``test`` on ``target`` and ``board``; ``board=None`` means "on some board" (before
+        planning, when the board is not known yet), which any board pattern allows."""
         return (
             self.test.search(test) is not None
             and (self.target is None or (target is not None and self.target.search(target) is not None))
-            and (self.board is None or (board is not None and self.board.search(board) is not None))
+            and (self.board is None or board is None or self.board.search(board) is not None)
         )
 
     def __str__(self) -> str:

@@ -10,14 +10,18 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tinyhil.device_farm.cli import main
+from tinyhil.device_farm.farm_run import FarmRun, parse_subset, select_pairs
 from tinyhil.device_farm.health import HealthBook, ProbeResult
-from tinyhil.device_farm.hwmap import load_hwmap
+from tinyhil.device_farm.hwmap import emulated_inventory, load_hwmap
 from tinyhil.device_farm.journal import read_journal
+from tinyhil.device_farm.planner import Pair
+from tinyhil.errors import InvalidArgument
 
 SUITE = """
 import time
@@ -173,3 +177,31 @@ def test_a_sigkilled_farm_run_resumes_without_rerunning_or_losing_results(tmp_pa
         assert len(state_after.attempts[key]) == 1
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["counts"] == {"passed": 8}
+
+
+def test_subsets_split_the_pairs_into_disjoint_parts_that_cover_them_all() -> None:
+    pairs = [Pair(f"t.py::test_{n}", "NULL") for n in range(23)]
+    base = FarmRun(emulated_inventory(), (), Path("."), Path("."), 1)
+
+    def parts(seed: int) -> list[set[str]]:
+        return [{p.key for p in select_pairs(replace(base, subset=(i, 3), subset_seed=seed), pairs)} for i in (1, 2, 3)]
+
+    keys = parts(0)
+    assert set().union(*keys) == {p.key for p in pairs} and sum(len(k) for k in keys) == len(pairs)
+    assert parts(0) == keys and parts(9) != keys  # reproducible for a seed, different for another
+    assert parse_subset("2/4") == (2, 4)
+    for bad in ("0/3", "4/3", "x", "1/"):
+        with pytest.raises(InvalidArgument, match="--subset"):
+            parse_subset(bad)
+
+
+def test_quarantine_verify_runs_only_the_quarantined_tests(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite, _ = _files(tmp_path)
+    (tmp_path / "q.toml").write_text(
+        "[[quarantine]]\ntest = 'test_alloc\\[NULL-2'\nreason = 'flaky'\nexpires = 2999-01-01\n"
+    )
+    args = ["farm", "run", "--suite", str(suite), "--report", str(tmp_path / "run"), "--state", str(tmp_path / "s"),
+            "--target", "NULL", "--quarantine", str(tmp_path / "q.toml"), "--quarantine-verify"]  # fmt: skip
+    assert main(args) == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert [r["nodeid"].split("::")[1] for r in summary["results"]] == ["test_alloc[NULL-2]"]

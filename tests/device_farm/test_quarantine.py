@@ -73,3 +73,8 @@ def test_load_names_an_unreadable_file(tmp_path: Path) -> None:
     assert len(load_quarantine(tmp_path / "q.toml").entries) == 2
     with pytest.raises(QuarantineError, match=r"nope\.toml:0: file: cannot read it"):
         load_quarantine(tmp_path / "nope.toml")
+
+
+def test_before_planning_a_board_pattern_allows_any_board() -> None:
+    entry = parse_quarantine(GOOD).entries[1]
+    assert entry.matches("test_old", "NULL", None) and not entry.matches("test_old", "NULL", "emu")
