@@ -7,7 +7,8 @@
 4. The plan (:mod:`~tinyhil.device_farm.planner`), with durations kept from earlier runs in the farm's state.
 5. The local engine runs it; every attempt is appended to ``journal.jsonl`` as it arrives. ``--resume DIR`` runs
    only the pairs of that run with no final result.
-6. Reports from the journal: ``summary.json`` and ``junit.xml`` (:mod:`~tinyhil.device_farm.reports`).
+6. Reports from the journal: ``summary.json``, ``junit.xml`` (:mod:`~tinyhil.device_farm.reports`) and the
+   self-contained ``report.html`` (:mod:`~tinyhil.device_farm.report_html`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from tinyhil.device_farm.journal import Journal, read_journal
 from tinyhil.device_farm.planner import Pair, plan
 from tinyhil.device_farm.probes import probe_board
 from tinyhil.device_farm.quarantine import Quarantine
+from tinyhil.device_farm.report_html import write_report
 from tinyhil.device_farm.reports import failed, pair_reports, write_junit, write_summary
 from tinyhil.device_farm.runner import JUNIT_NAME, SUMMARY_NAME, pytest_command
 from tinyhil.errors import InvalidArgument
@@ -42,6 +44,7 @@ EXIT_NO_BOARD: Final = 3
 JOURNAL_NAME: Final = "journal.jsonl"
 PAIRS_NAME: Final = "pairs.json"
 DURATIONS_NAME: Final = "durations.json"
+REPORT_NAME: Final = "report.html"
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,10 +167,11 @@ def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], flo
     extra = {"run_id": run_id, "boards": [{"board": i, "health": r.state.value, "reason": r.reason} for i, r in states]}
     write_summary(run.run_dir / SUMMARY_NAME, reports, extra)
     write_junit(run.run_dir / JUNIT_NAME, reports, f"tinyhil farm run {run_id}")
+    write_report(run.run_dir / REPORT_NAME, reports, extra)
     if run.quarantine is not None:
         for entry in run.quarantine.expired(dt.date.today()):
             print(f"quarantine entry at {run.quarantine.path}:{entry.line} expired: {entry}", file=out)
-    print(f"reports: {run.run_dir / JUNIT_NAME} {run.run_dir / SUMMARY_NAME}", file=out)
+    print(f"reports: {run.run_dir / JUNIT_NAME} {run.run_dir / SUMMARY_NAME} {run.run_dir / REPORT_NAME}", file=out)
     return 1 if failed(reports) else 0
 
 
