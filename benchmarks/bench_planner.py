@@ -43,11 +43,11 @@ def pairs(count: int, rng: random.Random) -> tuple[list[Pair], dict[str, float]]
     return made, durations
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--boards", type=int, default=1000)
     parser.add_argument("--sizes", default="10000,30000,100000", help="comma-separated pair counts")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     rng = random.Random(1)
     boards = inventory(args.boards, rng)
