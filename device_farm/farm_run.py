@@ -38,7 +38,17 @@ from tinyhil.device_farm.reports import failed, pair_reports, write_junit, write
 from tinyhil.device_farm.runner import JUNIT_NAME, SUMMARY_NAME, pytest_command
 from tinyhil.errors import InvalidArgument
 
-__all__ = ["EXIT_NO_BOARD", "FarmRun", "run_farm"]
+__all__ = [
+    "DURATIONS_NAME",
+    "EXIT_NO_BOARD",
+    "JOURNAL_NAME",
+    "PAIRS_NAME",
+    "REPORT_NAME",
+    "FarmRun",
+    "parse_subset",
+    "run_farm",
+    "select_pairs",
+]
 
 EXIT_NO_BOARD: Final = 3
 JOURNAL_NAME: Final = "journal.jsonl"
