@@ -104,6 +104,10 @@ def _no_result(result: Result) -> None:
     """The result callback before :meth:`LocalEngine.run` sets one."""
 
 
+def _no_start(board: str, nodeid: str) -> None:
+    """The default start callback: nothing to show."""
+
+
 class LocalEngine:
     """Runs plans on this host; ``command`` is the pytest command line the node ids are appended to."""
 
@@ -136,6 +140,7 @@ class LocalEngine:
         self._cond = threading.Condition()
         self._plan = Plan()
         self._on_result: Callable[[Result], None] = _no_result
+        self._on_start: Callable[[str, str], None] = _no_start
 
     # --- scheduling state: every method of this part runs under self._cond ---
     def _take(self, state: _State, lane: Lane) -> list[Pair] | None:
@@ -189,10 +194,13 @@ class LocalEngine:
         self._cond.notify_all()
 
     # --- running ---
-    def run(self, plan: Plan, on_result: Callable[[Result], None]) -> None:
-        """Run every routed pair of ``plan``, calling ``on_result`` with each attempt as it ends (from the lanes'
-        threads, one at a time); returns when every pair has its final result."""
-        self._plan, self._on_result = plan, on_result
+    def run(
+        self, plan: Plan, on_result: Callable[[Result], None], on_start: Callable[[str, str], None] = _no_start
+    ) -> None:
+        """Run every routed pair of ``plan``, calling ``on_start(board, nodeid)`` as each test starts and
+        ``on_result`` with each attempt as it ends (from the lanes' threads, one call at a time); returns when every
+        pair has its final result."""
+        self._plan, self._on_result, self._on_start = plan, on_result, on_start
         state = _State(queues={lane: deque(pairs) for lane, pairs in plan.shards.items()})
         state.outstanding = sum(len(pairs) for pairs in plan.shards.values())
         threads = [
@@ -258,6 +266,7 @@ class LocalEngine:
                 with self._cond:
                     if event["event"] == "start" and event["nodeid"] in by_node:
                         running = event["nodeid"]
+                        self._on_start(board.id, event["nodeid"])
                     elif event["event"] == "lease-timeout":  # every pair of the batch lost an attempt to it
                         infrastructure = f"lease timeout: {event['reason']}"
                         for pair in batch:

@@ -45,6 +45,7 @@ __all__ = [
     "PAIRS_NAME",
     "REPORT_NAME",
     "FarmRun",
+    "Progress",
     "parse_subset",
     "run_farm",
     "select_pairs",
@@ -156,7 +157,7 @@ def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], flo
             pair = unroutable.pair
             journal.append(Result(pair.key, pair.node_id, pair.target, "-", "-", 1, "error", 0.0,
                                   unroutable.reason).record())  # fmt: skip
-        progress = _Progress(len(todo), out)
+        progress = Progress(len(todo), out)
 
         def arrived(result: Result) -> None:
             journal.append(result.record())
@@ -169,7 +170,7 @@ def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], flo
         engine = LocalEngine(boards, command=command, cwd=run.run_dir, lease_dir=run.state_dir / "leases",
                              run_id=run_id, workers=run.workers, health=health,
                              probe=lambda board: probe_board(board))  # fmt: skip
-        engine.run(work, arrived)
+        engine.run(work, arrived, progress.started)
         progress.close()
     _save_durations(run.state_dir, known)
     reports = pair_reports(read_journal(journal_path), run.quarantine, dt.date.today())
@@ -220,12 +221,26 @@ def select_pairs(run: FarmRun, pairs: Sequence[Pair]) -> list[Pair]:
     return chosen
 
 
-class _Progress:
-    """Tests done / total and failures: one updating line in a terminal, a plain line per result otherwise."""
+class Progress:
+    """Tests done / total, failures, and what each board is running: one updating line in a terminal; a plain line
+    per result otherwise (a log has no use for the in-between states)."""
 
     def __init__(self, total: int, out: TextIO) -> None:
         self.total, self.out, self.done, self.failures = total, out, 0, 0
         self.live = bool(getattr(out, "isatty", lambda: False)())
+        self.running: dict[str, str] = {}  # node id -> board
+
+    def started(self, board: str, nodeid: str) -> None:
+        self.running[nodeid] = board
+        if self.live:
+            self._redraw()
+
+    def _redraw(self) -> None:
+        shown = sorted((board, nodeid.rpartition("::")[2]) for nodeid, board in self.running.items())
+        boards = ", ".join(f"{board}: {test}" for board, test in shown)
+        status = f"{self.done}/{self.total} done, {self.failures} failed | {boards}"
+        self.out.write("\r\x1b[2K" + status[:200])
+        self.out.flush()
 
     def show(self, result: Result) -> None:
         if not result.final:
@@ -234,12 +249,14 @@ class _Progress:
             self.done += 1
             self.failures += result.outcome in ("failed", "error")
             line = f"[{self.done}/{self.total}] {result.outcome} {result.nodeid} on {result.board}"
+        self.running.pop(result.nodeid, None)
         if self.live:
-            status = f"{self.done}/{self.total} done, {self.failures} failed; last: {line}"
-            self.out.write("\r\x1b[2K" + status[:160])
+            if result.outcome in ("failed", "error") or not result.final:  # failures stay visible above the line
+                self.out.write("\r\x1b[2K" + line + "\n")
+            self._redraw()
         else:
             self.out.write(line + "\n")
-        self.out.flush()
+            self.out.flush()
 
     def close(self) -> None:
         if self.live:

@@ -3,6 +3,7 @@ time, reports naming the board of every test, and a resumed run that re-runs not
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import signal
@@ -205,3 +206,28 @@ def test_quarantine_verify_runs_only_the_quarantined_tests(tmp_path: Path, capsy
     assert main(args) == 0
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert [r["nodeid"].split("::")[1] for r in summary["results"]] == ["test_alloc[NULL-2]"]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_in_a_terminal_progress_is_one_updating_line_naming_what_each_board_runs() -> None:
+    from tinyhil.device_farm.engine import Result
+    from tinyhil.device_farm.farm_run import Progress
+
+    out = _Terminal()
+    progress = Progress(2, out)
+    progress.started("emu-1", "t.py::test_a[NULL]")
+    progress.started("emu-2", "t.py::test_b[NULL]")
+    assert out.getvalue().split("\r\x1b[2K")[-1] == "0/2 done, 0 failed | emu-1: test_a[NULL], emu-2: test_b[NULL]"
+    progress.show(Result("k", "t.py::test_a[NULL]", "NULL", "emu-1", "h", 1, "failed", 0.1, "boom"))
+    lines = out.getvalue().split("\r\x1b[2K")
+    assert lines[-2] == "[1/2] failed t.py::test_a[NULL] on emu-1\n"  # a failure stays above the live line
+    assert lines[-1] == "1/2 done, 1 failed | emu-2: test_b[NULL]"
+    plain = io.StringIO()
+    quiet = Progress(1, plain)
+    quiet.started("emu-1", "t.py::test_a[NULL]")
+    quiet.show(Result("k", "t.py::test_a[NULL]", "NULL", "emu-1", "h", 1, "passed", 0.1))
+    assert plain.getvalue() == "[1/1] passed t.py::test_a[NULL] on emu-1\n"  # not a terminal: one line per result
