@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tinyhil.device_farm.health import HealthBook, ProbeResult
-from tinyhil.device_farm.hwmap import Board
+from tinyhil.device_farm.hwmap import Board, EmulatedLocator
 from tinyhil.device_farm.outcomes import killed_cause
 from tinyhil.device_farm.planner import Lane, Pair, Plan
 from tinyhil.device_farm.shard_plugin import SHARD_ENV, ShardSpec
@@ -250,8 +250,9 @@ class LocalEngine:
         by_node = {pair.node_id: pair for pair in batch}
         target = batch[0].target
         read_fd, write_fd = os.pipe()
+        options = board.locator.options_json if isinstance(board.locator, EmulatedLocator) else "{}"
         spec = ShardSpec(self.run_id, board.id, board.slots, target, str(self.lease_dir), self.lease_timeout_s,
-                         write_fd, os.getpid())  # fmt: skip
+                         write_fd, os.getpid(), options)  # fmt: skip
         env = {**self.env, SHARD_ENV: spec.to_json(), "TINYHIL_BOARD": board.id, "DEV": target}
         command = [*self.command, "--hil-target", target, *by_node]
         process = subprocess.Popen(command, cwd=self.cwd, env=env, pass_fds=(write_fd,), stdout=subprocess.DEVNULL,

@@ -22,6 +22,7 @@ Every error is a :class:`HwmapError` naming the file, the line, the field and wh
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import socket
 import tomllib
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from tinyhil.capabilities import check_capabilities, known_capabilities
+from tinyhil.device_farm.board_options import target_options
 from tinyhil.device_farm.toml_lines import FileFieldError, TableLines, decode_error_line
 from tinyhil.errors import InvalidArgument
 from tinyhil.registry import SELECT_EMULATED, TargetRegistry, default_registry
@@ -106,10 +108,18 @@ class NvLocator:
 
 @dataclass(frozen=True, slots=True)
 class EmulatedLocator:
-    """An emulated board: the target string it runs and how many tests may use it at once."""
+    """An emulated board: the target string it runs, how many tests may use it at once, and the target options it
+    opens with, as the map gave them (JSON text: see :mod:`tinyhil.device_farm.board_options`)."""
 
     target: str
     slots: int = 1
+    options_json: str = "{}"
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The options table as the map gave it (turn it into open options with ``target_options``)."""
+        value: dict[str, Any] = json.loads(self.options_json)
+        return value
 
 
 Locator = UsbLocator | KfdLocator | NvLocator | EmulatedLocator
@@ -283,14 +293,21 @@ def _emulated(entry: _Entry, table: Mapping[str, Any]) -> EmulatedLocator:
     target = entry.string("emulated.target", table.get("target"))
     assert target is not None
     slots = _int_field(entry, "emulated.slots", table.get("slots"), minimum=1)
-    return EmulatedLocator(target, 1 if slots is None else slots)
+    options = table.get("options", {})
+    if not isinstance(options, dict):
+        raise entry.error("emulated.options", f"{options!r}, expected a table of the target's options")
+    try:
+        target_options(target, options)
+    except InvalidArgument as exc:
+        raise entry.error("emulated.options", str(exc)) from None
+    return EmulatedLocator(target, 1 if slots is None else slots, json.dumps(options, sort_keys=True))
 
 
 _LOCATORS: Final[Mapping[BoardKind, tuple[Callable[[_Entry, Mapping[str, Any]], Locator], tuple[str, ...]]]] = {
     BoardKind.USB_BRIDGE: (_usb, ("vid_pid", "serial", "port")),
     BoardKind.AMD_KFD: (_kfd, ("gpu_id", "unique_id", "pci")),
     BoardKind.NV: (_nv, ("pci_bus_id", "uuid")),
-    BoardKind.EMULATED: (_emulated, ("target", "slots")),
+    BoardKind.EMULATED: (_emulated, ("target", "slots", "options")),
 }
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from tinyhil.asm2464 import Asm2464Controller
+from tinyhil.device_farm.board_options import target_options
 from tinyhil.device_farm.health import ProbeResult
 from tinyhil.device_farm.hwmap import Board, BoardKind, EmulatedLocator, KfdLocator, NvLocator, UsbLocator
 from tinyhil.registry import TargetRegistry, default_registry
@@ -143,11 +144,14 @@ def probe_board(
     usb_context: Any = None,
     nvml: Any = None,
 ) -> ProbeResult:
-    """Probe ``board``; ``options`` are the target options an emulated board opens with (a fault plan, a seed)."""
+    """Probe ``board``; ``options`` are the target options an emulated board opens with (a fault plan, a seed),
+    by default those of its map entry."""
     registry = default_registry() if registry is None else registry
-    options = dict(options or {})
     locator = board.locator
     try:
+        if options is None and isinstance(locator, EmulatedLocator):
+            options = target_options(locator.target, locator.options, registry)
+        options = dict(options or {})
         if isinstance(locator, EmulatedLocator):
             base = registry.resolve(locator.target).definition.name
             if base.startswith("MOCKUSB"):

@@ -25,6 +25,8 @@ from typing import Any, Final
 
 import pytest
 
+from tinyhil.device import Device
+from tinyhil.device_farm.board_options import target_options
 from tinyhil.device_farm.leases import Holder, Lease, LeaseTimeout, acquire
 from tinyhil.device_farm.outcomes import infrastructure_cause
 from tinyhil.fixtures.collect import item_arg
@@ -49,6 +51,7 @@ class ShardSpec:
     lease_timeout_s: float
     results_fd: int
     parent_pid: int = 0
+    options_json: str = "{}"  # the board's target options as its map entry gives them
 
     @property
     def id(self) -> str:  # the lease API's view of a board: an id and a slot count
@@ -78,6 +81,12 @@ class _Shard:
     @pytest.hookimpl(tryfirst=True)
     def pytest_hil_select_targets(self, config: pytest.Config, selectors: Sequence[str]) -> list[Target] | None:
         return [default_registry().resolve(self.spec.target)]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_hil_open_device(self, target: Target, request: pytest.FixtureRequest) -> Device | None:
+        """Open the board's target with its map entry's options (a fault plan, a seed); none: the default."""
+        data = json.loads(self.spec.options_json)
+        return target.open(**target_options(self.spec.target, data)) if data else None
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         self.args = {item.nodeid: item_arg(item) for item in items}

@@ -231,3 +231,56 @@ def test_in_a_terminal_progress_is_one_updating_line_naming_what_each_board_runs
     quiet.started("emu-1", "t.py::test_a[NULL]")
     quiet.show(Result("k", "t.py::test_a[NULL]", "NULL", "emu-1", "h", 1, "passed", 0.1))
     assert plain.getvalue() == "[1/1] passed t.py::test_a[NULL] on emu-1\n"  # not a terminal: one line per result
+
+
+FAULTY_MAP = """
+[[board]]
+id = "usb-bad"
+kind = "emulated"
+emulated = { target = "MOCKUSB+AMD", options = { faults = [
+    { operation = "control_in", request = 0xE4, occurrence = 1, fault = "stall" } ] } }
+
+[[board]]
+id = "usb-flaky"
+kind = "emulated"
+emulated = { target = "MOCKUSB+AMD", options = { faults = [
+    { operation = "bulk_out", occurrence = 3, fault = "no_device" } ] } }
+
+[[board]]
+id = "usb-clean"
+kind = "emulated"
+emulated = { target = "MOCKUSB+AMD" }
+"""
+COPY_SUITE = """
+import pytest
+
+
+@pytest.mark.parametrize("n", range(2))
+def test_copy_a_megabyte(hil_device, n):
+    data = bytes(range(256)) * 4096
+    buf = hil_device.alloc(len(data))
+    hil_device.copyin(buf, data)
+    assert hil_device.copyout(buf) == data
+"""
+
+
+def test_map_fault_plans_make_one_board_bad_and_a_lost_device_retried_elsewhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "hwmap.toml").write_text(FAULTY_MAP)
+    (tmp_path / "test_copy_suite.py").write_text(COPY_SUITE)
+    args = ["farm", "run", "--hwmap", str(tmp_path / "hwmap.toml"), "--suite", str(tmp_path / "test_copy_suite.py"),
+            "--report", str(tmp_path / "run"), "--state", str(tmp_path / "s"), "--workers", "2"]  # fmt: skip
+    assert main(args) == 0
+    assert "board usb-bad: BAD (probe failed: bridge probe: USBErrorPipe" in capsys.readouterr().out
+    journal = read_journal(tmp_path / "run" / "journal.jsonl")
+    attempts = [a for per_pair in journal.attempts.values() for a in per_pair]
+    assert "usb-bad" not in {a["board"] for a in attempts}  # a BAD board receives no work
+    lost = [a for a in attempts if not a["final"]]
+    assert lost and all(
+        a["board"] == "usb-flaky" and a["infrastructure"] == "board lost: USBErrorNoDevice" for a in lost
+    )
+    assert all(r["outcome"] == "passed" for r in journal.final.values()) and len(journal.final) == 2
+    assert {journal.final[a["key"]]["board"] for a in lost} == {"usb-clean"}  # retried on another board
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["counts"]["flaky"] == len(lost)
