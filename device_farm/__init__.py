@@ -1,7 +1,7 @@
-"""The device farm: running the portable suite on targets, reports, and the ``tinyhil`` command line."""
+"""The device farm and the ``tinyhil`` command line: inventory, health, leases, planning, the local engine, reports."""
 
 from __future__ import annotations
 
-from tinyhil.device_farm.runner import RunOutcome, run_suite
+from tinyhil.device_farm.farm_run import FarmRun, run_farm
 
-__all__ = ["RunOutcome", "run_suite"]
+__all__ = ["FarmRun", "run_farm"]

@@ -2,7 +2,7 @@
 
 tinyhil targets [--json | --markdown]        list every registered target, available or why not
 tinyhil run [--target T ...] [--report DIR]  run the portable suite on targets (default: $DEV, else every
-                                             available emulated target)
+                                             available emulated target): a farm run with one board per target
 tinyhil bench copyin [--model M] [--size S]  predicted USB copyin throughput per protocol revision vs hardware
 tinyhil farm discover [--hwmap FILE]         this host's boards and the drift against a hardware map
 
@@ -24,9 +24,10 @@ import tinyhil
 from tinyhil.device_farm._pipes import silence_stdout
 from tinyhil.device_farm.bench import DEFAULT_TOLERANCE, CopyinResult, bench_copyin, check_tolerance, parse_size
 from tinyhil.device_farm.farm_cli import add_farm_commands
-from tinyhil.device_farm.matrix import render_matrix
+from tinyhil.device_farm.farm_run import CollectionFailed, FarmRun, run_farm
+from tinyhil.device_farm.hwmap import target_inventory
 from tinyhil.device_farm.reference import render_target_reference
-from tinyhil.device_farm.runner import check_run_arguments, run_suite
+from tinyhil.device_farm.runner import check_run_arguments
 from tinyhil.emulators.timing import TimingModel
 from tinyhil.errors import InvalidArgument, TinyHilError
 from tinyhil.fixtures import SUITE_PACKAGE
@@ -38,8 +39,10 @@ __all__ = ["EXIT_UNAVAILABLE", "EXIT_USAGE", "main"]
 EXIT_USAGE: Final = 2
 EXIT_UNAVAILABLE: Final = 3
 DEFAULT_REPORT_DIR: Final = "tinyhil-report"
-# pytest's statuses for "the options were wrong" and "no test was collected": nothing ran, so there is no matrix.
-_PYTEST_NOTHING_RAN: Final = {4: "pytest refused its arguments (see above)", 5: "no test was collected"}
+# tinyhil run keeps its farm state (health, leases of its per-target boards, durations) beside its reports, so runs
+# in separate report directories never wait on each other's leases and a rerun in one directory plans by its
+# durations.
+RUN_STATE_DIR: Final = "farm-state"
 
 
 def _targets(args: argparse.Namespace, registry: TargetRegistry) -> int:
@@ -74,6 +77,7 @@ def _targets(args: argparse.Namespace, registry: TargetRegistry) -> int:
 
 
 def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    """``tinyhil farm run`` without a map: one board per selected target (the embedded default)."""
     from_env = read_targets_from_environment()
     if args.target:
         selectors, source = args.target, "--target"
@@ -85,6 +89,8 @@ def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
     report_dir = Path(args.report)
     suite = args.suite or (SUITE_PACKAGE,)
     check_run_arguments(report_dir, suite, args.pytest_args)
+    if args.workers < 1:
+        raise InvalidArgument(f"--workers {args.workers}, expected an integer >= 1")
     strict = source != "default" and not args.allow_unavailable
     if not resolved:
         print(f"tinyhil run: no available target matches {selectors}; see `tinyhil targets`", file=sys.stderr)
@@ -97,20 +103,20 @@ def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
         return EXIT_UNAVAILABLE
     targets = [t.name for t in resolved]
     print(f"tinyhil {tinyhil.__version__}: running the portable suite on {', '.join(targets)} ({source})", flush=True)
-    outcome = run_suite(targets, report_dir, suite=suite, pytest_args=args.pytest_args, strict=strict)
-    if outcome.exitstatus in _PYTEST_NOTHING_RAN:
-        print(f"tinyhil run: {_PYTEST_NOTHING_RAN[outcome.exitstatus]}; no report written", file=sys.stderr)
-        return outcome.exitstatus
-    print()
-    print(render_matrix(outcome.summary.get("results", []), targets))
-    counts = outcome.summary.get("counts", {})
-    print()
-    print("totals: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing ran"))
-    for name, reason in unavailable:
-        skipped = sum(1 for r in outcome.summary.get("results", []) if r.get("target") == name)
-        print(f"unavailable: {name}: {skipped} test{'s' * (skipped != 1)} skipped ({reason})")
-    print(f"reports: {outcome.junit_path} {outcome.summary_path}")
-    return outcome.exitstatus
+    available = [t for t in resolved if t.name not in dict(unavailable)]
+    run = FarmRun(target_inventory(available, slots=args.workers), tuple(_absolute(s) for s in suite),
+                  report_dir.resolve(), report_dir.resolve() / RUN_STATE_DIR, args.workers, pyargs=not args.suite,
+                  pytest_args=tuple(args.pytest_args), targets=tuple(targets), allow_unavailable=True)  # fmt: skip
+    try:
+        return run_farm(run)
+    except CollectionFailed as exc:
+        print(f"tinyhil run: {exc}; no report written", file=sys.stderr)
+        return exc.exitstatus
+
+
+def _absolute(entry: str) -> str:
+    """A suite path as an absolute path (the run's pytest processes work in the report directory)."""
+    return str(Path(entry).resolve()) if Path(entry).exists() else entry
 
 
 def _bench_copyin(args: argparse.Namespace, registry: TargetRegistry) -> int:
@@ -167,7 +173,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH_OR_PACKAGE",
         help=f"tests to run (repeatable; default: the portable suite, {SUITE_PACKAGE})",
     )
-    run.add_argument("--report", default=DEFAULT_REPORT_DIR, metavar="DIR", help="where junit.xml and summary.json go")
+    run.add_argument(
+        "--report", default=DEFAULT_REPORT_DIR, metavar="DIR", help="where junit.xml, summary.json and report.html go"
+    )
+    run.add_argument("--workers", type=int, default=2, metavar="N", help="test processes at once (default 2)")
     run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra arguments passed to pytest")
     run.set_defaults(handler=_run)
     bench = commands.add_parser("bench", help="benchmarks")

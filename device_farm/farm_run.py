@@ -30,13 +30,15 @@ from tinyhil.device_farm.engine import LocalEngine, Result
 from tinyhil.device_farm.health import HealthBook
 from tinyhil.device_farm.hwmap import Board, HardwareMap
 from tinyhil.device_farm.journal import Journal, read_journal
+from tinyhil.device_farm.matrix import render_matrix
 from tinyhil.device_farm.planner import Pair, plan
 from tinyhil.device_farm.probes import probe_board
 from tinyhil.device_farm.quarantine import Quarantine
 from tinyhil.device_farm.report_html import write_report
-from tinyhil.device_farm.reports import failed, pair_reports, write_junit, write_summary
+from tinyhil.device_farm.reports import PairReport, failed, pair_reports, write_junit, write_summary
 from tinyhil.device_farm.runner import JUNIT_NAME, SUMMARY_NAME, pytest_command
 from tinyhil.errors import InvalidArgument
+from tinyhil.registry import default_registry
 
 __all__ = [
     "DURATIONS_NAME",
@@ -44,6 +46,7 @@ __all__ = [
     "JOURNAL_NAME",
     "PAIRS_NAME",
     "REPORT_NAME",
+    "CollectionFailed",
     "FarmRun",
     "Progress",
     "parse_subset",
@@ -78,6 +81,16 @@ class FarmRun:
     quarantine_verify: bool = False
 
 
+class CollectionFailed(InvalidArgument):
+    """Collecting the suite failed: ``exitstatus`` is pytest's (4 it refused its arguments, 5 nothing collected)."""
+
+    def __init__(self, exitstatus: int, output: str) -> None:
+        tail = " | ".join(output.strip().splitlines()[-5:])
+        what = {5: "no test was collected"}.get(exitstatus, f"collecting the suite failed (pytest exit {exitstatus})")
+        super().__init__(f"{what}: {tail}" if tail and exitstatus != 5 else what)
+        self.exitstatus = exitstatus
+
+
 def _collect(run: FarmRun, targets: Sequence[str], out: TextIO) -> list[dict[str, Any]]:
     pairs_path = run.run_dir / PAIRS_NAME
     command = [*pytest_command(run.run_dir), "--collect-only", "-q", "-p", "no:xdist", "--hil-collect",
@@ -85,8 +98,7 @@ def _collect(run: FarmRun, targets: Sequence[str], out: TextIO) -> list[dict[str
                *(f"--hil-target={t}" for t in targets), *run.pytest_args]  # fmt: skip
     done = subprocess.run(command, cwd=run.run_dir, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not pairs_path.exists():
-        tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
-        raise InvalidArgument(f"collecting the suite failed (pytest exit {done.returncode}): " + " | ".join(tail))
+        raise CollectionFailed(done.returncode, done.stdout + done.stderr)
     pairs: list[dict[str, Any]] = json.loads(pairs_path.read_text())["pairs"]
     return pairs
 
@@ -131,10 +143,14 @@ def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], flo
         print(f"tinyhil farm run: no GOOD board serves {', '.join(missing)}; pass --allow-unavailable", file=out)
         return EXIT_NO_BOARD
     targets = [t for t in served if not run.targets or t in run.targets]
+    if run.allow_unavailable:  # collected anyway: the plugin skips a target that cannot run here, naming why
+        targets += [t for t in missing if t not in targets]
     if not targets:
         print("tinyhil farm run: no GOOD board to run on", file=out)
         return EXIT_NO_BOARD
     journal_path = run.run_dir / JOURNAL_NAME
+    if not run.resume:  # a new run in a directory used before starts its own journal
+        journal_path.unlink(missing_ok=True)
     previous = read_journal(journal_path) if run.resume else None
     run_id = str(previous.run["run_id"]) if previous is not None and previous.run else uuid.uuid4().hex[:12]
     collected = _collect(run, targets, out)
@@ -174,16 +190,46 @@ def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], flo
         progress.close()
     _save_durations(run.state_dir, known)
     reports = pair_reports(read_journal(journal_path), run.quarantine, dt.date.today())
+    status = 1 if failed(reports) else 0
     states = [(b.id, health.record(b.id)) for b in run.hwmap.boards]
-    extra = {"run_id": run_id, "boards": [{"board": i, "health": r.state.value, "reason": r.reason} for i, r in states]}
+    extra = {"run_id": run_id, "exitstatus": status, "targets": _described(targets),
+             "boards": [{"board": i, "health": r.state.value, "reason": r.reason} for i, r in states]}  # fmt: skip
     write_summary(run.run_dir / SUMMARY_NAME, reports, extra)
     write_junit(run.run_dir / JUNIT_NAME, reports, f"tinyhil farm run {run_id}")
     write_report(run.run_dir / REPORT_NAME, reports, extra)
+    _print_results(run, reports, targets, out)
+    return status
+
+
+def _described(targets: Sequence[str]) -> list[dict[str, Any]]:
+    """The run's targets as the summary lists them: availability here, with the reason, and capabilities."""
+    described = []
+    for name in targets:
+        resolved = default_registry().resolve(name)
+        reason = resolved.unavailable_reason()
+        described.append({"name": name, "available": reason is None, "reason": reason,
+                          "capabilities": sorted(resolved.capabilities)})  # fmt: skip
+    return described
+
+
+def _print_results(run: FarmRun, reports: Sequence[PairReport], targets: Sequence[str], out: TextIO) -> None:
+    results = [dict(r.final) for r in reports]
+    print(file=out)
+    print(render_matrix(results, targets), file=out)
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[str(result["outcome"])] = counts.get(str(result["outcome"]), 0) + 1
+    print(file=out)
+    print("totals: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing ran"), file=out)
+    for described in _described(targets):
+        if not described["available"]:
+            skipped = sum(1 for r in results if r["target"] == described["name"] and r["outcome"] == "skipped")
+            tests = "test" if skipped == 1 else "tests"
+            print(f"unavailable: {described['name']}: {skipped} {tests} skipped ({described['reason']})", file=out)
     if run.quarantine is not None:
         for entry in run.quarantine.expired(dt.date.today()):
             print(f"quarantine entry at {run.quarantine.path}:{entry.line} expired: {entry}", file=out)
     print(f"reports: {run.run_dir / JUNIT_NAME} {run.run_dir / SUMMARY_NAME} {run.run_dir / REPORT_NAME}", file=out)
-    return 1 if failed(reports) else 0
 
 
 def parse_subset(text: str) -> tuple[int, int]:

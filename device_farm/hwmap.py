@@ -36,7 +36,7 @@ from tinyhil.capabilities import check_capabilities, known_capabilities
 from tinyhil.device_farm.board_options import target_options
 from tinyhil.device_farm.toml_lines import FileFieldError, TableLines, decode_error_line
 from tinyhil.errors import InvalidArgument
-from tinyhil.registry import SELECT_EMULATED, TargetRegistry, default_registry
+from tinyhil.registry import SELECT_EMULATED, Target, TargetRegistry, default_registry
 
 __all__ = [
     "Board",
@@ -54,6 +54,7 @@ __all__ = [
     "load_hwmap",
     "normalize_pci",
     "parse_hwmap",
+    "target_inventory",
 ]
 
 
@@ -108,8 +109,9 @@ class NvLocator:
 
 @dataclass(frozen=True, slots=True)
 class EmulatedLocator:
-    """An emulated board: the target string it runs, how many tests may use it at once, and the target options it
-    opens with, as the map gave them (JSON text: see :mod:`tinyhil.device_farm.board_options`)."""
+    """A board found by its target string (an emulated board; without a map, a named hardware target too): the target
+    it runs, how many tests may use it at once, and the target options it opens with, as the map gave them (JSON
+    text: see :mod:`tinyhil.device_farm.board_options`)."""
 
     target: str
     slots: int = 1
@@ -173,6 +175,7 @@ _LOCATOR_KEYS: Final[Mapping[BoardKind, str]] = {
     BoardKind.EMULATED: "emulated",
 }
 _BOARD_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_HARDWARE_KIND: Final = {"USB+AMD": BoardKind.USB_BRIDGE, "KFD+AMD": BoardKind.AMD_KFD}  # board kind per target
 _NEEDS_TARGETS: Final = (BoardKind.USB_BRIDGE, BoardKind.AMD_KFD)
 _VID_PID: Final = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{4}")
 _USB_PORT: Final = re.compile(r"\d+-\d+(\.\d+)*")
@@ -424,18 +427,27 @@ def boards_serving(hwmap: HardwareMap, targets: Iterable[str]) -> tuple[Board, .
     return tuple(b for b in hwmap.boards if b.state is None and wanted.intersection(b.targets))
 
 
+def target_inventory(targets: Iterable[Target], *, slots: int = 1, host: str | None = None) -> HardwareMap:
+    """A map without ``hwmap.toml``: one board per target, found by its target string. An emulated target's board
+    takes ``slots`` tests at once, a hardware target's one (``tinyhil run --target KFD+AMD`` runs on the GPU the
+    target string names, as the device runtime opens it)."""
+    if type(slots) is not int or slots < 1:
+        raise InvalidArgument(f"slots={slots!r}, expected an integer >= 1")
+    host = host if host is not None else socket.gethostname()
+    boards = []
+    for resolved in targets:
+        board_id = re.sub(r"[^A-Za-z0-9._-]", "-", resolved.name.lower())
+        locator = EmulatedLocator(resolved.name, slots if resolved.emulated else 1)
+        kind = BoardKind.EMULATED if resolved.emulated else _HARDWARE_KIND.get(resolved.definition.name, BoardKind.NV)
+        boards.append(Board(board_id, kind, locator, (resolved.name,), resolved.capabilities, host))
+    return HardwareMap("(targets)", tuple(boards))
+
+
 def emulated_inventory(
     registry: TargetRegistry | None = None, *, slots: int = 1, host: str | None = None
 ) -> HardwareMap:
     """The map a farm uses without ``hwmap.toml``: one emulated board per available emulated target, each taking
     ``slots`` tests at once (emulated targets are inventory entries too, so scheduling has one model)."""
     registry = registry if registry is not None else default_registry()
-    if type(slots) is not int or slots < 1:
-        raise InvalidArgument(f"slots={slots!r}, expected an integer >= 1")
-    host = host if host is not None else socket.gethostname()
-    boards = []
-    for resolved in registry.select([SELECT_EMULATED]):
-        board_id = re.sub(r"[^A-Za-z0-9._-]", "-", resolved.name.lower())
-        locator = EmulatedLocator(resolved.name, slots)
-        boards.append(Board(board_id, BoardKind.EMULATED, locator, (resolved.name,), resolved.capabilities, host))
-    return HardwareMap("(emulated targets)", tuple(boards))
+    inventory = target_inventory(registry.select([SELECT_EMULATED]), slots=slots, host=host)
+    return HardwareMap("(emulated targets)", inventory.boards)
