@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from tinyhil.device_farm.health import HealthBook, ProbeResult
-from tinyhil.device_farm.hwmap import Board, EmulatedLocator
+from tinyhil.device_farm.hwmap import Board, EmulatedLocator, KfdLocator, NvLocator
 from tinyhil.device_farm.outcomes import killed_cause
 from tinyhil.device_farm.planner import Lane, Pair, Plan
 from tinyhil.device_farm.shard_plugin import SHARD_ENV, ShardSpec
 from tinyhil.errors import InvalidArgument
 
-__all__ = ["DEFAULT_MAX_ATTEMPTS", "LocalEngine", "Result"]
+__all__ = ["DEFAULT_MAX_ATTEMPTS", "LocalEngine", "Result", "board_environment"]
 
 DEFAULT_MAX_ATTEMPTS: Final = 3
 DEFAULT_LEASE_TIMEOUT_S: Final = 60.0
@@ -59,6 +59,23 @@ class Result:
     def record(self) -> dict[str, Any]:
         """The journal record of this result."""
         return {"kind": "result", **{name: getattr(self, name) for name in self.__slots__}}
+
+
+def board_environment(board: Board, target: str) -> dict[str, str]:
+    """What a shard's environment says about its board, for tests that drive it with their own stack:
+    ``TINYHIL_BOARD`` and ``DEV`` always; on an NV board ``CUDA_VISIBLE_DEVICES`` (its UUID, else its PCI bus id);
+    on a KFD board ``TINYHIL_KFD_GPU_ID`` (the topology's gpu_id) and ``ROCR_VISIBLE_DEVICES`` (ROCm's
+    ``GPU-<unique_id in hex>`` form) where the map gives them."""
+    env = {"TINYHIL_BOARD": board.id, "DEV": target}
+    locator = board.locator
+    if isinstance(locator, NvLocator):
+        env["CUDA_VISIBLE_DEVICES"] = locator.uuid or locator.pci_bus_id or ""
+    elif isinstance(locator, KfdLocator):
+        if locator.gpu_id is not None:
+            env["TINYHIL_KFD_GPU_ID"] = str(locator.gpu_id)
+        if locator.unique_id is not None:
+            env["ROCR_VISIBLE_DEVICES"] = f"GPU-{locator.unique_id:016x}"
+    return env
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +270,7 @@ class LocalEngine:
         options = board.locator.options_json if isinstance(board.locator, EmulatedLocator) else "{}"
         spec = ShardSpec(self.run_id, board.id, board.slots, target, str(self.lease_dir), self.lease_timeout_s,
                          write_fd, os.getpid(), options)  # fmt: skip
-        env = {**self.env, SHARD_ENV: spec.to_json(), "TINYHIL_BOARD": board.id, "DEV": target}
+        env = {**self.env, SHARD_ENV: spec.to_json(), **board_environment(board, target)}
         command = [*self.command, "--hil-target", target, *by_node]
         process = subprocess.Popen(command, cwd=self.cwd, env=env, pass_fds=(write_fd,), stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE)  # fmt: skip

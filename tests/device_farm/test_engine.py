@@ -140,3 +140,23 @@ def test_an_engine_error_on_one_lane_hands_its_pairs_to_the_others_instead_of_ha
     results = _run(broken, BOARDS)
     final = [r for r in results if r.final]
     assert len(final) == len(TESTS) and {r.board for r in results} == {"emu-2"}
+
+
+def test_a_shard_environment_names_its_board_for_tests_with_their_own_stack() -> None:
+    from tinyhil.device_farm.engine import board_environment
+
+    boards = parse_hwmap(
+        '[[board]]\nid = "nv-0"\nkind = "nv"\nnv = { uuid = "GPU-5f2c7a10" }\n\n'
+        '[[board]]\nid = "nv-1"\nkind = "nv"\nnv = { pci_bus_id = "0000:41:00.0" }\n\n'
+        '[[board]]\nid = "kfd-0"\nkind = "amd-kfd"\nkfd = { gpu_id = 4660, unique_id = 11 }\ntargets = ["KFD+AMD"]\n'
+    ).boards
+    assert board_environment(boards[0], "X") == {
+        "TINYHIL_BOARD": "nv-0",
+        "DEV": "X",
+        "CUDA_VISIBLE_DEVICES": "GPU-5f2c7a10",
+    }
+    assert board_environment(boards[1], "X")["CUDA_VISIBLE_DEVICES"] == "0000:41:00.0"
+    assert board_environment(boards[2], "KFD+AMD") == {"TINYHIL_BOARD": "kfd-0", "DEV": "KFD+AMD",
+                                                     "TINYHIL_KFD_GPU_ID": "4660",
+                                                     "ROCR_VISIBLE_DEVICES": "GPU-000000000000000b"}  # fmt: skip
+    assert board_environment(BOARDS[0], "NULL") == {"TINYHIL_BOARD": "emu-1", "DEV": "NULL"}
