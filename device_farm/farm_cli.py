@@ -8,6 +8,8 @@ tinyhil farm run [--hwmap FILE] [--workers N] [--target T] [--quarantine FILE [-
                  [-- PYTEST_ARGS]
     collect the suite once, probe the boards, plan by recorded durations, run the shards on this host under
     leases, journal every result, and write junit.xml and summary.json (docs/farm.md).
+tinyhil farm scheduler [--host H] [--port P] [--no-workers-timeout S] [--allowed-failures N]
+    a Dask scheduler with the farm's settings, for runs across hosts (needs the farm extra).
 tinyhil farm status [--hwmap FILE] [--state DIR] [--probe] [--json]
     every board of the map (default: the emulated targets) with its health, and its leases and their holders;
     ``--probe`` first runs the health probe of every board that needs one.
@@ -27,6 +29,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from tinyhil.device_farm.dask_cluster import (
+    DEFAULT_ALLOWED_FAILURES,
+    DEFAULT_NO_WORKERS_TIMEOUT_S,
+    SchedulerSettings,
+    scheduler_command,
+)
 from tinyhil.device_farm.discovery import Discovery, FoundBoard, discover
 from tinyhil.device_farm.drift import Drift, compare, map_entry
 from tinyhil.device_farm.farm_run import FarmRun, parse_subset, run_farm
@@ -160,6 +168,14 @@ def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
     return run_farm(run)
 
 
+def _scheduler(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    settings = SchedulerSettings(args.host, args.port, args.no_workers_timeout, args.allowed_failures)
+    command = scheduler_command(settings)
+    print(f"tinyhil farm scheduler: Dask's scheduler on {settings.host}:{settings.port}, no-workers timeout "
+          f"{settings.no_workers_timeout_s:g} s, {settings.allowed_failures} allowed failures", flush=True)  # fmt: skip
+    os.execvpe(command[0], command, settings.environment())  # the scheduler replaces this process: signals reach it
+
+
 def add_farm_commands(commands: Any) -> None:
     """Add ``farm`` and its subcommands to the ``tinyhil`` parser's subcommands."""
     farm = commands.add_parser("farm", help="the device farm: discovery of this host's boards")
@@ -189,6 +205,14 @@ def add_farm_commands(commands: Any) -> None:
     run.add_argument("--allow-unavailable", action="store_true", help="run even if a --target has no GOOD board")
     run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra arguments passed to pytest")
     run.set_defaults(handler=_run)
+    scheduler = sub.add_parser("scheduler", help="a Dask scheduler with the farm's settings (the farm extra)")
+    scheduler.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    scheduler.add_argument("--port", type=int, default=8786, help="port (default 8786; 0: any free port)")
+    scheduler.add_argument("--no-workers-timeout", type=float, default=DEFAULT_NO_WORKERS_TIMEOUT_S, metavar="S",
+                           help="fail a task no worker can serve after S seconds")  # fmt: skip
+    scheduler.add_argument("--allowed-failures", type=int, default=DEFAULT_ALLOWED_FAILURES, metavar="N",
+                           help="worker deaths a task may cause before it stops")  # fmt: skip
+    scheduler.set_defaults(handler=_scheduler)
     status = sub.add_parser("status", help="boards with their health, leases and holders")
     status.add_argument("--hwmap", metavar="FILE", help="hardware map (default: every emulated target)")
     status.add_argument(

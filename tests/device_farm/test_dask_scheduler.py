@@ -1,0 +1,67 @@
+"""``tinyhil farm scheduler``: Dask's scheduler on loopback, with the farm's settings in its config."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tinyhil.device_farm.dask_cluster import SchedulerSettings
+from tinyhil.errors import InvalidArgument
+
+needs_dask = pytest.mark.skipif(
+    importlib.util.find_spec("distributed") is None, reason="needs Dask distributed (pip install 'tinyhil[farm]')"
+)
+
+
+@needs_dask
+def test_the_scheduler_listens_on_loopback_with_the_farm_settings() -> None:
+    from distributed import Client
+
+    command = [sys.executable, "-m", "tinyhil.device_farm.cli", "farm", "scheduler", "--port", "0",
+               "--no-workers-timeout", "4", "--allowed-failures", "1"]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        assert first.startswith("tinyhil farm scheduler: Dask's scheduler on 127.0.0.1:0, no-workers timeout 4 s")
+        address = None
+        deadline = time.monotonic() + 60
+        while address is None and time.monotonic() < deadline:
+            found = re.search(r"Scheduler at:\s+(tcp://127\.0\.0\.1:\d+)", process.stdout.readline())
+            address = found.group(1) if found else None
+        assert address is not None, "the scheduler never said where it listens"
+        with Client(address, timeout=30) as client:
+
+            def settings() -> tuple[object, object]:
+                import dask
+
+                return (dask.config.get("distributed.scheduler.no-workers-timeout"),
+                        dask.config.get("distributed.scheduler.allowed-failures"))  # fmt: skip
+
+            timeout, failures = client.run_on_scheduler(settings)
+        assert (str(timeout), int(failures)) == ("4s", 1)  # type: ignore[call-overload]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"port": 70000}, "port=70000, expected 0..65535"),
+        ({"no_workers_timeout_s": 0}, "no_workers_timeout_s=0, expected seconds > 0"),
+        ({"allowed_failures": -1}, "allowed_failures=-1, expected an integer >= 0"),
+    ],
+)
+def test_bad_settings_are_named(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidArgument, match=re.escape(message)):
+        SchedulerSettings(**kwargs)  # type: ignore[arg-type]
