@@ -1,4 +1,5 @@
-"""The farm's Dask scheduler: ``tinyhil farm scheduler`` starts one with the farm's settings.
+"""The farm's Dask cluster: ``tinyhil farm scheduler`` (Dask's scheduler with the farm's settings) and
+``tinyhil farm worker`` (Dask's worker advertising this host's GOOD boards as resources).
 
 - ``distributed.scheduler.no-workers-timeout``: a task whose resources no worker offers fails after this long
   instead of waiting forever (the farm also checks before it submits:
@@ -21,7 +22,13 @@ from typing import Final
 
 from tinyhil.errors import InvalidArgument, TargetUnavailable
 
-__all__ = ["DEFAULT_ALLOWED_FAILURES", "DEFAULT_NO_WORKERS_TIMEOUT_S", "SchedulerSettings", "scheduler_command"]
+__all__ = [
+    "DEFAULT_ALLOWED_FAILURES",
+    "DEFAULT_NO_WORKERS_TIMEOUT_S",
+    "SchedulerSettings",
+    "scheduler_command",
+    "worker_command",
+]
 
 DEFAULT_NO_WORKERS_TIMEOUT_S: Final = 10.0
 DEFAULT_ALLOWED_FAILURES: Final = 3
@@ -53,13 +60,34 @@ class SchedulerSettings:
         return env
 
 
+def _require_dask() -> None:
+    if importlib.util.find_spec("distributed") is None:
+        raise TargetUnavailable("dask", DASK_MISSING)
+
+
+def worker_command(scheduler: str, resources: Mapping[str, float], *, name: str) -> list[str]:
+    """The command that runs Dask's worker for ``scheduler``, advertising ``resources`` (board ids and kind counts,
+    :func:`~tinyhil.device_farm.resources.worker_resources`), with one thread per board slot.
+
+    Raises:
+        InvalidArgument: ``scheduler`` is not a ``tcp://HOST:PORT`` address.
+        TargetUnavailable: Dask distributed is not installed.
+    """
+    if not isinstance(scheduler, str) or not scheduler.startswith(("tcp://", "tls://")):
+        raise InvalidArgument(f"scheduler={scheduler!r}, expected an address such as tcp://127.0.0.1:8786")
+    _require_dask()
+    slots = max(1, int(sum(v for k, v in resources.items() if k.startswith("board:"))))
+    offered = " ".join(f"{key}={value:g}" for key, value in sorted(resources.items()))
+    return [sys.executable, "-m", "distributed.cli.dask_worker", scheduler, "--name", name, "--nthreads",
+            str(slots), "--no-dashboard", *(["--resources", offered] if offered else [])]  # fmt: skip
+
+
 def scheduler_command(settings: SchedulerSettings) -> list[str]:
     """The command that runs Dask's scheduler for ``settings`` (run it with ``settings.environment()``).
 
     Raises:
         TargetUnavailable: Dask distributed is not installed (the message names the extra).
     """
-    if importlib.util.find_spec("distributed") is None:
-        raise TargetUnavailable("dask", DASK_MISSING)
+    _require_dask()
     return [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", settings.host, "--port",
             str(settings.port), "--no-dashboard"]  # fmt: skip

@@ -10,6 +10,8 @@ tinyhil farm run [--hwmap FILE] [--workers N] [--target T] [--quarantine FILE [-
     leases, journal every result, and write junit.xml and summary.json (docs/farm.md).
 tinyhil farm scheduler [--host H] [--port P] [--no-workers-timeout S] [--allowed-failures N]
     a Dask scheduler with the farm's settings, for runs across hosts (needs the farm extra).
+tinyhil farm worker --scheduler ADDRESS [--hwmap FILE] [--name NAME] [--state DIR]
+    a Dask worker on this host that probes the host's boards and advertises the GOOD ones as resources.
 tinyhil farm status [--hwmap FILE] [--state DIR] [--probe] [--json]
     every board of the map (default: the emulated targets) with its health, and its leases and their holders;
     ``--probe`` first runs the health probe of every board that needs one.
@@ -34,6 +36,7 @@ from tinyhil.device_farm.dask_cluster import (
     DEFAULT_NO_WORKERS_TIMEOUT_S,
     SchedulerSettings,
     scheduler_command,
+    worker_command,
 )
 from tinyhil.device_farm.discovery import Discovery, FoundBoard, discover
 from tinyhil.device_farm.drift import Drift, compare, map_entry
@@ -43,6 +46,7 @@ from tinyhil.device_farm.hwmap import Board, HardwareMap, emulated_inventory, lo
 from tinyhil.device_farm.leases import holders
 from tinyhil.device_farm.probes import probe_board
 from tinyhil.device_farm.quarantine import load_quarantine
+from tinyhil.device_farm.resources import worker_resources
 from tinyhil.errors import InvalidArgument
 from tinyhil.fixtures import SUITE_PACKAGE
 from tinyhil.registry import TargetRegistry, split_selectors
@@ -176,6 +180,28 @@ def _scheduler(args: argparse.Namespace, registry: TargetRegistry) -> int:
     os.execvpe(command[0], command, settings.environment())  # the scheduler replaces this process: signals reach it
 
 
+def _worker(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    host = socket.gethostname()
+    hwmap = _hwmap(args.hwmap, registry, host)
+    book = HealthBook(hwmap.boards, clock=time.time, state_dir=farm_state_dir(args.state))
+    good = []
+    for board in hwmap.boards:
+        if board.host != host:
+            continue
+        if book.needs_probe(board.id):
+            book.record_probe(board.id, probe_board(board, registry=registry))
+        record = book.record(board.id)
+        if book.schedulable(board.id):
+            good.append(board)
+        else:
+            print(f"tinyhil farm worker: board {board.id}: {record.state.value} ({record.reason}); not offered")
+    resources = worker_resources(good)
+    command = worker_command(args.scheduler, resources, name=args.name or host)
+    offered = ", ".join(f"{k}={v:g}" for k, v in sorted(resources.items())) or "no board"
+    print(f"tinyhil farm worker: {args.name or host} -> {args.scheduler}, offering {offered}", flush=True)
+    os.execvpe(command[0], command, dict(os.environ))  # the worker replaces this process: signals reach it
+
+
 def add_farm_commands(commands: Any) -> None:
     """Add ``farm`` and its subcommands to the ``tinyhil`` parser's subcommands."""
     farm = commands.add_parser("farm", help="the device farm: discovery of this host's boards")
@@ -213,6 +239,14 @@ def add_farm_commands(commands: Any) -> None:
     scheduler.add_argument("--allowed-failures", type=int, default=DEFAULT_ALLOWED_FAILURES, metavar="N",
                            help="worker deaths a task may cause before it stops")  # fmt: skip
     scheduler.set_defaults(handler=_scheduler)
+    worker = sub.add_parser("worker", help="a Dask worker offering this host's GOOD boards (the farm extra)")
+    worker.add_argument("--scheduler", required=True, metavar="ADDRESS", help="tcp://HOST:PORT of the scheduler")
+    worker.add_argument("--hwmap", metavar="FILE", help="hardware map (default: every available emulated target)")
+    worker.add_argument("--name", help="the worker's name (default: the hostname)")
+    worker.add_argument(
+        "--state", metavar="DIR", help=f"farm state directory (default: ${STATE_ENV} or ~/.local/state)"
+    )
+    worker.set_defaults(handler=_worker)
     status = sub.add_parser("status", help="boards with their health, leases and holders")
     status.add_argument("--hwmap", metavar="FILE", help="hardware map (default: every emulated target)")
     status.add_argument(

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +66,64 @@ def test_the_scheduler_listens_on_loopback_with_the_farm_settings() -> None:
 def test_bad_settings_are_named(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(InvalidArgument, match=re.escape(message)):
         SchedulerSettings(**kwargs)  # type: ignore[arg-type]
+
+
+def _address(process: subprocess.Popen[str]) -> str:
+    assert process.stdout is not None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = re.search(r"Scheduler at:\s+(tcp://127\.0\.0\.1:\d+)", process.stdout.readline())
+        if found:
+            return found.group(1)
+    raise AssertionError("the scheduler never said where it listens")
+
+
+def _stop(*processes: subprocess.Popen[str]) -> None:
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+WORKER_MAP = """
+[[board]]
+id = "emu-usb"
+kind = "emulated"
+emulated = { target = "MOCKUSB+AMD", slots = 2 }
+
+[[board]]
+id = "emu-sick"
+kind = "emulated"
+emulated = { target = "MOCKUSB+AMD", options = { faults = [
+    { operation = "control_in", request = 0xE4, occurrence = 1, fault = "stall" } ] } }
+"""
+
+
+@needs_dask
+def test_a_worker_offers_only_its_good_boards_as_resources(tmp_path: Path) -> None:
+    from distributed import Client
+
+    (tmp_path / "hwmap.toml").write_text(WORKER_MAP)
+    cli = [sys.executable, "-m", "tinyhil.device_farm.cli", "farm"]
+    scheduler = subprocess.Popen([*cli, "scheduler", "--port", "0"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    worker: subprocess.Popen[str] | None = None
+    try:
+        address = _address(scheduler)
+        worker = subprocess.Popen([*cli, "worker", "--scheduler", address, "--hwmap", str(tmp_path / "hwmap.toml"),
+                                   "--name", "host-a", "--state", str(tmp_path / "state")],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        assert worker.stdout is not None
+        said = [worker.stdout.readline() for _ in range(2)]
+        assert said[0].startswith("tinyhil farm worker: board emu-sick: BAD (probe failed: bridge probe: USBErrorPipe")
+        assert said[1].startswith("tinyhil farm worker: host-a -> tcp://127.0.0.1:")
+        with Client(address, timeout=30) as client:
+            client.wait_for_workers(1, timeout=60)
+            [info] = client.scheduler_info()["workers"].values()
+        assert info["name"] == "host-a" and info["nthreads"] == 2
+        assert info["resources"] == {"board:emu-usb": 2.0, "emu": 2.0, "usb3": 2.0}  # the BAD board is not offered
+    finally:
+        _stop(*(p for p in (worker, scheduler) if p is not None))
