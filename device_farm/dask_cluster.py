@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from tinyhil.device_farm.resources import BOARD_PREFIX
 from tinyhil.errors import InvalidArgument, TargetUnavailable
 
 __all__ = [
@@ -76,7 +77,7 @@ def worker_command(scheduler: str, resources: Mapping[str, float], *, name: str)
     if not isinstance(scheduler, str) or not scheduler.startswith(("tcp://", "tls://")):
         raise InvalidArgument(f"scheduler={scheduler!r}, expected an address such as tcp://127.0.0.1:8786")
     _require_dask()
-    slots = max(1, int(sum(v for k, v in resources.items() if k.startswith("board:"))))
+    slots = max(1, int(sum(v for k, v in resources.items() if k.startswith(BOARD_PREFIX))))
     offered = " ".join(f"{key}={value:g}" for key, value in sorted(resources.items()))
     return [sys.executable, "-m", "distributed.cli.dask_worker", scheduler, "--name", name, "--nthreads",
             str(slots), "--no-dashboard", *(["--resources", offered] if offered else [])]  # fmt: skip

@@ -231,10 +231,9 @@ class LocalEngine:
 
     def _healthy(self, state: _State, board: Board) -> bool:
         """Probe ``board`` when its health says so; False (and the board out of the run) when it is not GOOD."""
-        if self.health is None or self.probe is None or not self.health.needs_probe(board.id):
+        if self.health is None or self.probe is None:
             return True
-        self.health.record_probe(board.id, self.probe(board))
-        return self.health.schedulable(board.id)
+        return self.health.ready(board, self.probe)
 
     def _lane(self, state: _State, lane: Lane) -> None:
         try:

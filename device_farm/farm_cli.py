@@ -131,12 +131,12 @@ def _status(args: argparse.Namespace, registry: TargetRegistry) -> int:
     book = HealthBook(hwmap.boards, clock=time.time, state_dir=state)
     if args.probe:
         for board in hwmap.boards:
-            if book.needs_probe(board.id):
-                book.record_probe(board.id, probe_board(board, registry=registry))
+            book.ready(board, lambda b: probe_board(b, registry=registry))
     rows: list[dict[str, Any]] = []
+    held_by = {board.id: holders(state / "leases", board) for board in hwmap.boards}
     for board in hwmap.boards:
         record = book.record(board.id)
-        slots = holders(state / "leases", board)
+        slots = held_by[board.id]
         rows.append({"board": board.id, "kind": board.kind.value, "targets": list(board.targets), "host": board.host,
                      "health": record.state.value, "reason": record.reason,
                      "leases": [None if h is None else asdict(h) for h in slots]})  # fmt: skip
@@ -146,7 +146,7 @@ def _status(args: argparse.Namespace, registry: TargetRegistry) -> int:
     print(f"{len(rows)} board{'s' * (len(rows) != 1)} in {hwmap.path}; state in {state}")
     width = max((len(r["board"]) for r in rows), default=5)
     for row, board in zip(rows, hwmap.boards, strict=True):
-        held = [f"slot {n}: {h}" for n, h in enumerate(holders(state / "leases", board)) if h is not None]
+        held = [f"slot {n}: {h}" for n, h in enumerate(held_by[board.id]) if h is not None]
         leases = "; ".join(held) or f"free ({board.slots} slot{'s' * (board.slots != 1)})"
         print(f"  {row['board']:<{width}}  {row['kind']:<10}  {row['health']:<11}  {leases}")
         print(f"  {'':<{width}}  {', '.join(row['targets']) or '(no target)'}: {row['reason']}")
@@ -188,12 +188,10 @@ def _worker(args: argparse.Namespace, registry: TargetRegistry) -> int:
     for board in hwmap.boards:
         if board.host != host:
             continue
-        if book.needs_probe(board.id):
-            book.record_probe(board.id, probe_board(board, registry=registry))
-        record = book.record(board.id)
-        if book.schedulable(board.id):
+        if book.ready(board, lambda b: probe_board(b, registry=registry)):
             good.append(board)
         else:
+            record = book.record(board.id)
             print(f"tinyhil farm worker: board {board.id}: {record.state.value} ({record.reason}); not offered")
     resources = worker_resources(good)
     command = worker_command(args.scheduler, resources, name=args.name or host)

@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import random
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TextIO
 
+from tinyhil._files import write_atomically
 from tinyhil.device_farm.engine import LocalEngine, Result
 from tinyhil.device_farm.health import HealthBook
 from tinyhil.device_farm.hwmap import Board, HardwareMap
@@ -35,7 +35,7 @@ from tinyhil.device_farm.planner import Pair, plan
 from tinyhil.device_farm.probes import probe_board
 from tinyhil.device_farm.quarantine import Quarantine
 from tinyhil.device_farm.report_html import write_report
-from tinyhil.device_farm.reports import PairReport, failed, pair_reports, write_junit, write_summary
+from tinyhil.device_farm.reports import PairReport, failed, pair_reports, totals_line, write_junit, write_summary
 from tinyhil.device_farm.runner import JUNIT_NAME, SUMMARY_NAME, pytest_command
 from tinyhil.errors import InvalidArgument
 from tinyhil.registry import default_registry
@@ -91,7 +91,7 @@ class CollectionFailed(InvalidArgument):
         self.exitstatus = exitstatus
 
 
-def _collect(run: FarmRun, targets: Sequence[str], out: TextIO) -> list[dict[str, Any]]:
+def _collect(run: FarmRun, targets: Sequence[str]) -> list[dict[str, Any]]:
     pairs_path = run.run_dir / PAIRS_NAME
     command = [*pytest_command(run.run_dir), "--collect-only", "-q", "-p", "no:xdist", "--hil-collect",
                str(pairs_path), *(["--pyargs"] if run.pyargs else []), *run.suite,
@@ -112,21 +112,16 @@ def _durations(state_dir: Path) -> dict[str, float]:
 
 
 def _save_durations(state_dir: Path, known: dict[str, float]) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    temporary = state_dir / f".{DURATIONS_NAME}.{os.getpid()}"
-    temporary.write_text(json.dumps(known, sort_keys=True))
-    temporary.replace(state_dir / DURATIONS_NAME)
+    write_atomically(state_dir / DURATIONS_NAME, json.dumps(known, sort_keys=True))
 
 
 def _good_boards(run: FarmRun, health: HealthBook, out: TextIO) -> list[Board]:
     good = []
     for board in run.hwmap.boards:
-        if health.needs_probe(board.id):
-            health.record_probe(board.id, probe_board(board))
-        record = health.record(board.id)
-        if health.schedulable(board.id):
+        if health.ready(board, probe_board):
             good.append(board)
         else:
+            record = health.record(board.id)
             print(f"board {board.id}: {record.state.value} ({record.reason}); it takes no work", file=out)
     return good
 
@@ -153,7 +148,7 @@ def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], flo
         journal_path.unlink(missing_ok=True)
     previous = read_journal(journal_path) if run.resume else None
     run_id = str(previous.run["run_id"]) if previous is not None and previous.run else uuid.uuid4().hex[:12]
-    collected = _collect(run, targets, out)
+    collected = _collect(run, targets)
     pairs = [Pair(p["arg"], p["target"], frozenset(p["requires"])) for p in collected if p["target"]]
     with Journal(journal_path) as journal:
         if previous is None or previous.run is None:
@@ -185,19 +180,20 @@ def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], flo
                    *run.pytest_args]  # fmt: skip
         engine = LocalEngine(boards, command=command, cwd=run.run_dir, lease_dir=run.state_dir / "leases",
                              run_id=run_id, workers=run.workers, health=health,
-                             probe=lambda board: probe_board(board))  # fmt: skip
+                             probe=probe_board)  # fmt: skip
         engine.run(work, arrived, progress.started)
         progress.close()
     _save_durations(run.state_dir, known)
     reports = pair_reports(read_journal(journal_path), run.quarantine, dt.date.today())
     status = 1 if failed(reports) else 0
     states = [(b.id, health.record(b.id)) for b in run.hwmap.boards]
-    extra = {"run_id": run_id, "exitstatus": status, "targets": _described(targets),
+    described = _described(targets)
+    extra = {"run_id": run_id, "exitstatus": status, "targets": described,
              "boards": [{"board": i, "health": r.state.value, "reason": r.reason} for i, r in states]}  # fmt: skip
     write_summary(run.run_dir / SUMMARY_NAME, reports, extra)
     write_junit(run.run_dir / JUNIT_NAME, reports, f"tinyhil farm run {run_id}")
     write_report(run.run_dir / REPORT_NAME, reports, extra)
-    _print_results(run, reports, targets, out)
+    _print_results(run, reports, described, out)
     return status
 
 
@@ -212,20 +208,18 @@ def _described(targets: Sequence[str]) -> list[dict[str, Any]]:
     return described
 
 
-def _print_results(run: FarmRun, reports: Sequence[PairReport], targets: Sequence[str], out: TextIO) -> None:
+def _print_results(run: FarmRun, reports: Sequence[PairReport], described: Sequence[Mapping[str, Any]],
+                   out: TextIO) -> None:  # fmt: skip
     results = [dict(r.final) for r in reports]
     print(file=out)
-    print(render_matrix(results, targets), file=out)
-    counts: dict[str, int] = {}
-    for result in results:
-        counts[str(result["outcome"])] = counts.get(str(result["outcome"]), 0) + 1
+    print(render_matrix(results, [str(d["name"]) for d in described]), file=out)
     print(file=out)
-    print("totals: " + (", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing ran"), file=out)
-    for described in _described(targets):
-        if not described["available"]:
-            skipped = sum(1 for r in results if r["target"] == described["name"] and r["outcome"] == "skipped")
+    print(f"totals: {totals_line(reports)}", file=out)
+    for target in described:
+        if not target["available"]:
+            skipped = sum(1 for r in results if r["target"] == target["name"] and r["outcome"] == "skipped")
             tests = "test" if skipped == 1 else "tests"
-            print(f"unavailable: {described['name']}: {skipped} {tests} skipped ({described['reason']})", file=out)
+            print(f"unavailable: {target['name']}: {skipped} {tests} skipped ({target['reason']})", file=out)
     if run.quarantine is not None:
         for entry in run.quarantine.expired(dt.date.today()):
             print(f"quarantine entry at {run.quarantine.path}:{entry.line} expired: {entry}", file=out)

@@ -13,14 +13,13 @@ The record (``health.json`` in the farm's state directory) is rewritten atomical
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
 
+from tinyhil._files import write_atomically
 from tinyhil.device_farm.hwmap import Board, MapState
 from tinyhil.errors import InvalidArgument
 
@@ -102,20 +101,10 @@ class HealthBook:
     def _save(self) -> None:
         if self._path is None:
             return
-        self._path.parent.mkdir(parents=True, exist_ok=True)
         document: dict[str, Any] = {
             "boards": {k: {**asdict(v), "state": v.state.value} for k, v in self._records.items()}
         }
-        fd, temporary = tempfile.mkstemp(dir=self._path.parent, prefix=f".{HEALTH_FILE}.")
-        try:
-            with os.fdopen(fd, "w") as out:
-                json.dump(document, out, indent=1, sort_keys=True)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, self._path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_atomically(self._path, json.dumps(document, indent=1, sort_keys=True), durable=True)
 
     def _board(self, board_id: str) -> Board:
         board = self._boards.get(board_id)
@@ -146,6 +135,12 @@ class HealthBook:
     def schedulable(self, board_id: str) -> bool:
         """True when the board may take work now: GOOD, and its probe is not due."""
         return self.state(board_id) is HealthState.GOOD and not self.needs_probe(board_id)
+
+    def ready(self, board: Board, probe: Callable[[Board], ProbeResult]) -> bool:
+        """Probe ``board`` if its probe is due, then whether it may take work (the one place that rule lives)."""
+        if self.needs_probe(board.id):
+            self.record_probe(board.id, probe(board))
+        return self.schedulable(board.id)
 
     def record_probe(self, board_id: str, result: ProbeResult) -> BoardHealth:
         """Record a probe's result: GOOD when it passed, BAD (with its detail as the reason) when it failed."""

@@ -49,7 +49,6 @@ __all__ = [
     "MapState",
     "NvLocator",
     "UsbLocator",
-    "boards_serving",
     "emulated_inventory",
     "load_hwmap",
     "normalize_pci",
@@ -419,12 +418,6 @@ def load_hwmap(path: str | Path, *, registry: TargetRegistry | None = None, host
     except (OSError, UnicodeDecodeError) as exc:
         raise HwmapError(shown, 0, "file", f"cannot read it: {exc}") from None
     return parse_hwmap(text, shown, registry=registry, host=host)
-
-
-def boards_serving(hwmap: HardwareMap, targets: Iterable[str]) -> tuple[Board, ...]:
-    """The boards that serve any of ``targets`` and are not in maintenance or retired, in map order."""
-    wanted = set(targets)
-    return tuple(b for b in hwmap.boards if b.state is None and wanted.intersection(b.targets))
 
 
 def target_inventory(targets: Iterable[Target], *, slots: int = 1, host: str | None = None) -> HardwareMap:

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final, Protocol
 
+from tinyhil._files import write_atomically
 from tinyhil.errors import DeviceTimeout, InvalidArgument
 
 __all__ = ["Holder", "Leasable", "Lease", "LeaseTimeout", "acquire", "holders"]
@@ -107,9 +108,7 @@ def _paths(lease_dir: Path, board_id: str, slot: int) -> tuple[Path, Path]:
 
 
 def _write_holder(path: Path, holder: Holder) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}")
-    temporary.write_text(json.dumps(asdict(holder)))
-    os.replace(temporary, path)
+    write_atomically(path, json.dumps(asdict(holder)))
 
 
 def _read_holder(path: Path) -> Holder | None:

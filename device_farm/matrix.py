@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-__all__ = ["CELL", "render_matrix"]
+__all__ = ["CELL", "render_matrix", "row_name"]
 
 CELL: Final = {
     "passed": "pass",
@@ -18,16 +18,20 @@ CELL: Final = {
 _NOT_RUN: Final = "-"
 
 
+def row_name(nodeid: str, target: str) -> str:
+    """A matrix row's name: the test's name without its file and without the target parameter
+    (``tests/x.py::test_fill[NULL-4]`` on ``NULL`` -> ``test_fill[4]``)."""
+    row = nodeid.replace(f"[{target}-", "[").replace(f"-{target}]", "]").replace(f"[{target}]", "")
+    return row.rsplit("::", 1)[-1] if "::" in row else row
+
+
 def render_matrix(results: Sequence[Mapping[str, Any]], targets: Sequence[str]) -> str:
     """Rows are tests (parameters other than the target kept), columns are targets, cells the outcomes."""
     columns = list(targets) or sorted({str(r["target"]) for r in results if r.get("target")})
     rows: dict[str, dict[str, str]] = {}
     for result in results:
         target = result.get("target") or ""
-        nodeid = str(result["nodeid"])
-        row = nodeid.replace(f"[{target}-", "[").replace(f"-{target}]", "]").replace(f"[{target}]", "")
-        row = row.rsplit("::", 1)[-1] if "::" in row else row
-        cells = rows.setdefault(row, {})
+        cells = rows.setdefault(row_name(str(result["nodeid"]), target), {})
         cells[target or "(no target)"] = CELL.get(str(result["outcome"]), str(result["outcome"]))
     if any("(no target)" in cells for cells in rows.values()):
         columns.append("(no target)")

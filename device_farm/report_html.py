@@ -12,7 +12,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from tinyhil.device_farm.reports import FAILING, PairReport
+from tinyhil._files import write_atomically
+from tinyhil.device_farm.matrix import row_name
+from tinyhil.device_farm.reports import FAILING, PairReport, totals_line
 
 __all__ = ["render_report", "write_report"]
 
@@ -36,12 +38,6 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _test_name(nodeid: str) -> str:
-    """The test's name without its file path or target parameter, for the matrix rows."""
-    name = nodeid.partition("::")[2] or nodeid
-    return name
-
-
 def _cell(report: PairReport) -> str:
     outcome = str(report.final["outcome"])
     classes = f"cell {outcome}" + (" quarantined" if report.quarantined else "")
@@ -62,9 +58,8 @@ def _matrix(reports: Sequence[PairReport]) -> str:
     targets = sorted({str(r.final["target"]) for r in reports})
     rows: dict[str, dict[str, PairReport]] = {}
     for report in reports:
-        final = report.final
-        test = str(final["nodeid"]).replace(f"[{final['target']}]", "").replace(f"[{final['target']}-", "[")
-        rows.setdefault(_test_name(test), {})[str(final["target"])] = report
+        target = str(report.final["target"])
+        rows.setdefault(row_name(str(report.final["nodeid"]), target), {})[target] = report
     head = "".join(f"<th>{_e(t)}</th>" for t in targets)
     body = []
     for test in sorted(rows):
@@ -108,10 +103,7 @@ def _timeline(reports: Sequence[PairReport]) -> str:
 
 def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any]) -> str:
     """The page's HTML for ``reports`` and the run's ``extra`` (``run_id``, ``boards`` with their health)."""
-    counts: dict[str, int] = {}
-    for report in reports:
-        counts[str(report.final["outcome"])] = counts.get(str(report.final["outcome"]), 0) + 1
-    totals = ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing ran"
+    totals = totals_line(reports)
     failures = [f"<b>{_e(r.final['nodeid'])}</b> on {_e(r.final.get('board'))}<pre>{_e(r.final.get('reason'))}</pre>"
                 for r in reports if r.final["outcome"] in FAILING and r.quarantined is None]  # fmt: skip
     flaky = [_flaky_line(r) for r in reports if r.flaky]
@@ -139,6 +131,4 @@ def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any]) -> st
 
 def write_report(path: Path, reports: Sequence[PairReport], extra: Mapping[str, Any]) -> None:
     """Write ``report.html`` (through a temporary file, so a reader never sees half a page)."""
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(render_report(reports, extra), encoding="utf-8")
-    temporary.replace(path)
+    write_atomically(path, render_report(reports, extra))

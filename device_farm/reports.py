@@ -11,15 +11,26 @@ from __future__ import annotations
 import datetime as dt
 import json
 import xml.etree.ElementTree as ET
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from tinyhil._files import write_atomically
 from tinyhil.device_farm.journal import JournalState
 from tinyhil.device_farm.quarantine import Quarantine
 
-__all__ = ["FAILING", "PairReport", "failed", "pair_reports", "write_junit", "write_summary"]
+__all__ = [
+    "FAILING",
+    "PairReport",
+    "failed",
+    "outcome_counts",
+    "pair_reports",
+    "totals_line",
+    "write_junit",
+    "write_summary",
+]
 
 FAILING: Final = frozenset({"failed", "error"})
 SUMMARY_FORMAT: Final = 1
@@ -46,12 +57,14 @@ class PairReport:
         return {**self.final, "flaky": self.flaky, "quarantined": self.quarantined, "earlier": earlier}
 
 
-@dataclass(slots=True)
-class _Totals:
-    counts: dict[str, int] = field(default_factory=dict)
+def outcome_counts(reports: Sequence[PairReport]) -> dict[str, int]:
+    """How many pairs ended in each outcome (final attempts only)."""
+    return dict(Counter(str(report.final["outcome"]) for report in reports))
 
-    def add(self, name: str) -> None:
-        self.counts[name] = self.counts.get(name, 0) + 1
+
+def totals_line(reports: Sequence[PairReport]) -> str:
+    """``2 failed, 7 passed, 1 skipped`` (outcomes sorted by name), or ``nothing ran``."""
+    return ", ".join(f"{n} {k}" for k, n in sorted(outcome_counts(reports).items())) or "nothing ran"
 
 
 def pair_reports(journal: JournalState, quarantine: Quarantine | None, today: dt.date) -> list[PairReport]:
@@ -73,16 +86,13 @@ def failed(reports: Sequence[PairReport]) -> bool:
 
 def write_summary(path: Path, reports: Sequence[PairReport], extra: Mapping[str, Any]) -> None:
     """``summary.json``: counts (outcomes, flaky, quarantined), every pair, and ``extra`` (run id, boards, ...)."""
-    totals = _Totals()
-    for report in reports:
-        totals.add(report.final["outcome"])
-        if report.flaky:
-            totals.add("flaky")
-        if report.quarantined is not None:
-            totals.add("quarantined")
-    document = {"format": SUMMARY_FORMAT, **extra, "counts": totals.counts,
+    counts = outcome_counts(reports)
+    flaky = sum(1 for r in reports if r.flaky)
+    quarantined = sum(1 for r in reports if r.quarantined is not None)
+    counts.update({name: n for name, n in (("flaky", flaky), ("quarantined", quarantined)) if n})
+    document = {"format": SUMMARY_FORMAT, **extra, "counts": counts,
                 "results": [r.as_json() for r in reports]}  # fmt: skip
-    _replace(path, json.dumps(document, indent=1))
+    write_atomically(path, json.dumps(document, indent=1))
 
 
 def _case(report: PairReport) -> ET.Element:
@@ -119,11 +129,4 @@ def write_junit(path: Path, reports: Sequence[PairReport], name: str) -> None:
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)
-    _replace(path, ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n")
-
-
-def _replace(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(text)
-    temporary.replace(path)
+    write_atomically(path, ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n")

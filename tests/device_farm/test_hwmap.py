@@ -14,7 +14,6 @@ from tinyhil.device_farm.hwmap import (
     MapState,
     NvLocator,
     UsbLocator,
-    boards_serving,
     load_hwmap,
     normalize_pci,
     parse_hwmap,
@@ -80,12 +79,6 @@ def test_a_valid_map_loads_every_board_with_its_locator_and_defaults() -> None:
     assert hwmap.board("kfd-0") is kfd
     with pytest.raises(InvalidArgument, match=r"'nope' is not in lab\.toml; boards: bridge-a, bridge-b"):
         hwmap.board("nope")
-
-
-def test_boards_serving_leaves_out_maintenance_and_retired_boards() -> None:
-    hwmap = parse_hwmap(GOOD)
-    assert [b.id for b in boards_serving(hwmap, ["USB+AMD"])] == ["bridge-a", "nv-0"]
-    assert [b.id for b in boards_serving(hwmap, ["MOCKUSB+AMD", "KFD+AMD"])] == ["kfd-0", "emu"]
 
 
 def test_load_hwmap_reads_a_file_and_names_it_in_errors(tmp_path: Path) -> None:
