@@ -123,3 +123,19 @@ def test_no_core_module_shares_a_name_with_an_unrelated_one() -> None:
     """The generic names the layout retired stay retired (``qemu/protocol.py`` is a wire protocol, not a seam)."""
     names = {p.name for folder in PACKAGE_DIRS.values() for p in _sources(folder)}
     assert not names & {"runtime.py", "pool.py", "seam.py", "protocols.py", "port.py"}
+
+
+MAX_MODULE_LINES = 500
+MAX_PERFORMANCE_COMMENTS = 5
+
+
+def test_no_module_outside_the_tests_is_over_500_lines() -> None:
+    long = {str(p.relative_to(ROOT)): n for folder in PACKAGE_DIRS.values() for p in _sources(folder)
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES}  # fmt: skip
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by concept): {long}"
+
+
+def test_performance_reasoning_lives_in_docs_not_in_hot_comments() -> None:
+    hot = [f"{p.relative_to(ROOT)}:{n}" for folder in PACKAGE_DIRS.values() for p in _sources(folder)
+           for n, line in enumerate(p.read_text().splitlines(), 1) if "# hot" in line or "hot:" in line]  # fmt: skip
+    assert len(hot) <= MAX_PERFORMANCE_COMMENTS, f"performance comments belong in docs/performance.md: {hot}"

@@ -74,3 +74,11 @@ def test_bad_option_values_are_named_before_a_board_is_built(options: dict[str, 
 def test_open_mock_usb3_refuses_other_targets(given: object) -> None:
     with pytest.raises(InvalidArgument, match="expected MOCKUSB\\+AMD"):
         open_mock_usb3(given)  # type: ignore[arg-type]
+
+
+def test_a_misspelt_option_names_the_closest_and_every_valid_one() -> None:
+    with pytest.raises(InvalidArgument) as raised:
+        open_target("MOCKUSB+AMD", revisoin="naive")
+    message = str(raised.value)
+    assert "unknown option 'revisoin' (did you mean 'revision'?) for MOCKUSB+AMD" in message
+    assert message.endswith("valid options: faults, mode, quirks, revision, seed, timing, vram_bytes")
