@@ -14,6 +14,7 @@ The scheduler is Dask's own (``distributed.cli.dask_scheduler``), run with those
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from collections.abc import Mapping
@@ -26,13 +27,20 @@ from tinyhil.errors import InvalidArgument, TargetUnavailable
 __all__ = [
     "DEFAULT_ALLOWED_FAILURES",
     "DEFAULT_NO_WORKERS_TIMEOUT_S",
+    "DEFAULT_REFRESH_S",
+    "WORKER_ENV",
+    "WORKER_PRELOAD",
     "SchedulerSettings",
+    "WorkerSettings",
     "scheduler_command",
     "worker_command",
 ]
 
 DEFAULT_NO_WORKERS_TIMEOUT_S: Final = 10.0
 DEFAULT_ALLOWED_FAILURES: Final = 3
+DEFAULT_REFRESH_S: Final = 30.0
+WORKER_ENV: Final = "TINYHIL_FARM_WORKER"  # the farm worker preload's settings, as WorkerSettings JSON
+WORKER_PRELOAD: Final = "tinyhil.device_farm.dask_worker"
 DASK_MISSING: Final = "the farm's Dask engine needs the farm extra: pip install 'tinyhil[farm]' (Dask distributed)"
 
 
@@ -61,14 +69,33 @@ class SchedulerSettings:
         return env
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    """What ``tinyhil farm worker`` tells the preload: the map (``None``: every available emulated target), the
+    farm state directory, the name this host has in the map, and how often to refresh health."""
+
+    hwmap: str | None
+    state_dir: str
+    host: str
+    refresh_s: float = DEFAULT_REFRESH_S
+
+    def to_json(self) -> str:
+        return json.dumps({name: getattr(self, name) for name in self.__slots__})
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerSettings:
+        return cls(**json.loads(text))
+
+
 def _require_dask() -> None:
     if importlib.util.find_spec("distributed") is None:
         raise TargetUnavailable("dask", DASK_MISSING)
 
 
-def worker_command(scheduler: str, resources: Mapping[str, float], *, name: str) -> list[str]:
+def worker_command(scheduler: str, resources: Mapping[str, float], *, name: str, preload: str = "") -> list[str]:
     """The command that runs Dask's worker for ``scheduler``, advertising ``resources`` (board ids and kind counts,
-    :func:`~tinyhil.device_farm.resources.worker_resources`), with one thread per board slot.
+    :func:`~tinyhil.device_farm.resources.worker_resources`), with one thread per board slot and ``preload``
+    (a module) loaded into it.
 
     Raises:
         InvalidArgument: ``scheduler`` is not a ``tcp://HOST:PORT`` address.
@@ -80,7 +107,8 @@ def worker_command(scheduler: str, resources: Mapping[str, float], *, name: str)
     slots = max(1, int(sum(v for k, v in resources.items() if k.startswith(BOARD_PREFIX))))
     offered = " ".join(f"{key}={value:g}" for key, value in sorted(resources.items()))
     return [sys.executable, "-m", "distributed.cli.dask_worker", scheduler, "--name", name, "--nthreads",
-            str(slots), "--no-dashboard", *(["--resources", offered] if offered else [])]  # fmt: skip
+            str(slots), "--no-dashboard", *(["--resources", offered] if offered else []),
+            *(["--preload", preload] if preload else [])]  # fmt: skip
 
 
 def scheduler_command(settings: SchedulerSettings) -> list[str]:

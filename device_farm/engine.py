@@ -1,38 +1,49 @@
-"""The local engine: each lane of a plan runs its pairs as ``pytest`` subprocesses on this host, one at a time.
+"""The farm's engine: each lane of a plan runs its pairs as shards, one at a time; where a shard runs is the
+engine's runner.
 
-A shard is a ``pytest`` process over some pairs of one lane, with :mod:`~tinyhil.device_farm.shard_plugin`
-loaded: it takes the board's lease, pins the target, and sends a start and a result line per test over a pipe, so
-a crashing test takes down only its shard. At most ``workers`` shards run at once.
+A shard is a ``pytest`` process over some pairs of one lane (:mod:`~tinyhil.device_farm.shard_process`): it takes
+the board's lease, pins the target, and sends a start and a result event per test, so a crashing test takes down
+only its shard. The :class:`LocalRunner` starts it on this host (:class:`LocalEngine`); the Dask runner in the farm
+worker of the board's host (:mod:`~tinyhil.device_farm.dask_engine`). At most ``workers`` shards run at once.
 
 Outcomes follow :mod:`~tinyhil.device_farm.outcomes`. A test failure is final. An infrastructure failure (the
-board lost, the lease timed out, the shard killed by a signal while a test ran) is recorded as a non-final attempt,
-counted against the board's health (UNKNOWN: the lane probes it before its next shard, and a BAD board's lane
-stops, handing its pairs to other lanes), and the pair is retried on another eligible board, up to
+board lost, the lease timed out, the shard or its worker killed while a test ran) is recorded as a non-final
+attempt, counted against the board's health (UNKNOWN: the lane probes it before its next shard, and a BAD board's
+lane stops, handing its pairs to other lanes), and the pair is retried on another eligible board, up to
 ``max_attempts``; with no other board left, it is retried where it was, after the probe. Pairs a shard never
-started go back to their lane without counting an attempt. Every result goes to ``on_result`` as it arrives.
+started go back to their lane without counting an attempt; a board no worker offers any more leaves the run like
+a BAD one. Every result goes to ``on_result`` as it arrives, at most one final result per pair. A runner that
+raises :class:`EngineLost` (the Dask scheduler went away) stops the whole run: no further result is reported, and
+:meth:`FarmEngine.run` raises it once the lanes have stopped.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import subprocess
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from tinyhil.device_farm.health import HealthBook, ProbeResult
-from tinyhil.device_farm.hwmap import Board, EmulatedLocator, KfdLocator, NvLocator
-from tinyhil.device_farm.outcomes import killed_cause
+from tinyhil.device_farm.hwmap import Board
 from tinyhil.device_farm.planner import Lane, Pair, Plan
-from tinyhil.device_farm.shard_plugin import SHARD_ENV, ShardSpec
-from tinyhil.errors import InvalidArgument
+from tinyhil.device_farm.shard_process import Event, ShardExit, ShardJob, board_environment, run_shard_process
+from tinyhil.errors import InvalidArgument, TinyHilError
 
-__all__ = ["DEFAULT_MAX_ATTEMPTS", "LocalEngine", "Result", "board_environment"]
+__all__ = [
+    "DEFAULT_MAX_ATTEMPTS",
+    "EngineLost",
+    "FarmEngine",
+    "LocalEngine",
+    "LocalRunner",
+    "Result",
+    "ShardRunner",
+    "board_environment",
+]
 
 DEFAULT_MAX_ATTEMPTS: Final = 3
 DEFAULT_LEASE_TIMEOUT_S: Final = 60.0
@@ -61,23 +72,6 @@ class Result:
         return {"kind": "result", **{name: getattr(self, name) for name in self.__slots__}}
 
 
-def board_environment(board: Board, target: str) -> dict[str, str]:
-    """What a shard's environment says about its board, for tests that drive it with their own stack:
-    ``TINYHIL_BOARD`` and ``DEV`` always; on an NV board ``CUDA_VISIBLE_DEVICES`` (its UUID, else its PCI bus id);
-    on a KFD board ``TINYHIL_KFD_GPU_ID`` (the topology's gpu_id) and ``ROCR_VISIBLE_DEVICES`` (ROCm's
-    ``GPU-<unique_id in hex>`` form) where the map gives them."""
-    env = {"TINYHIL_BOARD": board.id, "DEV": target}
-    locator = board.locator
-    if isinstance(locator, NvLocator):
-        env["CUDA_VISIBLE_DEVICES"] = locator.uuid or locator.pci_bus_id or ""
-    elif isinstance(locator, KfdLocator):
-        if locator.gpu_id is not None:
-            env["TINYHIL_KFD_GPU_ID"] = str(locator.gpu_id)
-        if locator.unique_id is not None:
-            env["ROCR_VISIBLE_DEVICES"] = f"GPU-{locator.unique_id:016x}"
-    return env
-
-
 @dataclass(frozen=True, slots=True)
 class _Attempt:
     """What one attempt of a pair came to, as a shard reported it (or as the engine saw it end)."""
@@ -100,6 +94,34 @@ class _Attempt:
                    event.get("duration_s", 0.0), event.get("started", 0.0), event.get("finished", 0.0))  # fmt: skip
 
 
+class EngineLost(TinyHilError, RuntimeError):
+    """The engine itself went away mid-run (the Dask scheduler): the run stops; its journal keeps what arrived."""
+
+
+class ShardRunner(Protocol):
+    """Where shards run: ``run`` runs one and returns how it ended, passing each of its events to ``on_event`` as
+    it arrives; ``host`` is where shards run when no event says otherwise."""
+
+    host: str
+
+    def run(self, job: ShardJob, on_event: Callable[[Event], None]) -> ShardExit:
+        """Run ``job``; raises :class:`EngineLost` when the run cannot go on at all."""
+
+
+class LocalRunner:
+    """Shards as ``pytest`` processes of this host (``command`` is the start of their command line)."""
+
+    def __init__(self, command: Sequence[str], cwd: Path, lease_dir: Path, env: Mapping[str, str]) -> None:
+        self.command, self.cwd, self.lease_dir, self.env = list(command), cwd, lease_dir, dict(env)
+        self.host = socket.gethostname()
+
+    def run(self, job: ShardJob, on_event: Callable[[Event], None]) -> ShardExit:
+        command = [*self.command, *job.pytest_args]
+        done = run_shard_process(job, command=command, cwd=self.cwd, lease_dir=self.lease_dir, env=self.env,
+                                 on_event=on_event)  # fmt: skip
+        return ShardExit(done.returncode, done.stderr, done.lost, host=self.host)
+
+
 @dataclass(slots=True)
 class _Retry:
     pair: Pair
@@ -115,44 +137,44 @@ class _State:
     dead: set[str] = field(default_factory=set)
     inflight: dict[Lane, list[Pair]] = field(default_factory=dict)
     reported: set[str] = field(default_factory=set)  # keys with a final result
+    lost: EngineLost | None = None  # the run stopped: nothing more is reported
 
 
 def _no_result(result: Result) -> None:
-    """The result callback before :meth:`LocalEngine.run` sets one."""
+    """The result callback before :meth:`FarmEngine.run` sets one."""
 
 
 def _no_start(board: str, nodeid: str) -> None:
     """The default start callback: nothing to show."""
 
 
-class LocalEngine:
-    """Runs plans on this host; ``command`` is the pytest command line the node ids are appended to."""
+def _check_count(name: str, value: object) -> None:
+    if type(value) is not int or value < 1:
+        raise InvalidArgument(f"{name}={value!r}, expected an integer >= 1")
+
+
+class FarmEngine:
+    """Runs plans through ``runner``: lanes, retries, health and one final result per pair."""
 
     def __init__(
         self,
         boards: Sequence[Board],
+        runner: ShardRunner,
         *,
-        command: Sequence[str],
-        cwd: Path,
-        lease_dir: Path,
         run_id: str,
         workers: int,
         health: HealthBook | None = None,
         probe: Callable[[Board], ProbeResult] | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         lease_timeout_s: float = DEFAULT_LEASE_TIMEOUT_S,
-        env: Mapping[str, str] | None = None,
+        pytest_args: Sequence[str] = (),
     ) -> None:
-        if type(workers) is not int or workers < 1:
-            raise InvalidArgument(f"workers={workers!r}, expected an integer >= 1")
-        if type(max_attempts) is not int or max_attempts < 1:
-            raise InvalidArgument(f"max_attempts={max_attempts!r}, expected an integer >= 1")
+        _check_count("workers", workers)
+        _check_count("max_attempts", max_attempts)
         self.boards = {board.id: board for board in boards}
-        self.command, self.cwd, self.lease_dir, self.run_id = list(command), cwd, lease_dir, run_id
+        self.runner, self.run_id, self.pytest_args = runner, run_id, tuple(pytest_args)
         self.health, self.probe = health, probe
         self.max_attempts, self.lease_timeout_s = max_attempts, lease_timeout_s
-        self.env = dict(os.environ if env is None else env)
-        self.host = socket.gethostname()
         self._slots = threading.BoundedSemaphore(workers)
         self._cond = threading.Condition()
         self._plan = Plan()
@@ -163,7 +185,7 @@ class LocalEngine:
     def _take(self, state: _State, lane: Lane) -> list[Pair] | None:
         """The next batch for ``lane``: its own pairs, else retries it may run; ``None`` when the run is over."""
         while True:
-            if state.outstanding == 0 or lane.board in state.dead:
+            if state.outstanding == 0 or lane.board in state.dead or state.lost is not None:
                 return None
             own = state.queues[lane]
             batch = list(own) or [r.pair for r in state.retries if self._may_retry(state, r, lane.board)]
@@ -181,21 +203,28 @@ class LocalEngine:
         eligible = self._alive(state, retry.pair)
         return board in eligible and (board != retry.failed_on or eligible == [board])
 
-    def _report(self, state: _State, pair: Pair, board: str, attempt: int, done: _Attempt, final: bool) -> None:
-        fields = (done.outcome, done.duration_s, done.reason, done.infrastructure, final, done.started, done.finished)
-        self._on_result(Result(pair.key, pair.node_id, pair.target, board, self.host, attempt, *fields))
+    def _report(self, state: _State, pair: Pair, where: tuple[str, str], attempt: int, done: _Attempt,
+                final: bool) -> None:  # fmt: skip
+        if state.lost is not None or pair.key in state.reported:  # stopped, or a late duplicate: never twice
+            return
+        board, host = where
+        self._on_result(Result(pair.key, pair.node_id, pair.target, board, host, attempt, done.outcome,
+                               done.duration_s, done.reason, done.infrastructure, final, done.started,
+                               done.finished))  # fmt: skip
         if final:
             state.outstanding -= 1
             state.reported.add(pair.key)
         self._cond.notify_all()
 
-    def _attempted(self, state: _State, pair: Pair, board: str, done: _Attempt) -> None:
+    def _attempted(self, state: _State, pair: Pair, where: tuple[str, str], done: _Attempt) -> None:
         """Count an attempt; an infrastructure failure with attempts left is retried, anything else is final."""
+        if state.lost is not None or pair.key in state.reported:
+            return
         attempt = state.attempts[pair.key] = state.attempts.get(pair.key, 0) + 1
         retry = done.infrastructure is not None and attempt < self.max_attempts
-        self._report(state, pair, board, attempt, done, final=not retry)
+        self._report(state, pair, where, attempt, done, final=not retry)
         if retry:
-            state.retries.append(_Retry(pair, board))
+            state.retries.append(_Retry(pair, where[0]))
 
     def _board_died(self, state: _State, board: str, why: str) -> None:
         """Take ``board`` out of the run: its pairs go to other lanes; pairs no board is left for end as errors."""
@@ -207,7 +236,8 @@ class LocalEngine:
         for retry in [r for r in state.retries if not self._alive(state, r.pair)]:
             state.retries.remove(retry)
             done = _Attempt("error", f"no eligible board left ({board}: {why})", why)
-            self._report(state, retry.pair, board, state.attempts.get(retry.pair.key, 1), done, final=True)
+            where = (board, self.runner.host)
+            self._report(state, retry.pair, where, state.attempts.get(retry.pair.key, 1), done, final=True)
         self._cond.notify_all()
 
     # --- running ---
@@ -216,7 +246,11 @@ class LocalEngine:
     ) -> None:
         """Run every routed pair of ``plan``, calling ``on_start(board, nodeid)`` as each test starts and
         ``on_result`` with each attempt as it ends (from the lanes' threads, one call at a time); returns when every
-        pair has its final result."""
+        pair has its final result.
+
+        Raises:
+            EngineLost: the runner lost its engine; the results reported before stand, nothing after.
+        """
         self._plan, self._on_result, self._on_start = plan, on_result, on_start
         state = _State(queues={lane: deque(pairs) for lane, pairs in plan.shards.items()})
         state.outstanding = sum(len(pairs) for pairs in plan.shards.values())
@@ -228,6 +262,8 @@ class LocalEngine:
             thread.start()
         for thread in threads:
             thread.join()
+        if state.lost is not None:
+            raise state.lost
 
     def _healthy(self, state: _State, board: Board) -> bool:
         """Probe ``board`` when its health says so; False (and the board out of the run) when it is not GOOD."""
@@ -238,6 +274,10 @@ class LocalEngine:
     def _lane(self, state: _State, lane: Lane) -> None:
         try:
             self._run_lane(state, lane)
+        except EngineLost as exc:
+            with self._cond:
+                state.lost = state.lost or exc
+                self._cond.notify_all()
         except BaseException as exc:  # never leave the other lanes waiting for pairs this one held
             with self._cond:
                 held = [p for p in state.inflight.pop(lane, []) if p.key not in state.reported]
@@ -262,54 +302,95 @@ class LocalEngine:
                 self._shard(state, lane, board, batch)
 
     def _shard(self, state: _State, lane: Lane, board: Board, batch: list[Pair]) -> None:
-        """Run ``batch`` in one pytest process on ``board`` and account for every pair of it."""
-        by_node = {pair.node_id: pair for pair in batch}
-        target = batch[0].target
-        read_fd, write_fd = os.pipe()
-        options = board.locator.options_json if isinstance(board.locator, EmulatedLocator) else "{}"
-        spec = ShardSpec(self.run_id, board.id, board.slots, target, str(self.lease_dir), self.lease_timeout_s,
-                         write_fd, os.getpid(), options)  # fmt: skip
-        env = {**self.env, SHARD_ENV: spec.to_json(), **board_environment(board, target)}
-        command = [*self.command, "--hil-target", target, *by_node]
-        process = subprocess.Popen(command, cwd=self.cwd, env=env, pass_fds=(write_fd,), stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.PIPE)  # fmt: skip
-        os.close(write_fd)
-        running: str | None = None
-        done: set[str] = set()
-        infrastructure: str | None = None
-        with os.fdopen(read_fd, "rb") as events:
-            for line in events:
-                event = json.loads(line)
-                with self._cond:
-                    if event["event"] == "start" and event["nodeid"] in by_node:
-                        running = event["nodeid"]
-                        self._on_start(board.id, event["nodeid"])
-                    elif event["event"] == "lease-timeout":  # every pair of the batch lost an attempt to it
-                        infrastructure = f"lease timeout: {event['reason']}"
-                        for pair in batch:
-                            self._attempted(state, pair, board.id, _Attempt.lost(infrastructure))
-                            done.add(pair.node_id)
-                    elif event["event"] == "result" and event["nodeid"] in by_node:
-                        running = None
-                        done.add(event["nodeid"])
-                        attempt = _Attempt.from_event(event)
-                        self._attempted(state, by_node[event["nodeid"]], board.id, attempt)
-                        infrastructure = attempt.infrastructure or infrastructure
-        stderr = process.communicate()[1].decode(errors="replace")
-        died = killed_cause(process.returncode)
+        """Run ``batch`` as one shard on ``board`` and account for every pair of it."""
+        account = _ShardAccount(self, state, board, batch)
+        job = ShardJob(self.run_id, board, batch[0].target, tuple(pair.node_id for pair in batch), self.pytest_args,
+                       self.lease_timeout_s)  # fmt: skip
+        end = self.runner.run(job, account.event)
         with self._cond:
-            if running is not None:  # the shard ended inside a test
-                cause = died or f"shard exited with status {process.returncode} during the test"
-                self._attempted(state, by_node[running], board.id, _Attempt.lost(cause))
-                done.add(running)
-                infrastructure = infrastructure or cause
-            left = [pair for pair in batch if pair.node_id not in done]
-            if left and infrastructure is None and died is None:
-                tail = stderr.strip().splitlines()[-1:] or [f"exit status {process.returncode}"]
-                for pair in left:  # pytest refused them (a bad node id, a usage error): not the board's fault
-                    self._attempted(state, pair, board.id, _Attempt("error", f"not run: {tail[0]}"))
-                left = []
-            state.queues[lane].extendleft(reversed(left))  # never started: back to the lane, no attempt counted
+            account.end(end)
+            state.queues[lane].extendleft(reversed(account.left))  # never started: back to the lane, no attempt
+            if end.board_gone:
+                self._board_died(state, board.id, end.lost or "no worker offers it")
             self._cond.notify_all()
-        if (infrastructure or died) and self.health is not None:
-            self.health.record_infrastructure_failure(board.id, infrastructure or died or "")
+        if (account.infrastructure or end.lost) and self.health is not None:
+            self.health.record_infrastructure_failure(board.id, account.infrastructure or end.lost or "")
+
+
+class _ShardAccount:
+    """One shard's events as they arrive: which test runs, which are done, and what they came to."""
+
+    def __init__(self, engine: FarmEngine, state: _State, board: Board, batch: list[Pair]) -> None:
+        self.engine, self.state, self.board = engine, state, board
+        self.by_node = {pair.node_id: pair for pair in batch}
+        self.host = engine.runner.host
+        self.running: str | None = None
+        self.done: set[str] = set()
+        self.infrastructure: str | None = None
+        self.left: list[Pair] = []
+
+    def _lost(self, nodeid: str, cause: str) -> None:
+        self.engine._attempted(self.state, self.by_node[nodeid], (self.board.id, self.host), _Attempt.lost(cause))
+        self.done.add(nodeid)
+        self.infrastructure = self.infrastructure or cause
+
+    def event(self, event: Event) -> None:
+        with self.engine._cond:
+            kind, nodeid = event["event"], event.get("nodeid")
+            if kind == "host":  # where the shard runs (the Dask runner says so before anything else)
+                self.host = str(event["host"])
+            elif kind == "start" and nodeid in self.by_node and nodeid not in self.done:
+                self.running = nodeid
+                self.engine._on_start(self.board.id, nodeid)
+            elif kind == "lost" and self.running is not None:  # the test's process died; the shard goes on
+                self._lost(self.running, str(event["cause"]))
+                self.running = None
+            elif kind == "lease-timeout":  # every pair of the batch lost an attempt to it
+                for node in [n for n in self.by_node if n not in self.done]:
+                    self._lost(node, f"lease timeout: {event['reason']}")
+            elif kind == "result" and nodeid in self.by_node and nodeid not in self.done:
+                self.running = None
+                self.done.add(nodeid)
+                attempt = _Attempt.from_event(event)
+                self.engine._attempted(self.state, self.by_node[nodeid], (self.board.id, self.host), attempt)
+                self.infrastructure = attempt.infrastructure or self.infrastructure
+
+    def end(self, end: ShardExit) -> None:
+        """Account for the pairs the events did not settle (under the engine's lock)."""
+        self.host = end.host or self.host
+        if self.running is not None:  # the shard ended inside a test
+            self._lost(self.running, end.lost or f"shard exited with status {end.returncode} during the test")
+        left = [pair for node, pair in self.by_node.items() if node not in self.done]
+        if left and self.infrastructure is None and end.lost is None:
+            tail = end.stderr.strip().splitlines()[-1:] or [f"exit status {end.returncode}"]
+            for pair in left:  # pytest refused them (a bad node id, a usage error): not the board's fault
+                where = (self.board.id, self.host)
+                self.engine._attempted(self.state, pair, where, _Attempt("error", f"not run: {tail[0]}"))
+            left = []
+        self.left = left
+
+
+class LocalEngine(FarmEngine):
+    """The engine on this host: shards are ``pytest`` processes started with ``command`` in ``cwd``."""
+
+    def __init__(
+        self,
+        boards: Sequence[Board],
+        *,
+        command: Sequence[str],
+        cwd: Path,
+        lease_dir: Path,
+        run_id: str,
+        workers: int,
+        health: HealthBook | None = None,
+        probe: Callable[[Board], ProbeResult] | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        lease_timeout_s: float = DEFAULT_LEASE_TIMEOUT_S,
+        env: Mapping[str, str] | None = None,
+        pytest_args: Sequence[str] = (),
+    ) -> None:
+        runner = LocalRunner(command, cwd, lease_dir, os.environ if env is None else env)
+        self.command, self.cwd, self.lease_dir, self.env = runner.command, cwd, lease_dir, runner.env
+        super().__init__(boards, runner, run_id=run_id, workers=workers, health=health, probe=probe,
+                         max_attempts=max_attempts, lease_timeout_s=lease_timeout_s,
+                         pytest_args=pytest_args)  # fmt: skip

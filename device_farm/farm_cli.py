@@ -5,9 +5,10 @@ tinyhil farm discover [--hwmap FILE] [--root DIR] [--no-usb] [--host NAME] [--js
     the host (missing, new, changed); exit 1 when there is drift, 0 when the map and the host agree.
 tinyhil farm run [--hwmap FILE] [--workers N] [--target T] [--quarantine FILE [--quarantine-verify]]
                  [--subset i/N [--seed S]] [--report DIR | --resume DIR] [--suite PATH] [--allow-unavailable]
-                 [-- PYTEST_ARGS]
-    collect the suite once, probe the boards, plan by recorded durations, run the shards on this host under
-    leases, journal every result, and write junit.xml and summary.json (docs/farm.md).
+                 [--engine local|dask --scheduler ADDRESS] [-- PYTEST_ARGS]
+    collect the suite once, probe the boards, plan by recorded durations, run the shards under leases (on this
+    host, or with ``--engine dask`` on the farm workers of a Dask cluster), journal every result, and write
+    junit.xml, summary.json and report.html (docs/farm.md).
 tinyhil farm scheduler [--host H] [--port P] [--no-workers-timeout S] [--allowed-failures N]
     a Dask scheduler with the farm's settings, for runs across hosts (needs the farm extra).
 tinyhil farm worker --scheduler ADDRESS [--hwmap FILE] [--name NAME] [--state DIR]
@@ -34,13 +35,17 @@ from typing import Any
 from tinyhil.device_farm.dask_cluster import (
     DEFAULT_ALLOWED_FAILURES,
     DEFAULT_NO_WORKERS_TIMEOUT_S,
+    DEFAULT_REFRESH_S,
+    WORKER_ENV,
+    WORKER_PRELOAD,
     SchedulerSettings,
+    WorkerSettings,
     scheduler_command,
     worker_command,
 )
 from tinyhil.device_farm.discovery import Discovery, FoundBoard, discover
 from tinyhil.device_farm.drift import Drift, compare, map_entry
-from tinyhil.device_farm.farm_run import FarmRun, parse_subset, run_farm
+from tinyhil.device_farm.farm_run import DaskOptions, FarmRun, parse_subset, run_farm
 from tinyhil.device_farm.health import HealthBook
 from tinyhil.device_farm.hwmap import Board, HardwareMap, emulated_inventory, load_hwmap
 from tinyhil.device_farm.leases import holders
@@ -54,6 +59,8 @@ from tinyhil.registry import TargetRegistry, split_selectors
 __all__ = ["STATE_ENV", "add_farm_commands", "farm_state_dir"]
 
 STATE_ENV = "TINYHIL_FARM_STATE"
+LOCAL_SHARDS = 2
+DASK_SHARDS = 64  # Dask's resources limit each board to its slots; this caps the shards one run keeps in flight
 
 
 def farm_state_dir(given: str | None) -> Path:
@@ -154,21 +161,33 @@ def _status(args: argparse.Namespace, registry: TargetRegistry) -> int:
 
 
 def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
-    workers = args.workers
+    dask = None
+    if args.engine == "dask":
+        if not args.scheduler:
+            raise InvalidArgument("--engine dask needs --scheduler ADDRESS, such as tcp://127.0.0.1:8786")
+        dask = DaskOptions(args.scheduler, args.board_grace, args.scheduler_grace)
+    elif args.scheduler:
+        raise InvalidArgument(f"--scheduler {args.scheduler}: the local engine has no scheduler; add --engine dask")
+    workers = args.workers if args.workers is not None else (DASK_SHARDS if dask else LOCAL_SHARDS)
     if workers < 1:
         raise InvalidArgument(f"--workers {workers}, expected an integer >= 1")
-    hwmap = load_hwmap(args.hwmap, registry=registry) if args.hwmap else emulated_inventory(registry, slots=workers)
+    hwmap: HardwareMap | None
+    if args.hwmap:
+        hwmap = load_hwmap(args.hwmap, registry=registry)
+    else:  # on Dask, what the workers offer
+        hwmap = None if dask else emulated_inventory(registry, slots=workers)
     run_dir = Path(args.resume or args.report or f"tinyhil-farm-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     if args.resume and not (run_dir / "journal.jsonl").exists():
         raise InvalidArgument(f"--resume {args.resume}: no journal.jsonl there, expected the directory of a run")
     suite = tuple(str(Path(s).resolve()) if Path(s).exists() else s for s in (args.suite or (SUITE_PACKAGE,)))
     targets = tuple(registry.resolve(t).name for t in split_selectors(args.target or ()))
-    print(f"tinyhil farm run: {len(hwmap.boards)} boards from {hwmap.path}, {workers} workers, run in {run_dir}")
+    where = f"{len(hwmap.boards)} boards from {hwmap.path}" if hwmap else "the boards the farm workers offer"
+    print(f"tinyhil farm run: {where}, {workers} shards at once, run in {run_dir}")
     run = FarmRun(hwmap, suite, run_dir, farm_state_dir(args.state), workers, pyargs=not args.suite,
                   pytest_args=tuple(args.pytest_args), targets=targets, allow_unavailable=args.allow_unavailable,
                   quarantine=load_quarantine(args.quarantine) if args.quarantine else None,
                   resume=bool(args.resume), subset=parse_subset(args.subset) if args.subset else None,
-                  subset_seed=args.seed, quarantine_verify=args.quarantine_verify)  # fmt: skip
+                  subset_seed=args.seed, quarantine_verify=args.quarantine_verify, dask=dask)  # fmt: skip
     return run_farm(run)
 
 
@@ -181,9 +200,10 @@ def _scheduler(args: argparse.Namespace, registry: TargetRegistry) -> int:
 
 
 def _worker(args: argparse.Namespace, registry: TargetRegistry) -> int:
-    host = socket.gethostname()
+    host = args.name or socket.gethostname()
     hwmap = _hwmap(args.hwmap, registry, host)
-    book = HealthBook(hwmap.boards, clock=time.time, state_dir=farm_state_dir(args.state))
+    state = farm_state_dir(args.state)
+    book = HealthBook(hwmap.boards, clock=time.time, state_dir=state)
     good = []
     for board in hwmap.boards:
         if board.host != host:
@@ -194,10 +214,13 @@ def _worker(args: argparse.Namespace, registry: TargetRegistry) -> int:
             record = book.record(board.id)
             print(f"tinyhil farm worker: board {board.id}: {record.state.value} ({record.reason}); not offered")
     resources = worker_resources(good)
-    command = worker_command(args.scheduler, resources, name=args.name or host)
+    command = worker_command(args.scheduler, resources, name=host, preload=WORKER_PRELOAD)
     offered = ", ".join(f"{k}={v:g}" for k, v in sorted(resources.items())) or "no board"
-    print(f"tinyhil farm worker: {args.name or host} -> {args.scheduler}, offering {offered}", flush=True)
-    os.execvpe(command[0], command, dict(os.environ))  # the worker replaces this process: signals reach it
+    print(f"tinyhil farm worker: {host} -> {args.scheduler}, offering {offered}", flush=True)
+    hwmap_path = str(Path(args.hwmap).resolve()) if args.hwmap else None
+    settings = WorkerSettings(hwmap_path, str(state.resolve()), host, args.refresh)
+    env = {**os.environ, WORKER_ENV: settings.to_json()}
+    os.execvpe(command[0], command, env)  # the worker replaces this process: signals reach it
 
 
 def add_farm_commands(commands: Any) -> None:
@@ -215,7 +238,15 @@ def add_farm_commands(commands: Any) -> None:
     found.set_defaults(handler=_discover)
     run = sub.add_parser("run", help="run a suite on the farm's boards: plan, shards under leases, journal, reports")
     run.add_argument("--hwmap", metavar="FILE", help="hardware map (default: every available emulated target)")
-    run.add_argument("--workers", type=int, default=2, metavar="N", help="shards at once (default 2)")
+    run.add_argument("--workers", type=int, metavar="N",
+                     help=f"shards at once (default {LOCAL_SHARDS}; with --engine dask {DASK_SHARDS})")  # fmt: skip
+    run.add_argument("--engine", choices=("local", "dask"), default="local",
+                     help="where shards run: this host (default) or a Dask cluster's farm workers")  # fmt: skip
+    run.add_argument("--scheduler", metavar="ADDRESS", help="the Dask scheduler, tcp://HOST:PORT (--engine dask)")
+    run.add_argument("--board-grace", type=float, default=15.0, metavar="S",
+                     help="Dask: a board no worker offers for S seconds leaves the run (default 15)")  # fmt: skip
+    run.add_argument("--scheduler-grace", type=float, default=5.0, metavar="S",
+                     help="Dask: a scheduler unreachable for S seconds ends the run (default 5)")  # fmt: skip
     run.add_argument("--target", action="append", metavar="T", help="run only on boards serving T (repeatable)")
     run.add_argument("--quarantine", metavar="FILE", help="quarantine file (TOML)")
     run.add_argument("--quarantine-verify", action="store_true", help="run only the tests the quarantine names")
@@ -240,7 +271,9 @@ def add_farm_commands(commands: Any) -> None:
     worker = sub.add_parser("worker", help="a Dask worker offering this host's GOOD boards (the farm extra)")
     worker.add_argument("--scheduler", required=True, metavar="ADDRESS", help="tcp://HOST:PORT of the scheduler")
     worker.add_argument("--hwmap", metavar="FILE", help="hardware map (default: every available emulated target)")
-    worker.add_argument("--name", help="the worker's name (default: the hostname)")
+    worker.add_argument("--name", help="this host's name in the map and the reports (default: the hostname)")
+    worker.add_argument("--refresh", type=float, default=DEFAULT_REFRESH_S, metavar="S",
+                        help=f"re-probe and re-offer boards every S s (default {DEFAULT_REFRESH_S:g})")  # fmt: skip
     worker.add_argument(
         "--state", metavar="DIR", help=f"farm state directory (default: ${STATE_ENV} or ~/.local/state)"
     )

@@ -23,11 +23,11 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from tinyhil._files import write_atomically
-from tinyhil.device_farm.engine import LocalEngine, Result
-from tinyhil.device_farm.health import HealthBook
+from tinyhil.device_farm.engine import EngineLost, FarmEngine, LocalEngine, Result
+from tinyhil.device_farm.health import HealthBook, ProbeResult
 from tinyhil.device_farm.hwmap import Board, HardwareMap
 from tinyhil.device_farm.journal import Journal, read_journal
 from tinyhil.device_farm.matrix import render_matrix
@@ -37,16 +37,22 @@ from tinyhil.device_farm.quarantine import Quarantine
 from tinyhil.device_farm.report_html import write_report
 from tinyhil.device_farm.reports import PairReport, failed, pair_reports, totals_line, write_junit, write_summary
 from tinyhil.device_farm.runner import JUNIT_NAME, SUMMARY_NAME, pytest_command
+from tinyhil.device_farm.shard_process import shard_command
 from tinyhil.errors import InvalidArgument
 from tinyhil.registry import default_registry
 
+if TYPE_CHECKING:
+    from tinyhil.device_farm.dask_engine import DaskSession
+
 __all__ = [
     "DURATIONS_NAME",
+    "EXIT_ENGINE_LOST",
     "EXIT_NO_BOARD",
     "JOURNAL_NAME",
     "PAIRS_NAME",
     "REPORT_NAME",
     "CollectionFailed",
+    "DaskOptions",
     "FarmRun",
     "Progress",
     "parse_subset",
@@ -55,6 +61,7 @@ __all__ = [
 ]
 
 EXIT_NO_BOARD: Final = 3
+EXIT_ENGINE_LOST: Final = 4
 JOURNAL_NAME: Final = "journal.jsonl"
 PAIRS_NAME: Final = "pairs.json"
 DURATIONS_NAME: Final = "durations.json"
@@ -62,10 +69,21 @@ REPORT_NAME: Final = "report.html"
 
 
 @dataclass(frozen=True, slots=True)
-class FarmRun:
-    """What to run and where: the inventory, the suite, the run directory and the farm's state directory."""
+class DaskOptions:
+    """Run on a Dask cluster (:mod:`~tinyhil.device_farm.dask_engine`): its scheduler and how long a board may go
+    unoffered, or the scheduler unreachable, before the run counts it lost."""
 
-    hwmap: HardwareMap
+    scheduler: str
+    board_grace_s: float = 15.0
+    scheduler_grace_s: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class FarmRun:
+    """What to run and where: the inventory (``None`` on Dask: what the workers offer), the suite, the run
+    directory and the farm's state directory; ``dask`` runs it on a Dask cluster instead of this host."""
+
+    hwmap: HardwareMap | None
     suite: tuple[str, ...]
     run_dir: Path
     state_dir: Path
@@ -79,6 +97,7 @@ class FarmRun:
     subset: tuple[int, int] | None = None  # (i, N): the i-th of N parts, 1-based
     subset_seed: int = 0
     quarantine_verify: bool = False
+    dask: DaskOptions | None = None
 
 
 class CollectionFailed(InvalidArgument):
@@ -115,9 +134,9 @@ def _save_durations(state_dir: Path, known: dict[str, float]) -> None:
     write_atomically(state_dir / DURATIONS_NAME, json.dumps(known, sort_keys=True))
 
 
-def _good_boards(run: FarmRun, health: HealthBook, out: TextIO) -> list[Board]:
+def _good_boards(hwmap: HardwareMap, health: HealthBook, out: TextIO) -> list[Board]:
     good = []
-    for board in run.hwmap.boards:
+    for board in hwmap.boards:
         if health.ready(board, probe_board):
             good.append(board)
         else:
@@ -127,12 +146,55 @@ def _good_boards(run: FarmRun, health: HealthBook, out: TextIO) -> list[Board]:
 
 
 def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], float] = time.time) -> int:
-    """Run ``run``; returns the exit status (0 passed, 1 a test failed, 3 a named target has no GOOD board)."""
+    """Run ``run``; returns the exit status (0 passed, 1 a test failed, 3 a named target has no GOOD board, or a
+    shard no online Dask worker can serve, 4 the Dask scheduler went away)."""
     out = out or sys.stdout
     run.run_dir.mkdir(parents=True, exist_ok=True)
-    health = HealthBook(run.hwmap.boards, clock=clock, state_dir=run.state_dir)
-    boards = _good_boards(run, health, out)
-    served = sorted({t for b in boards for t in b.targets})
+    if run.dask is None:
+        if run.hwmap is None:
+            raise InvalidArgument("a local farm run needs a hardware map (hwmap=None is for Dask runs)")
+        return _run_farm(run, run.hwmap, out, clock, None)
+    from tinyhil.device_farm.dask_engine import DaskSession  # the farm extra: imported only for Dask runs
+
+    try:
+        session = DaskSession(run.dask.scheduler, run_id=_run_id(run), board_grace_s=run.dask.board_grace_s,
+                              scheduler_grace_s=run.dask.scheduler_grace_s)  # fmt: skip
+    except EngineLost as exc:
+        print(f"tinyhil farm run: {exc}", file=out)
+        return EXIT_ENGINE_LOST
+    try:
+        print(f"tinyhil farm run: Dask scheduler {run.dask.scheduler}; workers: {session.describe_workers()}",
+              file=out)  # fmt: skip
+        hwmap = run.hwmap or HardwareMap(f"(farm workers at {run.dask.scheduler})", tuple(session.offered()))
+        return _run_farm(run, hwmap, out, clock, session)
+    finally:
+        session.close()
+
+
+def _run_id(run: FarmRun) -> str:
+    """The run's id: the resumed run's, else a new one."""
+    previous = read_journal(run.run_dir / JOURNAL_NAME) if run.resume else None
+    return str(previous.run["run_id"]) if previous is not None and previous.run else uuid.uuid4().hex[:12]
+
+
+def _dask_boards(hwmap: HardwareMap, offered: Sequence[Board], health: HealthBook, out: TextIO) -> list[Board]:
+    """The map's boards some online worker offers (GOOD: the worker probed them); the others take no work."""
+    ids = {board.id for board in offered}
+    for board in hwmap.boards:
+        if board.id in ids:
+            health.record_probe(board.id, ProbeResult(True, "offered by a farm worker"))
+        else:
+            print(f"board {board.id}: no online worker offers it; it takes no work", file=out)
+    return [board for board in hwmap.boards if board.id in ids]
+
+
+def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[], float],
+              session: DaskSession | None) -> int:  # fmt: skip
+    health = HealthBook(hwmap.boards, clock=clock, state_dir=run.state_dir if session is None else None)
+    boards = _good_boards(hwmap, health, out) if session is None else _dask_boards(hwmap, session.offered(),
+                                                                                   health, out)  # fmt: skip
+    # On Dask a mapped board no worker offers is collected too: its shards fail the run with the precise message.
+    served = sorted({t for b in (boards if session is None else hwmap.boards) for t in b.targets})
     missing = [t for t in run.targets if t not in served]
     if missing and not run.allow_unavailable:
         print(f"tinyhil farm run: no GOOD board serves {', '.join(missing)}; pass --allow-unavailable", file=out)
@@ -147,7 +209,7 @@ def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], flo
     if not run.resume:  # a new run in a directory used before starts its own journal
         journal_path.unlink(missing_ok=True)
     previous = read_journal(journal_path) if run.resume else None
-    run_id = str(previous.run["run_id"]) if previous is not None and previous.run else uuid.uuid4().hex[:12]
+    run_id = session.runner.run_id if session is not None else _run_id(run)
     collected = _collect(run, targets)
     pairs = [Pair(p["arg"], p["target"], frozenset(p["requires"])) for p in collected if p["target"]]
     with Journal(journal_path) as journal:
@@ -159,7 +221,14 @@ def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], flo
         todo = [p for p in select_pairs(run, pairs) if p.key not in done]
         skipped = {p["arg"]: p["skip"] for p in collected if p["skip"]}
         known = _durations(run.state_dir)
-        work = plan([p for p in todo if p.node_id not in skipped], boards, durations=known, workers=run.workers)
+        routed = [p for p in todo if p.node_id not in skipped]
+        if session is not None:
+            problems = session.unservable(routed, hwmap.boards, boards)
+            if problems and not run.allow_unavailable:
+                for problem in problems:
+                    print(f"tinyhil farm run: {problem}", file=out)
+                return EXIT_NO_BOARD
+        work = plan(routed, boards, durations=known, workers=run.workers)
         for pair in todo:
             if pair.node_id in skipped:
                 journal.append(Result(pair.key, pair.node_id, pair.target, "-", "-", 1, "skipped", 0.0,
@@ -176,20 +245,31 @@ def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], flo
                 known[result.key] = result.duration_s
             progress.show(result)
 
-        command = [*pytest_command(run.run_dir), "-q", "-p", "no:xdist", "-p", "tinyhil.device_farm.shard_plugin",
-                   *run.pytest_args]  # fmt: skip
-        engine = LocalEngine(boards, command=command, cwd=run.run_dir, lease_dir=run.state_dir / "leases",
-                             run_id=run_id, workers=run.workers, health=health,
-                             probe=probe_board)  # fmt: skip
-        engine.run(work, arrived, progress.started)
+        engine: FarmEngine
+        if session is None:
+            engine = LocalEngine(boards, command=shard_command(run.run_dir, ()), cwd=run.run_dir,
+                                 lease_dir=run.state_dir / "leases", run_id=run_id, workers=run.workers,
+                                 health=health, probe=probe_board, pytest_args=run.pytest_args)  # fmt: skip
+        else:
+            engine = FarmEngine(boards, session.runner, run_id=run_id, workers=run.workers, health=health,
+                                probe=session.runner.probe, pytest_args=run.pytest_args)  # fmt: skip
+        try:
+            engine.run(work, arrived, progress.started)
+        except EngineLost as exc:
+            progress.close()
+            final = len(read_journal(journal_path).final)
+            print(f"tinyhil farm run: {exc}; the journal keeps the {final} results that arrived "
+                  f"({journal_path}); finish the run with --resume {run.run_dir}", file=out)  # fmt: skip
+            return EXIT_ENGINE_LOST
         progress.close()
     _save_durations(run.state_dir, known)
     reports = pair_reports(read_journal(journal_path), run.quarantine, dt.date.today())
     status = 1 if failed(reports) else 0
-    states = [(b.id, health.record(b.id)) for b in run.hwmap.boards]
+    states = [(b, health.record(b.id)) for b in hwmap.boards]
     described = _described(targets)
     extra = {"run_id": run_id, "exitstatus": status, "targets": described,
-             "boards": [{"board": i, "health": r.state.value, "reason": r.reason} for i, r in states]}  # fmt: skip
+             "boards": [{"board": b.id, "host": b.host, "health": r.state.value, "reason": r.reason}
+                        for b, r in states]}  # fmt: skip
     write_summary(run.run_dir / SUMMARY_NAME, reports, extra)
     write_junit(run.run_dir / JUNIT_NAME, reports, f"tinyhil farm run {run_id}")
     write_report(run.run_dir / REPORT_NAME, reports, extra)

@@ -38,20 +38,26 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+def _where(attempt: Mapping[str, Any]) -> str:
+    """``board @ host`` (just the board where no host ran it: a pair reported without running)."""
+    board, host = attempt.get("board") or "-", attempt.get("host") or "-"
+    return str(board) if host == "-" else f"{board} @ {host}"
+
+
 def _cell(report: PairReport) -> str:
     outcome = str(report.final["outcome"])
     classes = f"cell {outcome}" + (" quarantined" if report.quarantined else "")
-    board = report.final.get("board") or "-"
+    board, host = report.final.get("board") or "-", report.final.get("host") or "-"
     title = _e(report.final.get("reason") or outcome)
-    return (f'<td class="{classes}" data-outcome="{_e(outcome)}" data-board="{_e(board)}" title="{title}">'
-            f"{_e(outcome)} · {_e(board)}</td>")  # fmt: skip
+    return (f'<td class="{classes}" data-outcome="{_e(outcome)}" data-board="{_e(board)}" data-host="{_e(host)}" '
+            f'title="{title}">{_e(outcome)} · {_e(_where(report.final))}</td>')  # fmt: skip
 
 
 def _flaky_line(report: PairReport) -> str:
-    lost = "; ".join(f"attempt {_e(a.get('attempt'))} on {_e(a.get('board'))}: {_e(a.get('infrastructure'))}"
+    lost = "; ".join(f"attempt {_e(a.get('attempt'))} on {_e(_where(a))}: {_e(a.get('infrastructure'))}"
                      for a in report.earlier)  # fmt: skip
     final = report.final
-    return f"{_e(final['nodeid'])}: {lost}; then {_e(final['outcome'])} on {_e(final.get('board'))}"
+    return f"{_e(final['nodeid'])}: {lost}; then {_e(final['outcome'])} on {_e(_where(final))}"
 
 
 def _matrix(reports: Sequence[PairReport]) -> str:
@@ -85,7 +91,7 @@ def _timeline(reports: Sequence[PairReport]) -> str:
     span = max(float(a["finished"]) for a in attempts) - start or 1.0
     lanes: dict[str, list[Mapping[str, Any]]] = {}
     for attempt in attempts:
-        lanes.setdefault(str(attempt["board"]), []).append(attempt)
+        lanes.setdefault(_where(attempt), []).append(attempt)
     rows = []
     for board in sorted(lanes):
         bars = []
@@ -95,8 +101,9 @@ def _timeline(reports: Sequence[PairReport]) -> str:
             label = f"{a['nodeid']} attempt {a.get('attempt')}: {a['outcome']}"
             bars.append(f'<div class="bar {_e(a["outcome"])}" data-test="{_e(a["nodeid"])}" '
                         f'style="left:{left:.3f}%;width:{width:.3f}%" title="{_e(label)}"></div>')  # fmt: skip
-        rows.append(f'<div class="lane" data-board="{_e(board)}"><span class="lane-name">{_e(board)}</span>'
-                    f'{"".join(bars)}</div>')  # fmt: skip
+        first = lanes[board][0]
+        rows.append(f'<div class="lane" data-board="{_e(first["board"])}" data-host="{_e(first.get("host", "-"))}">'
+                    f'<span class="lane-name">{_e(board)}</span>{"".join(bars)}</div>')  # fmt: skip
     return (f'<div class="timeline-wrap"><div class="timeline" id="timeline" data-bars="{len(attempts)}" '
             f'data-seconds="{span:.3f}">{"".join(rows)}</div></div>')  # fmt: skip
 
@@ -104,12 +111,13 @@ def _timeline(reports: Sequence[PairReport]) -> str:
 def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any]) -> str:
     """The page's HTML for ``reports`` and the run's ``extra`` (``run_id``, ``boards`` with their health)."""
     totals = totals_line(reports)
-    failures = [f"<b>{_e(r.final['nodeid'])}</b> on {_e(r.final.get('board'))}<pre>{_e(r.final.get('reason'))}</pre>"
+    failures = [f"<b>{_e(r.final['nodeid'])}</b> on {_e(_where(r.final))}<pre>{_e(r.final.get('reason'))}</pre>"
                 for r in reports if r.final["outcome"] in FAILING and r.quarantined is None]  # fmt: skip
     flaky = [_flaky_line(r) for r in reports if r.flaky]
     quarantined = [f"{_e(r.final['nodeid'])}: {_e(r.final['outcome'])} ({_e(r.quarantined)})"
                    for r in reports if r.quarantined is not None]  # fmt: skip
-    boards = "".join(f'<tr data-board="{_e(b["board"])}" data-health="{_e(b["health"])}"><td>{_e(b["board"])}</td>'
+    boards = "".join(f'<tr data-board="{_e(b["board"])}" data-health="{_e(b["health"])}" '
+                     f'data-host="{_e(b.get("host", "-"))}"><td>{_e(b["board"])}</td><td>{_e(b.get("host", "-"))}</td>'
                      f'<td>{_e(b["health"])}</td><td>{_e(b.get("reason", ""))}</td></tr>'
                      for b in extra.get("boards", []))  # fmt: skip
     run_id = _e(extra.get("run_id", ""))
@@ -122,7 +130,7 @@ def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any]) -> st
 <h2>Failures</h2>{_listing("failures", failures, "No failures.")}
 <h2>Flaky</h2>{_listing("flaky", flaky, "No flaky tests.")}
 <h2>Quarantined</h2>{_listing("quarantined", quarantined, "Nothing quarantined.")}
-<h2>Boards</h2><table id="boards"><thead><tr><th>board</th><th>health</th><th>why</th></tr></thead>
+<h2>Boards</h2><table id="boards"><thead><tr><th>board</th><th>host</th><th>health</th><th>why</th></tr></thead>
 <tbody>{boards}</tbody></table>
 <h2>Timeline</h2>{_timeline(reports)}
 </body></html>

@@ -9,7 +9,7 @@ session to the shard's target (``pytest_hil_select_targets``), and for each test
 duration, reason and, for a failure the farm retries, its infrastructure cause
 (:func:`~tinyhil.device_farm.outcomes.infrastructure_cause`). The environment also names the board for tests that
 drive it with their own stack: ``TINYHIL_BOARD`` and ``DEV``, and ``CUDA_VISIBLE_DEVICES`` on NV boards, the KFD
-GPU on AMD boards (:func:`~tinyhil.device_farm.engine.board_environment`).
+GPU on AMD boards (:func:`~tinyhil.device_farm.shard_process.board_environment`).
 """
 
 from __future__ import annotations

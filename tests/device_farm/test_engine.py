@@ -143,7 +143,7 @@ def test_an_engine_error_on_one_lane_hands_its_pairs_to_the_others_instead_of_ha
 
 
 def test_a_shard_environment_names_its_board_for_tests_with_their_own_stack() -> None:
-    from tinyhil.device_farm.engine import board_environment
+    from tinyhil.device_farm.shard_process import board_environment
 
     boards = parse_hwmap(
         '[[board]]\nid = "nv-0"\nkind = "nv"\nnv = { uuid = "GPU-5f2c7a10" }\n\n'
