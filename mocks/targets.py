@@ -5,10 +5,12 @@
   the arch behind it. Options: :class:`MockUsbOptions`. :func:`open_mock_usb3` opens the bridge level alone.
 - ``MOCKKFD+AMD[:renderer[:arch]]``: the KFD device runtime over MOCKKFD, a virtual ``/dev/kfd`` with emulated GPUs.
   Options: :class:`MockKfdOptions`.
+- ``REPLAY+AMD``: the USB device runtime over a recorded trace (:mod:`tinyhil.mocks.replay`).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -16,6 +18,7 @@ from tinyhil._check import check_int
 from tinyhil.compiler import AMD_RENDERERS
 from tinyhil.device import Device
 from tinyhil.errors import InvalidArgument
+from tinyhil.mocks.replay import REPLAY_TARGET, ReplayOptions, open_replay_target, replay_unavailable_reason
 from tinyhil.registry import Target, check_choice, check_option, default_registry, target
 
 if TYPE_CHECKING:  # imported when opened: loading the registry's entry points stays light
@@ -28,7 +31,7 @@ if TYPE_CHECKING:  # imported when opened: loading the registry's entry points s
 
 __all__ = ["AMD_ARCHS", "GFX_TARGET_VERSIONS", "MOCKKFD_CAPABILITIES", "MOCKKFD_GPUS", "MOCKKFD_MAX_GPUS",
            "MOCKKFD_VRAM_BYTES", "MOCKUSB_BRIDGE_CAPABILITIES", "MOCKUSB_CAPABILITIES", "MockKfdOptions",
-           "MockUsbOptions", "mock_kfd_amd", "mock_usb_amd", "open_mock_usb3"]  # fmt: skip
+           "MockUsbOptions", "mock_kfd_amd", "mock_usb_amd", "open_mock_usb3", "replay_amd"]  # fmt: skip
 
 # Emulated GPU models an arch string selects (spec/kfd.md: gfx_target_version per GPU); the first is the default.
 AMD_ARCHS = ("gfx1100", "gfx1201", "gfx950")
@@ -46,7 +49,8 @@ MOCKUSB_CAPABILITIES: Final = [*MOCKUSB_BRIDGE_CAPABILITIES, "sdma", "compute", 
 class MockUsbOptions:
     """The options of MOCKUSB+AMD: ``revision`` (the copyin protocol revision, spec/copyin.md) and the fresh board's
     behaviour, given to :class:`~tinyhil.mocks.usb3.MockUSB3`: ``mode`` (``"sync"`` / ``"timed"``), ``seed``,
-    ``faults`` (a :class:`~tinyhil.emulators.faults.FaultPlan`), ``quirks``, ``timing``, ``vram_bytes``."""
+    ``faults`` (a :class:`~tinyhil.emulators.faults.FaultPlan`), ``quirks``, ``timing``, ``vram_bytes``; ``record``
+    (a ``.hiltrace.jsonl`` or ``.pcapng`` path) records the USB handle and writes the trace there at close."""
 
     revision: str = "pipelined"
     mode: TransferMode | str = "sync"
@@ -55,6 +59,7 @@ class MockUsbOptions:
     quirks: Quirks | None = None
     timing: TimingModel | None = None
     vram_bytes: int | None = None
+    record: str | None = None  # write a trace of the USB handle to this file when the device closes (docs/traces.md)
 
     def __post_init__(self) -> None:
         from tinyhil.emulators.asm2464 import Quirks
@@ -71,6 +76,13 @@ class MockUsbOptions:
         check_option("timing", self.timing, TimingModel, "None or a TimingModel (tinyhil.emulators.timing)")
         if self.vram_bytes is not None:
             check_int("vram_bytes", self.vram_bytes, min_value=1)
+        if self.record is not None:
+            from tinyhil.trace.convert import trace_format
+
+            if not isinstance(self.record, (str, os.PathLike)):
+                raise InvalidArgument(f"record={self.record!r}, expected a path ending in .hiltrace.jsonl or .pcapng")
+            object.__setattr__(self, "record", os.fspath(self.record))
+            trace_format(self.record)
 
     def board(self) -> dict[str, Any]:
         """The keyword arguments of the fresh :class:`MockUSB3` board (everything but ``revision``)."""
@@ -114,8 +126,40 @@ def mock_usb_amd(resolved: Target, options: MockUsbOptions) -> Device:
     from tinyhil.mocks.usb3 import MockUSB3
     from tinyhil.usbgpu.amd_device import UsbAmdDevice
 
-    usb = MockUSB3(gfx_target_version=GFX_TARGET_VERSIONS[resolved.arch or AMD_ARCHS[0]], **options.board())
-    return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=options.revision, on_close=usb.close)
+    board = {"gfx_target_version": GFX_TARGET_VERSIONS[resolved.arch or AMD_ARCHS[0]], **options.board()}
+    if options.record is None:
+        usb = MockUSB3(**board)
+        return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=options.revision, on_close=usb.close)
+    from tinyhil.mocks.replay import open_recorded_usb3, recording_header
+    from tinyhil.trace.recorder import TraceRecorder
+
+    settings = {name: getattr(options, name) for name in MockUsbOptions.__dataclass_fields__ if name != "record"}
+    recorder = TraceRecorder(header=recording_header(resolved.name, settings))
+    usb = open_recorded_usb3(recorder, **board)
+    path = options.record
+
+    def close() -> None:
+        try:
+            usb.close()
+        finally:
+            recorder.save(path)
+
+    return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=options.revision, on_close=close)
+
+
+@target(
+    REPLAY_TARGET,
+    capabilities=MOCKUSB_CAPABILITIES,  # those of the target it replays, each only as far as the trace goes
+    probe=replay_unavailable_reason,
+    renderers=AMD_RENDERERS,
+    default_renderer="CC",
+    summary="the USB device runtime over a recorded trace (one recorded test, answered from the trace)",
+    options=ReplayOptions,
+)
+def replay_amd(resolved: Target, options: ReplayOptions) -> Device:
+    """The USB device runtime over the real transport on a replayed trace (``trace=``, else ``$TINYHIL_REPLAY``);
+    see :mod:`tinyhil.mocks.replay` and docs/traces.md."""
+    return open_replay_target(resolved, options)
 
 
 MOCKKFD_GPUS: Final = 2  # a MOCKKFD+AMD machine has two GPUs of the chosen arch unless gpus= says otherwise

@@ -1,0 +1,255 @@
+"""Exchanges: a trace as the requests a driver must make, each with its recorded answer, and the script of them a
+replay consumes (strict order, or per endpoint). See :mod:`tinyhil.trace.replay` for how a replay serves them.
+
+A synchronous record is one exchange; an asynchronous submit and its completion are one; ``clear_halt`` and
+``set_configuration`` are the standard control requests they are on the wire, so a usbmon capture and a tinyhil
+recording give the same exchanges.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+import numpy as np
+
+from tinyhil.spec.asm2464 import Request
+from tinyhil.trace.errors import ReplayExhausted, ReplayMismatch, TraceFormatError
+from tinyhil.trace.pcapng import ERR2STATUS
+from tinyhil.trace.records import (
+    ENDPOINT_IN,
+    Complete,
+    HostCall,
+    Op,
+    Payload,
+    Submit,
+    Trace,
+    Transfer,
+    TransferStatus,
+)
+from tinyhil.usb import _usb1
+
+__all__ = ["HOST_QUEUE", "Exchange", "ReplayOrder", "ReplayScript", "WireRequest", "err_class", "exchanges",
+           "host_request"]  # fmt: skip
+
+_CLEAR_FEATURE: Final = (0x02, 0x01)  # standard OUT to an endpoint: CLEAR_FEATURE(ENDPOINT_HALT = 0)
+_SET_CONFIGURATION: Final = (0x00, 0x09)  # standard OUT to the device
+_UNWIRED: Final = frozenset({Op.CLAIM, Op.RELEASE, Op.RESET, Op.GET_CONFIGURATION})
+_SHOWN_BYTES: Final = 16
+HOST_QUEUE: Final = -1
+
+
+class ReplayOrder(StrEnum):
+    STRICT = "strict"  # every call in the recorded order
+    ENDPOINT = "endpoint"  # in the recorded order per endpoint (control, each bulk endpoint, host calls)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class WireRequest:
+    """What a call puts on the wire: ``kind`` is ``"control"``, ``"bulk"`` or a host op (``"claim"``...).
+
+    Equal when every field is; the payloads are compared as bytes with numpy when either is a view (a caller's
+    buffer is never copied to be compared, and a view's own comparison goes item by item).
+    """
+
+    kind: str
+    ep: int = 0
+    setup: tuple[int, int, int, int] | None = None  # bmRequestType, bRequest, wValue, wIndex
+    length: int = 0
+    data: Payload = b""  # OUT data
+    value: int | None = None  # a host call's interface
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, WireRequest):
+            return NotImplemented
+        if (self.kind, self.ep, self.setup, self.length, self.value) != (
+            other.kind, other.ep, other.setup, other.length, other.value):  # fmt: skip
+            return False
+        mine, theirs = self.data, other.data
+        if isinstance(mine, bytes) and isinstance(theirs, bytes):
+            return mine == theirs
+        return len(mine) == len(theirs) and bool(
+            np.array_equal(np.frombuffer(mine, dtype=np.uint8), np.frombuffer(theirs, dtype=np.uint8))
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # holds views: compared, never hashed
+
+    @property
+    def queue(self) -> int:
+        return HOST_QUEUE if self.kind not in ("control", "bulk") else self.ep
+
+    def describe(self) -> str:
+        if self.setup is not None:
+            request_type, request, value, index = self.setup
+            name = f" ({Request(request).name})" if request in Request._value2member_map_ else ""
+            direction = "IN" if request_type & ENDPOINT_IN else "OUT"
+            text = (f"control {direction} bmRequestType={request_type:#04x} bRequest={request:#04x}{name} "
+                    f"wValue={value:#06x} wIndex={index:#06x} length={self.length}")  # fmt: skip
+        elif self.kind == "bulk":
+            text = f"bulk {'IN' if self.ep & ENDPOINT_IN else 'OUT'} ep={self.ep:#04x} length={self.length}"
+        else:
+            return self.kind if self.value is None else f"{self.kind}({self.value})"
+        if self.data:
+            more = "..." if len(self.data) > _SHOWN_BYTES else ""
+            text += f" data={self.data[:_SHOWN_BYTES].hex()}{more}"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One recorded request and its answer. ``status`` is the outcome; ``actual`` the bytes moved; ``data`` the IN
+    bytes; ``err`` the usb1 class a synchronous call raises (derived from ``status`` for an async record);
+    ``submit_err`` the error ``submit`` itself raised; ``ret`` a host call's answer."""
+
+    seq: int
+    request: WireRequest
+    status: TransferStatus = TransferStatus.COMPLETED
+    actual: int = 0
+    data: Payload = b""
+    err: str | None = None
+    submit_err: str | None = None
+    ret: int | None = None
+    completed: bool = True  # false: a submit whose completion the trace does not hold
+
+
+_STATUS2ERR: Final = {status: name for name, status in ERR2STATUS.items()}
+
+
+def err_class(name: str, seq: int) -> type[Exception]:
+    cls = getattr(_usb1.usb1, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, _usb1.USBError)):
+        raise TraceFormatError(f"record seq {seq}", f"field 'err'={name!r}, expected a usb1 error class name")
+    return cls
+
+
+def _request(record: Transfer | Submit) -> WireRequest:
+    if record.bmRequestType is not None:
+        setup = (record.bmRequestType, record.bRequest, record.wValue, record.wIndex)
+        out = b"" if record.bmRequestType & ENDPOINT_IN else record.data
+        return WireRequest("control", 0, setup, record.length, out)  # type: ignore[arg-type]
+    return WireRequest("bulk", record.ep, None, record.length, b"" if record.ep & ENDPOINT_IN else record.data)
+
+
+def host_request(op: Op, value: int | None) -> WireRequest:
+    if op is Op.CLEAR_HALT:
+        return WireRequest("control", 0, (*_CLEAR_FEATURE, 0, value or 0))
+    if op is Op.SET_CONFIGURATION:
+        return WireRequest("control", 0, (*_SET_CONFIGURATION, value or 0, 0))
+    return WireRequest(op.value, HOST_QUEUE, None, 0, b"", value)
+
+
+def exchanges(trace: Trace) -> list[Exchange]:
+    """The trace's exchanges in issue order (see the module docstring).
+
+    Raises:
+        TraceFormatError: a recorded ``err`` that is not a usb1 error class.
+    """
+    out: list[Exchange | None] = []
+    pending: dict[int, tuple[int, Submit]] = {}
+    for record in trace.records:
+        if isinstance(record, Transfer):
+            if record.err is not None:
+                err_class(record.err, record.seq)
+            status = (
+                TransferStatus.COMPLETED if record.err is None else ERR2STATUS.get(record.err, TransferStatus.ERROR)
+            )
+            moved = len(record.data) if record.is_in else (record.ret if record.ret is not None else record.transferred)
+            out.append(Exchange(record.seq, _request(record), status, moved or 0,
+                                record.data if record.is_in else b"", record.err))  # fmt: skip
+        elif isinstance(record, Submit):
+            if record.err is not None:
+                err_class(record.err, record.seq)
+                out.append(Exchange(record.seq, _request(record), submit_err=record.err))
+            else:
+                pending[record.tag] = (len(out), record)
+                out.append(Exchange(record.seq, _request(record), completed=False))
+        elif isinstance(record, Complete):
+            if record.tag not in pending:
+                continue  # a capture that began with this URB in flight
+            index, submit = pending.pop(record.tag)
+            err = None if record.status is TransferStatus.COMPLETED else _STATUS2ERR.get(record.status, "USBErrorIO")
+            out[index] = Exchange(submit.seq, _request(submit), record.status, record.actual, record.data, err)
+        elif isinstance(record, HostCall) and record.op is not Op.CANCEL:
+            if record.op in _UNWIRED and not trace.header.host_ops:
+                continue
+            if record.err is not None:
+                err_class(record.err, record.seq)
+            status = (
+                TransferStatus.COMPLETED if record.err is None else ERR2STATUS.get(record.err, TransferStatus.ERROR)
+            )
+            out.append(Exchange(record.seq, host_request(record.op, record.value), status, err=record.err,
+                                ret=record.ret))  # fmt: skip
+    return [exchange for exchange in out if exchange is not None]
+
+
+def _first_difference(expected: Payload, actual: Payload) -> str:
+    """Where two payloads first differ, in words (empty when one is a prefix of the other)."""
+    common = min(len(expected), len(actual))
+    a = np.frombuffer(expected, dtype=np.uint8)[:common]
+    b = np.frombuffer(actual, dtype=np.uint8)[:common]
+    differ = np.flatnonzero(a != b)
+    if not len(differ):
+        return ""
+    at = int(differ[0])
+    return f"; data differs first at byte {at:#x}: expected {a[at]:#04x}, actual {b[at]:#04x}"
+
+
+class ReplayScript:
+    """The exchanges left, consumed by each call (shared by a handle and its transfers)."""
+
+    def __init__(self, trace: Trace, order: ReplayOrder, name: str) -> None:
+        self.name = name
+        self.order = order
+        self.host_ops = trace.header.host_ops
+        self.total = 0
+        self.queues: dict[int, deque[Exchange]] = {}
+        all_exchanges = exchanges(trace)
+        self.total = len(all_exchanges)
+        if order is ReplayOrder.STRICT:
+            self.queues[0] = deque(all_exchanges)
+        else:
+            for exchange in all_exchanges:
+                self.queues.setdefault(exchange.request.queue, deque()).append(exchange)
+        self.consumed = 0
+        self.failure: ReplayMismatch | None = None
+
+    def _fail(self, error: ReplayMismatch) -> ReplayMismatch:
+        self.failure = error
+        return error
+
+    def take(self, actual: WireRequest) -> Exchange | None:
+        """The exchange answering ``actual``; ``None`` for an unrecorded host call the trace cannot hold."""
+        if self.failure is not None:  # diverged already: answer leniently so teardown adds no errors of its own
+            return Exchange(-1, actual, actual=actual.length, data=b"" if actual.data else bytes(actual.length))
+        if actual.queue == HOST_QUEUE and not self.host_ops:
+            return None
+        queue = self.queues.get(0 if self.order is ReplayOrder.STRICT else actual.queue)
+        if not queue:
+            where = "" if self.order is ReplayOrder.STRICT else f" on endpoint queue {actual.queue}"
+            raise self._fail(
+                ReplayExhausted(
+                    f"replay of {self.name}: call {self.consumed + 1} ran past the end of the trace{where} "
+                    f"({self.total} recorded exchanges, all consumed)\n"
+                    f"  expected: (nothing: end of trace)\n  actual:   {actual.describe()}",
+                    seq=None,
+                )
+            )
+        expected = queue[0]
+        if expected.request != actual:
+            detail = _first_difference(expected.request.data, actual.data) if expected.request.data else ""
+            raise self._fail(
+                ReplayMismatch(
+                    f"replay of {self.name}: call {self.consumed + 1} differs from the recording (record seq "
+                    f"{expected.seq}){detail}\n  expected: {expected.request.describe()}\n"
+                    f"  actual:   {actual.describe()}",
+                    seq=expected.seq,
+                )
+            )
+        queue.popleft()
+        self.consumed += 1
+        return expected
+
+    def left(self) -> list[Exchange]:
+        return sorted((e for queue in self.queues.values() for e in queue), key=lambda e: e.seq)
