@@ -13,6 +13,7 @@ Observers watch: they must not change the model they observe.
 | ``arm_finished(arm)`` | bridge | an SRAM transfer no longer in flight: landed (or lost by a fault), or its IN done |
 | ``dma_write(pcie_addr, nbytes)`` | bridge | the GPU's DMA wrote ``nbytes`` at ``pcie_addr`` (quirks applied) |
 | ``gpu_polled(address, value, matched)`` | GPU | an SDMA POLL_REGMEM read ``value`` (masked) at GPU ``address`` |
+| ``gpu_register(address, value, write)`` | GPU (gfx1100 front end) | a register read or write at dword ``address`` |
 
 Attach with ``bridge.observe(observer)`` / ``gpu.observe(observer)``: the returned :class:`Observation` detaches on
 ``detach()`` or at the end of a ``with`` block. Several observers may watch one model; each sees every event, in the
@@ -54,6 +55,9 @@ class Observer:
     def gpu_polled(self, address: int, value: int, matched: bool) -> None:
         """An SDMA memory poll read ``value`` (masked) at ``address``; ``matched``: its condition held."""
 
+    def gpu_register(self, address: int, value: int, write: bool) -> None:
+        """The host read (``write`` False: ``value`` is what it got) or wrote the register at dword ``address``."""
+
 
 class _Fanout(Observer):
     """Several observers as one, called in attach order."""
@@ -84,6 +88,10 @@ class _Fanout(Observer):
     def gpu_polled(self, address: int, value: int, matched: bool) -> None:
         for observer in self.observers:
             observer.gpu_polled(address, value, matched)
+
+    def gpu_register(self, address: int, value: int, write: bool) -> None:
+        for observer in self.observers:
+            observer.gpu_register(address, value, write)
 
 
 class Observed:

@@ -20,7 +20,7 @@ from tinyhil.spec.amdgpu import (
 )
 
 from ..kernel import EventKernel, VirtualTimeout
-from ..observe import Observation, Observer
+from ..observe import Observation, Observed, Observer
 from .engine import EngineServices, Interrupt, QueueConfig, RingEngine
 from .executor import HostNativeExecutor, KernelExecutor
 from .memory import GpuMemory
@@ -73,6 +73,7 @@ class AmdGpu:
         vram_at_zero: bool | None = None,
         timing: GpuTiming = DEFAULT_TIMING,
         executor: KernelExecutor | None = None,
+        memory: GpuMemory | None = None,
     ) -> None:
         self.kernel = kernel
         self.gfx_target_version = check_int("gfx_target_version", gfx_target_version, min_value=1)
@@ -80,9 +81,10 @@ class AmdGpu:
         self.timing = timing
         self.executor: KernelExecutor = executor if executor is not None else HostNativeExecutor()
         at_zero = system_bus is not None if vram_at_zero is None else vram_at_zero
-        self.memory = GpuMemory(vram_bytes, system_bus=system_bus, vram_at_zero=at_zero)
+        # ``memory``: a prebuilt address space (the gfx1100 front end's page-table memory); it fixes the VRAM size.
+        self.memory = GpuMemory(vram_bytes, system_bus=system_bus, vram_at_zero=at_zero) if memory is None else memory
         self.memory.on_write = self.memory_written
-        self.registers = RegisterBlock(vram_bytes, self._create, self.destroy_queue)
+        self.registers = RegisterBlock(self.memory.vram_bytes, self._create, self.destroy_queue)
         self.on_interrupt: Callable[[Interrupt], None] | None = None
         self._services = EngineServices(self.memory, kernel, timing, self._interrupt, self.executor)
         self._queues: dict[int, Queue] = {}
@@ -105,6 +107,11 @@ class AmdGpu:
         """Report this GPU's SDMA memory polls to ``observer`` until the returned handle detaches
         (:mod:`tinyhil.emulators.observe`)."""
         return self._services.observed.attach(observer)
+
+    @property
+    def observed(self) -> Observed:
+        """The observers :meth:`observe` attached (front ends report their events through it)."""
+        return self._services.observed
 
     def __repr__(self) -> str:
         return f"<AmdGpu {self.name} gfx{self.gfx_target_version} vram={self.vram_bytes >> 20} MB>"

@@ -1,0 +1,39 @@
+"""The gfx1100 (Navi 31) register interface (``spec/amdgpu-registers.md``), a front end of the AMD GPU model.
+
+Modules by block: ``regfile`` (the banked register file), ``bar5`` (the 1 MB register BAR and its index/data
+pairs), ``discovery`` (the IP discovery binary), ``gmc`` (MC addresses, the VMID 0 page tables, TLBs), ``psp``,
+``smu``, ``sdma_queue`` (SDMA0 queue 0), ``mec_queue`` (HQD-programmed compute queues), ``front`` (all of them on an
+:class:`~tinyhil.emulators.amdgpu.AmdGpu`). The register map itself is :mod:`tinyhil.spec.gfx1100_regs`.
+"""
+
+from __future__ import annotations
+
+from .bar5 import Bar5
+from .discovery import GC_INFO, build_discovery, checksum16
+from .front import Gfx1100Front
+from .gmc import HubRegs, Leaf, PagedMemory, PageTableHub
+from .mec_queue import MecQueues
+from .psp import Psp
+from .regfile import HqdBank, RegisterFile
+from .sdma_queue import SdmaQueue0
+from .smu import DPM_LEVELS, SMU_VERSION, Smu
+
+__all__ = [
+    "DPM_LEVELS",
+    "GC_INFO",
+    "SMU_VERSION",
+    "Bar5",
+    "Gfx1100Front",
+    "HqdBank",
+    "HubRegs",
+    "Leaf",
+    "MecQueues",
+    "PageTableHub",
+    "PagedMemory",
+    "Psp",
+    "RegisterFile",
+    "SdmaQueue0",
+    "Smu",
+    "build_discovery",
+    "checksum16",
+]

@@ -1,0 +1,228 @@
+"""The gfx1100 front end: the real Navi 31 register interface, mounted on an :class:`AmdGpu` core.
+
+``spec/amdgpu-registers.md``. The core's memory, queues and SDMA / PM4 engines execute; this front end answers the
+BARs as the chip does:
+
+| BAR | front end | what |
+|---|---|---|
+| 0 | :meth:`Gfx1100Front.vram_read` / :meth:`vram_write` | VRAM; the discovery binary at VRAM - 64 KB |
+| 2 | :meth:`Gfx1100Front.doorbell_write` | doorbells, routed by the programmed ranges (MEC range, S2A port 2) |
+| 5 | :attr:`Gfx1100Front.bar5` | 1 MB of registers (:class:`Bar5`) over the banked :class:`RegisterFile` |
+
+Blocks: :class:`Psp`, :class:`Smu`, :class:`SdmaQueue0`, :class:`MecQueues`, and the GMC registers handled here
+(FB location, TLB invalidate request / acknowledge / semaphore of both hubs). A register no block claims stores what
+is written (section 10). Register accesses are reported to the GPU's observers (``gpu.observe``) as
+``gpu_register`` events.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Final
+
+from tinyhil._check import as_readonly_bytes, check_range
+from tinyhil.errors import InvalidArgument
+from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES, DOORBELL_BAR_BYTES, DOORBELL_SLOT_BYTES
+from tinyhil.spec.gfx1100_boot import DISCOVERY_TMR_OFFSET, FB_BLOCK_BYTES, NAVI31_FB_BASE, PspFwType
+from tinyhil.spec.gfx1100_regs import (
+    INVALIDATE_ENG17_REQ_PER_VMID_INVALIDATE_REQ,
+    RCC_DOORBELL_APER_EN_BIF_DOORBELL_APER_EN,
+    S2A_DOORBELL_ENTRY_ENABLE,
+    S2A_DOORBELL_ENTRY_RANGE_OFFSET,
+    S2A_DOORBELL_ENTRY_RANGE_SIZE,
+    Reg,
+)
+
+from ...kernel import EventKernel
+from ...observe import Observation, Observed, Observer
+from ..executor import KernelExecutor
+from ..gpu import AmdGpu
+from ..system_bus import SystemBus
+from ..timing import DEFAULT_TIMING, GpuTiming
+from .bar5 import Bar5
+from .discovery import build_discovery
+from .gmc import PagedMemory, PageTableHub
+from .mec_queue import MecQueues
+from .psp import Psp
+from .regfile import RegisterFile
+from .sdma_queue import SdmaQueue0
+from .smu import Smu
+
+__all__ = ["Gfx1100Front"]
+
+_log = logging.getLogger("tinyhil.emulators.amdgpu.gfx1100")
+_BOOTLOAD_COMPLETE: Final = 1 << 31  # RLC_RLCS_BOOTLOAD_STATUS.bootload_complete
+_SAFE_MODE_CMD: Final = 1  # RLC_SAFE_MODE.cmd: the RLC clears it when it has acted
+_SEM_ACQUIRED: Final = 1
+_DOORBELL_UNIT_BYTES: Final = 4  # S2A ranges count dword doorbell slots
+
+
+class Gfx1100Front:
+    """The gfx1100 register interface of ``gpu``, which must be built on :class:`PagedMemory` (use :meth:`build`).
+
+    Raises:
+        InvalidArgument: ``gpu`` has another memory (its addresses are not the chip's).
+    """
+
+    def __init__(self, gpu: AmdGpu) -> None:
+        memory = gpu.memory
+        if not isinstance(memory, PagedMemory):
+            raise InvalidArgument(
+                f"gpu={gpu!r} has {type(memory).__name__}, expected an AmdGpu built on PagedMemory: "
+                "use Gfx1100Front.build(kernel)"
+            )
+        self.gpu = gpu
+        self.memory = memory
+        self.regs = regs = memory.gc_hub.regs
+        regs.observed = gpu.observed
+        self.bar5 = Bar5(regs, memory.vram)
+        self.smu = Smu(regs, self._mode1_reset)
+        self.psp = Psp(regs, memory, self._fw_loaded)
+        self.sdma = SdmaQueue0(regs, gpu)
+        self.mec = MecQueues(regs, gpu)
+        regs.set_reset_value(Reg.RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE, memory.vram_bytes >> 20)
+        for base, top in ((Reg.MMMC_VM_FB_LOCATION_BASE, Reg.MMMC_VM_FB_LOCATION_TOP),
+                          (Reg.GCMC_VM_FB_LOCATION_BASE, Reg.GCMC_VM_FB_LOCATION_TOP)):  # fmt: skip
+            regs.on_read(base, lambda: self.memory.fb_base // FB_BLOCK_BYTES)
+            regs.on_read(top, lambda: self.memory.fb_top_block)
+        gc_eng17 = (Reg.GCVM_INVALIDATE_ENG17_REQ, Reg.GCVM_INVALIDATE_ENG17_ACK, Reg.GCVM_INVALIDATE_ENG17_SEM)
+        mm_eng17 = (Reg.MMVM_INVALIDATE_ENG17_REQ, Reg.MMVM_INVALIDATE_ENG17_ACK, Reg.MMVM_INVALIDATE_ENG17_SEM)
+        for hub, (req, ack, sem) in ((memory.gc_hub, gc_eng17), (memory.mm_hub, mm_eng17)):
+            regs.on_write(req, functools.partial(self._invalidate, hub, ack))
+            regs.on_read(sem, functools.partial(self._acquire, sem))
+            regs.on_write(sem, functools.partial(self._release, sem))
+        regs.on_write(Reg.RLC_SAFE_MODE, lambda value: regs.store(Reg.RLC_SAFE_MODE, value & ~_SAFE_MODE_CMD))
+        regs.on_read(Reg.RLC_RLCS_BOOTLOAD_STATUS, self._bootload_status)
+        self.reset()
+
+    @classmethod
+    def build(
+        cls,
+        kernel: EventKernel,
+        *,
+        vram_bytes: int = DEFAULT_VRAM_BYTES,
+        pcie: SystemBus | None = None,
+        fb_base: int = NAVI31_FB_BASE,
+        name: str = "gpu0",
+        timing: GpuTiming = DEFAULT_TIMING,
+        executor: KernelExecutor | None = None,
+    ) -> Gfx1100Front:
+        """A new :class:`AmdGpu` on :class:`PagedMemory` (VRAM at MC ``fb_base``; system pages reach ``pcie``),
+        with this front end mounted."""
+        regs = RegisterFile(Observed())
+        memory = PagedMemory(vram_bytes, fb_base=fb_base, regs=regs, pcie=pcie)
+        return cls(AmdGpu(kernel, name=name, timing=timing, executor=executor, memory=memory))
+
+    def __repr__(self) -> str:
+        return f"<Gfx1100Front {self.gpu!r}>"
+
+    def reset(self) -> None:
+        """Cold power-on: the GPU core reset (VRAM zeroed, queues gone), registers at reset values, the discovery
+        binary in place."""
+        self.gpu.reset()
+        self._cold_blocks()
+
+    def _cold_blocks(self) -> None:
+        self.regs.reset()
+        for block in (self.bar5, self.smu, self.psp, self.sdma, self.mec):
+            block.reset()
+        for hub in (self.memory.gc_hub, self.memory.mm_hub):
+            self.memory.invalidate(hub)
+        self._semaphores: set[int] = set()
+        self.dropped_doorbells: list[int] = []  # BAR2 byte offsets of doorbells no queue took
+        self._doorbell_bar = bytearray(DOORBELL_BAR_BYTES)
+        blob = build_discovery()
+        at = self.memory.vram_bytes - DISCOVERY_TMR_OFFSET
+        self.memory.vram[at : at + len(blob)] = blob
+
+    def _mode1_reset(self) -> None:
+        """The SMU's mode-1 reset: every block cold again; VRAM keeps its contents (the discovery binary is
+        rewritten)."""
+        for queue in self.gpu.queues:
+            self.gpu.destroy_queue(queue)
+        self._cold_blocks()
+
+    def observe(self, observer: Observer) -> Observation:
+        """Report register accesses (and the core's events) to ``observer`` (``AmdGpu.observe``)."""
+        return self.gpu.observe(observer)
+
+    # --- GMC and RLC answers ---
+    def _invalidate(self, hub: PageTableHub, ack: int, value: int) -> None:
+        vmids = INVALIDATE_ENG17_REQ_PER_VMID_INVALIDATE_REQ.get(value)
+        if vmids & 1:  # VMID 0 is the only context modelled
+            self.memory.invalidate(hub)
+        self.regs.store(ack, vmids)
+
+    def _acquire(self, sem: int) -> int:
+        if sem in self._semaphores:
+            return 0
+        self._semaphores.add(sem)
+        return _SEM_ACQUIRED
+
+    def _release(self, sem: int, value: int) -> None:
+        if not value & _SEM_ACQUIRED:
+            self._semaphores.discard(sem)
+
+    def _bootload_status(self) -> int:
+        stored = self.regs.stored(Reg.RLC_RLCS_BOOTLOAD_STATUS)
+        return stored | _BOOTLOAD_COMPLETE if self.psp.rlc_autoloaded else stored
+
+    def _fw_loaded(self, fw_type: PspFwType | int) -> None:
+        if fw_type == PspFwType.SMU:
+            self.smu.firmware_loaded()
+
+    # --- BAR0: VRAM ---
+    def vram_read(self, offset: int, nbytes: int) -> bytes:
+        """Read VRAM through BAR0 (large BAR: all of VRAM).
+
+        Raises:
+            InvalidArgument: the range leaves VRAM.
+        """
+        check_range("BAR0", offset, nbytes, self.memory.vram_bytes)
+        return bytes(self.memory.vram[offset : offset + nbytes])
+
+    def vram_write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
+        """Write VRAM through BAR0; queues polling the range at its MC address wake.
+
+        Raises:
+            InvalidArgument: the range leaves VRAM.
+        """
+        view = as_readonly_bytes("data", data)
+        check_range("BAR0", offset, view.nbytes, self.memory.vram_bytes)
+        self.memory.vram[offset : offset + view.nbytes] = view
+        self.gpu.memory_written(self.memory.fb_base + offset, view.nbytes)
+
+    # --- BAR2: doorbells ---
+    def doorbell_write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
+        """Write BAR2; every u64 slot whose low dword the write touches is a doorbell with the slot's value.
+
+        Raises:
+            InvalidArgument: the range leaves BAR2.
+        """
+        view = as_readonly_bytes("data", data)
+        check_range("BAR2", offset, view.nbytes, DOORBELL_BAR_BYTES)
+        bar = self._doorbell_bar
+        bar[offset : offset + view.nbytes] = view
+        first = (offset + 4) // DOORBELL_SLOT_BYTES
+        for slot in range(first, -(-(offset + view.nbytes) // DOORBELL_SLOT_BYTES)):
+            start = slot * DOORBELL_SLOT_BYTES
+            self._route(start, int.from_bytes(bar[start : start + DOORBELL_SLOT_BYTES], "little"))
+
+    def _sdma_range(self, offset: int) -> bool:
+        entry = self.regs.stored(Reg.S2A_DOORBELL_ENTRY_2_CTRL)
+        if not S2A_DOORBELL_ENTRY_ENABLE.get(entry):
+            return False
+        start = S2A_DOORBELL_ENTRY_RANGE_OFFSET.get(entry) * _DOORBELL_UNIT_BYTES
+        return start <= offset < start + S2A_DOORBELL_ENTRY_RANGE_SIZE.get(entry) * _DOORBELL_UNIT_BYTES
+
+    def _route(self, offset: int, value: int) -> None:
+        taken = False
+        if RCC_DOORBELL_APER_EN_BIF_DOORBELL_APER_EN.get(self.regs.stored(Reg.RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN)):
+            if self.mec.in_range(offset):
+                taken = self.mec.doorbell(offset, value)
+            elif self._sdma_range(offset):
+                taken = self.sdma.doorbell(offset, value)
+        if not taken:
+            self.dropped_doorbells.append(offset)
+            _log.info("%s: doorbell at BAR2 %#x = %#x reached no queue", self.gpu.name, offset, value)

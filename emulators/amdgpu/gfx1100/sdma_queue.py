@@ -1,0 +1,162 @@
+"""SDMA0 queue 0 from its RB registers (``spec/amdgpu-registers.md`` section 8); the existing SDMA engine runs it.
+
+| register | model |
+|---|---|
+| ``SDMA0_QUEUE0_RB_CNTL`` | rb_enable 0 -> 1 creates the queue (RB_BASE, rb_size, RPTR_ADDR, WPTR_POLL_ADDR, |
+| | DOORBELL_OFFSET); 1 -> 0 destroys it |
+| ``..._RB_RPTR`` / ``_HI`` | the engine's read pointer (bytes) while live; the value stored at enable is its start |
+| ``..._RB_WPTR`` / ``_HI`` | reads the write pointer the engine last took |
+| ``..._MINOR_PTR_UPDATE`` | while 0, writes to RB_RPTR / RB_WPTR of a live queue are dropped |
+| ``..._DOORBELL`` / ``_OFFSET`` | enable[28] and the BAR2 byte offset whose u64 write sets the write pointer |
+| ``SDMA0_F32_CNTL`` | halt[0], 1 at power-on: doorbells are held until the driver unhalts the engine |
+| ``GRBM_SOFT_RESET`` | soft_reset_sdma0[23] destroys the queue |
+
+A doorbell stores its value (the write pointer, bytes) at WPTR_POLL_ADDR, where the engine reads it, and kicks the
+queue; the engine writes its read pointer back to RPTR_ADDR after every packet.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import TYPE_CHECKING, Final
+
+from tinyhil.errors import InvalidArgument
+from tinyhil.spec.amdgpu import DOORBELL_SLOT_BYTES, QueueKind
+from tinyhil.spec.gfx1100_regs import (
+    GRBM_SOFT_RESET_SOFT_RESET_SDMA0,
+    SDMA0_F32_CNTL_HALT,
+    SDMA0_QUEUE0_DOORBELL_ENABLE,
+    SDMA0_QUEUE0_DOORBELL_OFFSET_OFFSET,
+    SDMA0_QUEUE0_RB_CNTL_RB_ENABLE,
+    SDMA0_QUEUE0_RB_CNTL_RB_SIZE,
+    Reg,
+)
+
+from ..errors import GpuMemoryFault
+from .regfile import RegisterFile
+
+if TYPE_CHECKING:
+    from ..gpu import AmdGpu
+    from ..queues import Queue
+
+__all__ = ["SdmaQueue0"]
+
+_log = logging.getLogger("tinyhil.emulators.amdgpu.gfx1100")
+_RING_BASE_SHIFT: Final = 8  # RB_BASE holds the ring address >> 8
+_U32: Final = 0xFFFF_FFFF
+_POINTERS: Final = (Reg.SDMA0_QUEUE0_RB_RPTR, Reg.SDMA0_QUEUE0_RB_RPTR_HI,
+                    Reg.SDMA0_QUEUE0_RB_WPTR, Reg.SDMA0_QUEUE0_RB_WPTR_HI)  # fmt: skip
+
+
+class SdmaQueue0:
+    """SDMA0 queue 0: its registers' behaviour (the module table) and its doorbell."""
+
+    def __init__(self, regs: RegisterFile, gpu: AmdGpu) -> None:
+        self.regs = regs
+        self.gpu = gpu
+        regs.on_write(Reg.SDMA0_QUEUE0_RB_CNTL, self._rb_cntl)
+        regs.on_write(Reg.SDMA0_F32_CNTL, self._f32_cntl)
+        regs.on_write(Reg.GRBM_SOFT_RESET, self._soft_reset)
+        regs.on_read(Reg.SDMA0_QUEUE0_RB_RPTR, lambda: self._pointer(rptr=True) & _U32)
+        regs.on_read(Reg.SDMA0_QUEUE0_RB_RPTR_HI, lambda: self._pointer(rptr=True) >> 32)
+        regs.on_read(Reg.SDMA0_QUEUE0_RB_WPTR, lambda: self._pointer(rptr=False) & _U32)
+        regs.on_read(Reg.SDMA0_QUEUE0_RB_WPTR_HI, lambda: self._pointer(rptr=False) >> 32)
+        for pointer in _POINTERS:
+            regs.on_write(pointer, functools.partial(self._pointer_written, pointer))
+        regs.set_reset_value(Reg.SDMA0_F32_CNTL, SDMA0_F32_CNTL_HALT.put(1))
+        self.queue: Queue | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        if self.queue is not None and not self.queue.destroyed:
+            self.gpu.destroy_queue(self.queue)
+        self.queue = None
+        self.pending = False  # a doorbell arrived while the engine was halted
+        self.config_error = ""
+        self._latched: dict[int, int] = {}  # pointer registers as stored when the queue went live
+
+    @property
+    def halted(self) -> bool:
+        return bool(SDMA0_F32_CNTL_HALT.get(self.regs.stored(Reg.SDMA0_F32_CNTL)))
+
+    def _live(self) -> Queue | None:
+        queue = self.queue
+        return None if queue is None or queue.destroyed else queue
+
+    def _pointer(self, *, rptr: bool) -> int:
+        queue = self._live()
+        regs = self.regs
+        if queue is None:
+            if rptr:
+                return regs.pair(Reg.SDMA0_QUEUE0_RB_RPTR, Reg.SDMA0_QUEUE0_RB_RPTR_HI)
+            return regs.pair(Reg.SDMA0_QUEUE0_RB_WPTR, Reg.SDMA0_QUEUE0_RB_WPTR_HI)
+        return queue.rptr if rptr else queue.wptr
+
+    def _pointer_written(self, reg: int, value: int) -> None:
+        if self._live() is not None and not self.regs.stored(Reg.SDMA0_QUEUE0_MINOR_PTR_UPDATE):
+            _log.info("SDMA0 queue 0: %s = %#x while live without MINOR_PTR_UPDATE: dropped", Reg(reg).name, value)
+            self.regs.store(reg, self._latched.get(reg, 0))
+
+    def _rb_cntl(self, value: int) -> None:
+        regs = self.regs
+        enable = SDMA0_QUEUE0_RB_CNTL_RB_ENABLE.get(value)
+        queue = self._live()
+        if not enable:
+            if queue is not None:
+                self.gpu.destroy_queue(queue)
+            self.queue = None
+            return
+        if queue is not None:
+            return
+        self.config_error = ""
+        doorbell_offset = regs.stored(Reg.SDMA0_QUEUE0_DOORBELL_OFFSET) & SDMA0_QUEUE0_DOORBELL_OFFSET_OFFSET.mask
+        try:
+            self.queue = self.gpu.create_queue(
+                QueueKind.SDMA,
+                ring_va=regs.pair(Reg.SDMA0_QUEUE0_RB_BASE, Reg.SDMA0_QUEUE0_RB_BASE_HI) << _RING_BASE_SHIFT,
+                ring_bytes=4 << SDMA0_QUEUE0_RB_CNTL_RB_SIZE.get(value),
+                rptr_va=regs.pair(Reg.SDMA0_QUEUE0_RB_RPTR_ADDR_LO, Reg.SDMA0_QUEUE0_RB_RPTR_ADDR_HI),
+                wptr_va=regs.pair(Reg.SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_LO, Reg.SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_HI),
+                doorbell_index=doorbell_offset // DOORBELL_SLOT_BYTES,
+            )
+        except InvalidArgument as error:
+            self.config_error = str(error)
+            regs.store(Reg.SDMA0_QUEUE0_RB_CNTL, value & ~SDMA0_QUEUE0_RB_CNTL_RB_ENABLE.mask)
+            _log.warning("SDMA0 queue 0: rb_enable refused: %s", error)
+            return
+        self._latched = {reg: regs.stored(reg) for reg in _POINTERS}
+        self.queue.engine.rptr = regs.pair(Reg.SDMA0_QUEUE0_RB_RPTR, Reg.SDMA0_QUEUE0_RB_RPTR_HI)
+
+    def _f32_cntl(self, value: int) -> None:
+        queue = self._live()
+        if not SDMA0_F32_CNTL_HALT.get(value) and self.pending and queue is not None:
+            self.pending = False
+            queue.kick()
+
+    def _soft_reset(self, value: int) -> None:
+        if GRBM_SOFT_RESET_SOFT_RESET_SDMA0.get(value):
+            queue = self._live()
+            if queue is not None:
+                self.gpu.destroy_queue(queue)
+            self.queue = None
+            self.pending = False
+
+    def doorbell(self, offset: int, value: int) -> bool:
+        """A u64 doorbell write at BAR2 byte ``offset``; whether it was this queue's."""
+        regs = self.regs
+        queue = self._live()
+        mine = regs.stored(Reg.SDMA0_QUEUE0_DOORBELL_OFFSET) & SDMA0_QUEUE0_DOORBELL_OFFSET_OFFSET.mask
+        enabled = SDMA0_QUEUE0_DOORBELL_ENABLE.get(regs.stored(Reg.SDMA0_QUEUE0_DOORBELL))
+        if queue is None or offset != mine or not enabled:
+            return False
+        try:
+            self.gpu.memory.write_u64(queue.config.wptr_va, value)
+        except GpuMemoryFault as fault:
+            _log.warning("SDMA0 queue 0: doorbell %#x: WPTR_POLL_ADDR unreachable: %s", value, fault)
+            return True
+        if self.halted:
+            self.pending = True
+        else:
+            queue.kick()
+        return True
