@@ -23,7 +23,7 @@ bootstrap() {
     if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
         echo "dev.sh: installing tinyhil and its development dependencies into $VENV" >&2
         "$VENV/bin/python" -m pip install -q --upgrade pip
-        "$VENV/bin/python" -m pip install -q -e '.[dev,farm]'
+        "$VENV/bin/python" -m pip install -q -e '.[dev,farm,nv]'
         echo "$want" > "$stamp"
     fi
 }

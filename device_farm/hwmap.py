@@ -174,7 +174,10 @@ _LOCATOR_KEYS: Final[Mapping[BoardKind, str]] = {
     BoardKind.EMULATED: "emulated",
 }
 _BOARD_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_HARDWARE_KIND: Final = {"USB+AMD": BoardKind.USB_BRIDGE, "KFD+AMD": BoardKind.AMD_KFD}  # board kind per target
+# The board kind per hardware target.
+_HARDWARE_KIND: Final = {"USB+AMD": BoardKind.USB_BRIDGE, "KFD+AMD": BoardKind.AMD_KFD, "NV": BoardKind.NV}
+# The target a board of a kind serves when its entry lists none (discovery's entries name no target for an NV GPU).
+_DEFAULT_TARGETS: Final[Mapping[BoardKind, tuple[str, ...]]] = {BoardKind.NV: ("NV",)}
 _NEEDS_TARGETS: Final = (BoardKind.USB_BRIDGE, BoardKind.AMD_KFD)
 _VID_PID: Final = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{4}")
 _USB_PORT: Final = re.compile(r"\d+-\d+(\.\d+)*")
@@ -315,8 +318,10 @@ _LOCATORS: Final[Mapping[BoardKind, tuple[Callable[[_Entry, Mapping[str, Any]], 
 
 def _targets(entry: _Entry, kind: BoardKind, locator: Locator, registry: TargetRegistry) -> tuple[str, ...]:
     emulated = isinstance(locator, EmulatedLocator)
-    # An NV board may serve no target yet: it is inventoried and health-probed, and routed once one exists.
+    # An NV board that lists no target serves NV (the CUDA driver runtime), with NV's capabilities.
     given = entry.strings("targets", entry.table.get("targets"), required=kind in _NEEDS_TARGETS)
+    if not given:
+        given = _DEFAULT_TARGETS.get(kind, ())
     checks = [("targets", text) for text in given]
     if isinstance(locator, EmulatedLocator):
         if given and locator.target not in given:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
 
 from tinyhil.errors import CompileError, InvalidArgument
+from tinyhil.portable_kernel import with_portable_header
 
 __all__ = ["AMD_RENDERERS", "COMPILE_TIMEOUT_S", "HOST_CC_RENDERERS", "Compiler", "HostCCompiler"]
 
@@ -42,7 +43,9 @@ class Compiler(Protocol):
 class HostCCompiler:
     """The host C compiler (``$CC``, else ``cc``) building a position-independent shared object.
 
-    The output is what the host-native kernel executor loads: an ELF shared object for this machine.
+    The output is what the host-native kernel executor loads: an ELF shared object for this machine. Every source
+    is compiled with the portable kernel header in front (``tinyhil.portable_kernel``, docs/kernels.md), so a
+    portable kernel builds here as it builds for NVRTC; a plain C source is unaffected.
     """
 
     name = "CC"
@@ -66,8 +69,9 @@ class HostCCompiler:
         with tempfile.TemporaryDirectory(prefix="tinyhil-cc-") as tmp:
             out = Path(tmp) / "program.so"
             cmd = [*self.command, *self.flags, "-x", "c", "-", "-o", str(out)]
+            code = with_portable_header(source)
             try:
-                done = subprocess.run(cmd, input=source, capture_output=True, timeout=COMPILE_TIMEOUT_S, check=False)
+                done = subprocess.run(cmd, input=code, capture_output=True, timeout=COMPILE_TIMEOUT_S, check=False)
             except subprocess.TimeoutExpired:
                 raise CompileError(self.name, f"{shlex.join(cmd)} ran longer than {COMPILE_TIMEOUT_S} s") from None
             if done.returncode != 0:

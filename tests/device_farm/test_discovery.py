@@ -186,7 +186,7 @@ def test_map_entries_for_new_boards_load_back_as_the_same_locators(tmp_path: Pat
     hwmap = parse_hwmap(text)
     assert [b.locator for b in hwmap.boards] == [f.locator for f in found.boards]
     assert [b.id for b in hwmap.boards] == ["bridge-bridge7", "kfd-0000-03-00-0", "kfd-0000-83-00-0", "nv-5f2c7a10"]
-    assert hwmap.boards[0].targets == ("USB+AMD",) and hwmap.boards[3].targets == ()
+    assert hwmap.boards[0].targets == ("USB+AMD",) and hwmap.boards[3].targets == ("NV",)  # NV: by default
 
 
 def test_a_found_board_records_its_source() -> None:
