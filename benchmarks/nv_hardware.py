@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"$ {sys.executable} {' '.join(SUITE)}", flush=True)
         status = subprocess.call([sys.executable, *SUITE], env=env)
     gpu = 0 if args.gpu is None else args.gpu
-    rates = measure(lambda: default_registry().resolve(TARGET).open(gpu=gpu), args.mb * MB, args.repeats)
+    rates = measure(lambda: default_registry().resolve(f"{TARGET}:{gpu}").open(), args.mb * MB, args.repeats)
     for line in report(rates, args.mb * MB):
         print(line)
     return status

@@ -53,11 +53,13 @@ def test_non_string_is_rejected() -> None:
         parse_target(42)  # type: ignore[arg-type]
 
 
-def test_arch_without_renderer_and_index_without_iface_are_rejected() -> None:
+def test_arch_without_renderer_is_rejected_and_an_index_without_interface_belongs_to_the_device() -> None:
     with pytest.raises(InvalidArgument, match="without a renderer"):
         TargetString("AMD", arch="gfx1100")
-    with pytest.raises(InvalidArgument, match="without an interface"):
-        TargetString("AMD", index=1)
+    assert str(TargetString("NV", index=1, renderer="NVRTC")) == "NV:1:NVRTC"
+    assert parse_target("nv:1:nvrtc") == TargetString("NV", index=1, renderer="NVRTC")
+    with pytest.raises(InvalidArgument, match=r"the index goes on the interface \(KFD:1\+AMD\)"):
+        parse_target("KFD+AMD:1")
 
 
 names = st.from_regex(r"[A-Z][A-Z0-9_]{0,7}", fullmatch=True)

@@ -21,7 +21,7 @@ from tinyhil.fileio import FileIO, RealFileIO
 from tinyhil.kfd.amd_device import KfdAmdDevice
 from tinyhil.kfd.kernel_abi import KFD_DEVICE_PATH
 from tinyhil.null_device import NullDevice
-from tinyhil.nv.target import NvOptions, nv
+from tinyhil.nv.target import nv
 from tinyhil.qemu.toolchains import (
     qcomcl_compiler,
     qcomcl_unavailable_reason,
@@ -32,7 +32,7 @@ from tinyhil.registry import Target, check_choice, check_option, target
 from tinyhil.usb.backend import open_usb3, probe_usb3
 from tinyhil.usb.errors import BridgeUnavailable
 
-__all__ = ["KfdAmdOptions", "NullOptions", "NvOptions", "UsbAmdOptions", "amd_kfd", "amd_usb", "null",
+__all__ = ["KfdAmdOptions", "NullOptions", "UsbAmdOptions", "amd_kfd", "amd_usb", "null",
            "null_qcomcl_a630", "null_qemucc_aarch64", "nv"]  # fmt: skip
 
 NULL_CAPABILITIES = ["null", "compile", "copyin", "copy", "fill", "exec", "timestamps"]

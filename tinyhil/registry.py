@@ -430,14 +430,16 @@ def split_selectors(values: Iterable[str]) -> tuple[str, ...]:
 
 
 def _check_index(spec: TargetString, definition: TargetDef) -> None:
+    on = spec.iface or spec.device
+    what = "interface index" if spec.iface else "index"
+    given = f"{on}:{spec.index}"
     if not definition.indexed:
         raise InvalidArgument(
-            f"target {str(spec)!r}: {spec.base} takes no interface index ({spec.iface}:{spec.index}), "
-            f"expected {spec.base} without ':{spec.index}'"
+            f"target {str(spec)!r}: {spec.base} takes no {what} ({given}), expected {spec.base} without ':{spec.index}'"
         )
     if definition.max_index is not None and spec.index is not None and spec.index > definition.max_index:
         raise InvalidArgument(
-            f"target {str(spec)!r}: interface index {spec.index}, expected 0..{definition.max_index} for {spec.base}"
+            f"target {str(spec)!r}: {what} {spec.index}, expected 0..{definition.max_index} for {spec.base}"
         )
 
 

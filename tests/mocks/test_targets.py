@@ -8,7 +8,13 @@ from tinyhil import InvalidArgument, default_registry, open_target
 from tinyhil.asm2464 import Asm2464Controller, pcie_bringup
 from tinyhil.emulators.asm2464 import Quirks
 from tinyhil.emulators.pcie import PlainEndpoint
-from tinyhil.mocks.targets import GFX_TARGET_VERSIONS, MOCKUSB_BRIDGE_CAPABILITIES, MOCKUSB_CAPABILITIES, open_mock_usb3
+from tinyhil.mocks.targets import (
+    GFX_TARGET_VERSIONS,
+    MOCKUSB_BRIDGE_CAPABILITIES,
+    MOCKUSB_CAPABILITIES,
+    MockUsbOptions,
+    open_mock_usb3,
+)
 from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.usbgpu import UsbAmdDevice
 
@@ -81,4 +87,6 @@ def test_a_misspelt_option_names_the_closest_and_every_valid_one() -> None:
         open_target("MOCKUSB+AMD", revisoin="naive")
     message = str(raised.value)
     assert "unknown option 'revisoin' (did you mean 'revision'?) for MOCKUSB+AMD" in message
-    assert message.endswith("valid options: faults, mode, quirks, revision, seed, timing, vram_bytes")
+    valid = sorted(MockUsbOptions.__dataclass_fields__)
+    assert {"faults", "mode", "quirks", "revision", "seed", "timing", "vram_bytes"} <= set(valid)
+    assert message.endswith(f"valid options: {', '.join(valid)}")

@@ -226,7 +226,7 @@ def test_close_releases_everything_it_created(cuda: ModuleType, tmp_path: Path) 
 
 def test_an_ordinal_past_the_gpus_is_an_error_naming_the_count(cuda: ModuleType, tmp_path: Path) -> None:
     double = cuda.CudaDouble(gpus=2)
-    with pytest.raises(InvalidArgument, match=r"gpu=2, expected 0..1 \(CUDA sees 2 GPUs here\)"):
+    with pytest.raises(InvalidArgument, match=r"NV:2: GPU 2, expected 0..1 \(CUDA sees 2 GPUs here\)"):
         NvDevice("NV", double, ordinal=2)
     with NvDevice("NV", double, ordinal=1, compiler=cuda.DoubleCompiler(double, tmp_path)) as second:
         assert second.cu_device == 1 and double.retains == {1: 1}

@@ -14,7 +14,7 @@ from tinyhil.device_farm.cli import main
 from tinyhil.errors import InvalidArgument, TargetUnavailable
 from tinyhil.nv import CUresult
 from tinyhil.nv import target as nv_target
-from tinyhil.nv.target import NV_TARGET_CAPABILITIES, NvOptions, nv_unavailable_reason
+from tinyhil.nv.target import NV_TARGET_CAPABILITIES, nv_unavailable_reason
 from tinyhil.registry import default_registry
 
 
@@ -102,13 +102,13 @@ def test_nv_is_a_hardware_target_with_nvrtc_as_its_renderer() -> None:
     resolved = registry.resolve("NV")
     assert not resolved.emulated and resolved.renderer == "NVRTC" and registry.resolve("NV:CUDA").renderer == "NVRTC"
     assert sorted(resolved.capabilities) == NV_TARGET_CAPABILITIES and "memory-faults" not in resolved.capabilities
-    assert resolved.definition.options == ("gpu",)
-    with pytest.raises(InvalidArgument, match="renderer must be a name"):  # the grammar has no NV:1: use gpu=1
-        registry.resolve("NV:1")
+    assert resolved.definition.options == ()
 
 
-@pytest.mark.parametrize("gpu", [-1, 1.5, True, "1"])
-def test_the_gpu_option_is_a_non_negative_ordinal(gpu: Any) -> None:
-    with pytest.raises(InvalidArgument, match="gpu="):
-        NvOptions(gpu=gpu)
-    assert NvOptions(gpu=3).gpu == 3
+def test_nv_colon_n_names_gpu_n() -> None:
+    registry = default_registry()
+    second = registry.resolve("NV:1")
+    assert second.spec.index == 1 and second.name == "NV:1" and second.renderer == "NVRTC"
+    assert registry.resolve("NV:01:NVRTC").name == "NV:1:NVRTC"
+    with pytest.raises(InvalidArgument, match="device index must be at most 65535"):
+        registry.resolve("NV:70000")

@@ -117,7 +117,7 @@ class NvDevice(DeviceBase):
         driver.cuInit(0)
         count = driver.cuDeviceGetCount()
         if not 0 <= ordinal < count:
-            raise InvalidArgument(f"gpu={ordinal!r}, expected 0..{count - 1} (CUDA sees {count} GPUs here)")
+            raise InvalidArgument(f"NV:{ordinal}: GPU {ordinal}, expected 0..{count - 1} (CUDA sees {count} GPUs here)")
         self.ordinal = ordinal
         self.cu_device = driver.cuDeviceGet(ordinal)
         self.device_name = driver.cuDeviceGetName(self.cu_device)

@@ -8,10 +8,8 @@ Listed in the registry by ``tinyhil.builtin_targets``. Its probe says precisely 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Any, Final
 
-from tinyhil._check import check_int
 from tinyhil.device import Device
 from tinyhil.nv.cuda_bindings import CudaBindingsDriver, load_bindings
 from tinyhil.nv.cuda_spec import CUresult
@@ -20,7 +18,7 @@ from tinyhil.nv.errors import CudaError
 from tinyhil.nv.nvrtc import nvrtc_unavailable_reason
 from tinyhil.registry import Target, target
 
-__all__ = ["NV_RENDERERS", "NV_TARGET_CAPABILITIES", "NvOptions", "nv", "nv_unavailable_reason"]
+__all__ = ["NV_RENDERERS", "NV_TARGET_CAPABILITIES", "nv", "nv_unavailable_reason"]
 
 NV_RENDERERS: Final = {"NVRTC": "NVRTC", "CUDA": "NVRTC"}
 NV_TARGET_CAPABILITIES: Final = sorted(NV_CAPABILITIES | {"real-hardware"})
@@ -71,16 +69,6 @@ def _probe() -> str | None:
     return nv_unavailable_reason()
 
 
-@dataclass(frozen=True, slots=True)
-class NvOptions:
-    """The options of NV: ``gpu`` is the CUDA device ordinal (after ``CUDA_VISIBLE_DEVICES``; default 0)."""
-
-    gpu: int = 0
-
-    def __post_init__(self) -> None:
-        check_int("gpu", self.gpu, min_value=0)
-
-
 @target(
     "NV",
     capabilities=NV_TARGET_CAPABILITIES,
@@ -88,12 +76,13 @@ class NvOptions:
     emulated=False,
     renderers=NV_RENDERERS,
     default_renderer="NVRTC",
-    summary="NVIDIA GPU through the CUDA driver API (cuda-bindings), kernels built by NVRTC (gpu=<n> for GPU n)",
-    options=NvOptions,
+    summary="NVIDIA GPU through the CUDA driver API (cuda-bindings), kernels built by NVRTC (NV:<n> for GPU n)",
+    indexed=True,
 )
-def nv(resolved: Target, options: NvOptions) -> Device:
-    """An NVIDIA GPU: the NV device runtime over ``cuda.bindings.driver``."""
-    return NvDevice(resolved.name, _process_driver(), ordinal=options.gpu, capabilities={"real-hardware"})
+def nv(resolved: Target) -> Device:
+    """An NVIDIA GPU: the NV device runtime over ``cuda.bindings.driver``; ``NV:1`` is CUDA device ordinal 1 (after
+    ``CUDA_VISIBLE_DEVICES``)."""
+    return NvDevice(resolved.name, _process_driver(), ordinal=resolved.spec.index or 0, capabilities={"real-hardware"})
 
 
 @functools.cache
