@@ -18,26 +18,24 @@ import enum
 import functools
 import os
 import platform
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import tinyhil
 from tinyhil.device import Device
 from tinyhil.errors import InvalidArgument
-from tinyhil.registry import Target, check_choice, default_registry
-from tinyhil.trace.convert import load_trace, trace_format
+
+# The target's name, options and availability live with its registration, so loading the registry stays light.
+from tinyhil.mocks.targets import ENV_REPLAY, REPLAY_TARGET, ReplayOptions, replay_unavailable_reason
+from tinyhil.registry import Target, default_registry
+from tinyhil.trace.convert import load_trace
 from tinyhil.trace.errors import TraceFormatError
-from tinyhil.trace.exchanges import ReplayOrder
 from tinyhil.trace.recorder import RecordingContext, TraceRecorder
 from tinyhil.trace.records import Trace, TraceHeader
 from tinyhil.trace.replay import ReplayContext
 
 __all__ = ["ENV_REPLAY", "REPLAY_TARGET", "ReplayOptions", "jsonable", "open_recorded_usb3", "open_replay",
            "open_replay_target", "recording_header", "replay_device", "replay_unavailable_reason"]  # fmt: skip
-
-ENV_REPLAY: Final = "TINYHIL_REPLAY"
-REPLAY_TARGET: Final = "REPLAY+AMD"
 
 
 def jsonable(value: Any) -> Any:
@@ -98,34 +96,6 @@ def open_recorded_usb3(recorder: TraceRecorder, **options: Any) -> Any:
     """A fresh :class:`~tinyhil.mocks.usb3.MockUSB3` board (``options`` as for it) whose handle records into
     ``recorder`` from discovery on, on the board's virtual clock."""
     return _recorded_class()(recorder=recorder, **options)
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayOptions:
-    """The options of REPLAY+AMD: ``trace`` (a ``.hiltrace.jsonl`` or ``.pcapng`` file; default: the file
-    ``$TINYHIL_REPLAY`` names) and ``order`` (``"strict"``, or ``"endpoint"`` for overlapping IN and OUT)."""
-
-    trace: str | None = None
-    order: str = "strict"
-
-    def __post_init__(self) -> None:
-        if self.trace is not None:
-            if not isinstance(self.trace, (str, os.PathLike)):
-                raise InvalidArgument(f"trace={self.trace!r}, expected a path to a trace file")
-            object.__setattr__(self, "trace", os.fspath(self.trace))
-            trace_format(self.trace)
-        object.__setattr__(self, "order", check_choice("order", self.order, ReplayOrder).value)
-
-
-def replay_unavailable_reason() -> str | None:
-    """``None`` when ``$TINYHIL_REPLAY`` names an existing trace file or directory, else why REPLAY+AMD cannot run."""
-    given = os.environ.get(ENV_REPLAY, "")
-    if not given:
-        return (f"no trace to replay: pass --hil-replay FILE_OR_DIR (or set ${ENV_REPLAY}); from Python use "
-                "tinyhil.mocks.replay.open_replay(PATH)")  # fmt: skip
-    if not Path(given).exists():
-        return f"${ENV_REPLAY}={given!r} does not exist, expected a trace file or a directory of traces"
-    return None
 
 
 def open_replay_target(resolved: Target, options: ReplayOptions) -> Device:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from tinyhil._check import check_int
 from tinyhil.compiler import AMD_RENDERERS
 from tinyhil.device import Device
 from tinyhil.errors import InvalidArgument
-from tinyhil.mocks.replay import REPLAY_TARGET, ReplayOptions, open_replay_target, replay_unavailable_reason
 from tinyhil.registry import Target, check_choice, check_option, default_registry, target
 
 if TYPE_CHECKING:  # imported when opened: loading the registry's entry points stays light
@@ -29,9 +29,26 @@ if TYPE_CHECKING:  # imported when opened: loading the registry's entry points s
     from tinyhil.mocks.usb.context import TransferMode
     from tinyhil.mocks.usb3 import MockUSB3
 
-__all__ = ["AMD_ARCHS", "GFX_TARGET_VERSIONS", "MOCKKFD_CAPABILITIES", "MOCKKFD_GPUS", "MOCKKFD_MAX_GPUS",
-           "MOCKKFD_VRAM_BYTES", "MOCKUSB_BRIDGE_CAPABILITIES", "MOCKUSB_CAPABILITIES", "MockKfdOptions",
-           "MockUsbOptions", "mock_kfd_amd", "mock_usb_amd", "open_mock_usb3", "replay_amd"]  # fmt: skip
+__all__ = [
+    "AMD_ARCHS",
+    "ENV_REPLAY",
+    "GFX_TARGET_VERSIONS",
+    "MOCKKFD_CAPABILITIES",
+    "MOCKKFD_GPUS",
+    "MOCKKFD_MAX_GPUS",
+    "MOCKKFD_VRAM_BYTES",
+    "MOCKUSB_BRIDGE_CAPABILITIES",
+    "MOCKUSB_CAPABILITIES",
+    "REPLAY_TARGET",
+    "MockKfdOptions",
+    "MockUsbOptions",
+    "ReplayOptions",
+    "mock_kfd_amd",
+    "mock_usb_amd",
+    "open_mock_usb3",
+    "replay_amd",
+    "replay_unavailable_reason",
+]  # fmt: skip
 
 # Emulated GPU models an arch string selects (spec/kfd.md: gfx_target_version per GPU); the first is the default.
 AMD_ARCHS = ("gfx1100", "gfx1201", "gfx950")
@@ -49,7 +66,8 @@ MOCKUSB_CAPABILITIES: Final = [*MOCKUSB_BRIDGE_CAPABILITIES, "sdma", "compute", 
 class MockUsbOptions:
     """The options of MOCKUSB+AMD: ``revision`` (the copyin protocol revision, spec/copyin.md) and the fresh board's
     behaviour, given to :class:`~tinyhil.mocks.usb3.MockUSB3`: ``mode`` (``"sync"`` / ``"timed"``), ``seed``,
-    ``faults`` (a :class:`~tinyhil.emulators.faults.FaultPlan`), ``quirks``, ``timing``, ``vram_bytes``; ``record``
+    ``faults`` (a :class:`~tinyhil.emulators.faults.FaultPlan`), ``quirks``, ``timing``, ``vram_bytes``, ``interface``
+    (``"bar5"``, the emulator's own register layout, or ``"gfx1100"``, Navi 31's real one: docs/gfx1100.md); ``record``
     (a ``.hiltrace.jsonl`` or ``.pcapng`` path) records the USB handle and writes the trace there at close."""
 
     revision: str = "pipelined"
@@ -59,6 +77,7 @@ class MockUsbOptions:
     quirks: Quirks | None = None
     timing: TimingModel | None = None
     vram_bytes: int | None = None
+    interface: str = "bar5"
     record: str | None = None  # write a trace of the USB handle to this file when the device closes (docs/traces.md)
 
     def __post_init__(self) -> None:
@@ -76,6 +95,10 @@ class MockUsbOptions:
         check_option("timing", self.timing, TimingModel, "None or a TimingModel (tinyhil.emulators.timing)")
         if self.vram_bytes is not None:
             check_int("vram_bytes", self.vram_bytes, min_value=1)
+        from tinyhil.mocks.usb3 import INTERFACES
+
+        if self.interface not in INTERFACES:
+            raise InvalidArgument(f"interface={self.interface!r}, expected one of {', '.join(INTERFACES)}")
         if self.record is not None:
             from tinyhil.trace.convert import trace_format
 
@@ -87,7 +110,7 @@ class MockUsbOptions:
     def board(self) -> dict[str, Any]:
         """The keyword arguments of the fresh :class:`MockUSB3` board (everything but ``revision``)."""
         return {"mode": self.mode, "seed": self.seed, "faults": self.faults, "quirks": self.quirks,
-                "timing": self.timing, "vram_bytes": self.vram_bytes}  # fmt: skip
+                "timing": self.timing, "vram_bytes": self.vram_bytes, "interface": self.interface}  # fmt: skip
 
 
 def open_mock_usb3(resolved: Target | str = "MOCKUSB+AMD", **options: Any) -> MockUSB3:
@@ -122,14 +145,17 @@ def open_mock_usb3(resolved: Target | str = "MOCKUSB+AMD", **options: Any) -> Mo
 )
 def mock_usb_amd(resolved: Target, options: MockUsbOptions) -> Device:
     """The USB device runtime over a fresh MockUSB3 board whose GPU has the target's arch."""
+    from tinyhil.amdgpu.firmware import GeneratedFirmware
     from tinyhil.compiler import HostCCompiler
     from tinyhil.mocks.usb3 import MockUSB3
     from tinyhil.usbgpu.amd_device import UsbAmdDevice
 
     board = {"gfx_target_version": GFX_TARGET_VERSIONS[resolved.arch or AMD_ARCHS[0]], **options.board()}
+    firmware = GeneratedFirmware()  # the emulated PSP checks headers, not contents (docs/gfx1100.md)
     if options.record is None:
         usb = MockUSB3(**board)
-        return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=options.revision, on_close=usb.close)
+        return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=options.revision, on_close=usb.close,
+                            firmware=firmware)  # fmt: skip
     from tinyhil.mocks.replay import open_recorded_usb3, recording_header
     from tinyhil.trace.recorder import TraceRecorder
 
@@ -144,7 +170,44 @@ def mock_usb_amd(resolved: Target, options: MockUsbOptions) -> Device:
         finally:
             recorder.save(path)
 
-    return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=options.revision, on_close=close)
+    return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=options.revision, on_close=close,
+                        firmware=firmware)  # fmt: skip
+
+
+ENV_REPLAY: Final = "TINYHIL_REPLAY"
+REPLAY_TARGET: Final = "REPLAY+AMD"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayOptions:
+    """The options of REPLAY+AMD: ``trace`` (a ``.hiltrace.jsonl`` or ``.pcapng`` file; default: the file
+    ``$TINYHIL_REPLAY`` names) and ``order`` (``"strict"``, or ``"endpoint"`` for overlapping IN and OUT)."""
+
+    trace: str | None = None
+    order: str = "strict"
+
+    def __post_init__(self) -> None:
+        if self.trace is not None:
+            if not isinstance(self.trace, (str, os.PathLike)):
+                raise InvalidArgument(f"trace={self.trace!r}, expected a path to a trace file")
+            object.__setattr__(self, "trace", os.fspath(self.trace))
+            from tinyhil.trace.convert import trace_format
+
+            trace_format(self.trace)
+        from tinyhil.trace.exchanges import ReplayOrder
+
+        object.__setattr__(self, "order", check_choice("order", self.order, ReplayOrder).value)
+
+
+def replay_unavailable_reason() -> str | None:
+    """``None`` when ``$TINYHIL_REPLAY`` names an existing trace file or directory, else why REPLAY+AMD cannot run."""
+    given = os.environ.get(ENV_REPLAY, "")
+    if not given:
+        return (f"no trace to replay: pass --hil-replay FILE_OR_DIR (or set ${ENV_REPLAY}); from Python use "
+                "tinyhil.mocks.replay.open_replay(PATH)")  # fmt: skip
+    if not Path(given).exists():
+        return f"${ENV_REPLAY}={given!r} does not exist, expected a trace file or a directory of traces"
+    return None
 
 
 @target(
@@ -159,6 +222,8 @@ def mock_usb_amd(resolved: Target, options: MockUsbOptions) -> Device:
 def replay_amd(resolved: Target, options: ReplayOptions) -> Device:
     """The USB device runtime over the real transport on a replayed trace (``trace=``, else ``$TINYHIL_REPLAY``);
     see :mod:`tinyhil.mocks.replay` and docs/traces.md."""
+    from tinyhil.mocks.replay import open_replay_target
+
     return open_replay_target(resolved, options)
 
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from tinyhil.errors import InvalidArgument
+from tinyhil.portable_kernel import with_portable_header
 from tinyhil.qemu.ccserver import elf_machine
 from tinyhil.qemu.protocol import CompileServerError
 from tinyhil.qemu.server import DEFAULT_START_TIMEOUT_S, DEFAULT_TIMEOUT_S, CompileServer
@@ -92,6 +93,7 @@ class QemuCompiler:
         command: Sequence[str],
         *,
         elf_machine: int | None = None,
+        portable_kernels: bool = False,
         per_worker_servers: bool = False,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
@@ -104,6 +106,7 @@ class QemuCompiler:
         self._name = name
         self.command = list(command)
         self.elf_machine = elf_machine
+        self.portable_kernels = portable_kernels  # a C compiler: sources get the portable kernel header in front
         self.timeout_s = timeout_s
         self.start_timeout_s = start_timeout_s
         self.pool_fan_out = per_worker_servers
@@ -127,7 +130,7 @@ class QemuCompiler:
             CompileError: the compiler rejected the source; its message is attached.
             CompileServerError: the server failed, timed out, or returned something that is not the expected ELF.
         """
-        binary = self.server.compile(source)
+        binary = self.server.compile(with_portable_header(source) if self.portable_kernels else source)
         if self.elf_machine is not None and elf_machine(binary) != self.elf_machine:
             raise CompileServerError(
                 self._name,

@@ -106,6 +106,7 @@ def qemucc_compiler(arch: str = "aarch64", *, per_worker_servers: bool = False) 
         f"QEMUCC:{arch}",
         runner.command(rootfs, program),
         elf_machine=ARCH2ELF_MACHINE[arch],
+        portable_kernels=True,
         per_worker_servers=per_worker_servers,
     )
 
