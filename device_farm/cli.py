@@ -6,6 +6,8 @@ tinyhil run [--target T ...] [--report DIR]  run the portable suite on targets (
 tinyhil bench copyin [--model M] [--size S]  predicted USB copyin throughput per protocol revision vs hardware
 tinyhil farm discover [--hwmap FILE]         this host's boards and the drift against a hardware map
 tinyhil trace convert IN OUT | show FILE     convert a USB trace (JSONL <-> usbmon pcapng) or summarise it
+tinyhil trace drift TRACE                    the emulator's replies to a trace's requests that differ from it
+tinyhil repro BUNDLE [--on replay|emulator]  run a failing test's repro bundle again: does it reproduce?
 
 Exit status: 0 success; 1 tests failed (or a benchmark is out of tolerance); 2 a usage error, reported in one
 line; 3 a target named explicitly cannot run here (``--allow-unavailable`` runs anyway, counting its skips);
@@ -29,7 +31,7 @@ from tinyhil.device_farm.farm_run import CollectionFailed, FarmRun, run_farm
 from tinyhil.device_farm.hwmap import target_inventory
 from tinyhil.device_farm.reference import render_target_reference
 from tinyhil.device_farm.runner import check_run_arguments
-from tinyhil.device_farm.trace_cli import add_trace_commands
+from tinyhil.device_farm.trace_cli import add_repro_command, add_trace_commands
 from tinyhil.emulators.timing import TimingModel
 from tinyhil.errors import InvalidArgument, TinyHilError
 from tinyhil.fixtures import SUITE_PACKAGE
@@ -197,6 +199,7 @@ def _parser() -> argparse.ArgumentParser:
     copyin.set_defaults(handler=_bench_copyin)
     add_farm_commands(commands)
     add_trace_commands(commands)
+    add_repro_command(commands)
     return parser
 
 

@@ -66,6 +66,7 @@ class Result:
     final: bool = True
     started: float = 0.0
     finished: float = 0.0
+    bundle: str | None = None  # the failing test's reproduction bundle (--hil-repro-dir), when its shard wrote one
 
     def record(self) -> dict[str, Any]:
         """The journal record of this result."""
@@ -82,6 +83,7 @@ class _Attempt:
     duration_s: float = 0.0
     started: float = 0.0
     finished: float = 0.0
+    bundle: str | None = None
 
     @classmethod
     def lost(cls, cause: str) -> _Attempt:
@@ -91,7 +93,8 @@ class _Attempt:
     @classmethod
     def from_event(cls, event: Mapping[str, Any]) -> _Attempt:
         return cls(event["outcome"], event.get("reason", ""), event.get("infrastructure"),
-                   event.get("duration_s", 0.0), event.get("started", 0.0), event.get("finished", 0.0))  # fmt: skip
+                   event.get("duration_s", 0.0), event.get("started", 0.0), event.get("finished", 0.0),
+                   event.get("bundle"))  # fmt: skip
 
 
 class EngineLost(TinyHilError, RuntimeError):
@@ -210,7 +213,7 @@ class FarmEngine:
         board, host = where
         self._on_result(Result(pair.key, pair.node_id, pair.target, board, host, attempt, done.outcome,
                                done.duration_s, done.reason, done.infrastructure, final, done.started,
-                               done.finished))  # fmt: skip
+                               done.finished, done.bundle))  # fmt: skip
         if final:
             state.outstanding -= 1
             state.reported.add(pair.key)

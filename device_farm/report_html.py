@@ -1,8 +1,9 @@
 """``report.html``: one self-contained page of a farm run (no network needed to view it).
 
 Sections: the totals; the test x target matrix (each cell the outcome and the board that ran it); failures with
-their messages; flaky and quarantined tests; board health; and a timeline of which board ran what and when. Every
-element a reader or a test counts carries a ``data-`` attribute (``data-outcome``, ``data-board``, ``data-test``).
+their messages (and a link to the reproduction bundle, ``data-bundle``, when the pair left one); flaky and
+quarantined tests; board health; and a timeline of which board ran what and when. Every element a reader or a test
+counts carries a ``data-`` attribute (``data-outcome``, ``data-board``, ``data-test``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,17 @@ def _cell(report: PairReport) -> str:
     title = _e(report.final.get("reason") or outcome)
     return (f'<td class="{classes}" data-outcome="{_e(outcome)}" data-board="{_e(board)}" data-host="{_e(host)}" '
             f'title="{title}">{_e(outcome)} · {_e(_where(report.final))}</td>')  # fmt: skip
+
+
+def _bundle_link(report: PairReport) -> str:
+    """`` (repro bundle)`` linking the pair's bundle directory, or nothing when it left none."""
+    if report.bundle is None:
+        return ""
+    href = Path(report.bundle).resolve().as_uri() if Path(report.bundle).is_absolute() else report.bundle
+    return (
+        f' (<a class="bundle" data-bundle="{_e(report.bundle)}" href="{_e(href)}">repro bundle</a>: '
+        f"<code>tinyhil repro {_e(report.bundle)}</code>)"
+    )
 
 
 def _flaky_line(report: PairReport) -> str:
@@ -111,7 +123,8 @@ def _timeline(reports: Sequence[PairReport]) -> str:
 def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any]) -> str:
     """The page's HTML for ``reports`` and the run's ``extra`` (``run_id``, ``boards`` with their health)."""
     totals = totals_line(reports)
-    failures = [f"<b>{_e(r.final['nodeid'])}</b> on {_e(_where(r.final))}<pre>{_e(r.final.get('reason'))}</pre>"
+    failures = [f"<b>{_e(r.final['nodeid'])}</b> on {_e(_where(r.final))}{_bundle_link(r)}"
+                f"<pre>{_e(r.final.get('reason'))}</pre>"
                 for r in reports if r.final["outcome"] in FAILING and r.quarantined is None]  # fmt: skip
     flaky = [_flaky_line(r) for r in reports if r.flaky]
     quarantined = [f"{_e(r.final['nodeid'])}: {_e(r.final['outcome'])} ({_e(r.quarantined)})"

@@ -3,7 +3,8 @@
 Each pair is reported once, with its final attempt. A pair whose earlier attempts were lost to the infrastructure
 and whose final attempt passed is *flaky*, reported with every outcome. A failing pair that an active quarantine
 entry matches is *quarantined*: reported with the entry's reason, and it does not fail the run. JUnit test cases
-carry the properties ``target``, ``board``, ``host`` and ``attempt`` (and ``flaky``, ``quarantined``).
+carry the properties ``target``, ``board``, ``host`` and ``attempt`` (and ``flaky``, ``quarantined``, and ``bundle``,
+the directory of a failing pair's reproduction bundle when its shard ran under ``--hil-repro-dir``).
 """
 
 from __future__ import annotations
@@ -49,12 +50,19 @@ class PairReport:
         return bool(self.earlier) and self.final["outcome"] not in FAILING
 
     @property
+    def bundle(self) -> str | None:
+        """The directory of this pair's reproduction bundle (``tinyhil repro``), when it failed and left one."""
+        found = self.final.get("bundle")
+        return str(found) if found and self.final["outcome"] in FAILING else None
+
+    @property
     def fails_run(self) -> bool:
         return self.final["outcome"] in FAILING and self.quarantined is None
 
     def as_json(self) -> dict[str, Any]:
         earlier = [{k: a.get(k) for k in ("attempt", "board", "outcome", "infrastructure")} for a in self.earlier]
-        return {**self.final, "flaky": self.flaky, "quarantined": self.quarantined, "earlier": earlier}
+        return {**self.final, "flaky": self.flaky, "quarantined": self.quarantined, "earlier": earlier,
+                "bundle": self.bundle}  # fmt: skip
 
 
 def outcome_counts(reports: Sequence[PairReport]) -> dict[str, int]:
@@ -102,6 +110,8 @@ def _case(report: PairReport) -> ET.Element:
     case = ET.Element("testcase", classname=classname, name=name, time=f"{final.get('duration_s', 0.0):.3f}")
     properties = ET.SubElement(case, "properties")
     shown: dict[str, Any] = {k: final.get(k) for k in ("target", "board", "host", "attempt")}
+    if report.bundle is not None:
+        shown["bundle"] = report.bundle
     if report.flaky:
         shown["flaky"] = "; ".join(
             f"attempt {a['attempt']} on {a['board']}: {a['infrastructure']}" for a in report.earlier

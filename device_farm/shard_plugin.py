@@ -7,9 +7,10 @@ process until it exits (a killed shard frees the board at once, see :mod:`tinyhi
 session to the shard's target (``pytest_hil_select_targets``), and for each test writes two JSON lines to the pipe:
 ``{"event": "start", "nodeid": ...}`` before it runs and ``{"event": "result", ...}`` after, with its outcome,
 duration, reason and, for a failure the farm retries, its infrastructure cause
-(:func:`~tinyhil.device_farm.outcomes.infrastructure_cause`). The environment also names the board for tests that
-drive it with their own stack: ``TINYHIL_BOARD`` and ``DEV``, and ``CUDA_VISIBLE_DEVICES`` on NV boards, the KFD
-GPU on AMD boards (:func:`~tinyhil.device_farm.shard_process.board_environment`).
+(:func:`~tinyhil.device_farm.outcomes.infrastructure_cause`), and ``bundle``, the directory of the test's repro
+bundle when ``--hil-repro-dir`` wrote one (the board's map entry goes into it). The environment also names the
+board for tests that drive it with their own stack: ``TINYHIL_BOARD`` and ``DEV``, and ``CUDA_VISIBLE_DEVICES`` on
+NV boards, the KFD GPU on AMD boards (:func:`~tinyhil.device_farm.shard_process.board_environment`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from tinyhil.device_farm.board_options import target_options
 from tinyhil.device_farm.leases import Holder, Lease, LeaseTimeout, acquire
 from tinyhil.device_farm.outcomes import infrastructure_cause
 from tinyhil.fixtures.collect import item_arg
+from tinyhil.fixtures.fixtures import HIL_OPEN_OPTIONS
+from tinyhil.fixtures.hooks import HIL_BOARD_ENTRY, REPRO_BUNDLE_PROPERTY
 from tinyhil.fixtures.summary import report_reason
 from tinyhil.registry import Target, default_registry
 
@@ -84,10 +87,17 @@ class _Shard:
         return [default_registry().resolve(self.spec.target)]
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_hil_open_device(self, target: Target, request: pytest.FixtureRequest) -> Device | None:
-        """Open the board's target with its map entry's options (a fault plan, a seed); none: the default."""
+    def pytest_hil_open_device(
+        self, target: Target, request: pytest.FixtureRequest, options: dict[str, Any]
+    ) -> Device | None:
+        """Open the board's target with its map entry's options (a fault plan, a seed) merged with the plugin's
+        (``record=``, ``trace=``: those win); none: the default."""
         data = json.loads(self.spec.options_json)
-        return target.open(**target_options(self.spec.target, data)) if data else None
+        if not data:
+            return None
+        opened = request.node.stash.get(HIL_OPEN_OPTIONS, {})
+        request.node.stash[HIL_OPEN_OPTIONS] = {**data, **opened}  # what a repro bundle records
+        return target.open(**{**target_options(self.spec.target, data), **options})
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         self.args = {item.nodeid: item_arg(item) for item in items}
@@ -119,6 +129,9 @@ class _Shard:
         elif report.skipped and result["outcome"] == "passed":
             result["outcome"] = "skipped"
             result["reason"] = report_reason(report)
+        bundle = dict(report.user_properties).get(REPRO_BUNDLE_PROPERTY)
+        if bundle is not None:  # --hil-repro-dir wrote one: the farm's reports link it
+            result["bundle"] = str(bundle)
         if report.when == "teardown":
             nodeid = self.args.get(report.nodeid, report.nodeid)
             self.send({"event": "result", "nodeid": nodeid, **result, "finished": time.time()})
@@ -148,3 +161,6 @@ def pytest_configure(config: pytest.Config) -> None:
         shard.send({"event": "lease-timeout", "reason": str(exc)})
         raise pytest.UsageError(str(exc)) from None
     config.pluginmanager.register(shard, "tinyhil-farm-shard")
+    # the board's map entry as the shard knows it, for repro bundles (--hil-repro-dir)
+    config.stash[HIL_BOARD_ENTRY] = {"board": spec.board, "slots": spec.slots, "target": spec.target,
+                                     "options": json.loads(spec.options_json), "run_id": spec.run_id}  # fmt: skip

@@ -2,6 +2,10 @@
 
 tinyhil trace convert IN OUT    convert a trace; formats from the extensions (.hiltrace.jsonl, .pcapng)
 tinyhil trace show FILE         a readable summary: requests by name, transfer sizes, errors, counts
+tinyhil trace drift TRACE       feed the trace's requests to the emulator its header describes; list every reply that
+                                differs (exit 0 and "no drift" when none does, 1 otherwise)
+tinyhil repro BUNDLE            run a failing test's repro bundle again (on REPLAY+AMD over its trace, or on the
+                                emulator from the same options); exit 0 when the failure reproduces, 1 when not
 
 A malformed trace, an unknown extension or an unreadable file is a usage error (exit status 2) in one line that
 names the file and the line or byte offset.
@@ -10,15 +14,28 @@ names the file and the line or byte offset.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
 from tinyhil.errors import InvalidArgument
 from tinyhil.registry import TargetRegistry
 from tinyhil.trace.convert import convert_trace, load_trace, trace_format
 from tinyhil.trace.summary import summarize
 
-__all__ = ["add_trace_commands"]
+__all__ = ["add_repro_command", "add_trace_commands"]
+
+EXIT_DIFFERS: Final = 1  # drift found, or a failure that does not reproduce
+_REPLAY_TARGET: Final = "REPLAY+AMD"
+_REPLAY_ERRORS: Final = ("ReplayMismatch", "ReplayExhausted", "TraceNotConsumed")
+# What the rerun must not inherit from the shell that ran the failing session.
+_SESSION_ENV: Final = ("DEV", "TINYHIL_REPRO_DIR", "TINYHIL_RECORD", "TINYHIL_REPLAY", "TINYHIL_SUMMARY",
+                       "TINYHIL_FARM_SHARD", "TINYHIL_STRICT")  # fmt: skip
 
 
 def _io(call: Callable[[], Any]) -> Any:
@@ -43,6 +60,108 @@ def _show(args: argparse.Namespace, registry: TargetRegistry) -> int:
     return 0
 
 
+def _drift(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    from tinyhil.mocks.drift import drift
+    from tinyhil.trace.drift import drift_lines
+    from tinyhil.trace.exchanges import exchanges
+
+    trace = _io(lambda: load_trace(args.file))
+    found = drift(trace, path=args.file)
+    print("\n".join(drift_lines(found, name=args.file, total=len(exchanges(trace)))))
+    return EXIT_DIFFERS if found else 0
+
+
+def _retarget(nodeid: str, old: str, new: str) -> str:
+    """``nodeid`` with its parametrization id ``old`` (the target) replaced by ``new``."""
+    head, bracket, params = nodeid.partition("[")
+    if not bracket:
+        return nodeid
+    parts = params.removesuffix("]").split("-")
+    return f"{head}[{'-'.join(new if part == old else part for part in parts)}]"
+
+
+def _rerun(bundle: Any, directory: Path, on: str, work: Path, registry: TargetRegistry) -> tuple[dict[str, Any], Path]:
+    """Run the bundle's test once more in a pytest child process; returns its summary entry and the trace file the
+    rerun recorded (which may not exist)."""
+    summary, record = work / "summary.json", work / "record"
+    nodeid = bundle.nodeid
+    if on == "replay":
+        nodeid = _retarget(bundle.nodeid, bundle.target, _REPLAY_TARGET)
+        extra = ["--hil-target", _REPLAY_TARGET, "--hil-replay", str(directory / bundle.trace)]
+    else:
+        extra = ["--hil-target", bundle.target, "--hil-bundle-options", str(directory)]
+        if "record" in registry.resolve(bundle.target).definition.options:
+            extra += ["--hil-record", str(record)]
+    name = nodeid.partition("::")[2]
+    # the test module by its absolute path when the bundle knows it: a farm shard's rootdir need not hold it
+    argument = f"{bundle.test_path}::{name}" if bundle.test_path and name else nodeid
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", argument, *extra, "--hil-summary",
+               str(summary)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in _SESSION_ENV}
+    done = subprocess.run(command, cwd=bundle.rootdir, env=env, capture_output=True, text=True, check=False)
+    results = json.loads(summary.read_text())["results"] if summary.is_file() else []
+    found = [r for r in results if r["nodeid"] == nodeid or str(r["nodeid"]).endswith(f"::{name}")]
+    if not found:
+        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+        raise InvalidArgument(f"the rerun of {nodeid} in {bundle.rootdir} ran no such test (pytest exit status "
+                              f"{done.returncode}): {' / '.join(tail) or 'no output'}")  # fmt: skip
+    traces = sorted(record.glob("*.hiltrace.jsonl")) if record.is_dir() else []
+    return found[0], (traces[0] if traces else record / "none")
+
+
+def _why_not(bundle: Any, directory: Path, on: str, outcome: str, reason: str, rerun_trace: Path) -> str:
+    """Where a rerun that did not fail as recorded departed from the bundle, in words."""
+    from tinyhil.trace.drift import trace_divergence
+
+    if any(name in reason for name in _REPLAY_ERRORS):
+        return f"the rerun diverged from the recorded trace: {reason}"
+    if outcome in ("failed", "error"):
+        return f"the rerun {outcome}, where the recorded run {bundle.outcome} in {bundle.when}: {reason}"
+    if on == "replay":
+        return (f"the test {outcome} on rerun; the driver made every recorded request and got every recorded reply, "
+                "so the difference lies outside the device")  # fmt: skip
+    if bundle.trace is None or not rerun_trace.is_file():
+        return f"the test {outcome} on rerun; there is no trace to compare ({bundle.target} records none)"
+    where = trace_divergence(load_trace(directory / bundle.trace), load_trace(rerun_trace))
+    if where is None:
+        return f"the test {outcome} on rerun; its USB trace equals the recorded one (the difference is elsewhere)"
+    return f"the test {outcome} on rerun; first divergence from the recorded trace: {where}"
+
+
+def _repro(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    from tinyhil.trace.bundle import load_bundle
+
+    bundle, directory = load_bundle(args.bundle)
+    directory = directory.resolve()  # the rerun runs in the bundle's rootdir
+    on = args.on or ("replay" if bundle.trace else "emulator")
+    if on == "replay" and bundle.trace is None:
+        raise InvalidArgument(f"{args.bundle}: the bundle holds no trace ({bundle.target} records none), expected "
+                              "--on emulator")  # fmt: skip
+    print(f"tinyhil repro: {bundle.nodeid} on {bundle.target}, rerun on "
+          f"{_REPLAY_TARGET + ' over its trace' if on == 'replay' else 'the emulator with its options'}")  # fmt: skip
+    print(f"  recorded: {bundle.outcome} in {bundle.when}: {bundle.reason}")
+    with tempfile.TemporaryDirectory(prefix="tinyhil-repro-") as work:
+        result, rerun_trace = _rerun(bundle, directory, on, Path(work), registry)
+        outcome, reason = str(result["outcome"]), str(result.get("reason") or "")
+        print(f"  rerun:    {outcome}{': ' + reason if reason else ''}")
+        if outcome == bundle.outcome and not any(name in reason for name in _REPLAY_ERRORS):
+            same = "the same" if reason == bundle.reason else "a different"
+            print(f"reproduces: the test {outcome} again, with {same} reason")
+            return 0
+        print(f"does not reproduce: {_why_not(bundle, directory, on, outcome, reason, rerun_trace)}")
+    return EXIT_DIFFERS
+
+
+def add_repro_command(commands: Any) -> None:
+    """Add ``repro`` to the ``tinyhil`` parser's subcommands."""
+    repro = commands.add_parser("repro", help="run a failing test's reproduction bundle again (--hil-repro-dir)")
+    repro.add_argument("bundle", metavar="BUNDLE", help="a bundle directory (or its bundle.json)")
+    repro.add_argument("--on", choices=("replay", "emulator"), default=None,
+                       help="rerun on REPLAY+AMD over the bundle's trace (default when it has one) or on the "
+                            "emulator from the bundle's options")  # fmt: skip
+    repro.set_defaults(handler=_repro)
+
+
 def add_trace_commands(commands: Any) -> None:
     """Add ``trace`` and its subcommands to the ``tinyhil`` parser's subcommands."""
     trace = commands.add_parser("trace", help="USB traces: convert between JSONL and usbmon pcapng, summarise")
@@ -54,3 +173,6 @@ def add_trace_commands(commands: Any) -> None:
     show = sub.add_parser("show", help="summarise a trace: requests by name, transfer sizes, errors")
     show.add_argument("file", metavar="FILE", help="a .hiltrace.jsonl or .pcapng trace")
     show.set_defaults(handler=_show)
+    drift = sub.add_parser("drift", help="list every reply the emulator gives that differs from a trace's")
+    drift.add_argument("file", metavar="TRACE", help="a .hiltrace.jsonl or .pcapng trace with a MOCKUSB+AMD header")
+    drift.set_defaults(handler=_drift)

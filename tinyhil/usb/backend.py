@@ -2,9 +2,10 @@
 
 Discovery matches the bridge VID:PIDs of ``spec/asm24.md`` (``ADD1:0001``, ``3801:0001``), picks a board by serial
 number when several are attached, checks the product string (``custom...`` or ``AS2462...``: the custom firmware),
-selects configuration 1 and hands the handle to :class:`~tinyhil.usb.transport.Usb3Transport`, which claims
-interface 0. Every way this can fail here raises :class:`~tinyhil.usb.errors.BridgeUnavailable` with a precise
-reason, which the ``USB+AMD`` target's probe reports as is; ``usb1`` errors from the device itself pass through.
+selects configuration 1 (unless the host already has: the device says so) and hands the handle to
+:class:`~tinyhil.usb.transport.Usb3Transport`, which claims interface 0. Every way this can fail here raises
+:class:`~tinyhil.usb.errors.BridgeUnavailable` with a precise reason, which the ``USB+AMD`` target's probe reports as
+is; ``usb1`` errors from the device itself pass through.
 
 ``context`` parameters take an *unopened* ``usb1.USBContext``-like object (tests inject one whose ``open()`` raises
 the ``OSError`` usb1 raises when libusb is missing); by default a fresh ``usb1.USBContext()`` is used.
@@ -16,7 +17,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from tinyhil.spec.asm2464 import BRIDGE_CONFIGURATION, BRIDGE_VID_PIDS, PRODUCT_PREFIXES
+from tinyhil.spec.asm2464 import BRIDGE_CONFIGURATION, BRIDGE_INTERFACE, BRIDGE_VID_PIDS, PRODUCT_PREFIXES
 from tinyhil.usb import _usb1
 from tinyhil.usb.errors import BridgeUnavailable
 from tinyhil.usb.transport import Usb3Transport
@@ -148,11 +149,55 @@ def _check_product(handle: Any, device: _Device) -> None:
         )
 
 
-def open_bridge_handle(serial: str | None = None, *, context: Any = None) -> tuple[Any, Any]:
+def _detach_kernel_driver_on_claim(handle: Any) -> None:
+    """Have libusb detach a kernel driver bound to interface 0 when the transport claims it (else claiming fails).
+
+    Only when one is bound: with auto-detach on, libusb claims through usbfs's disconnect ioctls even when no driver
+    is bound, and a usbfs without them (umockdev's) fails the claim with ``LIBUSB_ERROR_OTHER``. Where the host
+    cannot tell (``kernelDriverActive`` raises: ``USBErrorNotSupported`` where libusb has no such query,
+    ``USBErrorOther`` under umockdev) nothing is detached: a driver bound after all shows as ``USBErrorBusy`` at the
+    claim.
+    Optional: an emulated usb1 stack has no kernel drivers and need not offer the calls.
+    """
+    detach = getattr(handle, "setAutoDetachKernelDriver", None)
+    if detach is None:
+        return
+    driver_active = getattr(handle, "kernelDriverActive", None)
+    if driver_active is not None:
+        try:
+            if not driver_active(BRIDGE_INTERFACE):
+                return
+        except _usb1.USBError:
+            return
+    with contextlib.suppress(_usb1.USBErrorNotSupported):
+        detach(True)
+
+
+def _select_configuration(handle: Any, *, keep_active: bool) -> None:
+    """Put the bridge in configuration 1; with ``keep_active``, only when it is not in it already.
+
+    A host that enumerated the device has configured it (Linux picks configuration 1 for the bridge), and usbfs
+    turns SET_CONFIGURATION of the active configuration into a reset of the configuration's endpoints (umockdev
+    refuses it: ``LIBUSB_ERROR_OTHER``), so the real path asks first (``getConfiguration``, which libusb answers from
+    sysfs without a transfer). A handle that cannot say (no ``getConfiguration``) is configured.
+    """
+    if keep_active:
+        get_configuration = getattr(handle, "getConfiguration", None)
+        if get_configuration is not None and get_configuration() == BRIDGE_CONFIGURATION:
+            return
+    handle.setConfiguration(BRIDGE_CONFIGURATION)
+
+
+def open_bridge_handle(
+    serial: str | None = None, *, context: Any = None, keep_active_configuration: bool = False
+) -> tuple[Any, Any]:
     """Find, open and configure the bridge (see :func:`open_usb3`); return ``(handle, opened context)``.
 
     For transports built on the same discovery (``MockUSB3`` opens its emulated board through here, so the checks a
     real board gets run on the emulated one too). The caller owns both and closes the handle before the context.
+    ``keep_active_configuration`` (what :func:`open_usb3` passes): select configuration 1 only when the device is in
+    another one; without it (the emulated stack, ``REPLAY+AMD``, whose recordings hold the SET_CONFIGURATION)
+    configuration 1 is always selected.
     """
     if serial is not None and not isinstance(serial, str):
         raise BridgeUnavailable(f"serial={serial!r}, expected a string (the USB serial number) or None")
@@ -166,13 +211,8 @@ def open_bridge_handle(serial: str | None = None, *, context: Any = None) -> tup
                 other.close()
         handle = device.open()
         _check_product(handle, device)
-        # A kernel driver bound to interface 0 would make claiming fail; libusb detaches it where it can (Linux).
-        # Optional: an emulated usb1 stack has no kernel drivers and need not offer the call.
-        detach = getattr(handle, "setAutoDetachKernelDriver", None)
-        if detach is not None:
-            with contextlib.suppress(_usb1.USBErrorNotSupported):
-                detach(True)
-        handle.setConfiguration(BRIDGE_CONFIGURATION)
+        _detach_kernel_driver_on_claim(handle)
+        _select_configuration(handle, keep_active=keep_active_configuration)
         return handle, ctx
     except BaseException:
         if handle is not None:
@@ -192,7 +232,7 @@ def open_usb3(serial: str | None = None, *, context: Any = None) -> Usb3Transpor
         usb1.USBError: the device refused to open, configure or give up its interface (e.g. ``USBErrorAccess``:
             check the udev rules; ``USBErrorBusy``: another process has it).
     """
-    handle, ctx = open_bridge_handle(serial, context=context)
+    handle, ctx = open_bridge_handle(serial, context=context, keep_active_configuration=True)
     try:
         return Usb3Transport(handle, ctx, on_close=ctx.close)
     except BaseException:

@@ -1,0 +1,281 @@
+"""The drift check's emulator side: a trace's requests fed to a fresh ``MOCKUSB+AMD`` board, its replies collected.
+
+:func:`board_options` rebuilds the :class:`~tinyhil.mocks.targets.MockUsbOptions` a trace header recorded (quirks,
+seed, fault plan, timing model, mode; :func:`~tinyhil.mocks.replay.recording_header` wrote them with
+:func:`~tinyhil.mocks.replay.jsonable`, and :func:`from_jsonable` reads them back); :func:`emulator_replies` builds
+the board they describe and walks the trace's records in order on its emulated handle: each synchronous transfer is
+made, each asynchronous submit submitted and its completion awaited where the trace completed it (the event pump
+runs the board's virtual clock), each host call (claim, clear-halt, set-configuration...) made. Nothing is driven
+by a driver: the requests are the recorded ones, whatever the replies. :func:`drift` pairs the replies with the
+recorded ones (:func:`tinyhil.trace.drift.compare`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Final
+
+from tinyhil.errors import InvalidArgument
+from tinyhil.registry import Target, default_registry
+from tinyhil.trace.drift import Divergence, Reply, compare
+from tinyhil.trace.errors import TraceFormatError
+from tinyhil.trace.exchanges import exchanges
+from tinyhil.trace.records import Complete, HostCall, Op, Submit, Trace, TraceHeader, Transfer, TransferStatus
+from tinyhil.usb import _usb1
+
+__all__ = ["DRIFT_TARGET", "board_options", "drift", "emulator_replies", "from_jsonable", "options_from_json"]
+
+DRIFT_TARGET: Final = "MOCKUSB+AMD"  # the emulator a trace's requests are fed to
+_PUMP_S: Final = 60.0  # one event pump: libusb's handle_events wait, in virtual seconds
+_PUMPS: Final = 8  # pumps before a completion the trace holds counts as never coming
+# usb1's TRANSFER_* status -> TransferStatus, by the rule its names follow (records.TransferStatus)
+_STATUS: Final = {getattr(_usb1, f"TRANSFER_{status.value}"): status for status in TransferStatus}
+
+
+def from_jsonable(hint: Any, value: Any, where: str, names: Mapping[str, Any] | None = None) -> Any:
+    """``value`` (JSON data as :func:`~tinyhil.mocks.replay.jsonable` wrote it) as the type ``hint`` names:
+    dataclasses from ``{"type": name, fields...}``, enums from their values, ``tuple[X, ...]`` from lists. ``names``
+    resolves annotations a module imports only for type checking.
+
+    Raises:
+        InvalidArgument: naming ``where`` (the field path) and what was expected.
+    """
+    if value is None:
+        return None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        choices = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        for choice in choices[:-1]:
+            try:
+                return from_jsonable(choice, value, where, names)
+            except InvalidArgument:
+                continue
+        return from_jsonable(choices[-1], value, where, names)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise InvalidArgument(f"{where}={value!r}, expected a list")
+        item = typing.get_args(hint)[0]
+        return tuple(from_jsonable(item, v, f"{where}[{i}]", names) for i, v in enumerate(value))
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        try:
+            return hint(value)
+        except ValueError:
+            raise InvalidArgument(f"{where}={value!r}, expected one of {[m.value for m in hint]}") from None
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if not isinstance(value, dict) or value.get("type") != hint.__name__:
+            raise InvalidArgument(f"{where}={value!r}, expected {{'type': {hint.__name__!r}, ...}}")
+        hints = typing.get_type_hints(hint, localns=dict(names or {}))
+        known = {f.name for f in dataclasses.fields(hint) if f.init}
+        unknown = sorted(set(value) - known - {"type"})
+        if unknown:
+            raise InvalidArgument(f"{where}.{unknown[0]}: unknown field of {hint.__name__}, expected {sorted(known)}")
+        fields = {name: from_jsonable(hints[name], item, f"{where}.{name}", names) for name, item in value.items()
+                  if name != "type"}  # fmt: skip
+        try:
+            return hint(**fields)
+        except (InvalidArgument, TypeError) as exc:
+            raise InvalidArgument(f"{where}: {exc}") from None
+    if hint in (int, str, bool, float) and not isinstance(value, hint):
+        article = "an" if hint is int else "a"
+        raise InvalidArgument(f"{where}={value!r}, expected {article} {hint.__name__}")
+    return value
+
+
+def board_options(header: TraceHeader, *, path: str = "") -> Any:
+    """The :class:`~tinyhil.mocks.targets.MockUsbOptions` of the board ``header`` recorded (without ``record``).
+
+    Raises:
+        TraceFormatError: ``line 1`` and the option that cannot be read back (an unknown option, a bad value).
+    """
+    from tinyhil.emulators.asm2464 import Quirks
+    from tinyhil.emulators.faults import FaultPlan
+    from tinyhil.emulators.timing import TimingModel
+    from tinyhil.mocks.targets import MockUsbOptions
+    from tinyhil.mocks.usb.context import TransferMode
+
+    names = {"Quirks": Quirks, "FaultPlan": FaultPlan, "TimingModel": TimingModel, "TransferMode": TransferMode}
+    data = dict(header.options)
+    data.pop("record", None)
+    try:
+        return from_jsonable(MockUsbOptions, {"type": MockUsbOptions.__name__, **data}, "options", names)
+    except InvalidArgument as exc:
+        raise TraceFormatError("line 1", f"header {exc}", path=path) from None
+
+
+def options_from_json(target: Target, data: Mapping[str, Any], *, path: str = "") -> dict[str, Any]:
+    """The keyword options to open ``target`` with, from options recorded as JSON (a trace header's, a bundle's):
+    every option of ``MOCKUSB+AMD`` (quirks, fault plan, timing model: :func:`board_options`); plain values for
+    other targets.
+
+    Raises:
+        TraceFormatError: an option that cannot be read back, naming it.
+    """
+    from tinyhil.mocks.targets import MockUsbOptions
+
+    if target.definition.options_type is MockUsbOptions:
+        chosen = board_options(TraceHeader(options=dict(data)), path=path)
+        return {name: getattr(chosen, name) for name in MockUsbOptions.__dataclass_fields__ if name != "record"}
+    for name, value in data.items():
+        if isinstance(value, (dict, list)):
+            problem = f"{name}={value!r}: {target.name} options are read back as plain values only, expected a number"
+            raise TraceFormatError("options", f"{problem}, string, bool or null", path=path)
+    return dict(data)
+
+
+def _bare_class() -> type[Any]:
+    """MockUSB3 that builds its board and context and opens no transport: the handle is driven by the trace."""
+    from tinyhil.mocks.usb.context import EmulatedUsbContext
+    from tinyhil.mocks.usb3 import MockUSB3
+
+    class BareMockUSB3(MockUSB3):
+        def _attach(self, bridge: Any, mode: Any, transport_options: dict[str, Any]) -> None:
+            self.bridge = bridge
+            self.context = EmulatedUsbContext(bridge, mode=mode)
+
+    return BareMockUSB3
+
+
+def _usb_reply(exc: Exception, *, is_in: bool) -> Reply:
+    received = getattr(exc, "received", None)
+    transferred = getattr(exc, "transferred", None)
+    data = bytes(received) if is_in and received is not None else b""
+    actual = len(data) if is_in else (transferred if isinstance(transferred, int) else 0)
+    return Reply.failed(type(exc).__name__, actual=actual, data=data)
+
+
+def _first_line(exc: Exception) -> str:
+    lines = str(exc).splitlines()
+    return lines[0] if lines else ""
+
+
+class _Walk:
+    """The records of a trace made on one emulated handle; ``replies`` maps each exchange's ``seq`` to its reply."""
+
+    def __init__(self, handle: Any, context: Any) -> None:
+        self.handle, self.context = handle, context
+        self.replies: dict[int, Reply] = {}
+        self.inflight: dict[int, tuple[int, Any, bool]] = {}  # tag -> (submit seq, transfer, is_in)
+        self.done: set[int] = set()
+
+    def call(self, seq: int, is_in: bool, make: Any) -> None:
+        try:
+            result = make()
+        except _usb1.USBError as exc:
+            self.replies[seq] = _usb_reply(exc, is_in=is_in)
+            return
+        except Exception as exc:  # the emulator refused the request itself: a divergence, not a crash
+            self.replies[seq] = Reply.failed(type(exc).__name__, note=_first_line(exc))
+            return
+        self.replies[seq] = Reply(actual=len(result), data=bytes(result)) if is_in else Reply(actual=int(result or 0))
+
+    def transfer(self, record: Transfer) -> None:
+        h, is_in = self.handle, record.is_in
+        if record.bmRequestType is not None:
+            setup = (record.bmRequestType, record.bRequest, record.wValue, record.wIndex)
+            if is_in:
+                self.call(record.seq, True, lambda: h.controlRead(*setup, record.length, record.timeout))
+            else:
+                self.call(record.seq, False, lambda: h.controlWrite(*setup, bytes(record.data), record.timeout))
+        elif is_in:
+            self.call(record.seq, True, lambda: h.bulkRead(record.ep, record.length, record.timeout))
+        else:
+            self.call(record.seq, False, lambda: h.bulkWrite(record.ep, bytes(record.data), record.timeout))
+
+    def submit(self, record: Submit) -> None:
+        transfer = self.handle.getTransfer()
+        buffer: Any = bytearray(record.length) if record.is_in else bytearray(record.data)
+        done = lambda _t: self.done.add(record.tag)  # noqa: E731
+        if record.is_control:
+            transfer.setControl(record.bmRequestType, record.bRequest, record.wValue, record.wIndex, buffer, done,
+                                None, record.timeout)  # fmt: skip
+        else:
+            transfer.setBulk(record.ep, buffer, done, None, record.timeout)
+        try:
+            transfer.submit()
+        except Exception as exc:  # a usb1 error, or the emulator refusing the request: a divergence, not a crash
+            self.replies[record.seq] = Reply.failed(
+                type(exc).__name__, note=str(exc).splitlines()[0] if str(exc) else ""
+            )
+            return
+        self.inflight[record.tag] = (record.seq, transfer, record.is_in)
+        self.replies[record.seq] = Reply()  # until its completion, if the trace holds one
+
+    def complete(self, record: Complete) -> None:
+        if record.tag not in self.inflight:
+            return  # the recorded submit failed here, or the capture began with it in flight
+        seq, transfer, is_in = self.inflight.pop(record.tag)
+        for _ in range(_PUMPS):
+            if record.tag in self.done:
+                break
+            self.context.handleEventsTimeout(_PUMP_S)
+        if record.tag not in self.done:
+            self.replies[seq] = Reply(TransferStatus.TIMED_OUT, note="the emulator never completed it")
+            return
+        status = _STATUS.get(transfer.getStatus(), TransferStatus.ERROR)
+        actual = transfer.getActualLength()
+        data = bytes(memoryview(transfer.getBuffer())[:actual]) if is_in else b""
+        self.replies[seq] = Reply(status, actual, data)  # an async outcome is its status (no usb1 class raised)
+
+    def host(self, record: HostCall) -> None:
+        h, value = self.handle, record.value
+        calls = {Op.CLAIM: lambda: h.claimInterface(value), Op.RELEASE: lambda: h.releaseInterface(value),
+                 Op.CLEAR_HALT: lambda: h.clearHalt(value), Op.RESET: h.resetDevice,
+                 Op.SET_CONFIGURATION: lambda: h.setConfiguration(value)}  # fmt: skip
+        if record.op is Op.CANCEL:
+            found = self.inflight.get(value or 0)
+            if found is not None:
+                with contextlib.suppress(_usb1.USBError):  # it completed already; the recorded completion says how
+                    found[1].cancel()
+            return
+        if record.op is Op.GET_CONFIGURATION:
+            try:
+                self.replies[record.seq] = Reply(ret=int(h.getConfiguration()))
+            except _usb1.USBError as exc:
+                self.replies[record.seq] = _usb_reply(exc, is_in=True)
+            return
+        self.call(record.seq, False, lambda: (calls[record.op](), 0)[1])
+
+
+def emulator_replies(trace: Trace, options: Any = None, *, path: str = "") -> list[Reply]:
+    """The emulator's reply to each of ``trace``'s exchanges, in their order, on a fresh board built from
+    ``options`` (a :class:`~tinyhil.mocks.targets.MockUsbOptions`; default: the header's, :func:`board_options`).
+
+    Raises:
+        TraceFormatError: the header's options cannot be read back.
+    """
+    from tinyhil.mocks.targets import GFX_TARGET_VERSIONS
+
+    chosen = board_options(trace.header, path=path) if options is None else options
+    arch = None
+    if trace.header.target:
+        try:
+            arch = default_registry().resolve(trace.header.target).arch
+        except (InvalidArgument, LookupError):
+            arch = None
+    board = _bare_class()(gfx_target_version=GFX_TARGET_VERSIONS.get(arch or "", None), **chosen.board())
+    device = board.context.getDeviceList()[0]
+    handle = device.open()
+    walk = _Walk(handle, board.context)
+    for record in trace.records:
+        if isinstance(record, Transfer):
+            walk.transfer(record)
+        elif isinstance(record, Submit):
+            walk.submit(record)
+        elif isinstance(record, Complete):
+            walk.complete(record)
+        else:
+            walk.host(record)
+    with contextlib.suppress(Exception):  # transfers the trace left in flight: nothing waits on them
+        handle.close()
+    missing = Reply(TransferStatus.ERROR, note="the emulator was never asked")
+    return [walk.replies.get(exchange.seq, missing) for exchange in exchanges(trace)]
+
+
+def drift(trace: Trace, options: Any = None, *, path: str = "") -> list[Divergence]:
+    """Every reply of the emulator (built from ``trace``'s header, or ``options``) that differs from the trace's."""
+    return compare(exchanges(trace), emulator_replies(trace, options, path=path))

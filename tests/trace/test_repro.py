@@ -1,0 +1,245 @@
+"""Reproduction bundles: ``--hil-repro-dir`` leaves one per failing test, ``tinyhil repro`` runs it again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tinyhil.device_farm.cli import main
+from tinyhil.device_farm.report_html import render_report
+from tinyhil.device_farm.reports import PairReport, write_summary
+from tinyhil.trace import load_trace
+from tinyhil.trace.bundle import BUNDLE_FILE, BUNDLE_TRACE, BundleError, bundle_dir_name, load_bundle
+
+TESTS = """
+import os
+
+import numpy as np
+
+
+def test_wrong_value(hil_device):
+    value = 41 if os.environ.get("TINYHIL_TEST_WRONG", "1") == "1" else 42
+    buf = hil_device.alloc(4096)
+    hil_device.copyin(buf, np.full(4096, value, dtype=np.uint8))
+    assert bytes(hil_device.copyout(buf))[0] == 42, "wrong value read back"
+
+
+def test_right_value(hil_device):
+    buf = hil_device.alloc(4096)
+    hil_device.copyin(buf, np.full(4096, 42, dtype=np.uint8))
+    assert bytes(hil_device.copyout(buf))[0] == 42
+"""
+FAILING = "test_hil.py::test_wrong_value[MOCKUSB+AMD]"
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:randomly", "--hil-target", "MOCKUSB+AMD", *args)
+
+
+@pytest.fixture
+def bundle(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The bundle a failing run leaves (the test writes 41 and expects 42 back)."""
+    monkeypatch.delenv("TINYHIL_REPRO_DIR", raising=False)
+    monkeypatch.setenv("TINYHIL_TEST_WRONG", "1")
+    pytester.makepyfile(test_hil=TESTS)
+    _run(pytester, "--hil-repro-dir", "bundles").assert_outcomes(passed=1, failed=1)
+    directory = pytester.path / "bundles"
+    assert sorted(p.name for p in directory.iterdir()) == [bundle_dir_name(FAILING, "MOCKUSB+AMD")]  # none pending
+    return directory / bundle_dir_name(FAILING, "MOCKUSB+AMD")
+
+
+def test_a_failing_test_leaves_a_bundle(bundle: Path, pytester: pytest.Pytester) -> None:
+    data = json.loads((bundle / BUNDLE_FILE).read_text())
+    assert (data["nodeid"], data["target"], data["outcome"], data["when"]) == (FAILING, "MOCKUSB+AMD", "failed", "call")
+    assert data["reason"] == "AssertionError: wrong value read back"
+    assert (data["seed"], data["faults"], data["quirks"], data["board"]) == (0, None, None, None)
+    assert data["options"]["revision"] == "pipelined" and data["options"]["mode"] == "sync"
+    assert data["versions"]["python"] and data["versions"]["numpy"] and data["versions"]["tinyhil"]
+    assert data["rootdir"] == str(pytester.path) and data["trace"] == BUNDLE_TRACE
+    trace = load_trace(bundle / BUNDLE_TRACE)
+    assert trace.header.target == "MOCKUSB+AMD" and trace.records
+    loaded, directory = load_bundle(bundle / BUNDLE_FILE)
+    assert directory == bundle and loaded.nodeid == FAILING
+
+
+def test_the_bundle_reproduces_on_replay_and_on_the_emulator(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["repro", str(bundle)]) == 0
+    out = capsys.readouterr().out
+    assert "rerun on REPLAY+AMD over its trace" in out
+    assert "rerun:    failed: AssertionError: wrong value read back" in out
+    assert "reproduces: the test failed again, with the same reason" in out
+    assert main(["repro", "--on", "emulator", str(bundle)]) == 0
+    assert "reproduces: the test failed again, with the same reason" in capsys.readouterr().out
+
+
+def test_a_bundle_that_passes_on_rerun_says_where_it_diverged(
+    bundle: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TINYHIL_TEST_WRONG", "0")  # the rerun writes 42: the test passes
+    assert main(["repro", "--on", "emulator", str(bundle)]) == 1
+    out = capsys.readouterr().out
+    assert "rerun:    passed" in out
+    records = load_trace(bundle / BUNDLE_TRACE).records
+    seq = next(r.seq for r in records if r.op in ("bulk", "submit") and bytes(getattr(r, "data", b"")[:4]) == b")" * 4)
+    assert "does not reproduce: the test passed on rerun; first divergence from the recorded trace: request" in out
+    assert f"(record seq {seq}) differs; data differs first at byte 0x0" in out
+    assert "recorded: bulk OUT ep=0x02 length=" in out and "data=29292929" in out and "data=2a2a2a2a" in out
+    # On the replay the driver's write departs from the trace: the test fails with the mismatch, not the assertion.
+    assert main(["repro", str(bundle)]) == 1
+    out = capsys.readouterr().out
+    assert "does not reproduce: the rerun diverged from the recorded trace:" in out
+    assert "ReplayMismatch" in out and f"(record seq {seq})" in out
+
+
+CONFTEST = """
+import os
+
+import pytest
+
+from tinyhil.emulators.asm2464 import Quirks
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_hil_open_device(target, request, options):
+    if os.environ.get("TINYHIL_TEST_QUIRKY") != "1":
+        return None
+    return target.open(quirks=Quirks(full_window_corruption=True), seed=5, **options)
+"""
+QUIRKY_TEST = """
+import numpy as np
+
+from tinyhil.spec.copyin import CHUNK_BYTES
+
+
+def test_full_window(hil_device):
+    data = np.arange(CHUNK_BYTES, dtype=np.uint8)
+    buf = hil_device.alloc(data.nbytes)
+    hil_device.copyin(buf, data)
+    assert bytes(hil_device.copyout(buf)) == data.tobytes()
+"""
+
+
+def test_a_site_plugin_gets_the_trace_options_and_the_bundle_keeps_its_options(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TINYHIL_TEST_QUIRKY", "1")
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_quirky=QUIRKY_TEST)
+    _run(pytester, "--hil-repro-dir", "bundles").assert_outcomes(failed=1)
+    (found,) = (pytester.path / "bundles").iterdir()
+    loaded, _ = load_bundle(found)
+    # the conftest's hook opened the board with its own options and the plugin's record=: both are in the trace
+    assert loaded.quirks is not None and loaded.quirks["full_window_corruption"] is True and loaded.seed == 5
+    assert "DrainError" in loaded.reason and loaded.trace == BUNDLE_TRACE
+    monkeypatch.setenv("TINYHIL_TEST_QUIRKY", "0")  # the hook steps aside: only the bundle's options bring the quirk
+    assert main(["repro", "--on", "emulator", str(found)]) == 0
+    assert "reproduces: the test failed again, with the same reason" in capsys.readouterr().out
+
+
+def test_a_passing_run_leaves_no_bundle_and_no_pending_trace(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TINYHIL_TEST_WRONG", "0")
+    pytester.makepyfile(test_hil=TESTS)
+    monkeypatch.setenv("TINYHIL_REPRO_DIR", str(pytester.path / "from-env"))
+    _run(pytester).assert_outcomes(passed=2)
+    assert list((pytester.path / "from-env").iterdir()) == []
+
+
+def _write(directory: Path, data: object) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / BUNDLE_FILE).write_text(data if isinstance(data, str) else json.dumps(data))
+    return directory
+
+
+def _good(tmp_path: Path) -> dict[str, object]:
+    return {"format": "tinyhil-repro", "version": 1, "nodeid": "t.py::t[NULL]", "target": "NULL", "options": {},
+            "outcome": "failed", "when": "call", "reason": "boom", "rootdir": str(tmp_path),
+            "invocation_dir": str(tmp_path)}  # fmt: skip
+
+
+MISSING = object()
+BAD_BUNDLES = [
+    ("not JSON", "{", "", "not a JSON bundle"),
+    ("a list", [], "", "list at the top, expected an object"),
+    ("wrong format", {"format": "other"}, "format", "format='other', expected 'tinyhil-repro'"),
+    ("wrong version", {"version": 2}, "version", "version=2, expected 1"),
+    ("missing field", {"nodeid": MISSING}, "nodeid", "missing"),
+    ("mistyped field", {"nodeid": 3}, "nodeid", "nodeid=3, expected a str"),
+    ("mistyped seed", {"seed": "7"}, "seed", "seed='7', expected an int or null"),
+    ("unknown field", {"colour": "red"}, "colour", "unknown field"),
+    ("not a failure", {"outcome": "passed"}, "outcome", "outcome='passed', expected one of"),
+    ("trace missing", {"trace": "gone.hiltrace.jsonl"}, "trace", "no such file"),
+    ("trace outside", {"trace": "../x.hiltrace.jsonl"}, "trace", "no such file"),
+]
+
+
+@pytest.mark.parametrize(("case", "change", "field", "message"), BAD_BUNDLES, ids=[b[0] for b in BAD_BUNDLES])
+def test_bad_bundles_are_typed_errors_naming_the_file_and_field(
+    tmp_path: Path, case: str, change: object, field: str, message: str
+) -> None:
+    merged = {**_good(tmp_path), **change} if isinstance(change, dict) else {}
+    data = change if not isinstance(change, dict) else {k: v for k, v in merged.items() if v is not MISSING}
+    directory = _write(tmp_path / "b", data)
+    with pytest.raises(BundleError) as caught:
+        load_bundle(directory)
+    assert caught.value.field == field and caught.value.path == str(directory / BUNDLE_FILE)
+    assert message in str(caught.value) and str(directory / BUNDLE_FILE) in str(caught.value)
+
+
+def test_a_missing_bundle_and_the_cli_give_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(BundleError, match="no such bundle"):
+        load_bundle(tmp_path / "nothing")
+    assert main(["repro", str(tmp_path / "nothing")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("tinyhil repro: ") and "no such bundle" in err and "\n" not in err
+    no_trace = _write(tmp_path / "nt", _good(tmp_path))
+    assert main(["repro", "--on", "replay", str(no_trace)]) == 2
+    assert "the bundle holds no trace (NULL records none), expected --on emulator" in capsys.readouterr().err
+
+
+def test_farm_reports_link_a_failing_pairs_bundle(tmp_path: Path) -> None:
+    final = {"nodeid": "t.py::t", "target": "MOCKUSB+AMD", "board": "b1", "host": "h", "attempt": 1,
+             "outcome": "failed", "reason": "boom", "bundle": str(tmp_path / "bundle-dir")}  # fmt: skip
+    passed = {**final, "nodeid": "t.py::u", "outcome": "passed", "bundle": str(tmp_path / "stale")}
+    reports = [PairReport(final), PairReport(passed)]
+    write_summary(tmp_path / "summary.json", reports, {"run_id": "r"})
+    results = json.loads((tmp_path / "summary.json").read_text())["results"]
+    assert [r["bundle"] for r in results] == [str(tmp_path / "bundle-dir"), None]
+    page = render_report(reports, {"run_id": "r"})
+    assert page.count('class="bundle"') == 1
+    assert f'data-bundle="{tmp_path / "bundle-dir"}"' in page and f"tinyhil repro {tmp_path / 'bundle-dir'}" in page
+
+
+def test_a_farm_shard_puts_the_board_entry_in_the_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TINYHIL_TEST_WRONG", "1")
+    suite = tmp_path / "test_farm_hil.py"
+    suite.write_text(TESTS)
+    bundles = tmp_path / "bundles"
+    status = main(["run", "--target", "MOCKUSB+AMD", "--suite", str(suite), "--report", str(tmp_path / "report"),
+                   "--workers", "1", "--", "-k", "wrong", "--hil-repro-dir", str(bundles)])  # fmt: skip
+    assert status == 1
+    (found,) = bundles.iterdir()
+    loaded, _ = load_bundle(found)
+    assert (
+        loaded.board is not None and loaded.board["board"] == "mockusb-amd" and loaded.board["target"] == "MOCKUSB+AMD"
+    )
+    assert loaded.test_path == str(suite)
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    failed = [r for r in summary["results"] if r["outcome"] == "failed"]
+    assert [r["bundle"] for r in failed] == [str(found)]  # the farm's report links the bundle the shard wrote
+    assert f'data-bundle="{found}"' in (tmp_path / "report" / "report.html").read_text()
+    capsys.readouterr()
+    assert main(["repro", str(found)]) == 0  # the shard's rootdir does not hold the test: its path does
+    assert "reproduces" in capsys.readouterr().out
+
+
+def test_a_bad_bundle_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_hil=TESTS)
+    result = _run(pytester, "--hil-bundle-options", "nowhere")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--hil-bundle-options: nowhere: no such bundle*"])
