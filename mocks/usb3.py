@@ -11,6 +11,7 @@ against the transport runs unchanged on both::
         usb.gpu                                          # the emulated AMD GPU at 4:00.0 behind the bridges
 
     MockUSB3(vram_bytes=64 << 20, gfx_target_version=110000)   # choose the GPU
+    MockUSB3(interface="gfx1100")                      # Navi 31's real register interface (Gfx1100Function)
     MockUSB3.over(Asm2464(function=PlainEndpoint()))   # given parts: any PCIe function, kernel or bridge you built
 
     MockUSB3(mode="timed", quirks=Quirks(full_window_corruption=True), faults=plan, seed=7)
@@ -25,6 +26,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from tinyhil.emulators.amdgpu import DEFAULT_GFX_TARGET_VERSION, AmdGpu, AmdGpuFunction, GpuTiming
+from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Function
 from tinyhil.emulators.asm2464 import Asm2464, Quirks
 from tinyhil.emulators.faults import FaultPlan
 from tinyhil.emulators.kernel import EventKernel
@@ -35,13 +37,15 @@ from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES
 from tinyhil.usb.backend import open_bridge_handle
 from tinyhil.usb.transport import Usb3Transport
 
-__all__ = ["MockUSB3"]
+__all__ = ["INTERFACES", "MockUSB3"]
 
 
 # What builds a board's parts; the fresh form rejects them and names the given-parts form instead.
 _PARTS_OPTIONS: Final = ("bridge", "function", "kernel")
 # What builds a fresh board; :meth:`MockUSB3.over` rejects them (its bridge is built already).
-_BOARD_OPTIONS: Final = ("seed", "faults", "quirks", "timing", "vram_bytes", "gfx_target_version", "usb3")
+_BOARD_OPTIONS: Final = ("seed", "faults", "quirks", "timing", "vram_bytes", "gfx_target_version", "usb3", "interface")
+# The GPU's register interface: "bar5" (the emulator's own BAR5 layout) or "gfx1100" (Navi 31's real registers).
+INTERFACES: Final = ("bar5", "gfx1100")
 
 
 class MockUSB3(Usb3Transport):
@@ -51,7 +55,9 @@ class MockUSB3(Usb3Transport):
       builds an :class:`~tinyhil.emulators.asm2464.Asm2464` on a new EventKernel seeded with ``seed``, with an
       emulated AMD GPU (:class:`~tinyhil.emulators.amdgpu.AmdGpuFunction` of ``vram_bytes``, default 256 MB, and
       ``gfx_target_version``, default 110000 = gfx1100) behind it. ``faults`` is a :class:`FaultPlan`, ``timing`` a
-      :class:`TimingModel`, ``usb3=False`` a USB2 link.
+      :class:`TimingModel`, ``usb3=False`` a USB2 link. ``interface="gfx1100"`` puts Navi 31's real register
+      interface behind the bridge instead (:class:`~tinyhil.emulators.amdgpu.gfx1100.Gfx1100Function`, gfx1100
+      only; docs/gfx1100.md).
     - Given parts: :meth:`over` plugs in a bridge the caller built (``Asm2464(function=..., kernel=..., seed=...,
       faults=...)``), for another PCIe function or a virtual clock shared with other devices.
 
@@ -77,6 +83,7 @@ class MockUSB3(Usb3Transport):
         vram_bytes: int | None = None,
         gfx_target_version: int | None = None,
         usb3: bool = True,
+        interface: str = "bar5",
         **transport_options: Any,
     ) -> None:
         parts = [name for name in _PARTS_OPTIONS if name in transport_options]
@@ -87,12 +94,21 @@ class MockUSB3(Usb3Transport):
             )
         kernel = EventKernel(seed)
         board_timing = timing if timing is not None else TimingModel.preset(DEFAULT_PRESET)
-        function = AmdGpuFunction(
-            kernel=kernel,
-            timing=GpuTiming(system_bytes_per_us=max(1, board_timing.gpu_copy_bytes_per_s // 1_000_000)),
-            vram_bytes=DEFAULT_VRAM_BYTES if vram_bytes is None else vram_bytes,
-            gfx_target_version=DEFAULT_GFX_TARGET_VERSION if gfx_target_version is None else gfx_target_version,
-        )
+        gpu_timing = GpuTiming(system_bytes_per_us=max(1, board_timing.gpu_copy_bytes_per_s // 1_000_000))
+        vram = DEFAULT_VRAM_BYTES if vram_bytes is None else vram_bytes
+        version = DEFAULT_GFX_TARGET_VERSION if gfx_target_version is None else gfx_target_version
+        function: AmdGpuFunction | Gfx1100Function
+        if interface == "gfx1100":
+            if version != DEFAULT_GFX_TARGET_VERSION:
+                raise InvalidArgument(
+                    f"MockUSB3(interface='gfx1100', gfx_target_version={version}): the real register interface is "
+                    f"gfx1100's, expected gfx_target_version={DEFAULT_GFX_TARGET_VERSION} (or interface='bar5')"
+                )
+            function = Gfx1100Function(kernel=kernel, timing=gpu_timing, vram_bytes=vram)
+        elif interface == "bar5":
+            function = AmdGpuFunction(kernel=kernel, timing=gpu_timing, vram_bytes=vram, gfx_target_version=version)
+        else:
+            raise InvalidArgument(f"interface={interface!r}, expected one of {', '.join(INTERFACES)}")
         bridge = Asm2464(quirks=quirks, faults=faults, seed=seed, timing=timing, function=function, kernel=kernel,
                          usb3=usb3)  # fmt: skip
         self._attach(bridge, mode, transport_options)
@@ -143,7 +159,7 @@ class MockUSB3(Usb3Transport):
                 another function).
         """
         function = self.bridge.function
-        if not isinstance(function, AmdGpuFunction):
+        if not isinstance(function, AmdGpuFunction | Gfx1100Function):
             raise StateError(
                 f"MockUSB3.gpu: the PCIe function behind the bridge is {function!r}, expected an AmdGpuFunction "
                 "(what a fresh MockUSB3 has; MockUSB3.over(bridge) keeps the bridge's own function)"

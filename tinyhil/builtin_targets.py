@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tinyhil._check import check_int
+from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource
 from tinyhil.cache import ArtifactError
 from tinyhil.compiler import AMD_RENDERERS, HOST_CC_RENDERERS, HostCCompiler
 from tinyhil.device import Device
@@ -29,11 +30,12 @@ from tinyhil.qemu.toolchains import (
     qemucc_unavailable_reason,
 )
 from tinyhil.registry import Target, check_choice, check_option, target
+from tinyhil.spec.amdgpu_firmware import FIRMWARE_PACKAGE, GFX1100_FIRMWARE
 from tinyhil.usb.backend import open_usb3, probe_usb3
 from tinyhil.usb.errors import BridgeUnavailable
 
 __all__ = ["KfdAmdOptions", "NullOptions", "UsbAmdOptions", "amd_kfd", "amd_usb", "null",
-           "null_qcomcl_a630", "null_qemucc_aarch64", "nv"]  # fmt: skip
+           "null_qcomcl_a630", "null_qemucc_aarch64", "nv", "usb_firmware_reason"]  # fmt: skip
 
 NULL_CAPABILITIES = ["null", "compile", "copyin", "copy", "fill", "exec", "timestamps"]
 COMPILE_ONLY_CAPABILITIES = [*NULL_CAPABILITIES, "compile-only", "qemu-compiler"]
@@ -99,18 +101,32 @@ def null_qcomcl_a630(resolved: Target, options: NullOptions) -> Device:
     return NullDevice(resolved.name, compiler, allow_copyout=options.allow_copyout)
 
 
-# Until the emulated GPU speaks gfx1100's real register interface (shared/spec/amdgpu-registers.md), the USB-path
-# GPU driver programs the emulator's own BAR5 layout, which no real AMD GPU has: it cannot bring up a board.
+def usb_firmware_reason(firmware: FirmwareSource | None = None) -> str | None:
+    """Why the USB-path GPU bring-up cannot run here for want of firmware: the gfx1100 files it uploads through the
+    PSP (``spec/amdgpu-registers.md`` section 7) that ``firmware`` (default: ``/lib/firmware/amdgpu/``) lacks."""
+    source = DirectoryFirmware() if firmware is None else firmware
+    missing = [name for name in GFX1100_FIRMWARE if not source.available(name)]
+    if not missing:
+        return None
+    return (
+        f"an ASM2464 bridge is attached, but the gfx1100 firmware the GPU bring-up uploads is missing from "
+        f"{source!r}: {', '.join(missing)}; install {FIRMWARE_PACKAGE}"
+    )
+
+
+# The gfx1100 bring-up (tinyhil.usbgpu.gfx1100_gpu) boots the emulated Navi 31 through the real register
+# interface, but it has not run on a board and skips the registers the register map lacks (docs/gfx1100.md): until
+# it has, USB+AMD stays unavailable with a bridge attached, and says what else is missing.
 NO_REAL_GPU_BRINGUP_REASON: Final = (
-    "an ASM2464 bridge is attached, but bringing up a real AMD GPU over it is not implemented: tinyhil.amdgpu.UsbGpu "
-    "programs the emulator's own BAR5 queue registers, not the real gfx1100 register interface (see "
-    "docs/fidelity.md); the bridge itself works through tinyhil.usb.open_usb3()"
+    "an ASM2464 bridge is attached, but the gfx1100 bring-up over it has not yet run on a real board and skips "
+    "registers the register map lacks (the system aperture, L2 and IH ring controls, clock gating: see "
+    "docs/gfx1100.md and docs/fidelity.md); the bridge itself works through tinyhil.usb.open_usb3()"
 )
 
 
 def _usb_probe(*, context: Any = None) -> str | None:
-    """Why ``USB+AMD`` cannot run here: libusb missing, no bridge attached, or (with a bridge) no real-silicon GPU
-    bring-up yet.
+    """Why ``USB+AMD`` cannot run here: libusb missing, no bridge attached, or (with a bridge) the gfx1100 bring-up
+    not yet proven on a board. The opener checks the firmware files (:func:`usb_firmware_reason`).
 
     ``context`` is an unopened ``usb1.USBContext``-like object (tests inject one); by default a fresh one.
     """
@@ -145,15 +161,16 @@ class UsbAmdOptions:
     capabilities=USB_AMD_CAPABILITIES,
     probe=_usb_probe,
     emulated=False,
-    summary="AMD GPU behind an ASM2464 USB bridge (GPU bring-up on real silicon not implemented yet)",
+    summary="AMD GPU (gfx1100) behind an ASM2464 USB bridge (the real-register bring-up not yet run on a board)",
     options=UsbAmdOptions,
 )
 def amd_usb(resolved: Target, options: UsbAmdOptions) -> Device:
     """An AMD GPU behind a real ASM2464-class bridge (``serial`` picks one of several): the same device runtime as
-    ``MOCKUSB+AMD`` over the libusb transport.
+    ``MOCKUSB+AMD`` over the libusb transport, with firmware from ``/lib/firmware/amdgpu/``.
 
     Raises:
-        TargetUnavailable: no usable bridge (libusb missing, none attached, wrong firmware).
+        TargetUnavailable: no usable bridge (libusb missing, none attached, wrong firmware), or the GPU's firmware
+            files are missing.
     """
     from tinyhil.usbgpu.amd_device import UsbAmdDevice
 
@@ -161,6 +178,10 @@ def amd_usb(resolved: Target, options: UsbAmdOptions) -> Device:
         transport = open_usb3(options.serial)
     except BridgeUnavailable as exc:
         raise TargetUnavailable(resolved.name, exc.reason) from exc
+    missing = usb_firmware_reason()
+    if missing is not None:
+        transport.close()
+        raise TargetUnavailable(resolved.name, missing)
     return UsbAmdDevice(resolved.name, transport, revision=options.revision, on_close=transport.close,
                         wait_timeout_ms=options.wait_timeout_ms)  # fmt: skip
 

@@ -178,6 +178,13 @@ class AmdGpu:
         for queue_id in sorted(waiting):  # queue order, as the queues were created
             waiting[queue_id].wake(va, nbytes)
 
+    def polling_queues(self) -> tuple[Queue, ...]:
+        """The queues whose engine waits on a memory poll now, in creation order."""
+        waiting = self._waiting
+        if not waiting:  # most writes land while no queue polls
+            return ()
+        return tuple(waiting[queue_id] for queue_id in sorted(waiting))
+
     def host_memory_written(self, pcie_addr: int, nbytes: int) -> None:
         """The bridge landed bytes at a PCIe address: ``memory_written(SYS_APERTURE + pcie_addr, nbytes)``."""
         self.memory_written(SYS_APERTURE + pcie_addr, nbytes)

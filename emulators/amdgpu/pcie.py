@@ -31,7 +31,7 @@ from .executor import KernelExecutor
 from .gpu import AmdGpu
 from .timing import DEFAULT_TIMING, GpuTiming
 
-__all__ = ["DEFAULT_GFX_TARGET_VERSION", "DEVICE_IDS", "AmdGpuFunction"]
+__all__ = ["DEFAULT_GFX_TARGET_VERSION", "DEVICE_IDS", "AmdGpuFunction", "BridgedFunction", "registers_around"]
 
 DEFAULT_GFX_TARGET_VERSION: Final = 110000
 REGISTER_BYTES: Final = 4
@@ -82,6 +82,33 @@ class _HostPort:
         )
 
 
+class BridgedFunction(Type0Function):
+    """What every GPU function behind the bridge shares: the host port its DMA goes through, the event kernel of
+    its GPU (``gpu``), plugging in (:meth:`attach_host`). Subclasses set ``gpu``, ``_port`` and ``_config``."""
+
+    gpu: AmdGpu
+    _port: _HostPort
+
+    @property
+    def kernel(self) -> EventKernel:
+        return self.gpu.kernel
+
+    @property
+    def host(self) -> PcieHost | None:
+        """The bridge the GPU DMAs through (``None`` until plugged in)."""
+        return self._port.host
+
+    def attach_host(self, host: PcieHost) -> None:
+        """Plug into ``host``: the GPU's system memory accesses now reach its memory.
+
+        Raises:
+            StateError: already plugged into another bridge.
+        """
+        if self._port.host is not None and self._port.host is not host:
+            raise StateError(f"{self!r} is already plugged into {self._port.host!r}, expected one bridge per GPU")
+        self._port.host = host
+
+
 class _GpuConfig(Type0Config):
     """The GPU's config space; a fundamental reset of it (the bridge's power cycle) resets the whole GPU."""
 
@@ -96,7 +123,7 @@ class _GpuConfig(Type0Config):
             self._gpu.reset()
 
 
-class AmdGpuFunction(Type0Function):
+class AmdGpuFunction(BridgedFunction):
     """The emulated AMD GPU as PCIe function 4:00.0 behind the bridge (spec/asm24.md "GPU BARs").
 
     ======  ==========================================================  =========================================
@@ -163,21 +190,12 @@ class AmdGpuFunction(Type0Function):
         host = "attached" if self.host is not None else "not attached"
         return f"<AmdGpuFunction {VENDOR_ID_AMD:04x}:{self._config.device_id:04x} {self.gpu!r} host {host}>"
 
-    @property
-    def kernel(self) -> EventKernel:
-        return self.gpu.kernel
-
-    @property
-    def host(self) -> PcieHost | None:
-        """The bridge the GPU DMAs through (``None`` until plugged in)."""
-        return self._port.host
-
     # --- PcieFunction (config space: Type0Function) ---
     def mmio_read(self, bar: int, offset: int, nbytes: int) -> bytes:
         """Read ``nbytes`` at ``offset`` of BAR ``bar`` (decoded and bounds-checked by the bridge)."""
         if bar != _REGS_BAR or (offset % REGISTER_BYTES == 0 and nbytes % REGISTER_BYTES == 0):
             return self.gpu.mmio_read(bar, offset, nbytes)
-        start, end = _registers_around(offset, nbytes)
+        start, end = registers_around(offset, nbytes)
         return self.gpu.mmio_read(bar, start, end - start)[offset - start : offset - start + nbytes]
 
     def mmio_write(self, bar: int, offset: int, data: bytes) -> None:
@@ -185,27 +203,17 @@ class AmdGpuFunction(Type0Function):
         if bar != _REGS_BAR or (offset % REGISTER_BYTES == 0 and len(data) % REGISTER_BYTES == 0):
             self.gpu.mmio_write(bar, offset, data)
             return
-        start, end = _registers_around(offset, len(data))
+        start, end = registers_around(offset, len(data))
         merged = bytearray(self.gpu.mmio_read(bar, start, end - start))
         merged[offset - start : offset - start + len(data)] = data
         self.gpu.mmio_write(bar, start, bytes(merged))
-
-    def attach_host(self, host: PcieHost) -> None:
-        """Plug into ``host``: the system aperture now reaches its memory.
-
-        Raises:
-            StateError: already plugged into another bridge.
-        """
-        if self._port.host is not None and self._port.host is not host:
-            raise StateError(f"{self!r} is already plugged into {self._port.host!r}, expected one bridge per GPU")
-        self._port.host = host
 
     def host_memory_written(self, pcie_addr: int, nbytes: int) -> None:
         """The bridge changed its memory at ``pcie_addr``: wake queues polling it through the system aperture."""
         self.gpu.memory_written(SYS_APERTURE + pcie_addr, nbytes)
 
 
-def _registers_around(offset: int, nbytes: int) -> tuple[int, int]:
+def registers_around(offset: int, nbytes: int) -> tuple[int, int]:
     """The whole registers covering ``[offset, offset + nbytes)``."""
     start = offset - offset % REGISTER_BYTES
     end = -(-(offset + nbytes) // REGISTER_BYTES) * REGISTER_BYTES

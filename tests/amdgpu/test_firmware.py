@@ -90,3 +90,15 @@ def test_a_name_the_generator_does_not_make_is_missing() -> None:
 def test_the_installed_files_pass_the_header_check(name: str) -> None:
     header = parse_firmware_header(DirectoryFirmware().load(name), name=name)
     assert header.header_size_bytes >= 32
+
+
+def test_usb_amd_names_the_missing_firmware_files_and_the_package(tmp_path: Path) -> None:
+    from tinyhil.builtin_targets import usb_firmware_reason
+    from tinyhil.spec.amdgpu_firmware import FIRMWARE_PACKAGE, GFX1100_FIRMWARE
+
+    assert usb_firmware_reason(GeneratedFirmware()) is None
+    (tmp_path / "smu_13_0_0.bin").write_bytes(GeneratedFirmware().load("smu_13_0_0.bin"))
+    reason = usb_firmware_reason(DirectoryFirmware(tmp_path))
+    assert reason is not None and FIRMWARE_PACKAGE in reason
+    assert all(name in reason for name in GFX1100_FIRMWARE if name != "smu_13_0_0.bin")
+    assert "smu_13_0_0.bin" not in reason

@@ -1,7 +1,10 @@
 """The device runtime of an AMD GPU behind an ASM2464 bridge: ``MOCKUSB+AMD`` (emulated) and ``USB+AMD`` (a board).
 
 It takes any :class:`~tinyhil.usb.bridge_io.AsyncBridgeIO` (``MockUSB3`` or the real ``Usb3Transport``), brings the
-PCIe side up, programs queues through BAR5 and moves data with :class:`UsbCopy`. The bridge and copy protocol are the
+PCIe side up, opens the GPU with the driver its BAR5 answers to (:func:`~tinyhil.usbgpu.gfx1100_gpu.open_usb_gpu`:
+a gfx1100 is booted through its real register interface with firmware from ``firmware``, the seam of
+:mod:`tinyhil.amdgpu.firmware`; the emulator's own BAR5 layout is programmed as before), and moves data with
+:class:`UsbCopy`. The bridge and copy protocol are the
 same code on both; the BAR5 queue registers are the emulator's own layout, so ``USB+AMD`` cannot yet bring up a real
 GPU and its probe says so (docs/fidelity.md).
 
@@ -13,7 +16,9 @@ VRAM layout (GPU address = BAR0 offset, spec/amdgpu.md USB path):
 | ``0x100000`` | runtime SDMA ring (256 KB) |
 | ``0x140000`` | compute (PM4) ring (256 KB) |
 | ``0x200000`` | copy-engine SDMA ring (1 MB, SDMA queue 1) |
-| ``0x400000 ..`` | buffers, signals, code objects, kernel arguments (the allocator's range, up to the BAR0 size) |
+| ``0x400000 ..`` | buffers, signals, code objects, kernel arguments (the allocator's range, up to ``gpu.heap_end``) |
+
+``gpu.heap_end`` is the BAR0 size, or on gfx1100 the start of the driver's boot memory (the top 32 MB of VRAM).
 
 Signals live in VRAM, never in the bridge's sys_buf (whose low half the 0xF2 engine clobbers while a transfer is in
 flight: spec/asm24.md quirk 2). The host has no interrupt on this path: it polls them through BAR0.
@@ -31,6 +36,7 @@ from typing import Any, Final
 
 from tinyhil.allocator import RangeAllocator
 from tinyhil.amdgpu.device_base import AmdDeviceBase, AmdRing, GpuRegion, MemoryUse
+from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource
 from tinyhil.amdgpu.queue import AmdQueue
 from tinyhil.asm2464.controller import Asm2464Controller
 from tinyhil.compiler import Compiler
@@ -40,6 +46,7 @@ from tinyhil.spec.amdgpu import QueueKind
 from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP
 from tinyhil.usb.bridge_io import AsyncBridgeIO
 from tinyhil.usbgpu.copy import CopyRevision, UsbCopy
+from tinyhil.usbgpu.gfx1100_gpu import open_usb_gpu
 from tinyhil.usbgpu.usb_gpu import UsbGpu
 
 __all__ = ["USB_CAPABILITIES", "UsbAmdDevice"]
@@ -63,7 +70,7 @@ class UsbAmdDevice(AmdDeviceBase):
     Attributes:
         transport: the USB transport (``MockUSB3`` or ``Usb3Transport``).
         controller: the ASM2464 client over it.
-        gpu: the USB-path GPU driver (BARs, BAR5 queues).
+        gpu: the USB-path GPU driver (:class:`UsbGpu`, or :class:`~tinyhil.usbgpu.gfx1100_gpu.Gfx1100UsbGpu`).
         copier: the copyin/copyout protocol engine (``copier.revision`` selects the protocol revision).
     """
 
@@ -77,6 +84,7 @@ class UsbAmdDevice(AmdDeviceBase):
         capabilities: Iterable[str] = (),
         on_close: Callable[[], object] | None = None,
         wait_timeout_ms: int = 30_000,
+        firmware: FirmwareSource | None = None,
         **bringup_options: Any,
     ) -> None:
         if not isinstance(transport, AsyncBridgeIO):
@@ -87,13 +95,18 @@ class UsbAmdDevice(AmdDeviceBase):
         self._on_close = on_close
         try:
             self.controller = Asm2464Controller(transport)
-            self.gpu = UsbGpu.bring_up(self.controller, timeout_s=wait_timeout_ms / 1000, **bringup_options)
-            if self.gpu.vram_bar.size <= _HEAP_VA:
+            self.gpu: UsbGpu = open_usb_gpu(
+                self.controller,
+                firmware=DirectoryFirmware() if firmware is None else firmware,
+                timeout_s=wait_timeout_ms / 1000,
+                **bringup_options,
+            )
+            if self.gpu.heap_end <= _HEAP_VA:
                 raise InvalidArgument(
-                    f"BAR0 of {self.gpu.vram_bar.size:#x} bytes, expected more than {_HEAP_VA:#x} (rings and pointers "
+                    f"GPU memory up to {self.gpu.heap_end:#x}, expected more than {_HEAP_VA:#x} (rings and pointers "
                     "live below it)"
                 )
-            self._heap = RangeAllocator(_HEAP_VA, self.gpu.vram_bar.size - _HEAP_VA, _PAGE)
+            self._heap = RangeAllocator(_HEAP_VA, self.gpu.heap_end - _HEAP_VA, _PAGE)
             self.copier = self._copy_engine(revision, seq=0)
             self._start()
         except BaseException:
@@ -162,6 +175,7 @@ class UsbAmdDevice(AmdDeviceBase):
             if gpu is not None:
                 for queue in reversed(gpu.queues):
                     gpu.destroy_queue(queue)
+                gpu.close()
         finally:
             on_close, self._on_close = self._on_close, None
             if on_close is not None:

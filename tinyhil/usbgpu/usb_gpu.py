@@ -104,6 +104,25 @@ class UsbGpu:
         poll_s: float = DEFAULT_POLL_S,
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
+        self._attach_bars(controller, topology, poll_s=poll_s, timeout_s=timeout_s)
+        identity, vram_mb = self.read_registers(Bar5.ID, 2)
+        if identity != BAR5_ID_VALUE:
+            raise DeviceError(
+                f"BAR5 ID reads {identity:#010x}, expected {BAR5_ID_VALUE:#010x}: not the tinyhil GPU register "
+                "interface (spec/amdgpu.md)",
+                op="UsbGpu",
+            )
+        self.vram_bytes = vram_mb << MB_SHIFT
+        self.heap_end = self.vram_bar.size  # the first VRAM address the device's allocator may not use
+
+    def _attach_bars(self, controller: Asm2464Controller, topology: PcieTopology, *, poll_s: float,
+                     timeout_s: float) -> None:  # fmt: skip
+        """Check the arguments and take BAR0, BAR2 and BAR5 from ``topology`` (every register interface's start).
+
+        Raises:
+            InvalidArgument: a bad argument.
+            DeviceError: a BAR is missing from ``topology``.
+        """
         if not isinstance(controller, Asm2464Controller):
             raise InvalidArgument(f"controller={controller!r}, expected an Asm2464Controller")
         if not isinstance(topology, PcieTopology):
@@ -123,16 +142,11 @@ class UsbGpu:
         self.vram_bar: PcieBar = bars[Bar.VRAM]
         self.doorbell_bar: PcieBar = bars[Bar.DOORBELL]
         self.register_bar: PcieBar = bars[Bar.REGS]
-        identity, vram_mb = self.read_registers(Bar5.ID, 2)
-        if identity != BAR5_ID_VALUE:
-            raise DeviceError(
-                f"BAR5 ID reads {identity:#010x}, expected {BAR5_ID_VALUE:#010x}: not the tinyhil GPU register "
-                "interface (spec/amdgpu.md)",
-                op="UsbGpu",
-            )
-        self.vram_bytes = vram_mb << MB_SHIFT
         self._queues: dict[int, AmdQueue] = {}
         self._doorbell_high: dict[int, int] = {}  # per doorbell slot: the high dword this driver last wrote
+
+    def close(self) -> None:
+        """Leave the GPU as a later open expects it (the BAR5 layout keeps nothing between opens)."""
 
     @classmethod
     def bring_up(

@@ -36,6 +36,7 @@ from tinyhil.spec.gfx1100_regs import (
 
 from ...kernel import EventKernel
 from ...observe import Observation, Observed, Observer
+from ..errors import GpuMemoryFault
 from ..executor import KernelExecutor
 from ..gpu import AmdGpu
 from ..system_bus import SystemBus
@@ -55,6 +56,7 @@ _log = logging.getLogger("tinyhil.emulators.amdgpu.gfx1100")
 _BOOTLOAD_COMPLETE: Final = 1 << 31  # RLC_RLCS_BOOTLOAD_STATUS.bootload_complete
 _SAFE_MODE_CMD: Final = 1  # RLC_SAFE_MODE.cmd: the RLC clears it when it has acted
 _SEM_ACQUIRED: Final = 1
+_FAULTED: Final = 1  # model: GCVM_L2_PROTECTION_FAULT_STATUS after a fault (docs/gfx1100.md)
 _DOORBELL_UNIT_BYTES: Final = 4  # S2A ranges count dword doorbell slots
 
 
@@ -80,6 +82,7 @@ class Gfx1100Front:
         self.smu = Smu(regs, self._mode1_reset)
         self.psp = Psp(regs, memory, self._fw_loaded)
         self.sdma = SdmaQueue0(regs, gpu)
+        self.sdma1 = SdmaQueue0(regs, gpu, engine=1)
         self.mec = MecQueues(regs, gpu)
         regs.set_reset_value(Reg.RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE, memory.vram_bytes >> 20)
         for base, top in ((Reg.MMMC_VM_FB_LOCATION_BASE, Reg.MMMC_VM_FB_LOCATION_TOP),
@@ -94,6 +97,7 @@ class Gfx1100Front:
             regs.on_write(sem, functools.partial(self._release, sem))
         regs.on_write(Reg.RLC_SAFE_MODE, lambda value: regs.store(Reg.RLC_SAFE_MODE, value & ~_SAFE_MODE_CMD))
         regs.on_read(Reg.RLC_RLCS_BOOTLOAD_STATUS, self._bootload_status)
+        regs.on_read(Reg.GCVM_L2_PROTECTION_FAULT_STATUS, self._fault_status)
         self.reset()
 
     @classmethod
@@ -125,7 +129,7 @@ class Gfx1100Front:
 
     def _cold_blocks(self) -> None:
         self.regs.reset()
-        for block in (self.bar5, self.smu, self.psp, self.sdma, self.mec):
+        for block in (self.bar5, self.smu, self.psp, self.sdma, self.sdma1, self.mec):
             block.reset()
         for hub in (self.memory.gc_hub, self.memory.mm_hub):
             self.memory.invalidate(hub)
@@ -168,6 +172,12 @@ class Gfx1100Front:
         stored = self.regs.stored(Reg.RLC_RLCS_BOOTLOAD_STATUS)
         return stored | _BOOTLOAD_COMPLETE if self.psp.rlc_autoloaded else stored
 
+    def _fault_status(self) -> int:
+        """Model: non-zero (bit 0) once an engine took a memory fault (the field layout is not modelled)."""
+        stored = self.regs.stored(Reg.GCVM_L2_PROTECTION_FAULT_STATUS)
+        faulted = any(q.engine.fault_va is not None for q in self.gpu.queues if not q.destroyed)
+        return stored | _FAULTED if faulted else stored
+
     def _fw_loaded(self, fw_type: PspFwType | int) -> None:
         if fw_type == PspFwType.SMU:
             self.smu.firmware_loaded()
@@ -191,7 +201,33 @@ class Gfx1100Front:
         view = as_readonly_bytes("data", data)
         check_range("BAR0", offset, view.nbytes, self.memory.vram_bytes)
         self.memory.vram[offset : offset + view.nbytes] = view
-        self.gpu.memory_written(self.memory.fb_base + offset, view.nbytes)
+        self.bus_written(offset, view.nbytes, system=False)
+
+    def bus_written(self, address: int, nbytes: int, *, system: bool) -> None:
+        """Memory behind the GPU changed (VRAM offset ``address``, or PCIe bus ``address`` when ``system``): wake
+        the queues whose poll reads it, at whatever GPU address (MC or page-table VA) they poll it through."""
+        gpu = self.gpu
+        if not system:
+            gpu.memory_written(self.memory.fb_base + address, nbytes)
+        end = address + nbytes
+        for queue in gpu.polling_queues():  # usually none, at most a few
+            poll = queue.engine.wait
+            if poll is None:
+                continue
+            found = self._physical(poll.va)
+            if found is not None and found[0] == system and found[1] < end and address < found[1] + poll.nbytes:
+                queue.wake(poll.va, poll.nbytes)
+
+    def _physical(self, va: int) -> tuple[bool, int] | None:
+        """(system, VRAM offset or PCIe address) of GPU address ``va`` as the GC hub reaches it; None: unmapped."""
+        memory = self.memory
+        if memory.fb_base <= va < memory.fb_base + memory.vram_bytes:
+            return False, va - memory.fb_base
+        try:
+            leaf = memory.gc_hub.leaf(va)
+        except GpuMemoryFault:
+            return None  # the poll itself faults when it next reads
+        return leaf.system, leaf.address + va - leaf.va
 
     # --- BAR2: doorbells ---
     def doorbell_write(self, offset: int, data: bytes | bytearray | memoryview) -> None:
@@ -209,6 +245,9 @@ class Gfx1100Front:
             start = slot * DOORBELL_SLOT_BYTES
             self._route(start, int.from_bytes(bar[start : start + DOORBELL_SLOT_BYTES], "little"))
 
+    def _sdma_doorbell(self, offset: int, value: int) -> bool:
+        return self.sdma.doorbell(offset, value) or self.sdma1.doorbell(offset, value)
+
     def _sdma_range(self, offset: int) -> bool:
         entry = self.regs.stored(Reg.S2A_DOORBELL_ENTRY_2_CTRL)
         if not S2A_DOORBELL_ENTRY_ENABLE.get(entry):
@@ -222,7 +261,7 @@ class Gfx1100Front:
             if self.mec.in_range(offset):
                 taken = self.mec.doorbell(offset, value)
             elif self._sdma_range(offset):
-                taken = self.sdma.doorbell(offset, value)
+                taken = self._sdma_doorbell(offset, value)
         if not taken:
             self.dropped_doorbells.append(offset)
             _log.info("%s: doorbell at BAR2 %#x = %#x reached no queue", self.gpu.name, offset, value)

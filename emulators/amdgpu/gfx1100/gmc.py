@@ -39,7 +39,7 @@ from tinyhil.spec.gfx1100_regs import (
 )
 
 from ..errors import GpuMemoryFault
-from ..memory import GpuMemory
+from ..memory import GpuMemory, HostSpan
 from ..system_bus import SystemBus
 from .regfile import RegisterFile
 
@@ -47,6 +47,7 @@ __all__ = ["HubRegs", "Leaf", "PageTableHub", "PagedMemory"]
 
 _PAGE_SHIFT: Final = 12
 _PTE_BYTES: Final = 8
+_RUN_CACHE_ENTRIES: Final = 4096  # translated ranges kept between TLB flushes (the engines reuse a few)
 # What a SystemBus raises for an address with nothing behind it (as GpuMemory's): a memory fault of the access.
 _BUS_ERRORS: Final = (TinyHilError, ValueError, LookupError)
 
@@ -192,6 +193,8 @@ class PagedMemory(GpuMemory):
         self.mm_hub = PageTableHub(regs, MM_HUB, self.vram, pcie)
         self._hubs = (self.gc_hub, self.mm_hub)
         self._pcie_bus = pcie
+        self._vram_address = int(np.frombuffer(self.vram, np.uint8).ctypes.data)
+        self._runs: dict[tuple[int, int, bool], list[_Piece]] = {}  # translated ranges, until a TLB flush
 
     @property
     def pcie(self) -> SystemBus | None:
@@ -209,6 +212,7 @@ class PagedMemory(GpuMemory):
         super().reset()
         for hub in self._hubs:
             hub.invalidate()
+        self._runs = {}
 
     @property
     def fb_top_block(self) -> int:
@@ -218,6 +222,7 @@ class PagedMemory(GpuMemory):
     def invalidate(self, hub: PageTableHub) -> None:
         """Flush ``hub``'s TLB; views the engines hold of translated memory are retaken."""
         hub.invalidate()
+        self._runs.clear()
         self._views.clear()
         self.generation += 1
 
@@ -238,6 +243,18 @@ class PagedMemory(GpuMemory):
         if self.fb_base <= va < fb_end:
             raise GpuMemoryFault(fb_end, end - fb_end, f"past the end of VRAM (FB {self.fb_base:#x}..{fb_end:#x})")
         hub = self.gc_hub if hub is None else hub
+        key = (va, nbytes, hub is self.mm_hub)
+        cached = self._runs.get(key)
+        if cached is not None:  # the TLB holds every page of it: the same runs as the last walk
+            return cached
+        found = self._walk_runs(hub, va, end)
+        if len(self._runs) >= _RUN_CACHE_ENTRIES:
+            self._runs.clear()
+        self._runs[key] = found
+        return found
+
+    def _walk_runs(self, hub: PageTableHub, va: int, end: int) -> list[_Piece]:
+        vram = self.vram
         runs: list[list[int]] = []  # [va, address, length, system]
         cursor = va
         while cursor < end:
@@ -261,14 +278,49 @@ class PagedMemory(GpuMemory):
     def in_system_aperture(self, va: int) -> bool:
         return False
 
+    def host_span(self, va: int) -> HostSpan:
+        """A kernel pointer for host code: the host address of ``va``'s VRAM and the physically contiguous bytes
+        from there (across leaves the page table maps back to back).
+
+        Raises:
+            GpuMemoryFault: ``va`` is unmapped, or a system page (host code cannot reach the bridge).
+        """
+        fb_end = self.fb_base + self.vram_bytes
+        if self.fb_base <= va < fb_end:
+            offset, nbytes = va - self.fb_base, fb_end - va
+        else:
+            leaf = self.gc_hub.leaf(va)
+            if leaf.system:
+                raise GpuMemoryFault(va, 1, f"kernels cannot access system pages (PCIe {leaf.address:#x})")
+            offset = leaf.address + va - leaf.va
+            nbytes = leaf.va + leaf.nbytes - va
+            while offset + nbytes < self.vram_bytes:
+                try:
+                    after = self.gc_hub.leaf(va + nbytes)
+                except GpuMemoryFault:
+                    break
+                if after.system or after.address != offset + nbytes:
+                    break
+                nbytes += after.nbytes
+        if offset + nbytes > self.vram_bytes:
+            raise GpuMemoryFault(va, 1, f"PTE points past VRAM ({offset:#x})")
+        return HostSpan(va, self._vram_address + offset, nbytes)
+
     def _pcie(self, va: int, nbytes: int, address: int) -> SystemBus:
-        if self.pcie is None:
+        bus = self._pcie_bus
+        if bus is None:
             raise GpuMemoryFault(va, nbytes, f"system page at PCIe {address:#x} with no PCIe host attached")
-        return self.pcie
+        return bus
 
     def _gather(self, pieces: list[_Piece]) -> memoryview:
-        if len(pieces) == 1 and pieces[0][1] is not None:
-            return pieces[0][1]
+        if len(pieces) == 1:
+            start, view, address, length = pieces[0]
+            if view is not None:
+                return view
+            try:  # one PCIe run: the bus's own bytes (a view where it gives one), not a second copy
+                return memoryview(self._pcie(start, length, address).dma_read(address, length))
+            except _BUS_ERRORS as error:
+                raise GpuMemoryFault(start, length, f"PCIe {address:#x}: {error}") from None
         parts = []
         for start, view, address, length in pieces:
             if view is None:
@@ -310,8 +362,18 @@ class PagedMemory(GpuMemory):
         return self._gather(self.pieces(va, nbytes))
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
-        data = memoryview(bytes(self._gather(self.pieces(src, nbytes))))  # a snapshot: ranges may overlap
-        self._put(self.pieces(dst, nbytes), data)
+        sources, targets = self.pieces(src, nbytes), self.pieces(dst, nbytes)
+        if len(sources) == 1 and len(targets) == 1:  # the common case: one run each side, one copy of the bytes
+            source, target = sources[0][1], targets[0][1]
+            if target is not None:  # one slice assignment: memmoves when source and target overlap
+                target[:] = source if source is not None else self._gather(sources)
+            elif source is not None:  # VRAM to PCIe: the bus copies the view
+                self._put(targets, source)
+            else:
+                self._put(targets, memoryview(bytes(self._gather(sources))))
+        else:
+            data = memoryview(bytes(self._gather(sources)))  # a snapshot: pieces of the ranges may overlap
+            self._put(targets, data)
         self.notify_written(dst, nbytes)
 
     def fill(self, va: int, nbytes: int, value: int, *, dword: bool) -> None:

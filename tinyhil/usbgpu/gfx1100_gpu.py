@@ -1,0 +1,333 @@
+"""The USB-path driver of a gfx1100 (Navi 31) behind the bridge: the real bring-up, page tables, real queues.
+
+``spec/amdgpu-registers.md``. :class:`Gfx1100UsbGpu` is a :class:`~tinyhil.usbgpu.usb_gpu.UsbGpu` (the same
+BAR0 / BAR2 access, waits and :class:`~tinyhil.amdgpu.queue.QueueTransport`, so :class:`UsbCopy` and
+:class:`UsbAmdDevice` run on it unchanged) whose register side is the chip's: it boots the GPU
+(:class:`~tinyhil.usbgpu.gfx1100_boot.Gfx1100Boot`), writes the VMID 0 page tables, and programs queues through the
+SDMA RB registers and the MEC's HQD registers. :func:`open_usb_gpu` picks the driver by what BAR5 answers.
+
+GPU address layout (VMID 0, one page table for both hubs), the same GPU addresses the BAR5 layout used:
+
+| GPU address | what | PTEs |
+|---|---|---|
+| ``0 .. vram_bytes`` | VRAM (GPU address = VRAM offset = BAR0 offset) | 2 MB leaves (PDE-is-PTE in PDB0) |
+| ``SYS_APERTURE + 0x200000 ..`` (512 KB) | the bridge's SRAM (the copy windows) | 4 KB system pages |
+| ``SYS_APERTURE + 0x800000 .. 0x823000`` | the admin window, sys_buf, the completion-queue window | 4 KB system pages |
+
+Queues: SDMA queue ``index`` 0 / 1 is queue 0 of SDMA0 / SDMA1 (doorbells at BAR2 bytes 0x800 / 0x808, inside
+the S2A port 2 range), the compute queue is HQD me 1 pipe 0 queue 0 (doorbell byte 0x18, inside the MEC range);
+``create_queue``'s ``doorbell_index`` is ignored because the routing fixes each queue's doorbell.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Final
+
+from tinyhil.amdgpu._packet import check_enum, hi32, lo32
+from tinyhil.amdgpu.errors import QueueStopped
+from tinyhil.amdgpu.firmware import FirmwareSource
+from tinyhil.amdgpu.queue import AmdQueue
+from tinyhil.asm2464.bringup import pcie_bringup
+from tinyhil.asm2464.controller import Asm2464Controller
+from tinyhil.asm2464.topology import PcieTopology
+from tinyhil.errors import DeviceError, InvalidArgument, StateError
+from tinyhil.spec.amdgpu import SYS_APERTURE, Bar, QueueKind
+from tinyhil.spec.asm2464 import CQ_WINDOW_BYTES, PCIE_ADMIN_WINDOW, PCIE_CQ_WINDOW, PCIE_SRAM_BASE, SRAM_BYTES
+from tinyhil.spec.gfx1100_boot import PT_ENTRIES, PteFlag
+from tinyhil.spec.gfx1100_regs import Reg
+from tinyhil.usbgpu.gfx1100_bars import Gfx1100Registers
+from tinyhil.usbgpu.gfx1100_boot import Gfx1100Boot
+from tinyhil.usbgpu.usb_gpu import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S, UsbGpu
+
+__all__ = ["Gfx1100UsbGpu", "open_usb_gpu"]
+
+_PAGE: Final = 0x1000
+_HUGE: Final = 2 << 20
+_SDMA_STRIDE: Final = 0x600  # section 8: SDMA1's registers
+_SDMA_DOORBELL: Final = 0x800  # BAR2 byte offset of SDMA0's doorbell; SDMA1's is the next u64
+_MEC_DOORBELL: Final = 0x18  # section 9: doorbell index 3
+_DOORBELL_SLOT: Final = 8
+_GRBM_MEC_QUEUE0: Final = 1 << 2  # me 1, pipe 0, queue 0
+_RB_CNTL_BITS: Final = 1 | 1 << 11 | 1 << 12 | 4 << 16 | 1 << 23  # rb_enable, f32 wptr poll, rptr writeback, priv
+_DOORBELL_ENABLE: Final = 1 << 28
+_HQD_DOORBELL_EN: Final = 1 << 30
+_RPTR_BLOCK_SIZE: Final = 5 << 8
+_IB_CONTROL: Final = 0x30_0000
+_MQD_CONTROL: Final = 0x100
+_EOP_CONTROL: Final = 9
+_DEQUEUE_RESET_WAVES: Final = 2
+_LEAF: Final = PteFlag.VALID | PteFlag.READABLE | PteFlag.WRITEABLE | PteFlag.EXECUTE
+_SYSTEM_LEAF: Final = _LEAF | PteFlag.SYSTEM | PteFlag.SNOOPED
+# The bridge's memory the copy protocol reaches (spec/asm24.md): SRAM, and the admin window .. CQ window.
+BRIDGE_RANGES: Final = (
+    (PCIE_SRAM_BASE, SRAM_BYTES),
+    (PCIE_ADMIN_WINDOW, PCIE_CQ_WINDOW + CQ_WINDOW_BYTES - PCIE_ADMIN_WINDOW),
+)
+
+
+class _PageTables:
+    """VMID 0 page tables built host-side, then written to VRAM table by table (4 KB BAR0 writes)."""
+
+    def __init__(self, base: int, end: int) -> None:
+        self.root = base
+        self._next = base + _PAGE
+        self._end = end
+        self.tables: dict[int, bytearray] = {base: bytearray(_PAGE)}
+
+    def _table(self, table: int, index: int) -> int:
+        entry = int.from_bytes(self.tables[table][8 * index : 8 * index + 8], "little")
+        if entry & PteFlag.VALID:
+            return entry & 0x0000_FFFF_FFFF_F000
+        if self._next >= self._end:
+            raise DeviceError(f"page tables need more than {self._end - self.root:#x} bytes", op="map")
+        child, self._next = self._next, self._next + _PAGE
+        self.tables[child] = bytearray(_PAGE)
+        self.tables[table][8 * index : 8 * index + 8] = (child | PteFlag.VALID).to_bytes(8, "little")
+        return child
+
+    def map(self, va: int, address: int, nbytes: int, *, system: bool) -> None:
+        """Map ``[va, va + nbytes)`` onto VRAM offset / PCIe address ``address``: 2 MB leaves where aligned."""
+        end = va + nbytes
+        while va < end:
+            huge = not system and va % _HUGE == 0 and address % _HUGE == 0 and end - va >= _HUGE
+            table = self.root
+            for level in (3, 2) if huge else (3, 2, 1):
+                table = self._table(table, va >> (12 + 9 * level) & (PT_ENTRIES - 1))
+            level = 1 if huge else 0
+            flags = (_LEAF | PteFlag.PDE_IS_PTE) if huge else (_SYSTEM_LEAF if system else _LEAF)
+            index = va >> (12 + 9 * level) & (PT_ENTRIES - 1)
+            self.tables[table][8 * index : 8 * index + 8] = (address | flags).to_bytes(8, "little")
+            step = _HUGE if huge else _PAGE
+            va, address = va + step, address + step
+
+
+class Gfx1100UsbGpu(UsbGpu):
+    """A gfx1100 behind the bridge, booted and mapped (see the module docstring).
+
+    Raises (constructor):
+        DeviceError: a BAR is missing, the discovery binary is not there, or a boot step failed.
+        DeviceTimeout: a boot wait did not finish.
+    """
+
+    def __init__(
+        self,
+        controller: Asm2464Controller,
+        topology: PcieTopology,
+        *,
+        firmware: FirmwareSource,
+        poll_s: float = DEFAULT_POLL_S,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self._attach_bars(controller, topology, poll_s=poll_s, timeout_s=timeout_s)
+        self.regs = Gfx1100Registers(controller, self.register_bar.address, self.vram_bar.address, poll_s=self.poll_s,
+                                     timeout_s=self.timeout_s)  # fmt: skip
+        self.boot = Gfx1100Boot(self.regs, firmware)
+        self._kinds: dict[int, tuple[QueueKind, int]] = {}  # queue key -> (kind, index)
+        self.boot.boot(self._map_memory)
+        self.boot.flush_tlb()  # step 21: the mappings are live for both hubs
+
+    def __repr__(self) -> str:
+        path = "partial" if self.boot.partial else "cold"
+        return f"<Gfx1100UsbGpu {self.vram_bytes >> 20} MB VRAM, {path} boot, {len(self._queues)} queues>"
+
+    def _map_memory(self) -> None:
+        """After discovery: VRAM size and heap end, then the page tables (the boot's step 6 points both hubs at
+        them)."""
+        layout = self.boot.layout
+        self.vram_bytes = layout.vram_bytes
+        self.heap_end = min(self.vram_bar.size, layout.base)
+        tables = _PageTables(layout.page_tables, layout.page_tables_end)
+        tables.map(0, 0, self.vram_bytes, system=False)
+        for pcie_addr, nbytes in BRIDGE_RANGES:
+            tables.map(SYS_APERTURE + pcie_addr, pcie_addr, nbytes, system=True)
+        for table, data in tables.tables.items():
+            self.regs.vram_write(table, bytes(data))
+        self.regs.hdp_flush()
+
+    def close(self) -> None:
+        """Section 12 fini (after the caller destroyed its queues): the board is left for a partial re-open."""
+        for queue in reversed(self.queues):
+            self.destroy_queue(queue)
+        self.boot.shutdown()
+
+    # --- queues ---
+    def create_queue(
+        self,
+        kind: QueueKind,
+        *,
+        ring_va: int,
+        ring_bytes: int,
+        rptr_va: int,
+        wptr_va: int,
+        doorbell_index: int,
+        index: int = 0,
+    ) -> AmdQueue:
+        """Program queue ``index`` of ``kind`` (SDMA: engine 0 or 1; compute: 0) and return its :class:`AmdQueue`.
+
+        Raises:
+            InvalidArgument: bad ring settings or queue index.
+            StateError: this driver already runs that queue.
+            DeviceError: the GPU did not take the queue (RB_CNTL.rb_enable or CP_HQD_ACTIVE reads 0).
+        """
+        kind = check_enum("kind", kind, QueueKind)
+        limit = 1 if kind is QueueKind.SDMA else 0
+        if type(index) is not int or not 0 <= index <= limit:
+            raise InvalidArgument(f"{kind.name} queue index={index!r}, expected 0..{limit} on gfx1100")
+        key = (0 if kind is QueueKind.SDMA else 2) + index
+        if key in self._queues:
+            raise StateError(f"{self._name(kind, index)} is already set up, expected destroy_queue() first")
+        doorbell = _SDMA_DOORBELL + _DOORBELL_SLOT * index if kind is QueueKind.SDMA else _MEC_DOORBELL
+        queue = AmdQueue(self, kind, ring_va=ring_va, ring_bytes=ring_bytes, rptr_va=rptr_va, wptr_va=wptr_va,
+                         doorbell_index=doorbell // _DOORBELL_SLOT)  # fmt: skip
+        self._vram_address(ring_va, ring_bytes)
+        queue.initialize()
+        self.regs.hdp_flush()
+        if kind is QueueKind.SDMA:
+            self._sdma_up(index, queue, doorbell)
+        else:
+            self._hqd_up(queue, doorbell)
+        self._queues[key] = queue
+        self._kinds[key] = (kind, index)
+        return queue
+
+    def _sdma_up(self, engine: int, queue: AmdQueue, doorbell: int) -> None:
+        """Section 8's sequence on SDMA ``engine`` queue 0."""
+        regs, shift = self.regs, _SDMA_STRIDE * engine
+        if regs.read(Reg.SDMA0_QUEUE0_RB_CNTL + shift) & 1:
+            regs.write(Reg.SDMA0_QUEUE0_RB_CNTL + shift, 0)  # left enabled: settings latch on a fresh enable
+        regs.write(Reg.SDMA0_QUEUE0_MINOR_PTR_UPDATE + shift, 1)
+        for reg in (Reg.SDMA0_QUEUE0_RB_RPTR, Reg.SDMA0_QUEUE0_RB_RPTR_HI, Reg.SDMA0_QUEUE0_RB_WPTR,
+                    Reg.SDMA0_QUEUE0_RB_WPTR_HI):  # fmt: skip
+            regs.write(reg + shift, 0)
+        ring = queue.ring_va >> 8
+        regs.write(Reg.SDMA0_QUEUE0_RB_BASE + shift, lo32(ring))
+        regs.write(Reg.SDMA0_QUEUE0_RB_BASE_HI + shift, hi32(ring))
+        regs.write(Reg.SDMA0_QUEUE0_RB_RPTR_ADDR_LO + shift, lo32(queue.rptr_va))
+        regs.write(Reg.SDMA0_QUEUE0_RB_RPTR_ADDR_HI + shift, hi32(queue.rptr_va))
+        regs.write(Reg.SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_LO + shift, lo32(queue.wptr_va))
+        regs.write(Reg.SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_HI + shift, hi32(queue.wptr_va))
+        regs.write(Reg.SDMA0_QUEUE0_DOORBELL_OFFSET + shift, doorbell)
+        regs.write(Reg.SDMA0_QUEUE0_DOORBELL + shift, _DOORBELL_ENABLE)
+        regs.write(Reg.SDMA0_QUEUE0_MINOR_PTR_UPDATE + shift, 0)
+        rb_size = (queue.ring_bytes // 4).bit_length() - 1
+        regs.write(Reg.SDMA0_QUEUE0_RB_CNTL + shift, _RB_CNTL_BITS | rb_size << 1)
+        regs.write(Reg.SDMA0_QUEUE0_IB_CNTL + shift, 1)
+        if not regs.read(Reg.SDMA0_QUEUE0_RB_CNTL + shift) & 1:
+            raise DeviceError(
+                f"SDMA{engine} queue 0: rb_enable reads 0 after enabling ring {queue.ring_va:#x}+{queue.ring_bytes:#x}"
+                f" (pointers {queue.rptr_va:#x}/{queue.wptr_va:#x}): the GPU refused the settings",
+                op="create_queue",
+            )
+
+    def _hqd_up(self, queue: AmdQueue, doorbell: int) -> None:
+        """Section 9: the HQD registers of me 1 pipe 0 queue 0, then CP_HQD_ACTIVE."""
+        regs, layout = self.regs, self.boot.layout
+        mqd, eop = self.boot.mc(layout.mqd), self.boot.mc(layout.eop)
+        queue_size = (queue.ring_bytes // 4).bit_length() - 2  # ring = 2 ** (queue_size + 1) dwords
+        values = (
+            (Reg.CP_MQD_BASE_ADDR, lo32(mqd)), (Reg.CP_MQD_BASE_ADDR_HI, hi32(mqd)), (Reg.CP_HQD_VMID, 0),
+            (Reg.CP_HQD_PQ_BASE, lo32(queue.ring_va >> 8)), (Reg.CP_HQD_PQ_BASE_HI, hi32(queue.ring_va >> 8)),
+            (Reg.CP_HQD_PQ_RPTR_REPORT_ADDR, lo32(queue.rptr_va)), (Reg.CP_HQD_PQ_RPTR_REPORT_ADDR_HI,
+                                                                     hi32(queue.rptr_va)),
+            (Reg.CP_HQD_PQ_WPTR_POLL_ADDR, lo32(queue.wptr_va)), (Reg.CP_HQD_PQ_WPTR_POLL_ADDR_HI,
+                                                                  hi32(queue.wptr_va)),
+            (Reg.CP_HQD_PQ_DOORBELL_CONTROL, doorbell | _HQD_DOORBELL_EN),
+            (Reg.CP_HQD_PQ_CONTROL, queue_size | _RPTR_BLOCK_SIZE), (Reg.CP_HQD_IB_CONTROL, _IB_CONTROL),
+            (Reg.CP_MQD_CONTROL, _MQD_CONTROL), (Reg.CP_HQD_EOP_BASE_ADDR, lo32(eop >> 8)),
+            (Reg.CP_HQD_EOP_BASE_ADDR_HI, hi32(eop >> 8)), (Reg.CP_HQD_EOP_CONTROL, _EOP_CONTROL),
+            (Reg.CP_HQD_PQ_WPTR_LO, 0), (Reg.CP_HQD_PQ_WPTR_HI, 0),
+        )  # fmt: skip
+        regs.write(Reg.GRBM_GFX_CNTL, _GRBM_MEC_QUEUE0)
+        try:
+            for reg, value in values:
+                regs.write(reg, value)
+            regs.write(Reg.CP_HQD_ACTIVE, 1)
+            regs.hdp_flush()
+            active = regs.read(Reg.CP_HQD_ACTIVE) & 1
+        finally:
+            regs.write(Reg.GRBM_GFX_CNTL, 0)
+        if not active:
+            raise DeviceError(
+                f"compute HQD me 1 pipe 0 queue 0: CP_HQD_ACTIVE reads 0 after mapping ring {queue.ring_va:#x}+"
+                f"{queue.ring_bytes:#x}: the GPU refused the settings",
+                op="create_queue",
+            )
+
+    def destroy_queue(self, queue: AmdQueue) -> None:
+        """Stop ``queue`` as section 8 (SDMA: RB and IB off, doorbell off) or 9 (dequeue the HQD) says.
+
+        Raises:
+            InvalidArgument: ``queue`` is not a live queue of this driver.
+        """
+        key = self._key_of(queue)
+        kind, index = self._kinds[key]
+        regs = self.regs
+        if kind is QueueKind.SDMA:
+            shift = _SDMA_STRIDE * index
+            for reg in (Reg.SDMA0_QUEUE0_RB_CNTL, Reg.SDMA0_QUEUE0_IB_CNTL, Reg.SDMA0_QUEUE0_DOORBELL,
+                        Reg.SDMA0_QUEUE0_DOORBELL_OFFSET):  # fmt: skip
+                regs.write(reg + shift, 0)
+        else:
+            self.boot.dequeue_all()
+        del self._queues[key], self._kinds[key]
+
+    def _key_of(self, queue: AmdQueue) -> int:
+        for key, mine in self._queues.items():
+            if mine is queue:
+                return key
+        raise InvalidArgument(f"queue={queue!r}, expected a live queue created by this Gfx1100UsbGpu")
+
+    @staticmethod
+    def _name(kind: QueueKind, index: int) -> str:
+        return f"SDMA{index} queue 0" if kind is QueueKind.SDMA else "compute HQD me 1 pipe 0 queue 0"
+
+    def queue_status(self, queue: AmdQueue) -> Any:
+        raise NotImplementedError(
+            "gfx1100 has no per-queue STATUS register (the BAR5 layout's); read describe_queue() or the fault status"
+        )
+
+    def describe_queue(self, queue: AmdQueue) -> str:
+        """``"SDMA1 queue 0: rptr 0x40 of wptr 0x40"`` (reads the device)."""
+        kind, index = self._kinds[self._key_of(queue)]
+        return f"{self._name(kind, index)}: rptr {queue.read_rptr():#x} of wptr {queue.wptr:#x}"
+
+    def check_queues(self) -> None:
+        """Raise if the GC hub reports a protection fault (an engine touched an unmapped or invalid page).
+
+        Raises:
+            QueueStopped: naming the queues and ``GCVM_L2_PROTECTION_FAULT_STATUS``.
+        """
+        status = self.regs.read(Reg.GCVM_L2_PROTECTION_FAULT_STATUS)
+        if status:
+            states = "; ".join(self.describe_queue(q) for q in self.queues) or "no queues"
+            raise QueueStopped(
+                f"GC hub protection fault (GCVM_L2_PROTECTION_FAULT_STATUS {status:#x}): a queue touched a GPU "
+                f"address with no valid PTE ({states})",
+                queue=states,
+                status=status,
+                error_code=0,
+                opcode=0,
+                sub_op=0,
+                ring_offset=0,
+                fault_addr=None,
+            )
+
+
+def open_usb_gpu(
+    controller: Asm2464Controller,
+    *,
+    firmware: FirmwareSource,
+    poll_s: float = DEFAULT_POLL_S,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    **bringup_options: Any,
+) -> UsbGpu:
+    """Bring the PCIe side up, then open the GPU with the driver its BAR5 answers to: a gfx1100 reads its VRAM size
+    at ``RCC_CONFIG_MEMSIZE`` (dword 0xDE3); the emulator's own BAR5 layout reads 0 there and its ID at 0."""
+    topology = pcie_bringup(controller, **bringup_options)
+    bars = topology.bar_map
+    if Bar.REGS in bars:
+        memsize = controller.pcie_mem_read(bars[Bar.REGS].address + Reg.RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE * 4, 4)
+        if struct.unpack("<I", memsize)[0]:
+            return Gfx1100UsbGpu(controller, topology, firmware=firmware, poll_s=poll_s, timeout_s=timeout_s)
+    return UsbGpu(controller, topology, poll_s=poll_s, timeout_s=timeout_s)
