@@ -19,7 +19,7 @@ import functools
 import os
 import platform
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import tinyhil
 from tinyhil.device import Device
@@ -36,6 +36,8 @@ from tinyhil.trace.replay import ReplayContext
 
 __all__ = ["ENV_REPLAY", "REPLAY_TARGET", "ReplayOptions", "jsonable", "open_recorded_usb3", "open_replay",
            "open_replay_target", "recording_header", "replay_device", "replay_unavailable_reason"]  # fmt: skip
+
+_HARDWARE_TARGET: Final = "USB+AMD"  # a trace of a real board, booted with the real firmware files
 
 
 def jsonable(value: Any) -> Any:
@@ -119,7 +121,10 @@ def open_replay_target(resolved: Target, options: ReplayOptions) -> Device:
 
 def replay_device(resolved: Target, trace: Trace, *, order: str = "strict", name: str = "the trace") -> Device:
     """The USB device runtime over the real transport, discovered on a :class:`ReplayContext` serving ``trace``
-    (the copy protocol revision from the trace header's options)."""
+    (the copy protocol revision from the trace header's options). A gfx1100 boot sends its firmware over USB, so
+    the replay sends what the recording did: the files of ``/lib/firmware/amdgpu/`` for a trace of ``USB+AMD``,
+    the generated images ``MOCKUSB+AMD`` boots with (docs/gfx1100.md) for any other."""
+    from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource, GeneratedFirmware
     from tinyhil.compiler import HostCCompiler
     from tinyhil.usb.backend import open_bridge_handle
     from tinyhil.usb.transport import Usb3Transport
@@ -129,8 +134,10 @@ def replay_device(resolved: Target, trace: Trace, *, order: str = "strict", name
     handle, ctx = open_bridge_handle(context=context)
     usb = Usb3Transport(handle, ctx, on_close=ctx.close)
     revision = trace.header.options.get("revision", "pipelined")
+    firmware: FirmwareSource = DirectoryFirmware() if trace.header.target == _HARDWARE_TARGET else GeneratedFirmware()
     try:
-        return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=revision, on_close=usb.close)
+        return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=revision, on_close=usb.close,
+                            firmware=firmware)  # fmt: skip
     except BaseException:
         usb.close()
         raise

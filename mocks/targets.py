@@ -67,7 +67,8 @@ class MockUsbOptions:
     """The options of MOCKUSB+AMD: ``revision`` (the copyin protocol revision, spec/copyin.md) and the fresh board's
     behaviour, given to :class:`~tinyhil.mocks.usb3.MockUSB3`: ``mode`` (``"sync"`` / ``"timed"``), ``seed``,
     ``faults`` (a :class:`~tinyhil.emulators.faults.FaultPlan`), ``quirks``, ``timing``, ``vram_bytes``, ``interface``
-    (``"bar5"``, the emulator's own register layout, or ``"gfx1100"``, Navi 31's real one: docs/gfx1100.md); ``record``
+    (``"gfx1100"``, Navi 31's real register interface and the default on gfx1100: docs/gfx1100.md, or ``"bar5"``, the
+    emulator's own layout and the default on the other archs); ``record``
     (a ``.hiltrace.jsonl`` or ``.pcapng`` path) records the USB handle and writes the trace there at close."""
 
     revision: str = "pipelined"
@@ -77,7 +78,7 @@ class MockUsbOptions:
     quirks: Quirks | None = None
     timing: TimingModel | None = None
     vram_bytes: int | None = None
-    interface: str = "bar5"
+    interface: str | None = None  # None: the arch's default (MockUSB3)
     record: str | None = None  # write a trace of the USB handle to this file when the device closes (docs/traces.md)
 
     def __post_init__(self) -> None:
@@ -97,7 +98,7 @@ class MockUsbOptions:
             check_int("vram_bytes", self.vram_bytes, min_value=1)
         from tinyhil.mocks.usb3 import INTERFACES
 
-        if self.interface not in INTERFACES:
+        if self.interface is not None and self.interface not in INTERFACES:
             raise InvalidArgument(f"interface={self.interface!r}, expected one of {', '.join(INTERFACES)}")
         if self.record is not None:
             from tinyhil.trace.convert import trace_format

@@ -11,7 +11,7 @@ against the transport runs unchanged on both::
         usb.gpu                                          # the emulated AMD GPU at 4:00.0 behind the bridges
 
     MockUSB3(vram_bytes=64 << 20, gfx_target_version=110000)   # choose the GPU
-    MockUSB3(interface="gfx1100")                      # Navi 31's real register interface (Gfx1100Function)
+    MockUSB3(interface="bar5")                         # the emulator's own BAR5 layout instead of Navi 31's real one
     MockUSB3.over(Asm2464(function=PlainEndpoint()))   # given parts: any PCIe function, kernel or bridge you built
 
     MockUSB3(mode="timed", quirks=Quirks(full_window_corruption=True), faults=plan, seed=7)
@@ -44,7 +44,8 @@ __all__ = ["INTERFACES", "MockUSB3"]
 _PARTS_OPTIONS: Final = ("bridge", "function", "kernel")
 # What builds a fresh board; :meth:`MockUSB3.over` rejects them (its bridge is built already).
 _BOARD_OPTIONS: Final = ("seed", "faults", "quirks", "timing", "vram_bytes", "gfx_target_version", "usb3", "interface")
-# The GPU's register interface: "bar5" (the emulator's own BAR5 layout) or "gfx1100" (Navi 31's real registers).
+# The GPU's register interface: "gfx1100" (Navi 31's real registers, the default for gfx1100) or "bar5" (the
+# emulator's own BAR5 layout, the default for the archs whose real interface is not modelled: gfx1201, gfx950).
 INTERFACES: Final = ("bar5", "gfx1100")
 
 
@@ -55,9 +56,10 @@ class MockUSB3(Usb3Transport):
       builds an :class:`~tinyhil.emulators.asm2464.Asm2464` on a new EventKernel seeded with ``seed``, with an
       emulated AMD GPU (:class:`~tinyhil.emulators.amdgpu.AmdGpuFunction` of ``vram_bytes``, default 256 MB, and
       ``gfx_target_version``, default 110000 = gfx1100) behind it. ``faults`` is a :class:`FaultPlan`, ``timing`` a
-      :class:`TimingModel`, ``usb3=False`` a USB2 link. ``interface="gfx1100"`` puts Navi 31's real register
-      interface behind the bridge instead (:class:`~tinyhil.emulators.amdgpu.gfx1100.Gfx1100Function`, gfx1100
-      only; docs/gfx1100.md).
+      :class:`TimingModel`, ``usb3=False`` a USB2 link. ``interface`` (default: ``"gfx1100"`` for gfx1100,
+      ``"bar5"`` for the other versions) is the GPU's register interface: ``"gfx1100"`` is Navi 31's real one
+      (:class:`~tinyhil.emulators.amdgpu.gfx1100.Gfx1100Function`, gfx1100 only; docs/gfx1100.md), ``"bar5"`` the
+      emulator's own layout (:class:`~tinyhil.emulators.amdgpu.AmdGpuFunction`, docs/amdgpu.md).
     - Given parts: :meth:`over` plugs in a bridge the caller built (``Asm2464(function=..., kernel=..., seed=...,
       faults=...)``), for another PCIe function or a virtual clock shared with other devices.
 
@@ -83,7 +85,7 @@ class MockUSB3(Usb3Transport):
         vram_bytes: int | None = None,
         gfx_target_version: int | None = None,
         usb3: bool = True,
-        interface: str = "bar5",
+        interface: str | None = None,
         **transport_options: Any,
     ) -> None:
         parts = [name for name in _PARTS_OPTIONS if name in transport_options]
@@ -97,6 +99,8 @@ class MockUSB3(Usb3Transport):
         gpu_timing = GpuTiming(system_bytes_per_us=max(1, board_timing.gpu_copy_bytes_per_s // 1_000_000))
         vram = DEFAULT_VRAM_BYTES if vram_bytes is None else vram_bytes
         version = DEFAULT_GFX_TARGET_VERSION if gfx_target_version is None else gfx_target_version
+        if interface is None:
+            interface = "gfx1100" if version == DEFAULT_GFX_TARGET_VERSION else "bar5"
         function: AmdGpuFunction | Gfx1100Function
         if interface == "gfx1100":
             if version != DEFAULT_GFX_TARGET_VERSION:

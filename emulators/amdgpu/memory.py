@@ -293,15 +293,21 @@ class GpuMemory:
         """
         view = memoryview(data) if type(data) is bytes else as_readonly_bytes("data", data)
         nbytes = view.nbytes
-        if self.system_bus is not None and SYS_APERTURE <= va < va + nbytes <= SYS_APERTURE_END:
-            self._bus_write(va, view)  # fences and completion entries into the bridge's memory
-        else:
-            self._scatter(self.translate(va, nbytes), view)
+        self._store(va, view)
         if self.on_write is not None and nbytes:  # notify_written
             self.on_write(va, nbytes)
 
-    def copy(self, dst: int, src: int, nbytes: int) -> None:
-        """Copy like ``memmove``: overlapping ranges come out right; VRAM to VRAM is one slice assignment.
+    def _store(self, va: int, view: memoryview) -> None:
+        """Put ``view``'s bytes at ``va``, notifying nobody: what :meth:`write` and the engines' write-backs share
+        (a subclass with another address space translates here, once per write)."""
+        if self.system_bus is not None and SYS_APERTURE <= va < va + view.nbytes <= SYS_APERTURE_END:
+            self._bus_write(va, view)  # fences and completion entries into the bridge's memory
+        else:
+            self._scatter(self.translate(va, view.nbytes), view)
+
+    def copy(self, dst: int, src: int, nbytes: int) -> bool:
+        """Copy like ``memmove``: overlapping ranges come out right; VRAM to VRAM is one slice assignment. Returns
+        whether the copy starts on the system bus on either side (its rate is the bus's: ``GpuTiming``).
 
         Raises:
             GpuMemoryFault: part of either range is unmapped (then nothing is written).
@@ -309,7 +315,7 @@ class GpuMemory:
         sources = self.translate(src, nbytes)
         targets = self.translate(dst, nbytes)
         if not sources:
-            return
+            return False
         if len(sources) > 1 and targets[0][1] is None:  # pieces joined for the system bus: check it has them first
             self._bus_read(dst, nbytes)
         if len(sources) == 1:
@@ -327,6 +333,7 @@ class GpuMemory:
             self._scatter(targets, data)
         if self.on_write is not None:  # notify_written (nbytes > 0 here)
             self.on_write(dst, nbytes)
+        return sources[0][1] is None or targets[0][1] is None
 
     def fill(self, va: int, nbytes: int, value: int, *, dword: bool) -> None:
         """Fill with the byte ``value`` or (``dword``) the little-endian u32 ``value``.
@@ -365,4 +372,4 @@ class GpuMemory:
         if notify:
             self.write(va, data)
         else:
-            self._scatter(self.translate(va, 8), data)
+            self._store(va, data)

@@ -10,8 +10,6 @@ import numpy as np
 from tinyhil.spec.amdgpu import (
     COMPARE_OPERATORS,
     POLL_RETRY_FOREVER,
-    SYS_APERTURE,
-    SYS_APERTURE_END,
     ErrorCode,
     QueueKind,
 )
@@ -167,12 +165,7 @@ class SdmaEngine(RingEngine):
         nbytes = (count & SDMA_COPY_LINEAR_COUNT.max_value) + 1
         src = src_lo | src_hi << 32
         dst = dst_lo | dst_hi << 32
-        memory = self._memory
-        memory.copy(dst, src, nbytes)
-        # memory.in_system_aperture(src) or (dst)
-        system = memory.system_bus is not None and (
-            SYS_APERTURE <= src < SYS_APERTURE_END or SYS_APERTURE <= dst < SYS_APERTURE_END
-        )
+        system = self._memory.copy(dst, src, nbytes)  # whether it reads or writes the bridge's memory, as translated
         self.cost_ns += self.services.timing.transfer_ns(nbytes, system=system)
         return _DONE
 

@@ -49,9 +49,9 @@ def test_options_reach_the_board_and_the_copy_protocol() -> None:
 def test_open_mock_usb3_gives_a_working_bridge(given: str) -> None:
     target = default_registry().resolve("MOCKUSB+AMD") if given == "resolved" else given
     arch = "gfx950" if given.endswith("gfx950") else "gfx1100"
-    with open_mock_usb3(target, vram_bytes=16 << 20, quirks=Quirks()) as usb:
+    with open_mock_usb3(target, vram_bytes=64 << 20, quirks=Quirks()) as usb:  # gfx1100's smallest board
         assert isinstance(usb, MockUSB3)
-        assert usb.gpu.gfx_target_version == GFX_TARGET_VERSIONS[arch] and usb.gpu.vram_bytes == 16 << 20
+        assert usb.gpu.gfx_target_version == GFX_TARGET_VERSIONS[arch] and usb.gpu.vram_bytes == 64 << 20
         controller = Asm2464Controller(usb, retry_delay_s=0)
         controller.xdata_write(0x5000, b"ok")
         assert controller.xdata_read(0x5000, 2) == b"ok"

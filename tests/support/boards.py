@@ -1,9 +1,11 @@
 """Boards for the copyin/copyout tests (``from support.boards import Board``): a fresh emulated bridge and
-GPU, brought up over USB, with one SDMA queue.
+GPU (Navi 31's real register interface by default, ``interface="bar5"`` for the emulator's own layout), brought up
+over USB by the driver its BAR5 answers to, with one SDMA queue.
 
 VRAM layout (the GPU sees VRAM at address 0): SDMA pointers ``0x1000``/``0x1008`` and ring ``0x100000`` (1 MB,
 spec/copyin.md), a second queue's pointers ``0x2000``/``0x2008`` and ring ``0x300000``, copy destinations from
-``DATA`` = ``0x400000``. ``usb.gpu.vram`` (the emulator) is read and filled only to set up and check.
+``DATA`` = ``0x400000``; on gfx1100 the driver's boot memory is the top 32 MB (docs/gfx1100.md). ``usb.gpu.vram``
+(the emulator) is read and filled only to set up and check.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from tinyhil.amdgpu.firmware import GeneratedFirmware
 from tinyhil.amdgpu.queue import AmdQueue
 from tinyhil.asm2464 import Asm2464Controller
 from tinyhil.emulators.asm2464 import Quirks
@@ -24,9 +27,10 @@ from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.spec.amdgpu import QueueKind
 from tinyhil.spec.copyin import SDMA_RING_BYTES
 from tinyhil.usbgpu.copy import UsbCopy
+from tinyhil.usbgpu.gfx1100_gpu import open_usb_gpu
 from tinyhil.usbgpu.usb_gpu import UsbGpu
 
-VRAM_BYTES = 16 << 20
+VRAM_BYTES = 64 << 20  # the smallest gfx1100 board: the driver's boot memory takes the top 32 MB
 DATA = 0x400000
 GUARD = 0x10000  # pattern bytes checked on each side of a destination
 PATTERN = 0xA5
@@ -69,10 +73,11 @@ def make_board(
     seed: int = 0,
     faults: FaultPlan | None = None,
     ring_bytes: int = SDMA_RING_BYTES,
+    interface: str = "gfx1100",
 ) -> Board:
-    usb = MockUSB3(mode=mode, quirks=quirks, seed=seed, faults=faults, vram_bytes=VRAM_BYTES)
+    usb = MockUSB3(mode=mode, quirks=quirks, seed=seed, faults=faults, vram_bytes=VRAM_BYTES, interface=interface)
     ctrl = Asm2464Controller(usb)
-    gpu = UsbGpu.bring_up(ctrl)
+    gpu = open_usb_gpu(ctrl, firmware=GeneratedFirmware())
     sdma = gpu.create_queue(
         QueueKind.SDMA, ring_va=0x100000, ring_bytes=ring_bytes, rptr_va=0x1000, wptr_va=0x1008, doorbell_index=0
     )

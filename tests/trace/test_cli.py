@@ -21,7 +21,8 @@ def test_convert_both_ways_and_show(recorded: Path, tmp_path: Path, capsys: pyte
     out = capsys.readouterr().out
     assert "target: MOCKUSB+AMD   device: ADD1:0001 serial 'TINYHIL0001'" in out
     assert "SRAM_ARM (0xf2) OUT" in out and "TLP (0xf0) IN" in out and "XDATA_READ (0xe4) IN" in out
-    assert "ep 0x02 OUT" in out and "(each 12..262144)" in out and "errors: 0 (none)" in out
+    # The largest bulk OUT is a firmware image of the gfx1100 boot (GeneratedFirmware's, 260 KB), not a copy window.
+    assert "ep 0x02 OUT" in out and "(each 12..266240)" in out and "errors: 0 (none)" in out
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from tinyhil.amdgpu.firmware import GeneratedFirmware
 from tinyhil.compiler import HostCCompiler
 from tinyhil.trace import RecordingHandle, TraceRecorder
 from tinyhil.usb import _usb1, open_usb3
@@ -114,8 +115,10 @@ def main(argv: list[str]) -> int:
         transport = open_usb3(context=_RecordedContext(_usb1.new_context(), recorder))
         # The host compiler, as MOCKUSB+AMD and REPLAY+AMD have: with one, the runtime also starts its compute queue,
         # so without it (USB+AMD today) the bring-up would issue other requests than the recording holds.
+        # The generated firmware MOCKUSB+AMD boots its gfx1100 with: the boot sends the images over USB.
         device = UsbAmdDevice("USB+AMD", transport, compiler=HostCCompiler(), revision=revision,
-                              on_close=transport.close, wait_timeout_ms=WAIT_TIMEOUT_MS)  # fmt: skip
+                              on_close=transport.close, wait_timeout_ms=WAIT_TIMEOUT_MS,
+                              firmware=GeneratedFirmware())  # fmt: skip
         with device:
             buf = device.alloc(data.nbytes)
             device.copyin(buf, data)

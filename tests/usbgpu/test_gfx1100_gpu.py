@@ -159,9 +159,9 @@ def test_a_board_whose_psp_is_up_but_not_cleanly_booted_is_refused(usb: MockUSB3
 
 
 def test_the_driver_is_chosen_by_what_bar5_answers() -> None:
-    with MockUSB3() as bar5:
+    with MockUSB3(interface="bar5") as bar5:
         assert type(open_usb_gpu(Asm2464Controller(bar5), firmware=GeneratedFirmware())) is UsbGpu
-    with MockUSB3(interface="gfx1100") as gfx1100:
+    with MockUSB3() as gfx1100:  # the default on gfx1100
         assert type(open_usb_gpu(Asm2464Controller(gfx1100), firmware=GeneratedFirmware())) is Gfx1100UsbGpu
 
 

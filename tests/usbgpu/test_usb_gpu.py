@@ -1,4 +1,5 @@
-"""UsbGpu, the USB-path driver: BAR5 queue setup and teardown, its checks, and its errors, against MockUSB3."""
+"""UsbGpu, the USB-path driver of the emulator's own BAR5 layout (``MockUSB3(interface="bar5")``; gfx1100's real
+interface is the default, tested in ``test_gfx1100_gpu.py``): BAR5 queue setup and teardown, its checks, its errors."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ LAYOUT: dict[str, int] = {
 
 @pytest.fixture
 def usb() -> Iterator[MockUSB3]:
-    with MockUSB3(vram_bytes=16 << 20) as usb:
+    with MockUSB3(vram_bytes=16 << 20, interface="bar5") as usb:
         yield usb
 
 

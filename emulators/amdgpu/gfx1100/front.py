@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from typing import Final
 
 from tinyhil._check import as_readonly_bytes, check_range
@@ -84,6 +85,8 @@ class Gfx1100Front:
         self.sdma = SdmaQueue0(regs, gpu)
         self.sdma1 = SdmaQueue0(regs, gpu, engine=1)
         self.mec = MecQueues(regs, gpu)
+        self._offset2rings: dict[int, tuple[Callable[[int], bool], ...]] = {}
+        self._routes_generation = -1  # the register generation the routes were worked out at
         regs.set_reset_value(Reg.RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE, memory.vram_bytes >> 20)
         for base, top in ((Reg.MMMC_VM_FB_LOCATION_BASE, Reg.MMMC_VM_FB_LOCATION_TOP),
                           (Reg.GCMC_VM_FB_LOCATION_BASE, Reg.GCMC_VM_FB_LOCATION_TOP)):  # fmt: skip
@@ -245,8 +248,18 @@ class Gfx1100Front:
             start = slot * DOORBELL_SLOT_BYTES
             self._route(start, int.from_bytes(bar[start : start + DOORBELL_SLOT_BYTES], "little"))
 
-    def _sdma_doorbell(self, offset: int, value: int) -> bool:
-        return self.sdma.doorbell(offset, value) or self.sdma1.doorbell(offset, value)
+    def _rings_of(self, offset: int) -> tuple[Callable[[int], bool], ...]:
+        """What a doorbell at BAR2 byte ``offset`` reaches as the registers stand: the MEC (its queues match their
+        ``PQ_DOORBELL_CONTROL`` when rung), or the SDMA queues whose doorbell registers name ``offset`` (with their
+        engine's ``F32_CNTL.halt``); none when the aperture is off or no range holds it."""
+        if not RCC_DOORBELL_APER_EN_BIF_DOORBELL_APER_EN.get(self.regs.stored(Reg.RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN)):
+            return ()
+        if self.mec.in_range(offset):
+            return (functools.partial(self.mec.doorbell, offset),)
+        if self._sdma_range(offset):
+            queues = (self.sdma, self.sdma1)
+            return tuple(functools.partial(queue.ring, halted=queue.halted) for queue in queues if queue.owns(offset))
+        return ()
 
     def _sdma_range(self, offset: int) -> bool:
         entry = self.regs.stored(Reg.S2A_DOORBELL_ENTRY_2_CTRL)
@@ -256,12 +269,16 @@ class Gfx1100Front:
         return start <= offset < start + S2A_DOORBELL_ENTRY_RANGE_SIZE.get(entry) * _DOORBELL_UNIT_BYTES
 
     def _route(self, offset: int, value: int) -> None:
-        taken = False
-        if RCC_DOORBELL_APER_EN_BIF_DOORBELL_APER_EN.get(self.regs.stored(Reg.RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN)):
-            if self.mec.in_range(offset):
-                taken = self.mec.doorbell(offset, value)
-            elif self._sdma_range(offset):
-                taken = self._sdma_doorbell(offset, value)
-        if not taken:
-            self.dropped_doorbells.append(offset)
-            _log.info("%s: doorbell at BAR2 %#x = %#x reached no queue", self.gpu.name, offset, value)
+        """Ring the doorbell at BAR2 byte ``offset``: the routes are worked out from the registers once, and again
+        only after the host wrote a register (``RegisterFile.generation``), not on every doorbell of a copy."""
+        if self._routes_generation != self.regs.generation:
+            self._routes_generation = self.regs.generation
+            self._offset2rings.clear()
+        rings = self._offset2rings.get(offset)
+        if rings is None:
+            rings = self._offset2rings[offset] = self._rings_of(offset)
+        for ring in rings:
+            if ring(value):
+                return
+        self.dropped_doorbells.append(offset)
+        _log.info("%s: doorbell at BAR2 %#x = %#x reached no queue", self.gpu.name, offset, value)

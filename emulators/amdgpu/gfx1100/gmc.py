@@ -358,11 +358,17 @@ class PagedMemory(GpuMemory):
         if segments:
             self._put(self.pieces(segments[0][0], data.nbytes), data)
 
+    def _store(self, va: int, view: memoryview) -> None:
+        self._put(self.pieces(va, view.nbytes), view)  # one walk per write (the runs cached until a TLB flush)
+
     def read(self, va: int, nbytes: int) -> memoryview:
         return self._gather(self.pieces(va, nbytes))
 
-    def copy(self, dst: int, src: int, nbytes: int) -> None:
+    def copy(self, dst: int, src: int, nbytes: int) -> bool:
+        """Copy through the GC hub like ``memmove``; whether either side starts on a system page (PCIe)."""
         sources, targets = self.pieces(src, nbytes), self.pieces(dst, nbytes)
+        if not sources:
+            return False
         if len(sources) == 1 and len(targets) == 1:  # the common case: one run each side, one copy of the bytes
             source, target = sources[0][1], targets[0][1]
             if target is not None:  # one slice assignment: memmoves when source and target overlap
@@ -375,6 +381,7 @@ class PagedMemory(GpuMemory):
             data = memoryview(bytes(self._gather(sources)))  # a snapshot: pieces of the ranges may overlap
             self._put(targets, data)
         self.notify_written(dst, nbytes)
+        return sources[0][1] is None or targets[0][1] is None
 
     def fill(self, va: int, nbytes: int, value: int, *, dword: bool) -> None:
         if dword and (va % 4 or nbytes % 4):

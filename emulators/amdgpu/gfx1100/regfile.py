@@ -48,12 +48,16 @@ class RegisterFile:
         self._readers: dict[int, Callable[[], int]] = {}
         self._writers: dict[int, Callable[[int], None]] = {}
         self._resets: dict[int, int] = {}
+        # Counts host writes and resets: what blocks derive from stored registers (the front end's doorbell routes)
+        # stays valid while it is unchanged, since only the host changes the registers those answers read.
+        self.generation = 0
         self.reset()
 
     def reset(self) -> None:
         """Power-on state: every register at its reset value (blocks' handlers stay installed)."""
         self._plain: dict[int, int] = dict(self._resets)
         self._banked: dict[tuple[int, int], int] = {}  # (bank key, address)
+        self.generation += 1
 
     # --- blocks ---
     def on_read(self, address: int, reader: Callable[[], int]) -> None:
@@ -68,6 +72,7 @@ class RegisterFile:
         """The value ``address`` holds at power-on (and now)."""
         self._resets[address] = value & _U32
         self._plain[address] = value & _U32
+        self.generation += 1
 
     def hqd_bank(self) -> HqdBank:
         """The (me, pipe, queue) ``GRBM_GFX_CNTL`` selects now."""
@@ -122,3 +127,4 @@ class RegisterFile:
         writer = self._writers.get(address)
         if writer is not None:
             writer(value)
+        self.generation += 1

@@ -165,20 +165,25 @@ class SdmaQueue0:
             self.queue = None
             self.pending = False
 
-    def doorbell(self, offset: int, value: int) -> bool:
-        """A u64 doorbell write at BAR2 byte ``offset``; whether it was this queue's."""
+    def owns(self, offset: int) -> bool:
+        """Whether BAR2 byte ``offset`` is this queue's doorbell as its registers say (``DOORBELL.enable`` and
+        ``DOORBELL_OFFSET``); the front end caches the answer until the host next writes a register."""
         regs = self.regs
-        queue = self._live()
         mine = regs.stored(self.doorbell_offset) & SDMA0_QUEUE0_DOORBELL_OFFSET_OFFSET.mask
-        enabled = SDMA0_QUEUE0_DOORBELL_ENABLE.get(regs.stored(self.doorbell_reg))
-        if queue is None or offset != mine or not enabled:
+        return offset == mine and bool(SDMA0_QUEUE0_DOORBELL_ENABLE.get(regs.stored(self.doorbell_reg)))
+
+    def ring(self, value: int, *, halted: bool) -> bool:
+        """A u64 doorbell write of ``value`` at this queue's doorbell (:meth:`owns`); whether a live queue took it.
+        ``halted`` is :attr:`halted` as the front end last read it (it changes only with a host register write)."""
+        queue = self._live()
+        if queue is None:
             return False
         try:
             self.gpu.memory.write_u64(queue.config.wptr_va, value)
         except GpuMemoryFault as fault:
             _log.warning("%s: doorbell %#x: WPTR_POLL_ADDR unreachable: %s", self.name, value, fault)
             return True
-        if self.halted:
+        if halted:
             self.pending = True
         else:
             queue.kick()
