@@ -24,7 +24,7 @@ import socket
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -122,7 +122,7 @@ class LocalRunner:
         command = [*self.command, *job.pytest_args]
         done = run_shard_process(job, command=command, cwd=self.cwd, lease_dir=self.lease_dir, env=self.env,
                                  on_event=on_event)  # fmt: skip
-        return ShardExit(done.returncode, done.stderr, done.lost, host=self.host)
+        return replace(done, host=self.host)
 
 
 @dataclass(slots=True)

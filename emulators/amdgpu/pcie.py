@@ -89,6 +89,20 @@ class BridgedFunction(Type0Function):
     gpu: AmdGpu
     _port: _HostPort
 
+    @staticmethod
+    def _check_board(kernel: object, vram_bytes: int, *, min_vram: int, shown_min: str) -> None:
+        """The one check of a bridged GPU's kernel and VRAM size: a power of two (BAR0 is one) of ``min_vram``
+        bytes or more.
+
+        Raises:
+            InvalidArgument: not the bridge's EventKernel, or a VRAM size that is not such a power of two.
+        """
+        if not isinstance(kernel, EventKernel):
+            raise InvalidArgument(f"kernel={kernel!r}, expected the EventKernel the bridge runs on")
+        check_int("vram_bytes", vram_bytes, min_value=min_vram)
+        if vram_bytes & (vram_bytes - 1):
+            raise InvalidArgument(f"vram_bytes={vram_bytes:#x}, expected a power of two >= {shown_min} (BAR0 is one)")
+
     @property
     def kernel(self) -> EventKernel:
         return self.gpu.kernel
@@ -156,11 +170,7 @@ class AmdGpuFunction(BridgedFunction):
         executor: KernelExecutor | None = None,
         name: str = "gpu0",
     ) -> None:
-        if not isinstance(kernel, EventKernel):
-            raise InvalidArgument(f"kernel={kernel!r}, expected the EventKernel the bridge runs on")
-        check_int("vram_bytes", vram_bytes, min_value=1 << 20)
-        if vram_bytes & (vram_bytes - 1):
-            raise InvalidArgument(f"vram_bytes={vram_bytes:#x}, expected a power of two >= 1 MB (BAR0 is one)")
+        self._check_board(kernel, vram_bytes, min_vram=1 << 20, shown_min="1 MB")
         check_int("gfx_target_version", gfx_target_version, min_value=1)
         if device_id is None:
             device_id = DEVICE_IDS.get(gfx_target_version)

@@ -23,8 +23,6 @@ from __future__ import annotations
 
 from typing import Final
 
-from tinyhil._check import check_int
-from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES, DOORBELL_BAR_BYTES, Bar
 from tinyhil.spec.gfx1100_regs import BAR5_BYTES
 from tinyhil.spec.pci import CLASS_DISPLAY_VGA, VENDOR_ID_AMD
@@ -84,11 +82,7 @@ class Gfx1100Function(BridgedFunction):
         executor: KernelExecutor | None = None,
         name: str = "gpu0",
     ) -> None:
-        if not isinstance(kernel, EventKernel):
-            raise InvalidArgument(f"kernel={kernel!r}, expected the EventKernel the bridge runs on")
-        check_int("vram_bytes", vram_bytes, min_value=64 << 20)
-        if vram_bytes & (vram_bytes - 1):
-            raise InvalidArgument(f"vram_bytes={vram_bytes:#x}, expected a power of two >= 64 MB (BAR0 is one)")
+        self._check_board(kernel, vram_bytes, min_vram=64 << 20, shown_min="64 MB")
         self._port = _HostPort()
         self.front = Gfx1100Front.build(
             kernel, vram_bytes=vram_bytes, pcie=self._port, name=name, timing=timing, executor=executor
