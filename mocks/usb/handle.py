@@ -87,6 +87,12 @@ class EmulatedUsbDeviceHandle:
         self._claimed.discard(interface)
 
     @requires_open
+    def getConfiguration(self) -> int:
+        """The active configuration (1 after enumeration, 0 once unconfigured), read without a transfer as libusb
+        reads ``bConfigurationValue`` from sysfs."""
+        return int(self._bridge.front.configuration)
+
+    @requires_open
     def setConfiguration(self, configuration: int) -> None:
         """SET_CONFIGURATION (resets the bridge's DMA engine)."""
         if configuration not in _CONFIGURATIONS:

@@ -155,6 +155,7 @@ HANDLE_GUARDED = {
     "clearHalt",
     "controlRead",
     "controlWrite",
+    "getConfiguration",
     "getTransfer",
     "releaseInterface",
     "resetDevice",

@@ -173,31 +173,27 @@ def _detach_kernel_driver_on_claim(handle: Any) -> None:
         detach(True)
 
 
-def _select_configuration(handle: Any, *, keep_active: bool) -> None:
-    """Put the bridge in configuration 1; with ``keep_active``, only when it is not in it already.
+def _select_configuration(handle: Any) -> None:
+    """Put the bridge in configuration 1 when it is not in it already.
 
     A host that enumerated the device has configured it (Linux picks configuration 1 for the bridge), and usbfs
     turns SET_CONFIGURATION of the active configuration into a reset of the configuration's endpoints (umockdev
     refuses it: ``LIBUSB_ERROR_OTHER``), so the real path asks first (``getConfiguration``, which libusb answers from
-    sysfs without a transfer). A handle that cannot say (no ``getConfiguration``) is configured.
+    sysfs without a transfer). Every handle asks the same way: the emulated one answers from the bridge's state, a
+    replay one from its trace. A handle that cannot say (no ``getConfiguration``) is configured.
     """
-    if keep_active:
-        get_configuration = getattr(handle, "getConfiguration", None)
-        if get_configuration is not None and get_configuration() == BRIDGE_CONFIGURATION:
-            return
+    get_configuration = getattr(handle, "getConfiguration", None)
+    if get_configuration is not None and get_configuration() == BRIDGE_CONFIGURATION:
+        return
     handle.setConfiguration(BRIDGE_CONFIGURATION)
 
 
-def open_bridge_handle(
-    serial: str | None = None, *, context: Any = None, keep_active_configuration: bool = False
-) -> tuple[Any, Any]:
+def open_bridge_handle(serial: str | None = None, *, context: Any = None) -> tuple[Any, Any]:
     """Find, open and configure the bridge (see :func:`open_usb3`); return ``(handle, opened context)``.
 
     For transports built on the same discovery (``MockUSB3`` opens its emulated board through here, so the checks a
     real board gets run on the emulated one too). The caller owns both and closes the handle before the context.
-    ``keep_active_configuration`` (what :func:`open_usb3` passes): select configuration 1 only when the device is in
-    another one; without it (the emulated stack, ``REPLAY+AMD``, whose recordings hold the SET_CONFIGURATION)
-    configuration 1 is always selected.
+    Configuration 1 is selected only when the device is in another one (:func:`_select_configuration`).
     """
     if serial is not None and not isinstance(serial, str):
         raise BridgeUnavailable(f"serial={serial!r}, expected a string (the USB serial number) or None")
@@ -212,7 +208,7 @@ def open_bridge_handle(
         handle = device.open()
         _check_product(handle, device)
         _detach_kernel_driver_on_claim(handle)
-        _select_configuration(handle, keep_active=keep_active_configuration)
+        _select_configuration(handle)
         return handle, ctx
     except BaseException:
         if handle is not None:
@@ -232,7 +228,7 @@ def open_usb3(serial: str | None = None, *, context: Any = None) -> Usb3Transpor
         usb1.USBError: the device refused to open, configure or give up its interface (e.g. ``USBErrorAccess``:
             check the udev rules; ``USBErrorBusy``: another process has it).
     """
-    handle, ctx = open_bridge_handle(serial, context=context, keep_active_configuration=True)
+    handle, ctx = open_bridge_handle(serial, context=context)
     try:
         return Usb3Transport(handle, ctx, on_close=ctx.close)
     except BaseException:
