@@ -1,7 +1,7 @@
 """copyin / copyout on MOCKUSB+AMD (sync mode) against a numpy copy of the same bytes, side by side in one run,
 and the copyin's peak extra resident memory.
 
-    python benchmarks/bench_usb_copy.py [--mb 64] [--repeats 5] [--revision pipelined] [--interface bar5]
+    python benchmarks/bench_usb_copy.py [--mb 64] [--repeats 5] [--revision pipelined]
 
 The emulated side is the whole USB device runtime over MockUSB3: copyin stages each chunk's wire image (payload,
 pad, sentinel), arms the 0xF2 engine and reads the fence in one batch, sends the bulk OUT, and the emulated GPU's
@@ -40,15 +40,12 @@ MAX_EXTRA_RSS_MB = 16
 TARGET = "MOCKUSB+AMD"
 
 
-def measure(
-    nbytes: int, repeats: int = 5, revision: str = "pipelined", interface: str | None = None
-) -> dict[str, float]:
-    """Ratios (emulated throughput / numpy throughput) for copyin and copyout_into of ``nbytes``; ``interface`` is
-    the GPU's register interface (``MockUsbOptions.interface``; default: gfx1100's real one)."""
+def measure(nbytes: int, repeats: int = 5, revision: str = "pipelined") -> dict[str, float]:
+    """Ratios (emulated throughput / numpy throughput) for copyin and copyout_into of ``nbytes``."""
     data = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
     target = np.zeros_like(data)  # zeros_like writes every page: touched before timing
     out = np.zeros_like(data)
-    with open_target(TARGET, revision=revision, interface=interface) as device:
+    with open_target(TARGET, revision=revision) as device:
         buf = device.alloc(nbytes)
         device.copyin(buf, data)  # warm-up: the protocol's one-time setup, VRAM pages committed
         device.copyout_into(buf, out)
@@ -111,12 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mb", type=int, default=64, help="bytes per copy, in MB (default 64)")
     parser.add_argument("--repeats", type=int, default=5, help="rounds; the best run of each side counts (default 5)")
     parser.add_argument("--revision", default="pipelined", help="copyin protocol revision (default pipelined)")
-    parser.add_argument("--interface", default=None, help="GPU register interface, gfx1100 (default) or bar5")
     args = parser.parse_args(argv)
     nbytes = args.mb * MB
-    ratios = measure(nbytes, args.repeats, args.revision, args.interface)
+    ratios = measure(nbytes, args.repeats, args.revision)
     callcount = _callcount()
-    calls = callcount.copy_call_counts(revision=args.revision, interface=args.interface)
+    calls = callcount.copy_call_counts(revision=args.revision)
     for name, ratio in ratios.items():
         verdict = "ok" if ratio >= MIN_RATIO else f"BELOW {MIN_RATIO}"
         print(f"{TARGET} {name} {args.mb} MB: {ratio:.2f} x numpy copy throughput (required >= {MIN_RATIO}: "

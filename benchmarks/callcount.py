@@ -1,6 +1,6 @@
 """Deterministic call-count budgets for the MOCKUSB+AMD copy path: Python calls per copyin chunk and copyout piece.
 
-    python benchmarks/callcount.py [--chunks 8] [--revision pipelined] [--interface bar5]
+    python benchmarks/callcount.py [--chunks 8] [--revision pipelined]
 
 A profiler hook (``sys.setprofile``) counts the ``'call'`` events of the current thread while one copy runs: every
 Python function or method entered, a generator or coroutine resumed included. Calls into C (``'c_call'``: builtins,
@@ -71,9 +71,9 @@ def count_calls(fn: Callable[[], object]) -> tuple[int, int]:
     return counts["call"], counts["c_call"]
 
 
-def copy_call_counts(chunks: int = 8, revision: str = "pipelined", interface: str | None = None) -> dict[str, Counts]:
-    """Calls per steady-state copyin chunk and copyout_into piece, and what one call costs beyond them, on the GPU
-    register interface ``interface`` (``MockUsbOptions.interface``; default: gfx1100's real one).
+def copy_call_counts(chunks: int = 8, revision: str = "pipelined") -> dict[str, Counts]:
+    """Calls per steady-state copyin chunk and copyout_into piece, and what one call costs beyond them, on the
+    gfx1100 behind the emulated bridge.
 
     A copy of ``2 * chunks`` chunks (``chunks`` pieces) less one of ``chunks`` chunks (``chunks // 2`` pieces),
     divided by the difference: the one-time cost of a call cancels out and only steady-state chunks are counted.
@@ -83,7 +83,7 @@ def copy_call_counts(chunks: int = 8, revision: str = "pipelined", interface: st
     pieces = chunks // 2
     data = np.random.default_rng(0).integers(0, 256, 2 * chunks * CHUNK_BYTES, dtype=np.uint8)
     out = np.zeros(2 * pieces * COPYOUT_PIECE_BYTES, dtype=np.uint8)
-    with open_target(TARGET, revision=revision, interface=interface) as device:
+    with open_target(TARGET, revision=revision) as device:
         buf = device.alloc(max(data.nbytes, out.nbytes))
 
         def copyin(n: int) -> None:
@@ -113,9 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chunks", type=int, default=8, help="copyin chunks, even (default 8 = 2 MiB, against 16)")
     parser.add_argument("--revision", default="pipelined", help="copyin protocol revision (default pipelined)")
-    parser.add_argument("--interface", default=None, help="GPU register interface, gfx1100 (default) or bar5")
     args = parser.parse_args(argv)
-    for name, counts in copy_call_counts(args.chunks, args.revision, args.interface).items():
+    for name, counts in copy_call_counts(args.chunks, args.revision).items():
         print(f"{TARGET} {name}: {describe(name, counts)}")
     return 0
 

@@ -26,7 +26,13 @@ from tinyhil.device import Device
 from tinyhil.errors import InvalidArgument
 
 # The target's name, options and availability live with its registration, so loading the registry stays light.
-from tinyhil.mocks.targets import ENV_REPLAY, REPLAY_TARGET, ReplayOptions, replay_unavailable_reason
+from tinyhil.mocks.targets import (
+    ENV_REPLAY,
+    GENERATED_FIRMWARE,
+    REPLAY_TARGET,
+    ReplayOptions,
+    replay_unavailable_reason,
+)
 from tinyhil.registry import Target, default_registry
 from tinyhil.trace.convert import load_trace
 from tinyhil.trace.errors import TraceFormatError
@@ -123,7 +129,8 @@ def replay_device(resolved: Target, trace: Trace, *, order: str = "strict", name
     """The USB device runtime over the real transport, discovered on a :class:`ReplayContext` serving ``trace``
     (the copy protocol revision from the trace header's options). A gfx1100 boot sends its firmware over USB, so
     the replay sends what the recording did: the files of ``/lib/firmware/amdgpu/`` for a trace of ``USB+AMD``,
-    the generated images ``MOCKUSB+AMD`` boots with (docs/gfx1100.md) for any other."""
+    for one of ``MOCKUSB+AMD`` the firmware its ``firmware`` option named (by default the generated images,
+    docs/gfx1100.md)."""
     from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource, GeneratedFirmware
     from tinyhil.compiler import HostCCompiler
     from tinyhil.usb.backend import open_bridge_handle
@@ -134,7 +141,14 @@ def replay_device(resolved: Target, trace: Trace, *, order: str = "strict", name
     handle, ctx = open_bridge_handle(context=context)
     usb = Usb3Transport(handle, ctx, on_close=ctx.close)
     revision = trace.header.options.get("revision", "pipelined")
-    firmware: FirmwareSource = DirectoryFirmware() if trace.header.target == _HARDWARE_TARGET else GeneratedFirmware()
+    recorded = trace.header.options.get("firmware", GENERATED_FIRMWARE)
+    firmware: FirmwareSource
+    if trace.header.target == _HARDWARE_TARGET:
+        firmware = DirectoryFirmware()
+    elif recorded == GENERATED_FIRMWARE:
+        firmware = GeneratedFirmware()
+    else:
+        firmware = DirectoryFirmware(str(recorded))
     try:
         return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=revision, on_close=usb.close,
                             firmware=firmware)  # fmt: skip

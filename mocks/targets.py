@@ -1,8 +1,9 @@
 """The emulated device targets, registered through the ``tinyhil.targets`` entry point.
 
 - ``MOCKUSB+AMD[:renderer[:arch]]``: the USB device runtime (:class:`~tinyhil.usbgpu.amd_device.UsbAmdDevice`, the same
-  code as ``USB+AMD``) over :class:`~tinyhil.mocks.usb3.MockUSB3`: an emulated ASM2464 with an emulated AMD GPU of
-  the arch behind it. Options: :class:`MockUsbOptions`. :func:`open_mock_usb3` opens the bridge level alone.
+  code as ``USB+AMD``) over :class:`~tinyhil.mocks.usb3.MockUSB3`: an emulated ASM2464 with an emulated gfx1100
+  (Navi 31's real register interface, the only one modelled on the USB path) behind it. Options:
+  :class:`MockUsbOptions`. :func:`open_mock_usb3` opens the bridge level alone.
 - ``MOCKKFD+AMD[:renderer[:arch]]``: the KFD device runtime over MOCKKFD, a virtual ``/dev/kfd`` with emulated GPUs.
   Options: :class:`MockKfdOptions`.
 - ``REPLAY+AMD``: the USB device runtime over a recorded trace (:mod:`tinyhil.mocks.replay`).
@@ -20,8 +21,10 @@ from tinyhil.compiler import AMD_RENDERERS
 from tinyhil.device import Device
 from tinyhil.errors import InvalidArgument
 from tinyhil.registry import Target, check_choice, check_option, default_registry, target
+from tinyhil.spec.amdgpu_firmware import FIRMWARE_DIR, FIRMWARE_PACKAGE
 
 if TYPE_CHECKING:  # imported when opened: loading the registry's entry points stays light
+    from tinyhil.amdgpu.firmware import FirmwareSource
     from tinyhil.emulators.asm2464 import Quirks
     from tinyhil.emulators.faults import FaultPlan
     from tinyhil.emulators.timing import TimingModel
@@ -37,6 +40,7 @@ __all__ = [
     "MOCKKFD_GPUS",
     "MOCKKFD_MAX_GPUS",
     "MOCKKFD_VRAM_BYTES",
+    "MOCKUSB_ARCHS",
     "MOCKUSB_BRIDGE_CAPABILITIES",
     "MOCKUSB_CAPABILITIES",
     "REPLAY_TARGET",
@@ -52,10 +56,14 @@ __all__ = [
 
 # Emulated GPU models an arch string selects (spec/kfd.md: gfx_target_version per GPU); the first is the default.
 AMD_ARCHS = ("gfx1100", "gfx1201", "gfx950")
+# MOCKUSB+AMD's: the USB path models only gfx1100's register interface (docs/gfx1100.md).
+MOCKUSB_ARCHS: Final = ("gfx1100",)
 
 
 # gfx_target_version of each arch (spec/kfd.md: gfx1100 = 110000, gfx1201 = 120001, gfx950 = 90500).
 GFX_TARGET_VERSIONS: Final = {"gfx1100": 110000, "gfx1201": 120001, "gfx950": 90500}
+# MOCKUSB+AMD's default firmware: generated blobs with valid headers (tinyhil.amdgpu.firmware.GeneratedFirmware).
+GENERATED_FIRMWARE: Final = "generated"
 # The bridge level (spec/asm24.md): USB3 vendor requests and bulk transfers, 0xF2 SRAM windows, PCIe to the GPU.
 MOCKUSB_BRIDGE_CAPABILITIES = ("usb3", "sram-windows", "pcie")
 MOCKUSB_CAPABILITIES: Final = [*MOCKUSB_BRIDGE_CAPABILITIES, "sdma", "compute", "signals", "copyin", "copyout", "copy",
@@ -66,10 +74,11 @@ MOCKUSB_CAPABILITIES: Final = [*MOCKUSB_BRIDGE_CAPABILITIES, "sdma", "compute", 
 class MockUsbOptions:
     """The options of MOCKUSB+AMD: ``revision`` (the copyin protocol revision, spec/copyin.md) and the fresh board's
     behaviour, given to :class:`~tinyhil.mocks.usb3.MockUSB3`: ``mode`` (``"sync"`` / ``"timed"``), ``seed``,
-    ``faults`` (a :class:`~tinyhil.emulators.faults.FaultPlan`), ``quirks``, ``timing``, ``vram_bytes``, ``interface``
-    (``"gfx1100"``, Navi 31's real register interface and the default on gfx1100: docs/gfx1100.md, or ``"bar5"``, the
-    emulator's own layout and the default on the other archs); ``record``
-    (a ``.hiltrace.jsonl`` or ``.pcapng`` path) records the USB handle and writes the trace there at close."""
+    ``faults`` (a :class:`~tinyhil.emulators.faults.FaultPlan`), ``quirks``, ``timing``, ``vram_bytes``; ``record``
+    (a ``.hiltrace.jsonl`` or ``.pcapng`` path) records the USB handle and writes the trace there at close;
+    ``firmware`` is what the bring-up uploads to the emulated PSP: ``"generated"`` (blobs with valid headers,
+    :class:`~tinyhil.amdgpu.firmware.GeneratedFirmware`) or a directory of the real files, such as
+    ``/lib/firmware/amdgpu`` (:class:`~tinyhil.amdgpu.firmware.DirectoryFirmware`: the boot a board gets)."""
 
     revision: str = "pipelined"
     mode: TransferMode | str = "sync"
@@ -78,8 +87,8 @@ class MockUsbOptions:
     quirks: Quirks | None = None
     timing: TimingModel | None = None
     vram_bytes: int | None = None
-    interface: str | None = None  # None: the arch's default (MockUSB3)
     record: str | None = None  # write a trace of the USB handle to this file when the device closes (docs/traces.md)
+    firmware: str = GENERATED_FIRMWARE
 
     def __post_init__(self) -> None:
         from tinyhil.emulators.asm2464 import Quirks
@@ -96,10 +105,6 @@ class MockUsbOptions:
         check_option("timing", self.timing, TimingModel, "None or a TimingModel (tinyhil.emulators.timing)")
         if self.vram_bytes is not None:
             check_int("vram_bytes", self.vram_bytes, min_value=1)
-        from tinyhil.mocks.usb3 import INTERFACES
-
-        if self.interface is not None and self.interface not in INTERFACES:
-            raise InvalidArgument(f"interface={self.interface!r}, expected one of {', '.join(INTERFACES)}")
         if self.record is not None:
             from tinyhil.trace.convert import trace_format
 
@@ -107,18 +112,32 @@ class MockUsbOptions:
                 raise InvalidArgument(f"record={self.record!r}, expected a path ending in .hiltrace.jsonl or .pcapng")
             object.__setattr__(self, "record", os.fspath(self.record))
             trace_format(self.record)
+        if not isinstance(self.firmware, (str, os.PathLike)):
+            raise InvalidArgument(f"firmware={self.firmware!r}, expected {GENERATED_FIRMWARE!r} or a directory path")
+        object.__setattr__(self, "firmware", os.fspath(self.firmware))
+        if self.firmware != GENERATED_FIRMWARE and not os.path.isdir(self.firmware):
+            raise InvalidArgument(
+                f"firmware={self.firmware!r}, expected {GENERATED_FIRMWARE!r} or an existing directory of AMD firmware "
+                f"files such as {FIRMWARE_DIR} (install {FIRMWARE_PACKAGE})"
+            )
+
+    def firmware_source(self) -> FirmwareSource:
+        """The firmware the bring-up uploads (:attr:`firmware`)."""
+        from tinyhil.amdgpu.firmware import DirectoryFirmware, GeneratedFirmware
+
+        return GeneratedFirmware() if self.firmware == GENERATED_FIRMWARE else DirectoryFirmware(self.firmware)
 
     def board(self) -> dict[str, Any]:
         """The keyword arguments of the fresh :class:`MockUSB3` board (everything but ``revision``)."""
         return {"mode": self.mode, "seed": self.seed, "faults": self.faults, "quirks": self.quirks,
-                "timing": self.timing, "vram_bytes": self.vram_bytes, "interface": self.interface}  # fmt: skip
+                "timing": self.timing, "vram_bytes": self.vram_bytes}  # fmt: skip
 
 
 def open_mock_usb3(resolved: Target | str = "MOCKUSB+AMD", **options: Any) -> MockUSB3:
     """Open the bridge level of ``MOCKUSB+AMD``: a fresh emulated board behind a :class:`MockUSB3` transport.
 
     ``options`` go to the fresh form of :class:`MockUSB3` (``mode``, ``seed``, ``faults``, ``quirks``, ``timing``,
-    ``vram_bytes``, ``usb3``, transport options); the emulated GPU behind it has the target's arch. For other parts
+    ``vram_bytes``, ``usb3``, transport options); the emulated GPU behind it is a gfx1100. For other parts
     (another PCIe function, a shared kernel) build the bridge and use :meth:`MockUSB3.over`. Use it as a context
     manager.
 
@@ -131,7 +150,7 @@ def open_mock_usb3(resolved: Target | str = "MOCKUSB+AMD", **options: Any) -> Mo
         raise InvalidArgument(f"target={resolved!r}, expected MOCKUSB+AMD (a target string or a resolved Target)")
     from tinyhil.mocks.usb3 import MockUSB3
 
-    options.setdefault("gfx_target_version", GFX_TARGET_VERSIONS[resolved.arch or AMD_ARCHS[0]])
+    options.setdefault("gfx_target_version", GFX_TARGET_VERSIONS[resolved.arch or MOCKUSB_ARCHS[0]])
     return MockUSB3(**options)
 
 
@@ -140,19 +159,18 @@ def open_mock_usb3(resolved: Target | str = "MOCKUSB+AMD", **options: Any) -> Mo
     capabilities=MOCKUSB_CAPABILITIES,
     renderers=AMD_RENDERERS,
     default_renderer="CC",
-    archs=AMD_ARCHS,
-    summary="emulated AMD GPU behind an emulated ASM2464 USB bridge (MockUSB3)",
+    archs=MOCKUSB_ARCHS,
+    summary="emulated AMD GPU (gfx1100) behind an emulated ASM2464 USB bridge (MockUSB3)",
     options=MockUsbOptions,
 )
 def mock_usb_amd(resolved: Target, options: MockUsbOptions) -> Device:
-    """The USB device runtime over a fresh MockUSB3 board whose GPU has the target's arch."""
-    from tinyhil.amdgpu.firmware import GeneratedFirmware
+    """The USB device runtime over a fresh MockUSB3 board with a gfx1100 behind the bridge."""
     from tinyhil.compiler import HostCCompiler
     from tinyhil.mocks.usb3 import MockUSB3
     from tinyhil.usbgpu.amd_device import UsbAmdDevice
 
-    board = {"gfx_target_version": GFX_TARGET_VERSIONS[resolved.arch or AMD_ARCHS[0]], **options.board()}
-    firmware = GeneratedFirmware()  # the emulated PSP checks headers, not contents (docs/gfx1100.md)
+    board = {"gfx_target_version": GFX_TARGET_VERSIONS[resolved.arch or MOCKUSB_ARCHS[0]], **options.board()}
+    firmware = options.firmware_source()  # the emulated PSP checks headers, not signatures (docs/gfx1100.md)
     if options.record is None:
         usb = MockUSB3(**board)
         return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=options.revision, on_close=usb.close,

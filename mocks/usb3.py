@@ -10,8 +10,7 @@ against the transport runs unchanged on both::
         usb.bridge.memory                                # the emulator behind it, for assertions
         usb.gpu                                          # the emulated AMD GPU at 4:00.0 behind the bridges
 
-    MockUSB3(vram_bytes=64 << 20, gfx_target_version=110000)   # choose the GPU
-    MockUSB3(interface="bar5")                         # the emulator's own BAR5 layout instead of Navi 31's real one
+    MockUSB3(vram_bytes=64 << 20)                      # choose the GPU's VRAM (gfx1100, Navi 31, is the only GPU)
     MockUSB3.over(Asm2464(function=PlainEndpoint()))   # given parts: any PCIe function, kernel or bridge you built
 
     MockUSB3(mode="timed", quirks=Quirks(full_window_corruption=True), faults=plan, seed=7)
@@ -25,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from tinyhil.emulators.amdgpu import DEFAULT_GFX_TARGET_VERSION, AmdGpu, AmdGpuFunction, GpuTiming
+from tinyhil.emulators.amdgpu import DEFAULT_GFX_TARGET_VERSION, AmdGpu, BridgedFunction, GpuTiming
 from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Function
 from tinyhil.emulators.asm2464 import Asm2464, Quirks
 from tinyhil.emulators.faults import FaultPlan
@@ -37,16 +36,13 @@ from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES
 from tinyhil.usb.backend import open_bridge_handle
 from tinyhil.usb.transport import Usb3Transport
 
-__all__ = ["INTERFACES", "MockUSB3"]
+__all__ = ["MockUSB3"]
 
 
 # What builds a board's parts; the fresh form rejects them and names the given-parts form instead.
 _PARTS_OPTIONS: Final = ("bridge", "function", "kernel")
 # What builds a fresh board; :meth:`MockUSB3.over` rejects them (its bridge is built already).
-_BOARD_OPTIONS: Final = ("seed", "faults", "quirks", "timing", "vram_bytes", "gfx_target_version", "usb3", "interface")
-# The GPU's register interface: "gfx1100" (Navi 31's real registers, the default for gfx1100) or "bar5" (the
-# emulator's own BAR5 layout, the default for the archs whose real interface is not modelled: gfx1201, gfx950).
-INTERFACES: Final = ("bar5", "gfx1100")
+_BOARD_OPTIONS: Final = ("seed", "faults", "quirks", "timing", "vram_bytes", "gfx_target_version", "usb3")
 
 
 class MockUSB3(Usb3Transport):
@@ -54,12 +50,11 @@ class MockUSB3(Usb3Transport):
 
     - A fresh board: ``MockUSB3(mode=, seed=, faults=, quirks=, timing=, vram_bytes=, gfx_target_version=, usb3=)``
       builds an :class:`~tinyhil.emulators.asm2464.Asm2464` on a new EventKernel seeded with ``seed``, with an
-      emulated AMD GPU (:class:`~tinyhil.emulators.amdgpu.AmdGpuFunction` of ``vram_bytes``, default 256 MB, and
-      ``gfx_target_version``, default 110000 = gfx1100) behind it. ``faults`` is a :class:`FaultPlan`, ``timing`` a
-      :class:`TimingModel`, ``usb3=False`` a USB2 link. ``interface`` (default: ``"gfx1100"`` for gfx1100,
-      ``"bar5"`` for the other versions) is the GPU's register interface: ``"gfx1100"`` is Navi 31's real one
-      (:class:`~tinyhil.emulators.amdgpu.gfx1100.Gfx1100Function`, gfx1100 only; docs/gfx1100.md), ``"bar5"`` the
-      emulator's own layout (:class:`~tinyhil.emulators.amdgpu.AmdGpuFunction`, docs/amdgpu.md).
+      emulated Navi 31 behind it (:class:`~tinyhil.emulators.amdgpu.gfx1100.Gfx1100Function` of ``vram_bytes``,
+      default 256 MB: gfx1100's real register interface, docs/gfx1100.md). ``gfx_target_version`` may only be
+      110000 (gfx1100): no other GPU's register interface is modelled on the USB path (gfx1201 and gfx950 run on
+      MOCKKFD+AMD). ``faults`` is a :class:`FaultPlan`, ``timing`` a :class:`TimingModel`, ``usb3=False`` a USB2
+      link.
     - Given parts: :meth:`over` plugs in a bridge the caller built (``Asm2464(function=..., kernel=..., seed=...,
       faults=...)``), for another PCIe function or a virtual clock shared with other devices.
 
@@ -85,7 +80,6 @@ class MockUSB3(Usb3Transport):
         vram_bytes: int | None = None,
         gfx_target_version: int | None = None,
         usb3: bool = True,
-        interface: str | None = None,
         **transport_options: Any,
     ) -> None:
         parts = [name for name in _PARTS_OPTIONS if name in transport_options]
@@ -98,21 +92,13 @@ class MockUSB3(Usb3Transport):
         board_timing = timing if timing is not None else TimingModel.preset(DEFAULT_PRESET)
         gpu_timing = GpuTiming(system_bytes_per_us=max(1, board_timing.gpu_copy_bytes_per_s // 1_000_000))
         vram = DEFAULT_VRAM_BYTES if vram_bytes is None else vram_bytes
-        version = DEFAULT_GFX_TARGET_VERSION if gfx_target_version is None else gfx_target_version
-        if interface is None:
-            interface = "gfx1100" if version == DEFAULT_GFX_TARGET_VERSION else "bar5"
-        function: AmdGpuFunction | Gfx1100Function
-        if interface == "gfx1100":
-            if version != DEFAULT_GFX_TARGET_VERSION:
-                raise InvalidArgument(
-                    f"MockUSB3(interface='gfx1100', gfx_target_version={version}): the real register interface is "
-                    f"gfx1100's, expected gfx_target_version={DEFAULT_GFX_TARGET_VERSION} (or interface='bar5')"
-                )
-            function = Gfx1100Function(kernel=kernel, timing=gpu_timing, vram_bytes=vram)
-        elif interface == "bar5":
-            function = AmdGpuFunction(kernel=kernel, timing=gpu_timing, vram_bytes=vram, gfx_target_version=version)
-        else:
-            raise InvalidArgument(f"interface={interface!r}, expected one of {', '.join(INTERFACES)}")
+        if gfx_target_version is not None and gfx_target_version != DEFAULT_GFX_TARGET_VERSION:
+            raise InvalidArgument(
+                f"MockUSB3(gfx_target_version={gfx_target_version!r}): only gfx1100's register interface is modelled "
+                f"on the USB path, expected gfx_target_version={DEFAULT_GFX_TARGET_VERSION} (or None); gfx1201 and "
+                "gfx950 run on MOCKKFD+AMD"
+            )
+        function = Gfx1100Function(kernel=kernel, timing=gpu_timing, vram_bytes=vram)
         bridge = Asm2464(quirks=quirks, faults=faults, seed=seed, timing=timing, function=function, kernel=kernel,
                          usb3=usb3)  # fmt: skip
         self._attach(bridge, mode, transport_options)
@@ -159,13 +145,14 @@ class MockUSB3(Usb3Transport):
         """The emulated AMD GPU behind the bridge (the default function).
 
         Raises:
-            StateError: the function behind the bridge is not an :class:`AmdGpuFunction` (:meth:`over` a bridge with
-                another function).
+            StateError: the function behind the bridge is not a GPU
+                (:class:`~tinyhil.emulators.amdgpu.gfx1100.Gfx1100Function` or another
+                :class:`~tinyhil.emulators.amdgpu.BridgedFunction`: :meth:`over` a bridge with another function).
         """
         function = self.bridge.function
-        if not isinstance(function, AmdGpuFunction | Gfx1100Function):
+        if not isinstance(function, BridgedFunction):
             raise StateError(
-                f"MockUSB3.gpu: the PCIe function behind the bridge is {function!r}, expected an AmdGpuFunction "
+                f"MockUSB3.gpu: the PCIe function behind the bridge is {function!r}, expected a Gfx1100Function "
                 "(what a fresh MockUSB3 has; MockUSB3.over(bridge) keeps the bridge's own function)"
             )
         return function.gpu

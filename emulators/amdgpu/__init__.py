@@ -1,8 +1,9 @@
 """The emulated AMD GPU (spec/amdgpu.md): memory and translation, queues, SDMA and PM4 engines, kernel executor.
 
 Modules by block: ``memory`` (VRAM, mappings, system aperture), ``engine`` (what the engines share), ``sdma``,
-``pm4``, ``queues`` (scheduling on the event kernel), ``registers`` (BAR5), ``executor`` (kernels), ``timing``,
-``gpu`` (the core and its USB front door), ``pcie`` (the GPU as a PCIe function behind the ASM2464 bridge).
+``pm4``, ``queues`` (scheduling on the event kernel), ``executor`` (kernels), ``timing``, ``gpu`` (the core),
+``pcie`` (what a GPU PCIe function behind the ASM2464 bridge shares). The GPU behind the bridge presents Navi 31's
+real register interface: :mod:`tinyhil.emulators.amdgpu.gfx1100` (docs/gfx1100.md).
 """
 
 from __future__ import annotations
@@ -14,10 +15,9 @@ from .errors import GpuMemoryFault, GpuQueueError, KernelError
 from .executor import HostNativeExecutor, KernelExecutor, KernelMemory, Launch
 from .gpu import AmdGpu
 from .memory import GpuMemory, HostSpan, Mapping
-from .pcie import DEFAULT_GFX_TARGET_VERSION, DEVICE_IDS, AmdGpuFunction
+from .pcie import DEFAULT_GFX_TARGET_VERSION, DEVICE_IDS, BridgedFunction
 from .pm4 import Pm4Engine
 from .queues import Queue
-from .registers import RegisterBlock
 from .sdma import SdmaEngine
 from .system_bus import SystemBus
 from .timing import DEFAULT_TIMING, GpuTiming
@@ -28,7 +28,7 @@ __all__ = [
     "DEVICE_IDS",
     "SYS_APERTURE",
     "AmdGpu",
-    "AmdGpuFunction",
+    "BridgedFunction",
     "EngineServices",
     "GpuMemory",
     "GpuMemoryFault",
@@ -48,7 +48,6 @@ __all__ = [
     "QueueConfig",
     "QueueKind",
     "QueueStatus",
-    "RegisterBlock",
     "RingEngine",
     "SdmaEngine",
     "SystemBus",

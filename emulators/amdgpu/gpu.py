@@ -1,4 +1,4 @@
-"""The emulated AMD GPU: one core (memory, queues, engines, executor) behind two front doors (USB BARs, KFD)."""
+"""The emulated AMD GPU: one core (memory, queues, engines, executor) behind two front ends (gfx1100, KFD)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,9 @@ from typing import Final
 
 import numpy as np
 
-from tinyhil._check import as_readonly_bytes, check_int, check_range
+from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.amdgpu import (
-    DEFAULT_VRAM_BYTES,
-    DOORBELL_BAR_BYTES,
-    DOORBELL_SLOT_BYTES,
-    SYS_APERTURE,
-    Bar,
-    QueueKind,
-)
+from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES, QueueKind
 
 from ..kernel import EventKernel, VirtualTimeout
 from ..observe import Observation, Observed, Observer
@@ -26,7 +19,6 @@ from .executor import HostNativeExecutor, KernelExecutor
 from .memory import GpuMemory
 from .pm4 import Pm4Engine
 from .queues import Queue
-from .registers import RegisterBlock
 from .sdma import SdmaEngine
 from .system_bus import SystemBus
 from .timing import DEFAULT_TIMING, GpuTiming
@@ -34,9 +26,6 @@ from .timing import DEFAULT_TIMING, GpuTiming
 __all__ = ["AmdGpu"]
 
 _log = logging.getLogger("tinyhil.emulators.amdgpu")
-_BARS: Final[dict[int, Bar]] = {int(bar): bar for bar in Bar}
-_VRAM_BAR: Final = Bar.VRAM
-_DOORBELL_BAR: Final = Bar.DOORBELL
 _ENGINES: Final[dict[QueueKind, type[RingEngine]]] = {QueueKind.SDMA: SdmaEngine, QueueKind.COMPUTE: Pm4Engine}
 
 
@@ -47,17 +36,12 @@ class AmdGpu:
 
     | GPU address | what |
     |---|---|
-    | ``0 .. vram_bytes`` | VRAM, on the USB path (``vram_at_zero``, default: when a ``system_bus`` is given) |
+    | ``0 .. vram_bytes`` | VRAM (``vram_at_zero``, default: when a ``system_bus`` is given) |
     | ``map_memory`` ranges | VRAM slices and host buffers (the KFD path) |
-    | ``SYS_APERTURE + pcie_addr`` | the bridge's SRAM and windows via ``system_bus`` (USB path) |
+    | ``SYS_APERTURE + pcie_addr`` | a caller's ``system_bus`` (engine tests' stand-in for the bridge's memory) |
 
-    USB front door (``mmio_read`` / ``mmio_write``, offsets into each BAR):
-
-    | BAR | size | what |
-    |---|---|---|
-    | 0 | ``vram_bytes`` | VRAM |
-    | 2 | 8 KB | 1024 doorbells of 8 bytes; a write touching a slot's low dword rings it with the slot's u64 |
-    | 5 | 2 MB | registers: :class:`RegisterBlock` |
+    The front ends own the registers: :mod:`tinyhil.emulators.amdgpu.gfx1100` gives this core Navi 31's register
+    interface and page tables (its own ``memory``), MOCKKFD drives it through the kernel's uapi.
 
     ``on_interrupt`` receives TRAPs, RELEASE_MEM events, memory faults and queue errors (:class:`Interrupt`).
     """
@@ -84,7 +68,6 @@ class AmdGpu:
         # ``memory``: a prebuilt address space (the gfx1100 front end's page-table memory); it fixes the VRAM size.
         self.memory = GpuMemory(vram_bytes, system_bus=system_bus, vram_at_zero=at_zero) if memory is None else memory
         self.memory.on_write = self.memory_written
-        self.registers = RegisterBlock(self.memory.vram_bytes, self._create, self.destroy_queue)
         self.on_interrupt: Callable[[Interrupt], None] | None = None
         self._services = EngineServices(self.memory, kernel, timing, self._interrupt, self.executor)
         self._queues: dict[int, Queue] = {}
@@ -92,16 +75,14 @@ class AmdGpu:
         self.reset()
 
     def reset(self) -> None:
-        """Power-on state: no queues, default mappings, zeroed VRAM, registers and doorbells."""
+        """Power-on state: no queues, default mappings, zeroed VRAM."""
         for queue in list(self._queues.values()):
             queue.cancel()
         self._queues = {}
         self._waiting.clear()
         self._doorbells: dict[int, Queue] = {}
         self._next_queue_id = 0
-        self._doorbell_bar = bytearray(DOORBELL_BAR_BYTES)
         self.memory.reset()
-        self.registers.reset()
 
     def observe(self, observer: Observer) -> Observation:
         """Report this GPU's SDMA memory polls to ``observer`` until the returned handle detaches
@@ -185,10 +166,6 @@ class AmdGpu:
             return ()
         return tuple(waiting[queue_id] for queue_id in sorted(waiting))
 
-    def host_memory_written(self, pcie_addr: int, nbytes: int) -> None:
-        """The bridge landed bytes at a PCIe address: ``memory_written(SYS_APERTURE + pcie_addr, nbytes)``."""
-        self.memory_written(SYS_APERTURE + pcie_addr, nbytes)
-
     def timestamp(self) -> int:
         """The 100 MHz GPU timestamp counter (virtual time in 10 ns ticks)."""
         return self._services.timestamp()
@@ -206,9 +183,7 @@ class AmdGpu:
             kind = QueueKind(kind)
         except ValueError:
             raise InvalidArgument(f"kind={kind!r}, expected QueueKind.SDMA or QueueKind.COMPUTE") from None
-        return self._create(QueueConfig(kind, ring_va, ring_bytes, rptr_va, wptr_va, doorbell_index))
-
-    def _create(self, config: QueueConfig) -> Queue:
+        config = QueueConfig(kind, ring_va, ring_bytes, rptr_va, wptr_va, doorbell_index)
         other = self._doorbells.get(config.doorbell_index)
         if other is not None:
             raise InvalidArgument(f"doorbell_index={config.doorbell_index}, expected a free doorbell ({other.name})")
@@ -235,7 +210,7 @@ class AmdGpu:
     def ring_doorbell(self, doorbell_index: int, value: int) -> None:
         """Kick the queue bound to ``doorbell_index``; a doorbell without a queue is dropped (and logged).
 
-        The engine takes its write pointer from memory (the queue's ``wptr_va``, BAR5 WPTR_ADDR), which the host
+        The engine takes its write pointer from memory (the queue's ``wptr_va``), which the host
         writes before ringing with the same value; ``value`` itself only appears in the log.
         """
         queue = self._doorbells.get(doorbell_index)
@@ -264,54 +239,3 @@ class AmdGpu:
     def _interrupt(self, interrupt: Interrupt) -> None:
         if self.on_interrupt is not None:
             self.on_interrupt(interrupt)
-
-    # --- USB front door ---
-    def mmio_read(self, bar: int, offset: int, nbytes: int) -> bytes:
-        """Read ``nbytes`` at ``offset`` of BAR ``bar`` (0 VRAM, 2 doorbells, 5 registers).
-
-        Raises:
-            InvalidArgument: an unknown BAR, or a range outside it (BAR5: not whole aligned registers).
-        """
-        kind = self._bar(bar)
-        if kind is _VRAM_BAR:
-            memory = self.memory
-            check_range("BAR0", offset, nbytes, memory.vram_bytes)
-            return bytes(memory.vram[offset : offset + nbytes])
-        if kind is _DOORBELL_BAR:
-            check_range("BAR2", offset, nbytes, DOORBELL_BAR_BYTES)
-            return bytes(self._doorbell_bar[offset : offset + nbytes])
-        return self.registers.read(offset, nbytes)  # Bar.REGS
-
-    def mmio_write(self, bar: int, offset: int, data: bytes) -> None:
-        """Write ``data`` at ``offset`` of BAR ``bar``: VRAM bytes, doorbells, or registers.
-
-        Raises:
-            InvalidArgument: an unknown BAR, or a range outside it (BAR5: not whole aligned registers).
-        """
-        view = as_readonly_bytes("data", data)
-        nbytes = view.nbytes
-        kind = self._bar(bar)
-        if kind is _VRAM_BAR:
-            memory = self.memory
-            check_range("BAR0", offset, nbytes, memory.vram_bytes)
-            memory.vram[offset : offset + nbytes] = view
-            if memory.vram_at_zero:
-                self.memory_written(offset, nbytes)
-        elif kind is _DOORBELL_BAR:
-            check_range("BAR2", offset, nbytes, DOORBELL_BAR_BYTES)
-            doorbells = self._doorbell_bar
-            doorbells[offset : offset + nbytes] = view
-            # Slots whose low dword [8s, 8s + 4) the write touches.
-            first = (offset + 4) // DOORBELL_SLOT_BYTES
-            for slot in range(first, -(-(offset + nbytes) // DOORBELL_SLOT_BYTES)):
-                start = slot * DOORBELL_SLOT_BYTES
-                value = int.from_bytes(doorbells[start : start + DOORBELL_SLOT_BYTES], "little")
-                self.ring_doorbell(slot, value)
-        else:  # Bar.REGS
-            self.registers.write(offset, bytes(view))
-
-    def _bar(self, bar: int) -> Bar:
-        try:
-            return _BARS[bar]
-        except (KeyError, TypeError):
-            raise InvalidArgument(f"bar={bar!r}, expected 0 (VRAM), 2 (doorbells) or 5 (registers)") from None

@@ -64,10 +64,14 @@ class GpuMemory:
 
     | GPU address range | what | spec/amdgpu.md |
     |---|---|---|
-    | ``0 .. vram_bytes`` | VRAM itself, when ``vram_at_zero`` (the USB path) | Memory |
+    | ``0 .. vram_bytes`` | VRAM itself, when ``vram_at_zero`` | Memory |
     | mapped ranges | ``map`` backings: VRAM slices, GTT / userptr host buffers (the KFD path) | Memory |
-    | ``SYS_APERTURE + pcie_addr`` | the bridge's SRAM and windows through ``system_bus`` (USB path only) | Memory |
+    | ``SYS_APERTURE + pcie_addr`` | PCIe memory through ``system_bus``, when one is given | Memory |
     | anything else | :class:`GpuMemoryFault`: never a host crash, never a write to random host memory | Memory |
+
+    The system aperture is this flat model's way to reach memory outside VRAM (the engine tests give it a bus
+    standing in for the bridge's SRAM); the gfx1100 front end replaces the whole address space with its page
+    tables (:class:`~tinyhil.emulators.amdgpu.gfx1100.gmc.PagedMemory`), whose system-bit PTEs reach the bridge.
 
     VRAM is an anonymous private mapping: untouched pages cost no RAM, and :meth:`reset` returns them to the OS.
     ``on_write(va, nbytes)`` is called after every write through this object (engine or host), so waiters wake.
@@ -109,7 +113,7 @@ class GpuMemory:
 
     @property
     def aperture_active(self) -> bool:
-        """The system aperture exists only when a system bus is attached (USB path)."""
+        """The system aperture exists only when a system bus is attached."""
         return self.system_bus is not None
 
     # --- mapping management ---

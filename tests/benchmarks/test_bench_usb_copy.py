@@ -31,9 +31,9 @@ def test_a_small_copyin_stays_within_the_memory_budget() -> None:
 def test_the_copy_path_stays_within_its_call_budgets() -> None:
     """Python calls ('call' events of a ``sys.setprofile`` hook; C calls are not budgeted) per steady-state chunk.
 
-    Measured on MOCKUSB+AMD (gfx1100, the default), sync mode, copies of 16 chunks less copies of 8 (copyout: 8 pieces
-    less 4): 202.0 calls per 262,140 B copyin chunk (plus 2,086 per copyin call) and 289.0 per 512 KB copyout_into
-    piece (plus 2,037 per call). Reproduce with ``python benchmarks/callcount.py`` (``--interface bar5``: 186 / 275).
+    Measured on MOCKUSB+AMD (gfx1100), sync mode, copies of 16 chunks less copies of 8 (copyout: 8 pieces less 4):
+    202.0 calls per 262,140 B copyin chunk (plus 2,086 per copyin call) and 289.0 per 512 KB copyout_into piece (plus
+    2,037 per call). Reproduce with ``python benchmarks/callcount.py``.
     """
     counts = load_benchmark("callcount").copy_call_counts(chunks=8)
     assert counts["copyin"].call <= COPYIN_CALLS_PER_CHUNK_MAX, counts["copyin"]

@@ -1,11 +1,10 @@
 """Issue 4 over MockUSB3: the emulated AMD GPU behind the emulated bridge, driven by the USB-path reference driver.
 
-Everything the host does goes through USB: ``pcie_bringup`` programs the PCIe tree with config TLPs, the driver BAR5
-answers to (``open_usb_gpu``: ``Gfx1100UsbGpu`` on Navi 31's real registers, the default, or ``UsbGpu`` on the
-emulator's own layout, ``interface="bar5"``) sets queues up through BAR5, writes rings and data through BAR0 and
-rings doorbells through BAR2 (0xF0 streams), and lands SRAM bytes with ``scsi_write`` (0xF2 + bulk OUT). ``usb.gpu``
-(the emulator) is only read for assertions. The tests of a queue's STATUS register (an unknown opcode, a hung poll,
-a fault's address) run on the BAR5 layout, which has one; gfx1100 reports a fault through the GC hub instead.
+Everything the host does goes through USB: ``pcie_bringup`` programs the PCIe tree with config TLPs, the driver
+(``open_usb_gpu``: ``Gfx1100UsbGpu`` on Navi 31's real registers, the only GPU the USB path models) boots the GPU and
+sets queues up through BAR5, writes rings and data through BAR0 and rings doorbells through BAR2 (0xF0 streams), and
+lands SRAM bytes with ``scsi_write`` (0xF2 + bulk OUT). ``usb.gpu`` (the emulator) is only read for assertions.
+gfx1100 reports a memory fault through the GC hub.
 
 VRAM layout: pointers ``0x1000`` (SDMA rptr/wptr) and ``0x1040`` (compute), SDMA ring ``0x100000``, compute ring
 ``0x110000``, data from ``0x400000``, kernel program ``0x800000``, kernel arguments ``0x7F0000``.
@@ -14,7 +13,6 @@ VRAM layout: pointers ``0x1000`` (SDMA rptr/wptr) and ``0x1040`` (compute), SDMA
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -38,13 +36,14 @@ from tinyhil.amdgpu import (
 from tinyhil.amdgpu.firmware import GeneratedFirmware
 from tinyhil.asm2464 import Asm2464Controller
 from tinyhil.compiler import HostCCompiler
-from tinyhil.emulators.amdgpu import AmdGpu, AmdGpuFunction
+from tinyhil.emulators.amdgpu import AmdGpu
+from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Function
 from tinyhil.emulators.asm2464 import Asm2464
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
 from tinyhil.mocks.usb3 import MockUSB3
-from tinyhil.spec.amdgpu import SYS_APERTURE, Bar, ErrorCode, QueueKind, QueueStatus
+from tinyhil.spec.amdgpu import SYS_APERTURE, ErrorCode, QueueKind
 from tinyhil.spec.amdgpu_sdma import SdmaOp
 from tinyhil.spec.asm2464 import PCIE_SRAM_BASE, SLOT_BYTES
 from tinyhil.spec.code_object import ArgKind, CodeObject, pack_code_object
@@ -91,40 +90,42 @@ class Board:
         )  # fmt: skip
 
 
-def _open(seed: int = 0, mode: str = "sync", interface: str = "gfx1100") -> Board:
-    usb = MockUSB3(vram_bytes=VRAM_BYTES, seed=seed, mode=mode, interface=interface)
+def _open(seed: int = 0, mode: str = "sync") -> Board:
+    usb = MockUSB3(vram_bytes=VRAM_BYTES, seed=seed, mode=mode)
     controller = Asm2464Controller(usb)
     return Board(usb, controller, open_usb_gpu(controller, firmware=GeneratedFirmware()))
 
 
-@pytest.fixture(params=[("sync", "gfx1100"), ("timed", "gfx1100"), ("sync", "bar5"), ("timed", "bar5")],
-                ids=["sync-gfx1100", "timed-gfx1100", "sync-bar5", "timed-bar5"])  # fmt: skip
-def board(request: pytest.FixtureRequest) -> Iterator[Board]:
-    """A board brought up, in both transfer modes and on both register interfaces: the copy-side code is the same."""
-    mode, interface = request.param
-    board = _open(mode=mode, interface=interface)
-    yield board
-    board.usb.close()
-
-
 @pytest.fixture(params=["sync", "timed"])
-def bar5_board(request: pytest.FixtureRequest) -> Iterator[Board]:
-    """A board on the emulator's own BAR5 layout, whose queues have a STATUS register."""
-    board = _open(mode=request.param, interface="bar5")
+def board(request: pytest.FixtureRequest) -> Iterator[Board]:
+    """A board brought up, in both transfer modes: the copy-side code is the same."""
+    board = _open(mode=request.param)
     yield board
     board.usb.close()
 
 
 def test_the_default_function_is_the_gpu_on_the_board_kernel() -> None:
     kernel = EventKernel(seed=3)
-    with MockUSB3(seed=3, vram_bytes=32 << 20, gfx_target_version=90402) as usb:
-        assert isinstance(usb.bridge.function, AmdGpuFunction) and usb.gpu is usb.bridge.function.gpu
+    with MockUSB3(seed=3, vram_bytes=128 << 20, gfx_target_version=110000) as usb:
+        assert isinstance(usb.bridge.function, Gfx1100Function) and usb.gpu is usb.bridge.function.gpu
         assert usb.gpu.kernel is usb.kernel and usb.kernel.seed == kernel.seed
-        assert (usb.gpu.vram_bytes, usb.gpu.gfx_target_version) == (32 << 20, 90402)
-        assert usb.bridge.function.config.read(Config.DEVICE_ID, 2) == 0x74A1
+        assert (usb.gpu.vram_bytes, usb.gpu.gfx_target_version) == (128 << 20, 110000)
+        assert usb.bridge.function.config.read(Config.DEVICE_ID, 2) == 0x744C
     bridge = Asm2464(function=PlainEndpoint(vram_bytes=1 << 20))
     with MockUSB3.over(bridge) as usb, pytest.raises(StateError, match="PlainEndpoint"):
         _ = usb.gpu
+
+
+@pytest.mark.parametrize("version", [120001, 90500, 90402, "gfx1100"])
+def test_a_gpu_other_than_gfx1100_is_refused_naming_the_value_and_where_it_runs(version: object) -> None:
+    with pytest.raises(InvalidArgument, match=rf"gfx_target_version={version!r}\): only gfx1100's register interface "
+                       r"is modelled on the USB path, expected gfx_target_version=110000 .*MOCKKFD\+AMD"):  # fmt: skip
+        MockUSB3(gfx_target_version=version)  # type: ignore[arg-type]
+
+
+def test_the_interface_option_is_gone() -> None:
+    with pytest.raises(TypeError, match="interface"):
+        MockUSB3(interface="gfx1100")  # no register interface to choose: gfx1100's is the only one
 
 
 @pytest.mark.parametrize("option", ["vram_bytes", "gfx_target_version", "seed", "faults"])
@@ -137,8 +138,7 @@ def test_bring_up_finds_the_gpu_and_its_bars(board: Board) -> None:
     topology = board.driver.topology
     assert (topology.vendor_id, topology.device_id) == (0x1002, 0x744C)
     sizes = {bar.index: (bar.size, bar.is_64bit, bar.prefetchable) for bar in topology.bars}
-    bar5_bytes = 2 << 20 if type(board.driver) is UsbGpu else 1 << 20  # the real BAR5 is 1 MB
-    assert sizes == {0: (VRAM_BYTES, True, True), 2: (8 << 10, True, True), 5: (bar5_bytes, False, False)}
+    assert sizes == {0: (VRAM_BYTES, True, True), 2: (8 << 10, True, True), 5: (1 << 20, False, False)}
     assert board.driver.vram_bytes == board.gpu.vram_bytes == VRAM_BYTES
 
 
@@ -155,10 +155,7 @@ def test_sdma_packets_submitted_by_doorbell_read_back_through_bar0(board: Board)
         sdma_timestamp(DATA + 0x10),
         sdma_fence(DATA + 0x20, 0x600D),
     )
-    if type(driver) is UsbGpu:
-        assert board.gpu.mmio_read(Bar.DOORBELL, 2 * 8, 8) == queue.wptr.to_bytes(8, "little"), "rung through BAR2"
-    else:
-        assert board.usb.bridge.function.front.dropped_doorbells == [], "every doorbell reached the queue"
+    assert board.usb.bridge.function.front.dropped_doorbells == [], "every doorbell reached the queue"
     driver.wait(lambda: driver.read_u32(DATA + 0x20) == 0x600D, "the fence")
     assert driver.read_memory(DATA, 16) == bytes.fromhex("111111112222222233333333") + bytes(4)
     assert driver.read_memory(DATA + 0x200000, source.size + 1) == source.tobytes() + b"\0"
@@ -166,8 +163,6 @@ def test_sdma_packets_submitted_by_doorbell_read_back_through_bar0(board: Board)
     stamp = driver.read_u64(DATA + 0x10)
     assert before_ns // 10 < stamp <= board.usb.kernel.now_ns // 10, "100 MHz virtual time, after the submission"
     assert queue.read_rptr() == queue.wptr
-    if type(driver) is UsbGpu:
-        assert driver.queue_status(queue) == QueueStatus.IDLE
 
 
 def test_poll_regmem_on_sram_is_released_by_a_later_scsi_write(board: Board) -> None:
@@ -183,9 +178,7 @@ def test_poll_regmem_on_sram_is_released_by_a_later_scsi_write(board: Board) -> 
         sdma_copy_linear(DATA, window, wire - 4),
         sdma_fence(DATA + 0x2000, 1),
     )
-    bar5_status = r"SDMA queue 0 \(BAR5 0x1000\): STATUS 0x0 \(running\), rptr 0x0"
-    status = bar5_status if type(driver) is UsbGpu else r"SDMA0 queue 0: rptr 0x0 of wptr"
-    with pytest.raises(DeviceTimeout, match=rf"the copy: not reached .*{status}"):
+    with pytest.raises(DeviceTimeout, match=r"the copy: not reached .*SDMA0 queue 0: rptr 0x0 of wptr"):
         driver.wait(lambda: driver.read_u32(DATA + 0x2000) == 1, "the copy", timeout_s=0.02)
     assert queue.read_rptr() == 0 and board.gpu.queues[0].waiting, "still waiting at the poll"
     board.controller.scsi_write(image, slot_start=1)  # the right bytes in the wrong slot release nothing
@@ -238,42 +231,6 @@ def test_timestamps_are_monotonic_and_identical_across_two_runs_with_the_same_se
     gaps = [later - earlier for earlier, later in itertools.pairwise(stamps[:5])]
     assert gaps == sorted(gaps) and gaps[-1] > gaps[0], "a bigger copy takes longer"
     assert _timestamps(seed=5)[1:] == (raw, now_ns), "byte-identical, at the same virtual time"
-
-
-def test_an_unknown_opcode_reaches_the_host_at_its_next_wait(bar5_board: Board) -> None:
-    board = bar5_board
-    driver, queue = board.driver, board.sdma()
-    queue.submit(sdma_fence(DATA, 1), np.array([0xEE], "<u4"), sdma_fence(DATA, 2))
-    started_s, started_ns = time.monotonic(), board.usb.kernel.now_ns
-    with pytest.raises(QueueStopped, match=r"SDMA queue 0 \(BAR5 0x1000\): stopped: UNKNOWN_OPCODE in opcode 0xee .*"
-                       r"at ring offset 0x10") as stopped:  # fmt: skip
-        driver.wait(lambda: driver.read_u32(DATA) == 2, "the second fence")
-    assert time.monotonic() - started_s < 1.0 and board.usb.kernel.now_ns - started_ns < 10_000_000
-    error = stopped.value
-    assert (error.error_code, error.opcode, error.ring_offset, error.fault_addr) == (
-        ErrorCode.UNKNOWN_OPCODE,
-        0xEE,
-        16,
-        None,
-    )
-    assert driver.read_u32(DATA) == 1, "the packet before it ran"
-
-
-def test_a_poll_that_never_holds_hangs_the_queue_after_its_retries_in_virtual_time(bar5_board: Board) -> None:
-    board = bar5_board
-    driver, queue = board.driver, board.sdma()
-    queue.submit(sdma_poll_regmem(DATA, 1, interval=2, retry_count=5), sdma_fence(DATA + 4, 1))
-    with pytest.raises(QueueStopped, match=r"queue hung .*POLL_TIMEOUT in opcode 0x8 \(POLL_REGMEM.*ring offset 0x0"):
-        queue.wait_idle()
-    assert driver.queue_status(queue) & QueueStatus.HUNG and driver.read_u32(DATA + 4) == 0
-
-
-def test_a_memory_fault_names_the_address(bar5_board: Board) -> None:
-    queue = bar5_board.sdma()
-    queue.submit(sdma_fence(0x9_0000_0000, 1))
-    with pytest.raises(QueueStopped, match=r"MEMORY_FAULT at GPU address 0x900000000 in opcode 0x5 \(FENCE") as error:
-        queue.wait_idle()
-    assert error.value.fault_addr == 0x9_0000_0000 and error.value.opcode == SdmaOp.FENCE
 
 
 def test_a_memory_fault_on_gfx1100_is_the_gc_hub_protection_fault_at_the_next_wait() -> None:

@@ -8,13 +8,13 @@ from hypothesis import strategies as st
 
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu import (
-    BAR5_ID_VALUE,
+    DOORBELL_BAR_BYTES,
+    DOORBELL_SLOTS,
     SYS_APERTURE,
-    Bar5,
+    Bar,
     CompareFunction,
     Field,
     QueueKind,
-    QueueReg,
     QueueStatus,
     compare,
 )
@@ -51,8 +51,7 @@ def test_poll_functions_are_the_seven_comparisons(value: int, reference: int) ->
 
 def test_spec_numbers() -> None:
     """Numbers copied from spec/amdgpu.md's tables (a wrong constant here is a wrong model and a wrong driver)."""
-    assert SYS_APERTURE == 1 << 44 and BAR5_ID_VALUE == 0x48494C31
-    assert (Bar5.SDMA0, Bar5.SDMA1, Bar5.COMPUTE0) == (0x1000, 0x1100, 0x2000)
-    assert [r.value for r in QueueReg][:12] == list(range(0, 0x30, 4))
+    assert SYS_APERTURE == 1 << 44
+    assert (Bar.VRAM, Bar.DOORBELL, Bar.REGS) == (0, 2, 5) and (DOORBELL_BAR_BYTES, DOORBELL_SLOTS) == (8 << 10, 1024)
     assert [QueueStatus.IDLE, QueueStatus.HUNG, QueueStatus.PACKET_ERROR, QueueStatus.MEMORY_FAULT] == [1, 2, 4, 8]
     assert (QueueKind.SDMA.unit_bytes, QueueKind.COMPUTE.unit_bytes) == (1, 4)

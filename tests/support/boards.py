@@ -1,10 +1,9 @@
 """Boards for the copyin/copyout tests (``from support.boards import Board``): a fresh emulated bridge and
-GPU (Navi 31's real register interface by default, ``interface="bar5"`` for the emulator's own layout), brought up
-over USB by the driver its BAR5 answers to, with one SDMA queue.
+GPU (Navi 31 with its real register interface), booted over USB by ``open_usb_gpu``, with one SDMA queue.
 
 VRAM layout (the GPU sees VRAM at address 0): SDMA pointers ``0x1000``/``0x1008`` and ring ``0x100000`` (1 MB,
 spec/copyin.md), a second queue's pointers ``0x2000``/``0x2008`` and ring ``0x300000``, copy destinations from
-``DATA`` = ``0x400000``; on gfx1100 the driver's boot memory is the top 32 MB (docs/gfx1100.md). ``usb.gpu.vram``
+``DATA`` = ``0x400000``; the driver's boot memory is the top 32 MB (docs/gfx1100.md). ``usb.gpu.vram``
 (the emulator) is read and filled only to set up and check.
 """
 
@@ -73,9 +72,8 @@ def make_board(
     seed: int = 0,
     faults: FaultPlan | None = None,
     ring_bytes: int = SDMA_RING_BYTES,
-    interface: str = "gfx1100",
 ) -> Board:
-    usb = MockUSB3(mode=mode, quirks=quirks, seed=seed, faults=faults, vram_bytes=VRAM_BYTES, interface=interface)
+    usb = MockUSB3(mode=mode, quirks=quirks, seed=seed, faults=faults, vram_bytes=VRAM_BYTES)
     ctrl = Asm2464Controller(usb)
     gpu = open_usb_gpu(ctrl, firmware=GeneratedFirmware())
     sdma = gpu.create_queue(

@@ -64,7 +64,7 @@ VRAM_BYTES = 64 << 20  # the smallest gfx1100 board: the driver's boot memory ta
 
 
 def make_gfx1100_board(mode: str = "sync", *, ring_bytes: int = 1 << 16, **options: Any) -> Board:
-    usb = MockUSB3(mode=mode, vram_bytes=VRAM_BYTES, interface="gfx1100", **options)
+    usb = MockUSB3(mode=mode, vram_bytes=VRAM_BYTES, **options)
     ctrl = Asm2464Controller(usb)
     gpu = open_usb_gpu(ctrl, firmware=GeneratedFirmware())
     assert isinstance(gpu, Gfx1100UsbGpu)

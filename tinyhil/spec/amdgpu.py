@@ -1,4 +1,4 @@
-"""The emulated AMD GPU at the level a runtime driver sees it: memory, BARs, queue registers, SDMA and PM4 packets.
+"""The emulated AMD GPU at the level a runtime driver sees it: memory, BARs, queues, SDMA and PM4 packets.
 
 Every name and number cites ``spec/amdgpu.md``. The packet layouts live beside this module: SDMA in
 :mod:`tinyhil.spec.amdgpu_sdma`, PM4 in :mod:`tinyhil.spec.amdgpu_pm4`; both use :class:`Field` for bit fields.
@@ -16,41 +16,30 @@ from typing import Final
 from tinyhil.errors import InvalidArgument
 
 __all__ = [
-    "BAR5_ID_VALUE",
     "COMPARE_OPERATORS",
-    "COMPUTE_QUEUES",
     "DEFAULT_VRAM_BYTES",
     "DOORBELL_BAR_BYTES",
     "DOORBELL_SLOTS",
     "DOORBELL_SLOT_BYTES",
-    "ERROR_CODE_CODE",
-    "ERROR_CODE_OPCODE",
-    "ERROR_CODE_SUB_OP",
     "GPU_VA_LIMIT",
     "PAGE_BYTES",
     "POLL_INTERVAL_CYCLES",
     "POLL_RETRY_FOREVER",
-    "QUEUE_REG_BLOCK_BYTES",
     "REGS_BAR_BYTES",
     "RING_ALIGN_BYTES",
     "RING_MAX_BYTES",
     "RING_MIN_BYTES",
-    "SDMA_QUEUES",
-    "SDMA_QUEUE_STRIDE",
     "SYS_APERTURE",
     "SYS_APERTURE_BYTES",
     "SYS_APERTURE_END",
     "TIMESTAMP_HZ",
     "TIMESTAMP_PERIOD_NS",
     "Bar",
-    "Bar5",
     "CompareFunction",
     "ErrorCode",
     "Field",
     "QueueKind",
-    "QueueReg",
     "QueueStatus",
-    "RbCntl",
     "compare",
 ]
 
@@ -117,11 +106,11 @@ class QueueKind(IntEnum):
 
 
 RING_MIN_BYTES: Final = 256  # model choice: ring sizes are powers of two from 256 B ...
-RING_MAX_BYTES: Final = 1 << 30  # ... to 1 GB (BAR5 RB_SIZE_LOG2 8..30)
+RING_MAX_BYTES: Final = 1 << 30  # ... to 1 GB
 RING_ALIGN_BYTES: Final = 256  # model choice: ring bases are 256-byte aligned
 
 
-# --- USB-path BARs (spec/amdgpu.md "USB-path register interface") ---
+# --- USB-path BARs (spec/amdgpu-registers.md section 1: BAR0 VRAM, BAR2 doorbells, BAR5 registers) ---
 class Bar(IntEnum):
     """The GPU's BARs as the USB front door addresses them."""
 
@@ -133,54 +122,11 @@ class Bar(IntEnum):
 DOORBELL_BAR_BYTES: Final = 8 << 10
 DOORBELL_SLOT_BYTES: Final = 8
 DOORBELL_SLOTS: Final = DOORBELL_BAR_BYTES // DOORBELL_SLOT_BYTES
-REGS_BAR_BYTES: Final = 2 << 20
-BAR5_ID_VALUE: Final = 0x48494C31  # "1LIH" read little-endian: H I L 1
-
-
-class Bar5(IntEnum):
-    """BAR5 byte offsets of the global registers and the queue register blocks."""
-
-    ID = 0x0000
-    VRAM_MB = 0x0004
-    SDMA0 = 0x1000  # SDMA queue n at 0x1000 + 0x100 * n
-    SDMA1 = 0x1100
-    COMPUTE0 = 0x2000  # compute (PM4) queue 0: same layout
-
-
-SDMA_QUEUES: Final = 2
-COMPUTE_QUEUES: Final = 1
-SDMA_QUEUE_STRIDE: Final = 0x100
-QUEUE_REG_BLOCK_BYTES: Final = 0x100
-
-
-class QueueReg(IntEnum):
-    """Byte offsets inside one queue register block (all 32-bit)."""
-
-    RB_BASE_LO = 0x00
-    RB_BASE_HI = 0x04
-    RB_SIZE_LOG2 = 0x08
-    RB_CNTL = 0x0C
-    RPTR_ADDR_LO = 0x10
-    RPTR_ADDR_HI = 0x14
-    WPTR_ADDR_LO = 0x18
-    WPTR_ADDR_HI = 0x1C
-    DOORBELL = 0x20
-    STATUS = 0x24
-    ERROR_CODE = 0x28
-    ERROR_RPTR = 0x2C
-    # Model extension past the spec table (read-only): the faulting GPU address of a memory fault.
-    FAULT_ADDR_LO = 0x30
-    FAULT_ADDR_HI = 0x34
-
-
-class RbCntl(IntFlag):
-    """RB_CNTL bits."""
-
-    ENABLE = 1 << 0  # latches the other fields and creates the queue; clearing it destroys the queue
+REGS_BAR_BYTES: Final = 2 << 20  # a register BAR of this size (the plain PCIe endpoint's); gfx1100's is 1 MB
 
 
 class QueueStatus(IntFlag):
-    """STATUS bits."""
+    """A queue's state in the engine model (``Queue.status``; what a stopped queue's error reports)."""
 
     IDLE = 1 << 0  # everything up to the write pointer has executed
     HUNG = 1 << 1  # a POLL_REGMEM ran out of retries
@@ -189,7 +135,7 @@ class QueueStatus(IntFlag):
 
 
 class ErrorCode(IntEnum):
-    """ERROR_CODE bits 0-7: what stopped the queue (this model's own encoding)."""
+    """What stopped a queue in the engine model (this model's own encoding, carried by its errors)."""
 
     NONE = 0
     UNKNOWN_OPCODE = 1
@@ -197,13 +143,7 @@ class ErrorCode(IntEnum):
     MEMORY_FAULT = 3
     POLL_TIMEOUT = 4  # queue hung
     BAD_WPTR = 5  # the write pointer moved backwards or ran more than a ring ahead of the read pointer
-    BAD_QUEUE_CONFIG = 6  # RB_CNTL enable with unusable ring, pointer or doorbell settings
     KERNEL_ERROR = 7  # DISPATCH_DIRECT: the program is not a loadable code object
-
-
-ERROR_CODE_CODE: Final = Field("code", 0, 8)
-ERROR_CODE_OPCODE: Final = Field("opcode", 8, 8)  # the opcode of the packet that stopped the queue
-ERROR_CODE_SUB_OP: Final = Field("sub_op", 16, 8)  # SDMA sub-op
 
 
 # --- Polls (spec/amdgpu.md "SDMA packets", POLL_REGMEM functions) ---

@@ -1,12 +1,11 @@
 """The device runtime of an AMD GPU behind an ASM2464 bridge: ``MOCKUSB+AMD`` (emulated) and ``USB+AMD`` (a board).
 
 It takes any :class:`~tinyhil.usb.bridge_io.AsyncBridgeIO` (``MockUSB3`` or the real ``Usb3Transport``), brings the
-PCIe side up, opens the GPU with the driver its BAR5 answers to (:func:`~tinyhil.usbgpu.gfx1100_gpu.open_usb_gpu`:
-a gfx1100 is booted through its real register interface with firmware from ``firmware``, the seam of
-:mod:`tinyhil.amdgpu.firmware`; the emulator's own BAR5 layout is programmed as before), and moves data with
-:class:`UsbCopy`. The bridge and copy protocol are the
-same code on both; the BAR5 queue registers are the emulator's own layout, so ``USB+AMD`` cannot yet bring up a real
-GPU and its probe says so (docs/fidelity.md).
+PCIe side up, boots the gfx1100 behind it through its real register interface
+(:func:`~tinyhil.usbgpu.gfx1100_gpu.open_usb_gpu`, with firmware from ``firmware``, the seam of
+:mod:`tinyhil.amdgpu.firmware`; a GPU that is not a gfx1100 is refused), and moves data with :class:`UsbCopy`. The
+bridge, the copy protocol and the gfx1100 driver are the same code on both; the driver has not yet run on a board
+(docs/fidelity.md).
 
 VRAM layout (GPU address = BAR0 offset, spec/amdgpu.md USB path):
 
@@ -18,7 +17,7 @@ VRAM layout (GPU address = BAR0 offset, spec/amdgpu.md USB path):
 | ``0x200000`` | copy-engine SDMA ring (1 MB, SDMA queue 1) |
 | ``0x400000 ..`` | buffers, signals, code objects, kernel arguments (the allocator's range, up to ``gpu.heap_end``) |
 
-``gpu.heap_end`` is the BAR0 size, or on gfx1100 the start of the driver's boot memory (the top 32 MB of VRAM).
+``gpu.heap_end`` is the BAR0 size or the start of the driver's boot memory (the top 32 MB of VRAM), the lower.
 
 Signals live in VRAM, never in the bridge's sys_buf (whose low half the 0xF2 engine clobbers while a transfer is in
 flight: spec/asm24.md quirk 2). The host has no interrupt on this path: it polls them through BAR0.
@@ -70,7 +69,7 @@ class UsbAmdDevice(AmdDeviceBase):
     Attributes:
         transport: the USB transport (``MockUSB3`` or ``Usb3Transport``).
         controller: the ASM2464 client over it.
-        gpu: the USB-path GPU driver (:class:`UsbGpu`, or :class:`~tinyhil.usbgpu.gfx1100_gpu.Gfx1100UsbGpu`).
+        gpu: the USB-path GPU driver (a :class:`UsbGpu`: :class:`~tinyhil.usbgpu.gfx1100_gpu.Gfx1100UsbGpu`).
         copier: the copyin/copyout protocol engine (``copier.revision`` selects the protocol revision).
     """
 

@@ -1,14 +1,13 @@
-"""The AMD GPU behind an ASM2464 bridge, driven over PCIe TLPs: BAR0 VRAM, BAR2 doorbells, BAR5 queue registers.
+"""The AMD GPU behind an ASM2464 bridge, driven over PCIe TLPs: what every USB-path GPU driver shares.
 
-This is the USB-path reference driver (docs/amdgpu.md). The bridge side is the same code on a board
-(``Usb3Transport`` over libusb) and on ``MockUSB3``; the GPU side is not yet: the BAR5 queue registers it programs
-(an ID register, queue blocks at ``0x1000 + 0x100*n``) are the emulator's own layout, which no real AMD GPU has, so
-it cannot bring up real silicon (docs/fidelity.md). It needs only an
-:class:`~tinyhil.asm2464.controller.Asm2464Controller` and the :class:`~tinyhil.asm2464.topology.PcieTopology` the
-bring-up returned::
+:class:`UsbGpu` is the base of the USB-path drivers (docs/amdgpu.md): BAR0 VRAM, BAR2 doorbells and BAR5 register
+access over the bridge, the polling waits, and the :class:`~tinyhil.amdgpu.queue.QueueTransport` its queues use
+(so :class:`~tinyhil.usbgpu.copy.UsbCopy` and :class:`~tinyhil.usbgpu.amd_device.UsbAmdDevice` run on any of them).
+The chip's own side (bring-up, queue programming, what a stopped queue looks like) is the subclass's:
+:class:`~tinyhil.usbgpu.gfx1100_gpu.Gfx1100UsbGpu`, opened by :func:`~tinyhil.usbgpu.gfx1100_gpu.open_usb_gpu`::
 
     controller = Asm2464Controller(transport)
-    gpu = UsbGpu.bring_up(controller)                     # pcie_bringup, then check BAR5 ID and read VRAM_MB
+    gpu = open_usb_gpu(controller, firmware=DirectoryFirmware())   # pcie_bringup, then the gfx1100 boot
     sdma = gpu.create_queue(QueueKind.SDMA, ring_va=0x100000, ring_bytes=1 << 16, rptr_va=0x1000, wptr_va=0x1008,
                             doorbell_index=0)             # an AmdQueue whose transport is the UsbGpu
     sdma.submit(sdma_fence(0x2000, 1))
@@ -18,44 +17,23 @@ GPU addresses: VRAM sits at GPU address 0, so a VRAM address is its BAR0 offset;
 BAR0 size. The bridge's SRAM and windows are at ``SYS_APERTURE + pcie_addr`` for the GPU; the host writes them with
 the controller (``scsi_write``, XDATA), not through this class.
 
-Waiting polls: each poll reads the condition, then (if it does not hold) every queue's STATUS, then pauses
+Waiting polls: each poll reads the condition, then (if it does not hold) :meth:`UsbGpu.check_queues`, then pauses
 ``poll_s`` through the transport (wall time on hardware, virtual time on an emulated board), at most
 ``timeout_s / poll_s + 1`` times.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any, Final
 
 from tinyhil._check import as_readonly_bytes, check_int
-from tinyhil.amdgpu._packet import check_enum, hi32, lo32
-from tinyhil.amdgpu.errors import QueueStopped
 from tinyhil.amdgpu.queue import AmdQueue
-from tinyhil.asm2464.bringup import pcie_bringup
 from tinyhil.asm2464.controller import Asm2464Controller
 from tinyhil.asm2464.topology import PcieBar, PcieTopology
-from tinyhil.errors import DeviceError, DeviceTimeout, InvalidArgument, StateError
-from tinyhil.spec.amdgpu import (
-    BAR5_ID_VALUE,
-    COMPUTE_QUEUES,
-    DOORBELL_SLOT_BYTES,
-    DOORBELL_SLOTS,
-    ERROR_CODE_CODE,
-    ERROR_CODE_OPCODE,
-    ERROR_CODE_SUB_OP,
-    SDMA_QUEUE_STRIDE,
-    SDMA_QUEUES,
-    Bar,
-    Bar5,
-    ErrorCode,
-    QueueKind,
-    QueueReg,
-    QueueStatus,
-    RbCntl,
-)
-from tinyhil.spec.amdgpu_pm4 import Pm4Op
-from tinyhil.spec.amdgpu_sdma import SdmaOp
+from tinyhil.errors import DeviceError, DeviceTimeout, InvalidArgument
+from tinyhil.spec.amdgpu import DOORBELL_SLOT_BYTES, DOORBELL_SLOTS, Bar, QueueKind
 
 __all__ = ["UsbGpu"]
 
@@ -65,8 +43,6 @@ U32_MASK: Final = 0xFFFF_FFFF
 U64_MASK: Final = (1 << 64) - 1
 DEFAULT_POLL_S: Final = 0.001
 DEFAULT_TIMEOUT_S: Final = 10.0
-_STOPPED: Final = QueueStatus.HUNG | QueueStatus.PACKET_ERROR | QueueStatus.MEMORY_FAULT
-_OPCODES: Final[dict[QueueKind, type[SdmaOp] | type[Pm4Op]]] = {QueueKind.SDMA: SdmaOp, QueueKind.COMPUTE: Pm4Op}
 
 
 def _check_seconds(name: str, value: Any) -> float:
@@ -75,26 +51,26 @@ def _check_seconds(name: str, value: Any) -> float:
     return float(value)
 
 
-def _block(kind: QueueKind, index: int) -> int:
-    """The BAR5 register block of queue ``index`` of ``kind``."""
-    count = SDMA_QUEUES if kind is QueueKind.SDMA else COMPUTE_QUEUES
-    check_int(f"{kind.name} queue index", index, min_value=0, max_value=count - 1)
-    base = Bar5.SDMA0 if kind is QueueKind.SDMA else Bar5.COMPUTE0
-    return base + SDMA_QUEUE_STRIDE * index
-
-
-class UsbGpu:
+class UsbGpu(ABC):
     """The GPU's three BARs over the bridge, and the :class:`~tinyhil.amdgpu.queue.QueueTransport` its queues use.
 
     | BAR | what | methods |
     |---|---|---|
     | BAR0 | VRAM (GPU address = BAR0 offset) | ``write_memory``, ``read_memory``, ``read_u32/u64`` |
     | BAR2 | doorbells, 8-byte slots | ``ring_doorbell`` |
-    | BAR5 | registers (ID, VRAM_MB, queue blocks at 0x1000/0x1100/0x2000) | ``read_register(s)``, ``write_registers`` |
+    | BAR5 | registers | ``read_register(s)``, ``write_registers`` |
+
+    An abstract base: a subclass brings the chip up in its constructor (after :meth:`_attach_bars`, which sets
+    ``vram_bytes`` to 0 and ``heap_end`` to the BAR0 size until the subclass knows better) and implements the
+    queue methods, :meth:`check_queues` (what :meth:`wait` asks between polls) and :meth:`close`.
 
     Raises (constructor):
-        DeviceError: a BAR is missing from ``topology``, or BAR5 ID does not read ``0x48494C31``.
+        InvalidArgument: a bad argument.
+        DeviceError: a BAR is missing from ``topology``.
     """
+
+    vram_bytes: int
+    heap_end: int  # the first VRAM address the device's allocator may not use
 
     def __init__(
         self,
@@ -105,15 +81,6 @@ class UsbGpu:
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         self._attach_bars(controller, topology, poll_s=poll_s, timeout_s=timeout_s)
-        identity, vram_mb = self.read_registers(Bar5.ID, 2)
-        if identity != BAR5_ID_VALUE:
-            raise DeviceError(
-                f"BAR5 ID reads {identity:#010x}, expected {BAR5_ID_VALUE:#010x}: not the tinyhil GPU register "
-                "interface (spec/amdgpu.md)",
-                op="UsbGpu",
-            )
-        self.vram_bytes = vram_mb << MB_SHIFT
-        self.heap_end = self.vram_bar.size  # the first VRAM address the device's allocator may not use
 
     def _attach_bars(self, controller: Asm2464Controller, topology: PcieTopology, *, poll_s: float,
                      timeout_s: float) -> None:  # fmt: skip
@@ -144,25 +111,12 @@ class UsbGpu:
         self.register_bar: PcieBar = bars[Bar.REGS]
         self._queues: dict[int, AmdQueue] = {}
         self._doorbell_high: dict[int, int] = {}  # per doorbell slot: the high dword this driver last wrote
-
-    def close(self) -> None:
-        """Leave the GPU as a later open expects it (the BAR5 layout keeps nothing between opens)."""
-
-    @classmethod
-    def bring_up(
-        cls,
-        controller: Asm2464Controller,
-        *,
-        poll_s: float = DEFAULT_POLL_S,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        **bringup_options: Any,
-    ) -> UsbGpu:
-        """Run :func:`~tinyhil.asm2464.bringup.pcie_bringup` (``bringup_options`` go to it), then open the GPU."""
-        return cls(controller, pcie_bringup(controller, **bringup_options), poll_s=poll_s, timeout_s=timeout_s)
+        self.vram_bytes = 0  # the subclass reads the chip's size during its bring-up
+        self.heap_end = self.vram_bar.size
 
     def __repr__(self) -> str:
         vram_mb, bar0_mb = self.vram_bytes >> MB_SHIFT, self.vram_bar.size >> MB_SHIFT
-        return f"<UsbGpu {vram_mb} MB VRAM, BAR0 {bar0_mb} MB, {len(self._queues)} queues>"
+        return f"<{type(self).__name__} {vram_mb} MB VRAM, BAR0 {bar0_mb} MB, {len(self._queues)} queues>"
 
     @property
     def queues(self) -> tuple[AmdQueue, ...]:
@@ -262,7 +216,12 @@ class UsbGpu:
         states = "; ".join(self.describe_queue(q) for q in self.queues) or "no queues"
         raise DeviceTimeout(f"{what}: not reached after {polls} polls over {limit_s}s ({states})", op="wait")
 
-    # --- queues (BAR5 queue blocks) ---
+    # --- the chip's side: each driver's own ---
+    @abstractmethod
+    def close(self) -> None:
+        """Leave the GPU as a later open expects it (after the caller destroyed its queues)."""
+
+    @abstractmethod
     def create_queue(
         self,
         kind: QueueKind,
@@ -274,113 +233,25 @@ class UsbGpu:
         doorbell_index: int,
         index: int = 0,
     ) -> AmdQueue:
-        """Set up queue ``index`` of ``kind`` through its BAR5 block and return its :class:`AmdQueue`.
+        """Program queue ``index`` of ``kind`` on the chip and return its :class:`AmdQueue` (this object is its
+        transport)."""
 
-        Zeroes the pointers in VRAM, disables the block if it was left enabled, writes RB_BASE, RB_SIZE_LOG2, the
-        pointer addresses and DOORBELL, then sets RB_CNTL.ENABLE (which latches them) and reads it back.
-
-        Raises:
-            InvalidArgument: bad ring settings (see :class:`AmdQueue`) or queue index.
-            StateError: this driver already runs a queue in that block.
-            DeviceError: the GPU refused the settings (RB_CNTL reads 0; the message gives STATUS and ERROR_CODE).
-        """
-        kind = check_enum("kind", kind, QueueKind)
-        block = _block(kind, index)
-        if block in self._queues:
-            raise StateError(f"{_name(kind, block)} is already set up, expected destroy_queue() first")
-        queue = AmdQueue(
-            self,
-            kind,
-            ring_va=ring_va,
-            ring_bytes=ring_bytes,
-            rptr_va=rptr_va,
-            wptr_va=wptr_va,
-            doorbell_index=check_int("doorbell_index", doorbell_index, min_value=0, max_value=DOORBELL_SLOTS - 1),
-        )
-        self._vram_address(ring_va, ring_bytes)
-        queue.initialize()
-        if self.read_register(block + QueueReg.RB_CNTL) & RbCntl.ENABLE:
-            self.write_registers(block + QueueReg.RB_CNTL, 0)  # left enabled: fields latch only on a fresh enable
-        self.write_registers(block + QueueReg.RB_BASE_LO, lo32(ring_va), hi32(ring_va), ring_bytes.bit_length() - 1)
-        self.write_registers(
-            block + QueueReg.RPTR_ADDR_LO, lo32(rptr_va), hi32(rptr_va), lo32(wptr_va), hi32(wptr_va), doorbell_index
-        )
-        self.write_registers(block + QueueReg.RB_CNTL, int(RbCntl.ENABLE))
-        if not self.read_register(block + QueueReg.RB_CNTL) & RbCntl.ENABLE:
-            status, code = self.read_registers(block + QueueReg.STATUS, 2)
-            raise DeviceError(
-                f"{_name(kind, block)}: the GPU refused ring {ring_va:#x}+{ring_bytes:#x}, pointers {rptr_va:#x}/"
-                f"{wptr_va:#x}, doorbell {doorbell_index} (RB_CNTL reads 0, STATUS {status:#x}, ERROR_CODE "
-                f"{_code_name(ERROR_CODE_CODE.get(code))})",
-                op="create_queue",
-            )
-        self._queues[block] = queue
-        return queue
-
+    @abstractmethod
     def destroy_queue(self, queue: AmdQueue) -> None:
-        """Clear RB_CNTL of ``queue``'s block: the GPU stops the queue and frees its doorbell.
+        """Stop ``queue`` on the chip and forget it.
 
         Raises:
             InvalidArgument: ``queue`` is not a live queue of this driver.
         """
-        self.write_registers(self._block_of(queue) + QueueReg.RB_CNTL, 0)
-        del self._queues[self._block_of(queue)]
 
-    def _block_of(self, queue: AmdQueue) -> int:
-        for block, mine in self._queues.items():
-            if mine is queue:
-                return block
-        raise InvalidArgument(f"queue={queue!r}, expected a live queue created by this UsbGpu")
-
-    def queue_status(self, queue: AmdQueue) -> QueueStatus:
-        """The queue's BAR5 STATUS."""
-        return QueueStatus(self.read_register(self._block_of(queue) + QueueReg.STATUS))
-
+    @abstractmethod
     def describe_queue(self, queue: AmdQueue) -> str:
-        """``"SDMA queue 0 (BAR5 0x1000): STATUS 0x1 (IDLE), rptr 0x40 of wptr 0x40"`` (reads the device)."""
-        block = self._block_of(queue)
-        status = QueueStatus(self.read_register(block + QueueReg.STATUS))
-        pointers = f"rptr {queue.read_rptr():#x} of wptr {queue.wptr:#x}"
-        return f"{_name(queue.kind, block)}: STATUS {int(status):#x} ({status.name or 'running'}), {pointers}"
+        """One line on what ``queue`` is doing (reads the device): what timeouts and errors show."""
 
+    @abstractmethod
     def check_queues(self) -> None:
-        """Raise for the first queue whose STATUS says it stopped.
+        """Raise if the chip reports that a queue stopped.
 
         Raises:
-            QueueStopped: naming the queue, what stopped it, the opcode and the ring offset.
+            QueueStopped: naming the queue and what stopped it.
         """
-        for block, queue in self._queues.items():
-            status = QueueStatus(self.read_register(block + QueueReg.STATUS))
-            if status & _STOPPED:
-                raise self._stopped(block, queue, status)
-
-    def _stopped(self, block: int, queue: AmdQueue, status: QueueStatus) -> QueueStopped:
-        code, rptr, fault_lo, fault_hi = self.read_registers(block + QueueReg.ERROR_CODE, 4)
-        error, opcode, sub_op = ERROR_CODE_CODE.get(code), ERROR_CODE_OPCODE.get(code), ERROR_CODE_SUB_OP.get(code)
-        ring_offset = rptr * queue.unit_bytes % queue.ring_bytes
-        fault = fault_lo | fault_hi << 32 if status & QueueStatus.MEMORY_FAULT else None
-        known = _OPCODES[queue.kind]
-        op_name = known(opcode).name if opcode in known._value2member_map_ else "unknown"
-        what = "queue hung (POLL_REGMEM/WAIT_REG_MEM ran out of retries)" if status & QueueStatus.HUNG else "stopped"
-        where = f" at GPU address {fault:#x}" if fault is not None else ""
-        name = _name(queue.kind, block)
-        return QueueStopped(
-            f"{name}: {what}: {_code_name(error)}{where} in opcode {opcode:#x} ({op_name}, sub-op {sub_op}) at ring "
-            f"offset {ring_offset:#x} (STATUS {int(status):#x} {status.name})",
-            queue=name,
-            status=int(status),
-            error_code=error,
-            opcode=opcode,
-            sub_op=sub_op,
-            ring_offset=ring_offset,
-            fault_addr=fault,
-        )
-
-
-def _name(kind: QueueKind, block: int) -> str:
-    base = Bar5.SDMA0 if kind is QueueKind.SDMA else Bar5.COMPUTE0
-    return f"{kind.name} queue {(block - base) // SDMA_QUEUE_STRIDE} (BAR5 {block:#x})"
-
-
-def _code_name(code: int) -> str:
-    return ErrorCode(code).name if code in ErrorCode._value2member_map_ else f"ERROR_CODE {code:#x}"

@@ -1,8 +1,8 @@
 """The gfx1100 GPU as a PCIe function behind the ASM2464 bridge: Navi 31's config space and BARs over the front end.
 
-``spec/amdgpu-registers.md`` section 1. The counterpart of :class:`~tinyhil.emulators.amdgpu.pcie.AmdGpuFunction`
-for the real register interface: the BARs go to :class:`Gfx1100Front` (BAR0 VRAM, BAR2 doorbells, BAR5 the 1 MB
-register BAR), and the GPU's system pages (PTEs with the system bit) reach the bridge's SRAM and windows over PCIe::
+``spec/amdgpu-registers.md`` section 1. A :class:`~tinyhil.emulators.amdgpu.pcie.BridgedFunction` whose BARs go
+to :class:`Gfx1100Front` (BAR0 VRAM, BAR2 doorbells, BAR5 the 1 MB register BAR), and the GPU's system pages
+(PTEs with the system bit) reach the bridge's SRAM and windows over PCIe::
 
     kernel = EventKernel(seed=0)
     function = Gfx1100Function(kernel=kernel, vram_bytes=256 << 20)

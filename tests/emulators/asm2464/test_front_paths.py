@@ -20,13 +20,17 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from tinyhil.amdgpu import AmdQueue, sdma_copy_linear, sdma_fence, sdma_poll_regmem
-from tinyhil.emulators.amdgpu import SYS_APERTURE, AmdGpuFunction, QueueKind
+from tinyhil.emulators.amdgpu import SYS_APERTURE, AmdGpu, BridgedFunction, QueueKind
+from tinyhil.emulators.amdgpu.pcie import _HostPort
 from tinyhil.emulators.asm2464 import Asm2464, Quirks, Urb, UsbStatus
 from tinyhil.emulators.faults import Fault, FaultPlan, Operation
 from tinyhil.emulators.kernel import EventKernel
+from tinyhil.emulators.pcie import PcieUnsupportedRequest, Type0Config
+from tinyhil.emulators.pcie.endpoint import gpu_bars
 from tinyhil.fixtures.strategies import fault_plans
 from tinyhil.mocks.amdgpu import DirectQueueTransport
 from tinyhil.spec.asm2464 import FmtType
+from tinyhil.spec.pci import CLASS_DISPLAY_VGA, VENDOR_ID_AMD
 
 SRAM_PCIE = 0x200000
 RELEASE_PCIE = 0x822000 + 12  # the completion-queue dword whose GPU write releases a device-to-host arm
@@ -37,6 +41,31 @@ SYS_BUF_XDATA = 0xA000
 LAYOUT = {"ring_va": 0x100000, "ring_bytes": 0x10000, "rptr_va": 0x1000, "wptr_va": 0x1008, "doorbell_index": 0}
 
 Step = tuple[Any, ...]  # (kind, its arguments)
+VRAM_BYTES = 8 << 20
+
+
+class DmaGpu(BridgedFunction):
+    """The GPU core as the bridge's PCIe function, reduced to what these tests use: a DMA master. Its flat memory
+    puts VRAM at GPU address 0 and reaches the bridge at ``SYS_APERTURE + pcie_addr``, so a queue driven directly
+    (no register interface, no page tables) copies into SRAM, polls it and writes the completion queue."""
+
+    def __init__(self, kernel: EventKernel) -> None:
+        self._check_board(kernel, VRAM_BYTES, min_vram=1 << 20, shown_min="1 MB")
+        self._port = _HostPort()
+        self.gpu = AmdGpu(kernel, vram_bytes=VRAM_BYTES, system_bus=self._port, vram_at_zero=True)
+        self._config = Type0Config(vendor_id=VENDOR_ID_AMD, device_id=0x744C, class_code=CLASS_DISPLAY_VGA,
+                                   bars=gpu_bars(VRAM_BYTES))  # fmt: skip
+
+    def mmio_read(self, bar: int, offset: int, nbytes: int) -> bytes:
+        raise PcieUnsupportedRequest(f"BAR{bar} {offset:#x}: this test GPU has no BARs to read", addr=offset,
+                                     nbytes=nbytes)  # fmt: skip
+
+    def mmio_write(self, bar: int, offset: int, data: bytes) -> None:
+        raise PcieUnsupportedRequest(f"BAR{bar} {offset:#x}: this test GPU has no BARs to write", addr=offset,
+                                     nbytes=len(data))  # fmt: skip
+
+    def host_memory_written(self, pcie_addr: int, nbytes: int) -> None:
+        self.gpu.memory_written(SYS_APERTURE + pcie_addr, nbytes)
 
 
 @dataclass
@@ -45,7 +74,7 @@ class Board:
 
     bridge: Asm2464
     queue: AmdQueue
-    function: AmdGpuFunction
+    function: DmaGpu
     inline: bool
 
     def send(self, urb: Urb) -> Urb:
@@ -62,7 +91,7 @@ class Board:
 
 def build(make_host: Any, seed: int, landing: tuple[int, int], plan: FaultPlan, *, inline: bool) -> Board:
     kernel = EventKernel(seed)
-    function = AmdGpuFunction(kernel=kernel, vram_bytes=8 << 20)
+    function = DmaGpu(kernel)
     quirks = Quirks(landing_delay_ns=landing[0], landing_jitter_ns=landing[1])
     bridge = Asm2464(kernel=kernel, function=function, quirks=quirks, seed=seed)
     make_host(bridge).bring_up()  # without faults; the plan applies to the sequence only

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tinyhil.emulators.amdgpu.pcie import AmdGpuFunction
+from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Function
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.emulators.pcie import BarSpec, PlainEndpoint, Type0Config
 from tinyhil.emulators.pcie.type0 import Type0Function
@@ -138,7 +138,9 @@ def test_bad_inputs_raise_typed_errors(call, match: str) -> None:  # type: ignor
         call(make_config())
 
 
-@pytest.mark.parametrize("make_function", [PlainEndpoint, lambda: AmdGpuFunction(kernel=EventKernel(), vram_bytes=MB)])
+@pytest.mark.parametrize(
+    "make_function", [PlainEndpoint, lambda: Gfx1100Function(kernel=EventKernel(), vram_bytes=64 * MB)]
+)
 def test_functions_delegate_config_space_to_their_type0_config(make_function) -> None:  # type: ignore[no-untyped-def]
     """The plain endpoint and the GPU's PCIe function share one delegation (``Type0Function``)."""
     function = make_function()
