@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import pytest
 
@@ -55,6 +56,71 @@ def test_usb_amd_is_the_usb_runtime_and_reports_the_missing_bridge_precisely(mon
     with pytest.raises(TargetUnavailable, match="no ASM2464 bridge found") as info:
         builtin_targets.amd_usb.opener(resolved, resolved.build_options({}))  # what open() runs after the probe
     assert info.value.target == "USB+AMD"
+
+
+class OneBridge:
+    """An unopened ``usb1.USBContext`` stand-in that lists one ADD1:0001 bridge (probing opens no device)."""
+
+    class Device:
+        closed = False
+
+        def getVendorID(self) -> int:
+            return 0xADD1
+
+        def getProductID(self) -> int:
+            return 0x0001
+
+        def getBusNumber(self) -> int:
+            return 2
+
+        def getDeviceAddress(self) -> int:
+            return 7
+
+        def close(self) -> None:
+            self.closed = True
+
+    def __init__(self) -> None:
+        self.device = self.Device()
+
+    def open(self) -> OneBridge:
+        return self
+
+    def close(self) -> None:
+        pass
+
+    def getDeviceIterator(self, skip_on_error: bool = False) -> Iterator[Device]:
+        return iter([self.device])
+
+
+class Files:
+    """A firmware source double holding ``names``."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = set(names)
+
+    def __repr__(self) -> str:
+        return f"<Files: {len(self.names)} of them>"
+
+    def available(self, name: str) -> bool:
+        return name in self.names
+
+    def load(self, name: str) -> bytes:
+        raise AssertionError("the probe only asks whether a file is there")
+
+
+def test_usb_amd_with_a_bridge_is_available_exactly_when_the_firmware_files_are_there() -> None:
+    from tinyhil import builtin_targets
+    from tinyhil.amdgpu.firmware import FirmwareSource
+    from tinyhil.spec.amdgpu_firmware import FIRMWARE_PACKAGE, GFX1100_FIRMWARE
+
+    everything, no_rlc = Files(*GFX1100_FIRMWARE), Files(*GFX1100_FIRMWARE[:-1])
+    assert isinstance(everything, FirmwareSource)
+    assert builtin_targets._usb_probe(context=OneBridge(), firmware=everything) is None
+    reason = builtin_targets._usb_probe(context=OneBridge(), firmware=no_rlc)
+    assert reason == builtin_targets.usb_firmware_reason(no_rlc)
+    assert reason is not None and reason.startswith("an ASM2464 bridge is attached, but the gfx1100 firmware")
+    assert "gc_11_0_0_rlc.bin" in reason and "gc_11_0_0_mec.bin" not in reason and FIRMWARE_PACKAGE in reason
+    assert builtin_targets._usb_probe(context=OneBridge()) == builtin_targets.usb_firmware_reason()  # default files
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from tinyhil._check import check_int
 from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource
@@ -114,24 +114,15 @@ def usb_firmware_reason(firmware: FirmwareSource | None = None) -> str | None:
     )
 
 
-# The gfx1100 bring-up (tinyhil.usbgpu.gfx1100_gpu) boots the emulated Navi 31 through the real register
-# interface, but it has not run on a board and skips the registers the register map lacks (docs/gfx1100.md): until
-# it has, USB+AMD stays unavailable with a bridge attached, and says what else is missing.
-NO_REAL_GPU_BRINGUP_REASON: Final = (
-    "an ASM2464 bridge is attached, but the gfx1100 bring-up over it has not yet run on a real board and skips "
-    "registers the register map lacks (the system aperture, L2 and IH ring controls, clock gating: see "
-    "docs/gfx1100.md and docs/fidelity.md); the bridge itself works through tinyhil.usb.open_usb3()"
-)
+def _usb_probe(*, context: Any = None, firmware: FirmwareSource | None = None) -> str | None:
+    """Why ``USB+AMD`` cannot run here: libusb missing, no bridge attached, or (with a bridge) the gfx1100 firmware
+    files the bring-up uploads missing (:func:`usb_firmware_reason`).
 
-
-def _usb_probe(*, context: Any = None) -> str | None:
-    """Why ``USB+AMD`` cannot run here: libusb missing, no bridge attached, or (with a bridge) the gfx1100 bring-up
-    not yet proven on a board. The opener checks the firmware files (:func:`usb_firmware_reason`).
-
-    ``context`` is an unopened ``usb1.USBContext``-like object (tests inject one); by default a fresh one.
+    ``context`` is an unopened ``usb1.USBContext``-like object, ``firmware`` the firmware source (tests inject
+    both); by default a fresh context and ``/lib/firmware/amdgpu/``.
     """
     reason = probe_usb3(context=context)
-    return NO_REAL_GPU_BRINGUP_REASON if reason is None else reason
+    return usb_firmware_reason(firmware) if reason is None else reason
 
 
 # What the USB path does on a real board; host-native code objects run only on the emulated GPU, so no exec here.
@@ -169,8 +160,8 @@ def amd_usb(resolved: Target, options: UsbAmdOptions) -> Device:
     ``MOCKUSB+AMD`` over the libusb transport, with firmware from ``/lib/firmware/amdgpu/``.
 
     Raises:
-        TargetUnavailable: no usable bridge (libusb missing, none attached, wrong firmware), or the GPU's firmware
-            files are missing.
+        TargetUnavailable: no usable bridge (libusb missing, none attached, wrong bridge firmware), or the GPU's
+            firmware files are missing (the probe says so first; checked again here, for an opener called directly).
     """
     from tinyhil.usbgpu.amd_device import UsbAmdDevice
 

@@ -58,12 +58,38 @@ SPEC_ADDRESSES = [
     (Reg.SCRATCH_REG7, 0xC047),
     (Reg.SCRATCH_REG6, 0xC046),
     (Reg.GCVM_L2_PROTECTION_FAULT_STATUS, 0x2828),
+    (Reg.HDP_MEM_POWER_CTRL, 0xFF4),
 ]
+# Section 4's per-hub registers: the GC hub's (GCMC_VM_* / GCVM_*) and the MM hub's (MMMC_VM_* / MMVM_*).
+HUB_REGISTERS = [
+    "MC_VM_AGP_BASE", "MC_VM_AGP_BOT", "MC_VM_AGP_TOP", "MC_VM_SYSTEM_APERTURE_LOW_ADDR",
+    "MC_VM_SYSTEM_APERTURE_HIGH_ADDR", "MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB",
+    "MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_MSB",
+    "MC_VM_MX_L1_TLB_CNTL", "VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32", "VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32",
+    "VM_L2_PROTECTION_FAULT_CNTL2", "VM_L2_CNTL", "VM_L2_CNTL2", "VM_L2_CNTL3", "VM_L2_CNTL4", "VM_L2_CNTL5",
+    "VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_LO32", "VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_HI32",
+    "VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32", "VM_INVALIDATE_ENG0_ADDR_RANGE_LO32",
+    "VM_INVALIDATE_ENG17_ADDR_RANGE_HI32", "VM_CONTEXT0_CNTL",
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("reg", "address"), SPEC_ADDRESSES, ids=lambda v: getattr(v, "name", hex(v)))
 def test_each_register_sits_at_the_address_the_spec_gives(reg: Reg, address: int) -> None:
     assert reg == address
+
+
+@pytest.mark.parametrize("name", HUB_REGISTERS)
+def test_each_hub_register_exists_for_both_hubs_in_its_ip(name: str) -> None:
+    gc, mm = Reg[f"GC{name}"], Reg[f"MM{name}"]
+    assert IP_BASES[HwIp.GC][0] <= gc < IP_BASES[HwIp.GC][1]  # GC 11.0.0 segment 0
+    assert IP_BASES[HwIp.MMHUB][0] <= mm < IP_BASES[HwIp.MMHUB][1]  # MMHUB 3.0.0 segment 0
+
+
+def test_the_invalidate_ranges_of_engines_0_to_17_are_consecutive_pairs() -> None:
+    for hub in ("GC", "MM"):
+        first = Reg[f"{hub}VM_INVALIDATE_ENG0_ADDR_RANGE_LO32"]
+        assert [Reg[f"{hub}VM_INVALIDATE_ENG{engine}_ADDR_RANGE_{half}"] - first for engine in range(18)
+                for half in ("LO32", "HI32")] == list(range(36))  # fmt: skip
 
 
 def test_no_two_registers_share_an_address() -> None:

@@ -22,9 +22,9 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tinyhil.amdgpu.firmware import GeneratedFirmware
+from tinyhil.amdgpu.firmware import FirmwareSource, GeneratedFirmware
 from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Front
-from tinyhil.spec.amdgpu_firmware import parse_firmware_header, psp_sos_components
+from tinyhil.spec.amdgpu_firmware import GFX1100_IP_FIRMWARE, ip_firmware, psp_sos_components
 from tinyhil.spec.amdgpu_sdma import SDMA_COPY_LINEAR_COUNT, SDMA_HEADER_OP, SdmaOp
 from tinyhil.spec.gfx1100_boot import (
     PSP_BL_READY,
@@ -49,10 +49,11 @@ DATA = 0x600000
 TMR = 0x1000000
 SDMA_DOORBELL, MEC_DOORBELL = 0x800, 0x18  # BAR2 byte offsets (sections 8, 9)
 WAIT_NS = 100_000_000
-# sOS components by PSP_FW_TYPE, in the bootloader order of section 11 step 8.
+# sOS components by PSP_FW_TYPE, in the bootloader order of section 11 step 8 (on MP0 13.0 LOAD_TOS_SPL_TABLE
+# sends the KDB component again).
 BOOTLOADER_ORDER = (
     (3, PspBootloaderCmd.LOAD_KEY_DATABASE),
-    (5, PspBootloaderCmd.LOAD_TOS_SPL_TABLE),
+    (3, PspBootloaderCmd.LOAD_TOS_SPL_TABLE),
     (2, PspBootloaderCmd.LOAD_SYSDRV),
     (7, PspBootloaderCmd.LOAD_SOCDRV),
     (8, PspBootloaderCmd.LOAD_INTFDRV),
@@ -61,7 +62,8 @@ BOOTLOADER_ORDER = (
     (1, PspBootloaderCmd.LOAD_SOSDRV),
 )
 TOC_TYPE = 4
-# LOAD_IP_FW order of section 11 step 10 after SMU and SETUP_TMR, with the file that carries each.
+# LOAD_IP_FW order of section 11 step 10 after SMU and SETUP_TMR, with the file that carries each (the RLC set of a
+# v2.3 RLC header: IRAM, DRAM_BOOT, RLC_P, RLC_V, then RLC_G).
 IP_FW_ORDER = (
     (PspFwType.SDMA_UCODE_TH1, "sdma_6_0_0.bin"),
     (PspFwType.SDMA_UCODE_TH0, "sdma_6_0_0.bin"),
@@ -69,6 +71,10 @@ IP_FW_ORDER = (
     (PspFwType.RS64_MEC_P0_STACK, "gc_11_0_0_mec.bin"),
     (PspFwType.IMU_I, "gc_11_0_0_imu.bin"),
     (PspFwType.IMU_D, "gc_11_0_0_imu.bin"),
+    (PspFwType.RLC_IRAM, "gc_11_0_0_rlc.bin"),
+    (PspFwType.RLC_DRAM_BOOT, "gc_11_0_0_rlc.bin"),
+    (PspFwType.RLC_P, "gc_11_0_0_rlc.bin"),
+    (PspFwType.RLC_V, "gc_11_0_0_rlc.bin"),
     (PspFwType.RLC_G, "gc_11_0_0_rlc.bin"),
 )
 
@@ -112,7 +118,7 @@ class RawDriver:
     next_table: int = 0x10000
     psp_wptr: int = 0
     fence_value: int = 0
-    firmware: GeneratedFirmware = field(default_factory=GeneratedFirmware)
+    firmware: FirmwareSource = field(default_factory=GeneratedFirmware)
 
     # --- BAR access ---
     def w(self, reg: int, value: int) -> None:
@@ -154,7 +160,12 @@ class RawDriver:
 
     # --- GMC (section 4) ---
     def setup_vmid0(self, hub: str) -> None:
+        """The hub's system aperture (LOW = FB_BASE >> 18, HIGH = FB_TOP >> 18: MC addresses bypass the table),
+        then its VMID 0 context (section 4)."""
         p = "GCVM" if hub == "gc" else "MMVM"
+        fb_top = (self.r(Reg.MMMC_VM_FB_LOCATION_TOP) & 0xFFFFFF) << 24
+        self.w(Reg[f"{p[:2]}MC_VM_SYSTEM_APERTURE_LOW_ADDR"], self.fb_base >> 18)
+        self.w(Reg[f"{p[:2]}MC_VM_SYSTEM_APERTURE_HIGH_ADDR"], fb_top >> 18)
         self.w(Reg[f"{p}_CONTEXT0_PAGE_TABLE_START_ADDR_LO32"], 0)
         self.w(Reg[f"{p}_CONTEXT0_PAGE_TABLE_START_ADDR_HI32"], 0x2)
         self.w(Reg[f"{p}_CONTEXT0_PAGE_TABLE_END_ADDR_LO32"], 0xFFFF_FFFF)
@@ -207,8 +218,9 @@ class RawDriver:
 
     def boot_sos(self) -> None:
         components = self.sos_components()
-        for fw_type, command in BOOTLOADER_ORDER:
-            assert self.bootloader(command, components[fw_type]) == PSP_BL_READY, command.name
+        for fw_type, command in BOOTLOADER_ORDER:  # each only if present (the real file has no SOC_DRV .. RAS_DRV)
+            if fw_type in components:
+                assert self.bootloader(command, components[fw_type]) == PSP_BL_READY, command.name
         assert self.r(Reg.MP0_SMN_C2PMSG_81) != 0
 
     def create_ring(self) -> None:
@@ -243,10 +255,11 @@ class RawDriver:
         mc = self.mc(MSG1)
         return self.psp_command(GfxCmdId.LOAD_IP_FW, mc & 0xFFFF_FFFF, mc >> 32, len(image), fw_type)[0]
 
-    def payload(self, name: str) -> bytes:
+    def payload(self, name: str, fw_type: int = PspFwType.SMU) -> bytes:
+        """The section of file ``name`` sent as ``fw_type`` (section 7's versioned headers)."""
         blob = self.firmware.load(name)
-        header = parse_firmware_header(blob, name=name)
-        return blob[header.ucode_array_offset_bytes : header.ucode_array_offset_bytes + header.ucode_size_bytes]
+        sections = ip_firmware(blob, GFX1100_IP_FIRMWARE[name], name=name).sections
+        return next(section.of(blob) for section in sections if section.fw_type == fw_type)
 
     def load_firmware(self) -> None:
         toc = self.sos_components()[TOC_TYPE]
@@ -257,7 +270,7 @@ class RawDriver:
         assert self.load_fw(PspFwType.SMU, self.payload("smu_13_0_0.bin")) == 0
         assert self.psp_command(GfxCmdId.SETUP_TMR, self.mc(TMR) & 0xFFFF_FFFF, self.mc(TMR) >> 32, tmr_size)[0] == 0
         for fw_type, name in IP_FW_ORDER:
-            assert self.load_fw(fw_type, self.payload(name)) == 0, fw_type.name
+            assert self.load_fw(fw_type, self.payload(name, fw_type)) == 0, fw_type.name
         assert self.psp_command(GfxCmdId.AUTOLOAD_RLC)[0] == 0
 
     # --- SMU (section 6) ---

@@ -223,8 +223,8 @@ def test_listing_opens_nothing_and_the_probe_finds_the_board(usb_fake: ModuleTyp
     assert list_bridges(context=FakeContext(board)) == (BridgeInfo(0xADD1, 0x0001, 1, 5),)
     assert board.handle is None and board.closed
     assert probe_usb3(context=FakeContext(board)) is None
-    # A bridge is attached, but the GPU behind it cannot be brought up on real silicon yet: USB+AMD says so.
-    assert builtin_targets._usb_probe(context=FakeContext(board)) == builtin_targets.NO_REAL_GPU_BRINGUP_REASON
+    # A bridge is attached: USB+AMD is available exactly when the gfx1100 firmware files are installed.
+    assert builtin_targets._usb_probe(context=FakeContext(board)) == builtin_targets.usb_firmware_reason()
     assert builtin_targets._usb_probe(context=FakeContext()) == NO_BRIDGE_REASON
 
 
@@ -311,8 +311,8 @@ def test_real_backend_enumerates_a_fake_board_under_umockdev(tmp_path: Path, boa
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert sorted(out["bridges"]) == [f"ADD1:0001 at bus 2 address {3 + n}" for n in range(boards)]
-    # Bridges are attached, so the probe gets past libusb and discovery, to the GPU bring-up it cannot do yet.
-    assert out["probe"] == builtin_targets.NO_REAL_GPU_BRINGUP_REASON
+    # Bridges are attached, so the probe gets past libusb and discovery, to the firmware files.
+    assert out["probe"] == builtin_targets.usb_firmware_reason()
     kind, is_usb1_error, message = out["open"]
     if boards == 1:
         # umockdev replays no usbdevfs traffic here: reading the product string fails, and the usb1 error passes through

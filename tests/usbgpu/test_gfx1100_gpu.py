@@ -1,11 +1,11 @@
 """``Gfx1100UsbGpu`` over MockUSB3 with Navi 31's register interface: the boot follows the spec's sequence (the
 order of its waits in the register-access log is section 11's), the page tables reach the bridge, a second open
-of a booted board takes the partial path and close leaves the board as section 12 says, and the driver is chosen
-by what BAR5 answers."""
+of a booted board takes the partial path and close leaves the board as section 12 says, and a GPU that is not a
+gfx1100 is refused."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -13,16 +13,18 @@ import pytest
 from tinyhil.amdgpu.firmware import GeneratedFirmware
 from tinyhil.asm2464.controller import Asm2464Controller
 from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Function
+from tinyhil.emulators.asm2464 import Asm2464
 from tinyhil.emulators.observe import Observer
+from tinyhil.emulators.pcie.endpoint import PlainEndpoint
 from tinyhil.errors import DeviceError
 from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.spec.amdgpu import SYS_APERTURE, QueueKind
 from tinyhil.spec.asm2464 import PCIE_SRAM_BASE
-from tinyhil.spec.gfx1100_boot import BOOTED_SCRATCH_REG7, PteFlag
+from tinyhil.spec.gfx1100_boot import BOOTED_SCRATCH_REG7, PteFlag, SmuDebugMsg
 from tinyhil.spec.gfx1100_regs import Reg
+from tinyhil.spec.pci import Command
 from tinyhil.usbgpu.amd_device import UsbAmdDevice
 from tinyhil.usbgpu.gfx1100_gpu import Gfx1100UsbGpu, open_usb_gpu
-from tinyhil.usbgpu.usb_gpu import UsbGpu
 
 # Section 11, the "waits for" column, in order: (step, register the driver polls).
 SPEC_WAITS = (
@@ -39,7 +41,38 @@ SPEC_WAITS = (
     (21, Reg.MMVM_INVALIDATE_ENG17_ACK),
     (21, Reg.GCVM_INVALIDATE_ENG17_ACK),
 )
-WAIT_REGISTERS = frozenset(reg for _, reg in SPEC_WAITS)
+# A board whose sOS is alive but that no driver closed cleanly: step 4a's waits come before the cold boot's.
+RESET_WAITS = (
+    *SPEC_WAITS[:2],
+    ("4a", Reg.MP1_SMN_C2PMSG_90),  # the SMU answers GetSmuVersion
+    ("4a", Reg.MP1_SMN_C2PMSG_54),  # the debug mailbox answers Mode1Reset with 1
+    *SPEC_WAITS[2:],
+)
+WAIT_REGISTERS = frozenset(reg for _, reg in RESET_WAITS)
+# Section 10's table (and section 4's aperture) as a cold boot must write it: each register at least once.
+SECTION_10 = (
+    Reg.RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN, Reg.RCC_DEV0_EPF2_STRAP2, Reg.S2A_DOORBELL_ENTRY_0_CTRL,
+    Reg.S2A_DOORBELL_ENTRY_2_CTRL, Reg.S2A_DOORBELL_ENTRY_3_CTRL,
+    *(Reg[f"IH_{name}{ring}"] for ring in ("", "_RING1") for name in ("RB_BASE", "RB_CNTL", "RB_RPTR", "RB_WPTR",
+                                                                      "DOORBELL_RPTR")),
+    Reg.IH_RB_BASE_HI, Reg.IH_RB_BASE_HI_RING1, Reg.IH_RB_WPTR_ADDR_LO, Reg.IH_RB_WPTR_ADDR_HI,
+    Reg.IH_STORM_CLIENT_LIST_CNTL, Reg.IH_INT_FLOOD_CNTL, Reg.IH_MSI_STORM_CTRL,
+    *(Reg[f"{hub}{name}"] for hub in ("GC", "MM") for name in (
+        "MC_VM_AGP_BASE", "MC_VM_AGP_BOT", "MC_VM_AGP_TOP", "MC_VM_SYSTEM_APERTURE_LOW_ADDR",
+        "MC_VM_SYSTEM_APERTURE_HIGH_ADDR", "MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB",
+        "MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_MSB", "VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32",
+        "VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32", "MC_VM_MX_L1_TLB_CNTL", "VM_L2_CNTL", "VM_L2_CNTL2",
+        "VM_L2_CNTL3", "VM_L2_CNTL4", "VM_L2_CNTL5", "VM_L2_PROTECTION_FAULT_CNTL2",
+        "VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_LO32", "VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_HI32",
+        "VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_LO32", "VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_HI32",
+        "VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32", "VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_HI32",
+        *(f"VM_INVALIDATE_ENG{engine}_ADDR_RANGE_{half}" for engine in range(18) for half in ("LO32", "HI32")))),
+    Reg.GRBM_CNTL, Reg.TCP_CNTL, Reg.RLC_CNTL, Reg.RLC_SRM_CNTL, Reg.RLC_SPM_MC_CNTL,
+    Reg.HDP_MEM_POWER_CTRL, Reg.MM_ATC_L2_MISC_CG, Reg.RLC_SAFE_MODE, Reg.RLC_CGCG_CGLS_CTRL,
+    Reg.CP_RB_WPTR_POLL_CNTL, Reg.CP_INT_CNTL, Reg.SDMA0_RLC_CGCG_CTRL, Reg.SDMA1_RLC_CGCG_CTRL,
+    Reg.RLC_CGTT_MGCG_OVERRIDE, Reg.SCRATCH_REG7, Reg.SCRATCH_REG6,
+    *(Reg[f"SDMA{engine}_{name}"] for engine in (0, 1) for name in ("WATCHDOG_CNTL", "UTCL1_CNTL", "UTCL1_PAGE")),
+)  # fmt: skip
 # Registers a cold boot writes and the partial path of section 12 skips (steps 5-11).
 COLD_ONLY = (Reg.MP0_SMN_C2PMSG_35, Reg.MP0_SMN_C2PMSG_67, Reg.RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN)
 
@@ -65,7 +98,7 @@ class RegisterLog(Observer):
 
 @pytest.fixture
 def usb() -> Iterator[MockUSB3]:
-    with MockUSB3(interface="gfx1100", vram_bytes=64 << 20) as board:
+    with MockUSB3(vram_bytes=64 << 20) as board:
         yield board
 
 
@@ -151,17 +184,106 @@ def test_a_second_open_of_a_booted_board_takes_the_partial_path_and_close_leaves
     second.close()
 
 
-def test_a_board_whose_psp_is_up_but_not_cleanly_booted_is_refused(usb: MockUSB3) -> None:
-    gpu = open_gpu(usb)  # booted: SCRATCH_REG6 = 1 until a clean close
-    assert gpu.boot.booted() is False
-    with pytest.raises(DeviceError, match="mode-1 reset"):
+class ResetLog(RegisterLog):
+    """The register log, and COMMAND.MASTER of the GPU function when the driver asked for the mode-1 reset."""
+
+    def __init__(self, function: Gfx1100Function) -> None:
+        super().__init__()
+        self.function = function
+        self.master_at_reset: list[bool] = []
+
+    def gpu_register(self, address: int, value: int, write: bool) -> None:
+        super().gpu_register(address, value, write)
+        if write and address == Reg.MP1_SMN_C2PMSG_75:
+            self.master_at_reset.append(bool(self.function.config.command & Command.MASTER))
+
+
+def leave_open(usb: MockUSB3) -> None:
+    open_gpu(usb)  # booted, never closed: SCRATCH_REG6 stays 1
+
+
+def leave_crashed(usb: MockUSB3) -> None:
+    UsbAmdDevice("crashed", usb, firmware=GeneratedFirmware()).close()
+    front_of(usb).front.regs.store(Reg.SCRATCH_REG6, 1)  # what a driver that died after its boot leaves
+
+
+@pytest.mark.parametrize("leave", [leave_open, leave_crashed], ids=["dropped without close", "SCRATCH_REG6 = 1"])
+def test_a_board_left_warm_but_not_cleanly_closed_reopens_through_the_mode1_reset(
+    usb: MockUSB3, leave: Callable[[MockUSB3], None]
+) -> None:
+    leave(usb)
+    function = front_of(usb)
+    assert function.front.psp.sos_alive
+    log = ResetLog(function)
+    with function.front.observe(log):
+        device = UsbAmdDevice("after the reset", usb, firmware=GeneratedFirmware())
+    gpu = device.gpu
+    assert isinstance(gpu, Gfx1100UsbGpu) and not gpu.boot.partial
+    assert log.waits() == [int(reg) for _, reg in RESET_WAITS]
+    assert (Reg.MP1_SMN_C2PMSG_75, SmuDebugMsg.Mode1Reset, True) in log.accesses
+    assert log.master_at_reset == [False]  # bus mastering off for the reset (section 11 step 4a) ...
+    assert function.config.command & Command.MASTER  # ... and on again for the cold boot
+    buf = device.alloc(4096)
+    device.copyin(buf, b"reset" * 800)  # SDMA through the bridge: DMA needs bus mastering
+    assert bytes(device.copyout(buf))[:4000] == b"reset" * 800
+    device.close()
+
+
+def test_a_board_whose_sos_is_alive_and_smu_is_silent_is_refused(usb: MockUSB3) -> None:
+    open_gpu(usb)
+    front_of(usb).front.smu.alive = False  # the SMU no longer answers (no mode-1 reset is possible)
+    with pytest.raises(DeviceError, match=r"SMU does not answer GetSmuVersion.*power-cycle"):
         open_gpu(usb)
 
 
-def test_the_driver_is_chosen_by_what_bar5_answers() -> None:
-    with MockUSB3(interface="bar5") as bar5:
-        assert type(open_usb_gpu(Asm2464Controller(bar5), firmware=GeneratedFirmware())) is UsbGpu
-    with MockUSB3() as gfx1100:  # the default on gfx1100
+def test_a_cold_boot_writes_every_register_of_section_10(usb: MockUSB3) -> None:
+    log = RegisterLog()
+    with front_of(usb).front.observe(log):
+        gpu = open_gpu(usb)
+    missing = [Reg(reg).name for reg in SECTION_10 if reg not in log.written()]
+    assert missing == []
+    regs, fb_base = front_of(usb).front.regs, gpu.boot.fb_base
+    for hub in ("GC", "MM"):  # section 4's values
+        low, high = (regs.stored(Reg[f"{hub}MC_VM_SYSTEM_APERTURE_{end}_ADDR"]) << 18 for end in ("LOW", "HIGH"))
+        assert (low, high + (256 << 10)) == (fb_base, fb_base + gpu.vram_bytes)  # all of VRAM, HIGH inclusive
+        assert regs.stored(Reg[f"{hub}MC_VM_MX_L1_TLB_CNTL"]) == 0x1859
+        assert regs.stored(Reg[f"{hub}VM_L2_CNTL"]) == 0x8_0801
+        assert regs.stored(Reg[f"{hub}VM_L2_CNTL3"]) == 0x8013_0009
+        assert regs.stored(Reg[f"{hub}MC_VM_AGP_BOT"]) == 0xFF_FFFF
+    assert regs.stored(Reg.IH_RB_CNTL) & 1 and regs.stored(Reg.IH_RB_CNTL_RING1) & 1  # rb_enable, last
+    assert regs.pair(Reg.IH_RB_BASE, Reg.IH_RB_BASE_HI) << 8 == gpu.boot.mc(gpu.boot.layout.ih_ring(0))
+    assert front_of(usb).front.memory.mm_hub.aperture == (fb_base, fb_base + gpu.vram_bytes)
+
+
+def test_the_partial_path_pulses_grbm_soft_reset_cp_and_cpc(usb: MockUSB3) -> None:
+    cold = RegisterLog()
+    with front_of(usb).front.observe(cold):
+        UsbAmdDevice("first", usb, firmware=GeneratedFirmware()).close()
+    assert Reg.GRBM_SOFT_RESET not in cold.written()
+    warm = RegisterLog()
+    with front_of(usb).front.observe(warm):
+        second = UsbAmdDevice("second", usb, firmware=GeneratedFirmware())
+    assert isinstance(second.gpu, Gfx1100UsbGpu) and second.gpu.boot.partial
+    pulses = [value for address, value, write in warm.accesses if write and address == Reg.GRBM_SOFT_RESET]
+    assert pulses == [1 << 0 | 1 << 18, 0]  # soft_reset_cp | soft_reset_cpc, then released (section 12)
+    second.close()
+
+
+def test_close_drains_the_ih_ring(usb: MockUSB3) -> None:
+    gpu = open_gpu(usb)
+    regs = front_of(usb).front.regs
+    regs.store(Reg.IH_RB_WPTR, 0x120 | 1)  # the IH wrote 9 entries (byte offset 0x120) and flagged an overflow
+    gpu.close()
+    assert regs.stored(Reg.IH_RB_RPTR) == 0x120  # RPTR = WPTR's offset bits 17:2
+
+
+def test_a_gpu_that_reads_0_at_rcc_config_memsize_is_refused_before_any_write() -> None:
+    plain = PlainEndpoint(vram_bytes=64 << 20)  # BARs like a GPU's, registers that read 0
+    with MockUSB3.over(Asm2464(function=plain)) as usb:
+        with pytest.raises(DeviceError, match=r"RCC_CONFIG_MEMSIZE \(BAR5 0x378c\) reads 0.*not a gfx1100"):
+            open_usb_gpu(Asm2464Controller(usb), firmware=GeneratedFirmware())
+        assert not plain.registers.any() and not plain.doorbells.any(), "no boot step was attempted"
+    with MockUSB3() as gfx1100:
         assert type(open_usb_gpu(Asm2464Controller(gfx1100), firmware=GeneratedFirmware())) is Gfx1100UsbGpu
 
 

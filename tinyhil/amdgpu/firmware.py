@@ -2,18 +2,19 @@
 
 :class:`FirmwareSource` is the seam; :class:`DirectoryFirmware` reads the real files (Debian package
 ``firmware-amd-graphics`` from ``non-free-firmware``, Ubuntu ``linux-firmware``), and :class:`GeneratedFirmware`
-makes blobs with valid headers for emulators that check headers, not contents (``spec/amdgpu-registers.md``
-section 7). Every blob either source returns has passed :func:`tinyhil.spec.amdgpu_firmware.parse_firmware_header`.
+makes files laid out as the real ones are (``spec/amdgpu-registers.md`` section 7), for emulators that check
+headers, not contents. Every blob either source returns has passed
+:func:`tinyhil.spec.amdgpu_firmware.parse_firmware_header`.
 
-Generated files: the file's common header, then (psp sOS only) the v2.0 component table, then each payload. Each
-payload is itself an *image* (:func:`make_image`: a common header whose ``size_bytes`` is the payload's size, then
-a deterministic body): the emulated PSP checks that header where a real PSP checks AMD's signature.
+Generated files: the common header and the versioned fields the real file carries (psp v2.0 and its component
+table, smc v2.1, sdma v2.0, gfx v2.0, imu v1.0, rlc v2.3), then, from byte 256, each payload. Each payload is a
+signed image as AMD's are (:func:`make_image`: the ``$PS1`` header, a deterministic body, a 256-byte zero
+"signature"), so the emulated PSP checks them exactly as it checks the real ones.
 """
 
 from __future__ import annotations
 
 import hashlib
-import struct
 from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
 
@@ -24,28 +25,32 @@ from tinyhil.spec.amdgpu_firmware import (
     FIRMWARE_DIR,
     FIRMWARE_PACKAGE,
     GFX1100_FIRMWARE,
-    PSP_SOS_DESC_BYTES,
+    KEY_DATABASE_MAGIC,
+    PSP_SOS_HEADER_BYTES,
+    SIGNATURE_BYTES,
+    SIGNED_IMAGE_MAGIC,
     FirmwareHeader,
+    FirmwareKind,
+    PspComponent,
+    pack_psp_table,
+    pack_signed_header,
+    pack_versioned,
     parse_firmware_header,
 )
+from tinyhil.spec.gfx1100_boot import PspFwBinType
 
 __all__ = ["DirectoryFirmware", "FirmwareMissing", "FirmwareSource", "GeneratedFirmware", "make_image"]
 
 # PSP_FW_TYPE of the sOS file's components (section 7), in the bootloader's load order (section 11 step 8).
-_SOS_COMPONENTS: Final = (("KDB", 3), ("SPL", 5), ("SYS_DRV", 2), ("SOC_DRV", 7), ("INTF_DRV", 8), ("DBG_DRV", 9),
-                          ("RAS_DRV", 10), ("SOS", 1), ("TOC", 4))  # fmt: skip
-# (header version, ip version) of each generated file (section 7).
-_FILE_HEADERS: Final[dict[str, tuple[tuple[int, int], tuple[int, int]]]] = {
-    "psp_13_0_0_sos.bin": ((2, 0), (13, 0)),
-    "smu_13_0_0.bin": ((2, 0), (13, 0)),
-    "sdma_6_0_0.bin": ((2, 0), (6, 0)),
-    "gc_11_0_0_mec.bin": ((2, 0), (11, 0)),
-    "gc_11_0_0_imu.bin": ((1, 0), (11, 0)),
-    "gc_11_0_0_rlc.bin": ((2, 0), (11, 0)),
-}
-_IMAGE_HEADER_VERSION: Final = (1, 0)
-_PAYLOAD_BODY_BYTES: Final = 4096  # model: every generated payload's body
-_ALIGN: Final = 256  # payloads start on 256-byte boundaries in generated files
+_SOS_COMPONENTS: Final = (PspFwBinType.KDB, PspFwBinType.SPL, PspFwBinType.SYS_DRV, PspFwBinType.SOC_DRV,
+                          PspFwBinType.INTF_DRV, PspFwBinType.DBG_DRV, PspFwBinType.RAS_DRV, PspFwBinType.SOS,
+                          PspFwBinType.TOC)  # fmt: skip
+_UCODE_OFFSET: Final = 256  # where the real files' ucode arrays start
+_PAYLOAD_BODY_BYTES: Final = 4096  # model: every generated payload's signed body
+_SIGNATURE_TYPE: Final = 0  # RSA-2048, as every real payload
+_FW_VERSION: Final = 1
+_SMU_START_ADDR: Final = 0x20000  # the real smu_13_0_0.bin's ucode_start_addr
+_MEC_START_ADDR: Final = 0x3000  # model: a plausible RS64 start address (the real file: 0x7_0000_0000_3000)
 
 
 class FirmwareMissing(TinyHilError, FileNotFoundError):
@@ -117,24 +122,47 @@ def _body(label: str, nbytes: int) -> bytes:
     return b"".join(hashlib.sha256(f"{label}:{i}".encode()).digest() for i in range(blocks))[:nbytes]
 
 
-def make_image(body: bytes, *, ip_version: tuple[int, int] = (0, 0), ucode_version: int = 1) -> bytes:
-    """An image: a common header (``size_bytes`` = the whole image, ucode = ``body``) followed by ``body``."""
-    check_int("ucode_version", ucode_version, min_value=0, max_value=0xFFFF_FFFF)
-    size = COMMON_HEADER_BYTES + len(body)
-    header = FirmwareHeader(size, COMMON_HEADER_BYTES, _IMAGE_HEADER_VERSION, ip_version, ucode_version,
-                            len(body), COMMON_HEADER_BYTES, 0)  # fmt: skip
-    return header.pack() + bytes(body)
+def make_image(body: bytes, *, version: int = _FW_VERSION, key_database: bool = False) -> bytes:
+    """A signed image of ``body``: the 256-byte ``$PS1`` header (zeros where the magic is for a ``key_database``),
+    ``body``, then a zero signature (the emulated PSP cannot check one)."""
+    check_int("version", version, min_value=0, max_value=0xFFFF_FFFF)
+    magic = KEY_DATABASE_MAGIC if key_database else SIGNED_IMAGE_MAGIC
+    header = pack_signed_header(len(body), version=version, signature_type=_SIGNATURE_TYPE, magic=magic)
+    return header + bytes(body) + bytes(SIGNATURE_BYTES[_SIGNATURE_TYPE])
 
 
-def _align(nbytes: int) -> int:
-    return -(-nbytes // _ALIGN) * _ALIGN
+def _file(
+    header_version: tuple[int, int], ip_version: tuple[int, int], header_bytes: int, table: bytes,
+    images: list[bytes], ucode_images: int,
+) -> bytes:  # fmt: skip
+    """A file: common header (``header_bytes`` long as ``header_size_bytes`` says), ``table`` (the versioned
+    fields, and the psp descriptors), then from byte 256 the ``images`` back to back; the ucode array is the first
+    ``ucode_images`` of them."""
+    payload = b"".join(images)
+    ucode_size = sum(len(image) for image in images[:ucode_images])
+    header = FirmwareHeader(_UCODE_OFFSET + len(payload), header_bytes, header_version, ip_version, _FW_VERSION,
+                            ucode_size, _UCODE_OFFSET, 0)  # fmt: skip
+    head = header.pack() + table
+    if len(head) > _UCODE_OFFSET:
+        raise InvalidArgument(f"generated header of {len(head):#x} bytes, expected at most {_UCODE_OFFSET:#x}")
+    return head.ljust(_UCODE_OFFSET, b"\0") + payload
+
+
+def _offsets(images: list[bytes]) -> list[int]:
+    """The file offset of each image laid back to back from byte 256."""
+    offsets, cursor = [], _UCODE_OFFSET
+    for image in images:
+        offsets.append(cursor)
+        cursor += len(image)
+    return offsets
 
 
 class GeneratedFirmware:
-    """Blobs with valid headers for the gfx1100 files AM loads (``GFX1100_FIRMWARE``); contents are filler.
+    """Files laid out as the real gfx1100 files AM loads (``GFX1100_FIRMWARE``), with the same header versions and
+    versioned fields; every payload is a signed image of ``body_bytes`` of filler.
 
-    Each payload image carries ``body_bytes`` of filler. Only the psp sOS file gets its versioned (v2.0) fields;
-    the other files carry the common header, their header version and one payload image as their ucode array.
+    The sOS file lists all nine components of section 7 (the real one: six); the RLC file carries no restore lists
+    (AM does not send them at v2.3).
     """
 
     def __init__(self, *, body_bytes: int = _PAYLOAD_BODY_BYTES) -> None:
@@ -144,7 +172,10 @@ class GeneratedFirmware:
         return f"<GeneratedFirmware body_bytes={self.body_bytes}>"
 
     def available(self, name: str) -> bool:
-        return _check_name(name) in _FILE_HEADERS
+        return _check_name(name) in _FILES
+
+    def _images(self, name: str, *labels: str) -> list[bytes]:
+        return [make_image(_body(f"{name}:{label}", self.body_bytes)) for label in labels]
 
     def load(self, name: str) -> bytes:
         """The generated file ``name``.
@@ -153,29 +184,58 @@ class GeneratedFirmware:
             FirmwareMissing: ``name`` is not one of the gfx1100 files this generator makes.
         """
         if not self.available(name):
-            raise FirmwareMissing(name, f"<generated: {', '.join(_FILE_HEADERS)}>", "nothing (not generated)")
-        header_version, ip_version = _FILE_HEADERS[name]
-        labels = [label for label, _ in _SOS_COMPONENTS] if name.startswith("psp_") else [name]
-        images = [make_image(_body(label, self.body_bytes), ip_version=ip_version) for label in labels]
-        table = b""
-        if name.startswith("psp_"):
-            table = struct.pack("<I", len(images))
-        header_bytes = _align(COMMON_HEADER_BYTES + len(table) + PSP_SOS_DESC_BYTES * len(images))
-        offsets, cursor = [], 0
-        for image in images:
-            offsets.append(cursor)
-            cursor = _align(cursor + len(image))
-        if table:
-            rows = zip(_SOS_COMPONENTS, offsets, images, strict=True)
-            table += b"".join(
-                struct.pack("<IIII", fw_type, 1, offset, len(image)) for (_, fw_type), offset, image in rows
-            )
-        payload = bytearray(cursor)
-        for offset, image in zip(offsets, images, strict=True):
-            payload[offset : offset + len(image)] = image
-        size = header_bytes + len(payload)
-        ucode_size = len(images[0]) if len(images) == 1 else len(payload)
-        header = FirmwareHeader(size, header_bytes, header_version, ip_version, 1, ucode_size, header_bytes, 0)
-        blob = (header.pack() + table).ljust(header_bytes, b"\0") + bytes(payload)
+            raise FirmwareMissing(name, f"<generated: {', '.join(_FILES)}>", "nothing (not generated)")
+        blob = _FILES[name](self, name)
         parse_firmware_header(blob, name=name)
         return blob
+
+    def _sos(self, name: str) -> bytes:
+        images = [make_image(_body(f"{name}:{fw_type.name}", self.body_bytes), key_database=fw_type is PspFwBinType.KDB)
+                  for fw_type in _SOS_COMPONENTS]  # fmt: skip
+        rows = zip(_SOS_COMPONENTS, _offsets(images), images, strict=True)
+        components = [PspComponent(fw_type, _FW_VERSION, offset, len(image)) for fw_type, offset, image in rows]
+        table = pack_psp_table(components, ucode_array_offset_bytes=_UCODE_OFFSET)
+        return _file((2, 0), (13, 0), PSP_SOS_HEADER_BYTES, table, images, len(images))
+
+    def _smu(self, name: str) -> bytes:
+        fields = pack_versioned(FirmwareKind.SMC, (2, 1), ucode_start_addr=_SMU_START_ADDR)
+        return _file((2, 1), (13, 0), COMMON_HEADER_BYTES + len(fields), fields, self._images(name, "ucode"), 1)
+
+    def _sdma(self, name: str) -> bytes:
+        ctx, ctl = images = self._images(name, "ctx", "ctl")
+        fields = pack_versioned(FirmwareKind.SDMA, (2, 0), ctx_ucode_size_bytes=len(ctx),
+                                ctl_ucode_offset=_offsets(images)[1], ctl_ucode_size_bytes=len(ctl))  # fmt: skip
+        return _file((2, 0), (6, 0), COMMON_HEADER_BYTES + len(fields), fields, images, 2)
+
+    def _mec(self, name: str) -> bytes:
+        code, data = images = self._images(name, "code", "stack")
+        fields = pack_versioned(FirmwareKind.GFX, (2, 0), ucode_size_bytes=len(code), ucode_offset_bytes=_UCODE_OFFSET,
+                                data_size_bytes=len(data), data_offset_bytes=_offsets(images)[1],
+                                ucode_start_addr_lo=_MEC_START_ADDR)  # fmt: skip
+        return _file((2, 0), (11, 0), COMMON_HEADER_BYTES + len(fields), fields, images, 2)
+
+    def _imu(self, name: str) -> bytes:
+        iram, dram = images = self._images(name, "iram", "dram")
+        fields = pack_versioned(FirmwareKind.IMU, (1, 0), imu_iram_ucode_size_bytes=len(iram),
+                                imu_dram_ucode_size_bytes=len(dram), imu_dram_ucode_offset_bytes=len(iram))  # fmt: skip
+        return _file((1, 0), (11, 0), COMMON_HEADER_BYTES + len(fields), fields, images, 2)
+
+    def _rlc(self, name: str) -> bytes:
+        labels = ("rlc_g", "rlc_iram_ucode", "rlc_dram_ucode", "rlcp_ucode", "rlcv_ucode")
+        images = self._images(name, *labels)
+        places = {label: (offset, len(image)) for label, offset, image in zip(labels, _offsets(images), images,
+                                                                               strict=True)}  # fmt: skip
+        sections = {f"{label}_{what}": places[label][i] for label in labels[1:]
+                    for i, what in enumerate(("offset_bytes", "size_bytes"))}  # fmt: skip
+        fields = pack_versioned(FirmwareKind.RLC, (2, 3), **sections)
+        return _file((2, 3), (11, 0), COMMON_HEADER_BYTES + len(fields), fields, images, 1)
+
+
+_FILES: Final = {
+    "psp_13_0_0_sos.bin": GeneratedFirmware._sos,
+    "smu_13_0_0.bin": GeneratedFirmware._smu,
+    "sdma_6_0_0.bin": GeneratedFirmware._sdma,
+    "gc_11_0_0_mec.bin": GeneratedFirmware._mec,
+    "gc_11_0_0_imu.bin": GeneratedFirmware._imu,
+    "gc_11_0_0_rlc.bin": GeneratedFirmware._rlc,
+}

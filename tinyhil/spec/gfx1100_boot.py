@@ -6,25 +6,39 @@ Every number cites ``spec/amdgpu-registers.md`` (section in the comment); regist
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Final
 
 __all__ = [
     "BINARY_SIGNATURE",
     "BOOTED_SCRATCH_REG7",
+    "CLOCK_GATING_GFX",
+    "CLOCK_GATING_SOC",
+    "CP_SOFT_RESET_S",
     "DISCOVERY_TMR_OFFSET",
     "DISCOVERY_TMR_SIZE",
     "DISCOVERY_VERSION_MAJOR",
     "DISCOVERY_VERSION_MINOR",
     "FB_BLOCK_BYTES",
     "GC_INFO_SIGNATURE",
+    "GFX_MISC",
+    "GRBM_CNTL_READ_TIMEOUT",
     "HARVEST_ENTRIES",
     "HARVEST_TABLE_SIGNATURE",
     "HDP_FLUSH_BYTE_OFFSET",
+    "HUB_SETUP",
+    "IH_ENABLE",
+    "IH_INTERRUPT_CONTROLS",
+    "IH_RB_CNTL_RING0",
+    "IH_RB_CNTL_RING1",
+    "IH_RB_SIZE",
+    "IH_RING_BYTES",
     "IP_DISCOVERY_SIGNATURE",
     "IP_DISCOVERY_VERSION",
     "MM_INDEX_HI_SHIFT",
     "MM_INDEX_VRAM_FLAG",
+    "MODE1_RESET_SETTLE_S",
     "NAVI31_FB_BASE",
     "PDE_ADDRESS_MASK",
     "PSP_BL_READY",
@@ -39,17 +53,22 @@ __all__ = [
     "PTE_ADDRESS_MASK",
     "PT_ENTRIES",
     "PT_INDEX_BITS",
+    "SDMA_ENGINE",
+    "SMU_ALIVE_TIMEOUT_S",
     "SMU_DPM_LEVEL_COUNT_INDEX",
     "SMU_RESPONSE_FLAG",
+    "SYSTEM_APERTURE_SHIFT",
     "VMID0_VA_START",
     "BinaryTable",
     "GfxCmdId",
     "GfxCtrlCmd",
     "PspBootloaderCmd",
+    "PspFwBinType",
     "PspFwType",
     "PspStatus",
     "PsqRingType",
     "PteFlag",
+    "RegUpdate",
     "SmuClock",
     "SmuDebugMsg",
     "SmuMsg",
@@ -134,6 +153,22 @@ class PspBootloaderCmd(IntEnum):
     DRAM_LONG_TRAIN = 0x100000
     DRAM_SHORT_TRAIN = 0x200000
     LOAD_TOS_SPL_TABLE = 0x1000_0000
+
+
+class PspFwBinType(IntEnum):
+    """``PSP_FW_TYPE`` of a psp v2.0 sOS file's components (``psp_fw_bin_desc.fw_type``, section 7)."""
+
+    SOS = 1
+    SYS_DRV = 2
+    KDB = 3
+    TOC = 4
+    SPL = 5
+    RL = 6
+    SOC_DRV = 7
+    INTF_DRV = 8
+    DBG_DRV = 9
+    RAS_DRV = 10
+    IPKEYMGR = 11
 
 
 class GfxCtrlCmd(IntEnum):
@@ -252,3 +287,100 @@ class SmuClock(IntEnum):
     SOCCLK = 1
     UCLK = 2
     FCLK = 3
+
+
+# --- sections 4, 10, 11: the register values of the bring-up (AM's, tinygrad ``ip.py``; field layouts from the
+# gc 11.0.0 / mmhub 3.0.0 / osssys 6.0.0 / hdp 6.0.0 ``_sh_mask.h``, docs/gfx1100.md)
+SYSTEM_APERTURE_SHIFT: Final = 18  # *MC_VM_SYSTEM_APERTURE_LOW/HIGH_ADDR = MC address >> 18 (256 KB units)
+SMU_ALIVE_TIMEOUT_S: Final = 0.1  # section 6: GetSmuVersion, the alive probe of step 4a
+MODE1_RESET_SETTLE_S: Final = 0.5  # section 6: the sleep after the debug-mailbox Mode1Reset
+CP_SOFT_RESET_S: Final = 0.05  # section 12: the GRBM_SOFT_RESET cp + cpc pulse of the partial path
+IH_RING_BYTES: Final = 256 << 10  # AM's IH ring size (both rings)
+IH_RB_SIZE: Final = (IH_RING_BYTES // 4).bit_length() - 1  # IH_RB_CNTL.rb_size: log2(ring dwords) = 16
+_U32: Final = 0xFFFF_FFFF
+
+
+@dataclass(frozen=True, slots=True)
+class RegUpdate:
+    """One register write of the bring-up: ``value`` into the bits of ``mask``, the other bits read back and kept
+    (AM's ``update``); a full mask writes ``value`` outright. ``register`` is a :class:`Reg` name, with ``{hub}``
+    (``GC`` / ``MM``) or ``{sdma}`` (``0`` / ``1``) to fill in."""
+
+    register: str
+    value: int
+    mask: int = _U32
+
+
+# Steps 6 / 13 (section 4), each hub: AGP off, fault-retry, L1 TLB, L2 cache controls, identity aperture off, the
+# invalidate ranges of engines 0-17. (The system aperture and the default pages depend on the board: the driver.)
+HUB_SETUP: Final[tuple[RegUpdate, ...]] = (
+    RegUpdate("{hub}MC_VM_AGP_BASE", 0),
+    RegUpdate("{hub}MC_VM_AGP_BOT", 0xFF_FFFF),  # 0xFFFF_FFFF_FFFF >> 24: AGP off
+    RegUpdate("{hub}MC_VM_AGP_TOP", 0),
+    RegUpdate("{hub}VM_L2_PROTECTION_FAULT_CNTL2", 1 << 18, 1 << 18),  # active_page_migration_pte_read_retry
+    # enable_l1_tlb, system_access_mode 3 [4:3], advanced driver model [6], unmapped access 0 [5], MTYPE UC 3 [13:11]
+    RegUpdate("{hub}MC_VM_MX_L1_TLB_CNTL", 0x1859, 0x3879),
+    # enable_l2_cache, default page out to system memory [11], context1_identity_access_mode 1 [20:19]; fragment
+    # processing [1], pde0 tag mode [8], pde fault classification [18], identity fragment size [25:21] 0
+    RegUpdate("{hub}VM_L2_CNTL", 0x8_0801, 0x3FC_0903),
+    RegUpdate("{hub}VM_L2_CNTL2", 0x3, 0x3),  # invalidate_all_l1_tlbs, invalidate_l2_cache
+    RegUpdate("{hub}VM_L2_CNTL3", 0x8013_0009),  # 4k / bigk associativity, bigk fragment size 6, bank_select 9
+    RegUpdate("{hub}VM_L2_CNTL4", 0x1),  # l2_cache_4k_partition_count 1
+    RegUpdate("{hub}VM_L2_CNTL5", 0x1FF << 5),  # walker_priority_client_id 0x1FF
+    RegUpdate("{hub}VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_LO32", _U32),  # LOW 0xF_FFFF_FFFF, HIGH 0: off
+    RegUpdate("{hub}VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_HI32", 0xF),
+    RegUpdate("{hub}VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_LO32", 0),
+    RegUpdate("{hub}VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_HI32", 0),
+    RegUpdate("{hub}VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32", 0),
+    RegUpdate("{hub}VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_HI32", 0),
+    *(RegUpdate(f"{{hub}}VM_INVALIDATE_ENG{engine}_ADDR_RANGE_{half}", value)
+      for engine in range(18) for half, value in (("LO32", _U32), ("HI32", 0x1F))),  # 0x1F_FFFF_FFFF
+)  # fmt: skip
+
+# Step 7 (section 10): IH_RB_CNTL of ring 0 / ring 1 (rb_enable last, below), then the storm / flood controls.
+_IH_RB_CNTL_COMMON: Final = 4 << 28 | 1 << 31 | 1 << 20 | IH_RB_SIZE << 1  # mc_space 4, wptr_overflow_clear, snoop
+IH_RB_CNTL_RING0: Final = _IH_RB_CNTL_COMMON | 1 << 16 | 1 << 21  # wptr_overflow_enable, rptr_rearm
+IH_RB_CNTL_RING1: Final = _IH_RB_CNTL_COMMON | 1 << 9  # rb_full_drain_enable
+IH_INTERRUPT_CONTROLS: Final[tuple[RegUpdate, ...]] = (
+    RegUpdate("IH_STORM_CLIENT_LIST_CNTL", 1 << 18, 1 << 18),  # client18_is_storm_client
+    RegUpdate("IH_INT_FLOOD_CNTL", 1 << 3, 1 << 3),  # flood_cntl_enable
+    RegUpdate("IH_MSI_STORM_CTRL", 3, 0xFFF),  # delay 3
+)
+IH_ENABLE: Final[tuple[RegUpdate, ...]] = (
+    RegUpdate("IH_RB_CNTL", 1 | 1 << 17, 1 | 1 << 17),  # rb_enable, enable_intr
+    RegUpdate("IH_RB_CNTL_RING1", 1, 1),  # rb_enable
+)
+
+# Step 15 (section 10): TCP / RLC misc (before the S2A ports), then GRBM_CNTL.
+GFX_MISC: Final[tuple[RegUpdate, ...]] = (
+    RegUpdate("TCP_CNTL", 1 << 29, 1 << 29),  # the golden bit Linux ORs in
+    RegUpdate("RLC_CNTL", 0x1),  # rlc_enable_f32
+    RegUpdate("RLC_SRM_CNTL", 0x3, 0x3),  # srm_enable, auto_incr_addr
+    RegUpdate("RLC_SPM_MC_CNTL", 0xF),
+)
+GRBM_CNTL_READ_TIMEOUT: Final = RegUpdate("GRBM_CNTL", 0xFF, 0xFF)
+
+# Step 17, each SDMA engine: watchdog, UTCL1, unhalt (halt 0, th1_reset 0), trap_enable.
+SDMA_ENGINE: Final[tuple[RegUpdate, ...]] = (
+    RegUpdate("SDMA{sdma}_WATCHDOG_CNTL", 100, 0xFF),  # queue_hang_count 100 (100 ms units: 10 s)
+    RegUpdate("SDMA{sdma}_UTCL1_CNTL", 3 << 9 | 9, 0x3 << 9 | 0x1F),  # resp_mode 3, redo_delay 9
+    RegUpdate("SDMA{sdma}_UTCL1_PAGE", 2 << 12 | 3 << 14 | 1 << 24, 0xF << 12 | 1 << 24),  # rd noa, wr bypass
+    RegUpdate("SDMA{sdma}_F32_CNTL", 0, 1 | 1 << 13),
+    RegUpdate("SDMA{sdma}_CNTL", 1, 1),
+)
+
+# Step 19 (section 10): before RLC safe mode (HDP, MM ATC), then inside it (GFX clock gating).
+CLOCK_GATING_SOC: Final[tuple[RegUpdate, ...]] = (
+    RegUpdate("HDP_MEM_POWER_CTRL", 0x5, 0x5),  # atomic_mem_power_ctrl_en, atomic_mem_power_ds_en
+    RegUpdate("MM_ATC_L2_MISC_CG", 1 << 18 | 1 << 19),  # enable, mem_ls_enable
+)
+CLOCK_GATING_GFX: Final[tuple[RegUpdate, ...]] = (
+    # cgcg_en, cgls_en, cgls_rep_compansat_delay 0xF [7:2], cgcg_gfx_idle_threshold 0x36 [26:8]
+    RegUpdate("RLC_CGCG_CGLS_CTRL", 0x36 << 8 | 0xF << 2 | 0x3, 0x7FF_FFFF),
+    RegUpdate("CP_RB_WPTR_POLL_CNTL", 0x90 << 16 | 0x100),  # idle_poll_count 0x90, poll_frequency 0x100
+    RegUpdate("CP_INT_CNTL", 0x7 << 18, 0x7 << 18),  # cmp_busy, cntx_busy, cntx_empty interrupts
+    RegUpdate("SDMA0_RLC_CGCG_CTRL", 1 << 1, 1 << 1),  # cgcg_int_enable
+    RegUpdate("SDMA1_RLC_CGCG_CTRL", 1 << 1, 1 << 1),
+    # perfmon_clock_state 1 [10]; the fgcg / repeater / sclk / mgcg / cgls / cgcg overrides 0
+    RegUpdate("RLC_CGTT_MGCG_OVERRIDE", 1 << 10, 0x73E),
+)

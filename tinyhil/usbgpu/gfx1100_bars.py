@@ -2,8 +2,9 @@
 
 Registers below the 1 MB BAR5 are one 32-bit TLP each; registers beyond it go through ``BIF_BX_PF0_RSMU_INDEX``
 (a byte address) and ``BIF_BX_PF0_RSMU_DATA``. The HDP flush writes 0 at the BAR5 byte offset
-``BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL`` holds. Polls pause ``poll_s`` through the transport between reads (wall time
-on a board, virtual time on an emulated one).
+``BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL`` holds; the TLB flush is section 4's handshake. Polls and pauses go through the
+transport (wall time on a board, virtual time on an emulated one). Bus mastering is the GPU function's PCI
+``COMMAND.MASTER``, a config access through the bridge.
 """
 
 from __future__ import annotations
@@ -13,25 +14,40 @@ from collections.abc import Callable
 from typing import Final
 
 from tinyhil.asm2464.controller import Asm2464Controller
-from tinyhil.errors import DeviceTimeout
+from tinyhil.errors import DeviceTimeout, StateError
+from tinyhil.spec.gfx1100_boot import RegUpdate
 from tinyhil.spec.gfx1100_regs import BAR5_DWORDS, Reg
+from tinyhil.spec.pci import Command, Config
 
 __all__ = ["Gfx1100Registers"]
 
 _DWORD: Final = struct.Struct("<I")
 _U32: Final = 0xFFFF_FFFF
 _FLUSH_BYTES: Final = b"\0\0\0\0"
+_SEM_ACQUIRED: Final = 1
+_INVALIDATE_REQ: Final = 0x00F8_0001  # per_vmid_invalidate_req = 1 << 0, L2 PTEs / PDE0-2 and L1 PTEs (section 4)
+_COMMAND_BYTES: Final = 2
 
 
 class Gfx1100Registers:
     """BAR5 and BAR0 of a gfx1100 over the bridge: ``read(reg)`` / ``write(reg, value)`` by dword address."""
 
-    def __init__(self, controller: Asm2464Controller, bar5: int, bar0: int, *, poll_s: float, timeout_s: float):
+    def __init__(
+        self,
+        controller: Asm2464Controller,
+        bar5: int,
+        bar0: int,
+        *,
+        poll_s: float,
+        timeout_s: float,
+        function: tuple[int, int, int] | None = None,
+    ) -> None:
         self.controller = controller
         self.bar5 = bar5
         self.bar0 = bar0
         self.poll_s = poll_s
         self.timeout_s = timeout_s
+        self.function = function  # the GPU's (bus, device, function), for config accesses
         self._hdp_flush: int | None = None
 
     def read(self, reg: int) -> int:
@@ -48,6 +64,20 @@ class Gfx1100Registers:
             reg = Reg.BIF_BX_PF0_RSMU_DATA
         self.controller.pcie_mem_write(self.bar5 + reg * 4, _DWORD.pack(value & _U32))
 
+    def write_pair(self, name: str, value: int, lo: str = "_LO32", hi: str = "_HI32") -> None:
+        """Write the low and high dwords of ``value`` to registers ``name + lo`` and ``name + hi``."""
+        self.write(Reg[name + lo], value & _U32)
+        self.write(Reg[name + hi], value >> 32)
+
+    def update(self, reg: int, value: int, mask: int = _U32) -> None:
+        """Set the bits of ``mask`` to ``value``'s and keep the others (read back first unless ``mask`` is full)."""
+        self.write(reg, value if mask == _U32 else self.read(reg) & ~mask | value & mask)
+
+    def apply(self, updates: tuple[RegUpdate, ...], **names: str | int) -> None:
+        """Each :class:`RegUpdate` of ``updates`` in order, its register name filled in from ``names``."""
+        for update in updates:
+            self.update(Reg[update.register.format(**names)], update.value, update.mask)
+
     def vram_write(self, offset: int, data: bytes | memoryview) -> None:
         self.controller.pcie_mem_write(self.bar0 + offset, data)
 
@@ -60,19 +90,47 @@ class Gfx1100Registers:
             self._hdp_flush = self.read(Reg.BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL)
         self.controller.pcie_mem_write(self.bar5 + self._hdp_flush, _FLUSH_BYTES)
 
-    def poll(self, condition: Callable[[], bool], what: str) -> None:
-        """Poll ``condition`` (pausing ``poll_s`` between reads) for up to ``timeout_s``.
+    def flush_tlb(self) -> None:
+        """Section 4's handshake: HDP flush, MM hub (semaphore, request, ack, release), then the GC hub."""
+        self.hdp_flush()
+        self.poll_reg(Reg.MMVM_INVALIDATE_ENG17_SEM, _SEM_ACQUIRED, _SEM_ACQUIRED, "MM hub invalidate semaphore")
+        self.write(Reg.MMVM_INVALIDATE_ENG17_REQ, _INVALIDATE_REQ)
+        self.poll_reg(Reg.MMVM_INVALIDATE_ENG17_ACK, 1, 1, "MM hub invalidate ack")
+        self.write(Reg.MMVM_INVALIDATE_ENG17_SEM, 0)
+        self.write(Reg.GCVM_INVALIDATE_ENG17_REQ, _INVALIDATE_REQ)
+        self.poll_reg(Reg.GCVM_INVALIDATE_ENG17_ACK, 1, 1, "GC hub invalidate ack")
+
+    def set_bus_master(self, on: bool) -> None:
+        """Set or clear ``COMMAND.MASTER`` of the GPU function (section 1: AM clears it around a mode-1 reset).
+
+        Raises:
+            StateError: these registers were opened without the function's address.
+        """
+        if self.function is None:
+            raise StateError("Gfx1100Registers.set_bus_master: no PCI function given, expected function=(bus, dev, fn)")
+        command = self.controller.pcie_cfg_read(*self.function, Config.COMMAND, _COMMAND_BYTES)
+        master = int(Command.MASTER)  # plain ints: the complement of a flag would drop the bits it does not name
+        command = command | master if on else command & ~master
+        self.controller.pcie_cfg_write(*self.function, Config.COMMAND, command, _COMMAND_BYTES)
+
+    def pause(self, seconds: float) -> None:
+        """Wait ``seconds`` through the transport (a settle time the sequence asks for)."""
+        self.controller.transport.pause(seconds)
+
+    def poll(self, condition: Callable[[], bool], what: str, *, timeout_s: float | None = None) -> None:
+        """Poll ``condition`` (pausing ``poll_s`` between reads) for up to ``timeout_s`` (default the driver's).
 
         Raises:
             DeviceTimeout: naming ``what``.
         """
-        polls = int(self.timeout_s / self.poll_s) + 1
+        timeout_s = self.timeout_s if timeout_s is None else timeout_s
+        polls = int(timeout_s / self.poll_s) + 1
         for poll in range(polls):
             if condition():
                 return
             if poll + 1 < polls:
                 self.controller.transport.pause(self.poll_s)
-        raise DeviceTimeout(f"gfx1100 boot: {what}: not reached after {polls} polls over {self.timeout_s}s", op="boot")
+        raise DeviceTimeout(f"gfx1100 boot: {what}: not reached after {polls} polls over {timeout_s}s", op="boot")
 
     def poll_reg(self, reg: int, mask: int, value: int, what: str) -> int:
         """Poll until ``read(reg) & mask == value``; the last value read."""

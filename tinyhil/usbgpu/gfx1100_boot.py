@@ -4,12 +4,9 @@
 1 MB register BAR, registers beyond it through ``BIF_BX_PF0_RSMU_INDEX`` / ``_DATA``) and BAR0 (VRAM); firmware
 comes through the firmware seam (:class:`~tinyhil.amdgpu.firmware.FirmwareSource`). A board that is already booted
 (``SCRATCH_REG7`` reads the booted mark, ``SCRATCH_REG6`` 0, no protection fault) takes the partial path of
-section 12; :meth:`Gfx1100Boot.shutdown` leaves it in that state.
-
-Boot memory: the top :data:`BOOT_BYTES` of VRAM (the discovery binary sits in its last 64 KB), laid out as
-:class:`BootLayout` says. Registers this project's register map does not yet carry (the system aperture, the
-L2 cache controls, the IH ring base, TCP/RLC misc; section 10 "store") are not written: the model stores them
-only, and the sequence of waits is unchanged without them (docs/gfx1100.md).
+section 12; :meth:`Gfx1100Boot.shutdown` leaves it in that state. One whose sOS is alive but that no driver closed
+cleanly gets step 4a's mode-1 reset first. Boot memory: the top :data:`BOOT_BYTES` of VRAM, as :class:`BootLayout`
+says. The register values of sections 4 and 10 are tables of :mod:`tinyhil.spec.gfx1100_boot`.
 """
 
 from __future__ import annotations
@@ -20,8 +17,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from tinyhil.amdgpu.firmware import FirmwareSource
-from tinyhil.errors import DeviceError
-from tinyhil.spec.amdgpu_firmware import parse_firmware_header, psp_sos_components
+from tinyhil.errors import DeviceError, DeviceTimeout
+from tinyhil.spec import gfx1100_boot as values
+from tinyhil.spec.amdgpu_firmware import GFX1100_IP_FIRMWARE, IpFirmware, ip_firmware, psp_sos_components
 from tinyhil.spec.gfx1100_boot import (
     BINARY_SIGNATURE,
     BOOTED_SCRATCH_REG7,
@@ -41,12 +39,20 @@ from tinyhil.spec.gfx1100_boot import (
     GfxCmdId,
     GfxCtrlCmd,
     PspBootloaderCmd,
+    PspFwBinType,
     PspFwType,
     SmuClock,
+    SmuDebugMsg,
     SmuMsg,
     SmuResult,
 )
-from tinyhil.spec.gfx1100_regs import Reg
+from tinyhil.spec.gfx1100_regs import (
+    GRBM_SOFT_RESET_SOFT_RESET_CP,
+    GRBM_SOFT_RESET_SOFT_RESET_CPC,
+    IH_RB_WPTR_OFFSET,
+    RLC_SAFE_MODE_CMD,
+    Reg,
+)
 from tinyhil.usbgpu.gfx1100_bars import Gfx1100Registers
 
 __all__ = ["BOOT_BYTES", "BootLayout", "Gfx1100Boot"]
@@ -56,15 +62,16 @@ _DWORD: Final = struct.Struct("<I")
 _MB: Final = 1 << 20
 _U32: Final = 0xFFFF_FFFF
 _TABLE_INFO_OFFSET: Final = 12  # section 3: binary_header.table_info[0] (IP_DISCOVERY): u16 offset first
-_SEM_ACQUIRED: Final = 1
-_INVALIDATE_REQ: Final = 0x00F8_0001  # per_vmid_invalidate_req = 1 << 0, L2 PTEs / PDE0-2 and L1 PTEs (section 4)
+_PAGE_SHIFT: Final = 12
+_CP_SOFT_RESET: Final = GRBM_SOFT_RESET_SOFT_RESET_CP.mask | GRBM_SOFT_RESET_SOFT_RESET_CPC.mask
+_SMU_MAILBOX: Final = (Reg.MP1_SMN_C2PMSG_66, Reg.MP1_SMN_C2PMSG_82, Reg.MP1_SMN_C2PMSG_90)  # message, arg, answer
+_SMU_DEBUG_MAILBOX: Final = (Reg.MP1_SMN_C2PMSG_75, Reg.MP1_SMN_C2PMSG_53, Reg.MP1_SMN_C2PMSG_54)
 _PSP_RING_BYTES: Final = 0x10000  # section 11 step 9
 _PSP_FW_ALIGN: Final = 16  # AM pads every payload to 16 bytes (section 7)
 _STRAP2_CLEAR: Final = 1 << 7  # section 10: RCC_DEV0_EPF2_STRAP2 bit 7 cleared
 _DOORBELL_APER_EN: Final = 1
 _RLC_SAFE_MODE_ENTER: Final = 3  # section 10: cmd | message 1
 _RLC_SAFE_MODE_EXIT: Final = 1
-_RLC_SAFE_MODE_CMD: Final = 1
 _CP_IDLE: Final = 0
 _BOOTLOAD_COMPLETE: Final = 1 << 31
 _SMU_TABLE_BYTES: Final = 16 << 10
@@ -80,13 +87,19 @@ _VM_CONTEXT0_CNTL: Final = 0x01FF_FE07  # section 4: enable_context, page_table_
 _S2A_SDMA: Final = 1 | 0xE << 1 | 0x200 << 7 | 4 << 17 | 3 << 28
 _S2A_CP: Final = {Reg.S2A_DOORBELL_ENTRY_0_CTRL: 1 | 0x3 << 1, Reg.S2A_DOORBELL_ENTRY_3_CTRL: 1 | 0x6 << 1}  # awid 3/6
 _MEC_DOORBELL_UPPER: Final = 0xF8  # section 9: AM's MEC doorbell range 0 .. 0xF8
-# sOS components (PSP_FW_TYPE of the sos header) in the bootloader order of section 11 step 8; SPL is sent as
-# LOAD_TOS_SPL_TABLE.
-_BOOTLOADER_ORDER: Final = ((3, PspBootloaderCmd.LOAD_KEY_DATABASE), (5, PspBootloaderCmd.LOAD_TOS_SPL_TABLE),
-                            (2, PspBootloaderCmd.LOAD_SYSDRV), (7, PspBootloaderCmd.LOAD_SOCDRV),
-                            (8, PspBootloaderCmd.LOAD_INTFDRV), (9, PspBootloaderCmd.LOAD_DBGDRV),
-                            (10, PspBootloaderCmd.LOAD_RASDRV), (1, PspBootloaderCmd.LOAD_SOSDRV))  # fmt: skip
-_TOC_TYPE: Final = 4
+# sOS components (PSP_FW_TYPE of the sos header) in the bootloader order of section 11 step 8. On MP0 13.0 the
+# LOAD_TOS_SPL_TABLE command carries the KDB component again, as Linux psp_v13_0 and AM send it (not the SPL one).
+_BOOTLOADER_ORDER: Final = ((PspFwBinType.KDB, PspBootloaderCmd.LOAD_KEY_DATABASE),
+                            (PspFwBinType.KDB, PspBootloaderCmd.LOAD_TOS_SPL_TABLE),
+                            (PspFwBinType.SYS_DRV, PspBootloaderCmd.LOAD_SYSDRV),
+                            (PspFwBinType.SOC_DRV, PspBootloaderCmd.LOAD_SOCDRV),
+                            (PspFwBinType.INTF_DRV, PspBootloaderCmd.LOAD_INTFDRV),
+                            (PspFwBinType.DBG_DRV, PspBootloaderCmd.LOAD_DBGDRV),
+                            (PspFwBinType.RAS_DRV, PspBootloaderCmd.LOAD_RASDRV),
+                            (PspFwBinType.SOS, PspBootloaderCmd.LOAD_SOSDRV))  # fmt: skip
+# The IP firmware files step 10 loads after SETUP_TMR, in order (the SMU's comes before the TMR).
+_IP_FIRMWARE_AFTER_TMR: Final = ("sdma_6_0_0.bin", "gc_11_0_0_mec.bin", "gc_11_0_0_imu.bin", "gc_11_0_0_rlc.bin")
+_RS64_START_SHIFT: Final = 2  # CP_MEC_RS64_PRGRM_CNTR_START(_HI) take the start address in dwords
 _CLOCKS: Final = (SmuClock.UCLK, SmuClock.FCLK, SmuClock.SOCCLK, SmuClock.GFXCLK)  # section 11 step 18
 
 
@@ -101,6 +114,7 @@ class BootLayout:
     | 17 MB | PSP ring (64 KB), command buffer, fence |
     | 18 MB | page tables (2 MB) |
     | 20 MB | SMU driver table (16 KB), MQD, EOP buffer |
+    | 21 MB | IH rings 0 and 1 (256 KB each), ring 0's write-pointer page, the two scratch (default) pages |
     | ``BOOT_BYTES`` - 64 KB | the discovery binary (the GPU's) |
     """
 
@@ -150,6 +164,17 @@ class BootLayout:
     def eop(self) -> int:
         return self.mqd + 0x1000
 
+    def ih_ring(self, ring: int) -> int:
+        return self.base + 21 * _MB + ring * values.IH_RING_BYTES
+
+    @property
+    def ih_wptr(self) -> int:
+        return self.ih_ring(2)
+
+    def scratch(self, page: int) -> int:
+        """The default page of the system aperture (0) and of protection faults (1)."""
+        return self.ih_wptr + (1 + page << _PAGE_SHIFT)
+
 
 class Gfx1100Boot:
     """The bring-up of section 11 (and the partial boot and shutdown of section 12) over :class:`Gfx1100Registers`.
@@ -162,6 +187,7 @@ class Gfx1100Boot:
         self.firmware = firmware
         self.layout = BootLayout(0)  # set by discover()
         self.fb_base = 0
+        self.fb_top = 0  # MC address of the last 16 MB block of VRAM
         self.partial = False
         self._psp_fence = 0
         self.dpm_levels: dict[SmuClock, list[int]] = {}
@@ -182,7 +208,7 @@ class Gfx1100Boot:
         if ipds != IP_DISCOVERY_SIGNATURE:
             raise DeviceError(f"IP discovery signature {ipds:#x}, expected {IP_DISCOVERY_SIGNATURE:#x}", op="boot")
         self.fb_base = (regs.read(Reg.MMMC_VM_FB_LOCATION_BASE) & 0xFF_FFFF) * FB_BLOCK_BYTES
-        regs.read(Reg.MMMC_VM_FB_LOCATION_TOP)
+        self.fb_top = (regs.read(Reg.MMMC_VM_FB_LOCATION_TOP) & 0xFF_FFFF) * FB_BLOCK_BYTES
         self.layout = BootLayout(vram_bytes)
         return vram_bytes
 
@@ -204,16 +230,12 @@ class Gfx1100Boot:
         self.discover()
         self.partial = self.booted()
         if self.regs.read(Reg.MP0_SMN_C2PMSG_81) != 0 and not self.partial:
-            raise DeviceError(
-                "the PSP's sOS is alive but the board is not marked cleanly booted (SCRATCH_REG7/6): a mode-1 reset "
-                "is needed first (section 11 step 4a), which this driver does not do; power-cycle the board",
-                op="boot",
-            )
+            self.mode1_reset()
         map_memory()
         if not self.partial:
             self.regs.write(Reg.RCC_DEV0_EPF2_STRAP2, self.regs.read(Reg.RCC_DEV0_EPF2_STRAP2) & ~_STRAP2_CLEAR)
             self.regs.write(Reg.RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN, _DOORBELL_APER_EN)
-            self.vmid0("MMVM")
+            self.hub("MM")
             self.ih()
             self.psp_bootloader()
             self.psp_ring()
@@ -223,7 +245,10 @@ class Gfx1100Boot:
             self.regs.poll_reg(Reg.RLC_RLCS_BOOTLOAD_STATUS, _BOOTLOAD_COMPLETE, _BOOTLOAD_COMPLETE, "RLC autoload")
         else:
             self.dequeue_all()
-        self.vmid0("GCVM")
+            self.regs.write(Reg.GRBM_SOFT_RESET, _CP_SOFT_RESET)  # section 12: reset the MEC (cp + cpc pulse)
+            self.regs.pause(values.CP_SOFT_RESET_S)
+            self.regs.write(Reg.GRBM_SOFT_RESET, 0)
+        self.hub("GC")
         self.mec_config()
         self.gfx_misc()
         self.mec_enable()
@@ -237,50 +262,65 @@ class Gfx1100Boot:
         """Section 12 fini: queues off (the caller's), HQDs dequeued, clocks to level 0, SCRATCH_REG6 = 0 (clean)."""
         self.dequeue_all()
         self.clocks(top=False)
+        self.regs.write(Reg.IH_RB_RPTR, self.regs.read(Reg.IH_RB_WPTR) & IH_RB_WPTR_OFFSET.mask)  # drain ring 0
         self.regs.write(Reg.SCRATCH_REG6, 0)
 
-    # --- steps 6, 13: VMID 0 of a hub ---
-    def vmid0(self, hub: str) -> None:
-        regs, root = self.regs, self.layout.page_tables
-        regs.write(Reg[f"{hub}_CONTEXT0_PAGE_TABLE_START_ADDR_LO32"], 0)
-        regs.write(Reg[f"{hub}_CONTEXT0_PAGE_TABLE_START_ADDR_HI32"], 0)
-        end_page = (1 << 45) // 0x1000 - 1  # the page table spans GPU addresses 0 .. 2**45 (tinyhil's VA layout)
-        regs.write(Reg[f"{hub}_CONTEXT0_PAGE_TABLE_END_ADDR_LO32"], end_page & _U32)
-        regs.write(Reg[f"{hub}_CONTEXT0_PAGE_TABLE_END_ADDR_HI32"], end_page >> 32)
-        regs.write(Reg[f"{hub}_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32"], (root & _U32) | 1)
-        regs.write(Reg[f"{hub}_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32"], root >> 32)
-        regs.write(Reg[f"{hub}_CONTEXT0_CNTL"], _VM_CONTEXT0_CNTL)
+    def mode1_reset(self) -> None:
+        """Step 4a (sOS alive, not closed cleanly): if the SMU answers GetSmuVersion, bus mastering off, the debug
+        mailbox's Mode1Reset (C2PMSG_54 = 1), 0.5 s, bus mastering on: every block cold again, VRAM kept."""
+        try:
+            self.smu(SmuMsg.GetSmuVersion, timeout_s=values.SMU_ALIVE_TIMEOUT_S)
+        except DeviceTimeout:
+            raise DeviceError(
+                "the PSP's sOS is alive but the board is not marked cleanly closed (SCRATCH_REG7/6) and the SMU does "
+                "not answer GetSmuVersion: the mode-1 reset of section 11 step 4a needs it; power-cycle the board",
+                op="boot",
+            ) from None
+        self.regs.set_bus_master(False)
+        self.smu(SmuDebugMsg.Mode1Reset)
+        self.regs.pause(values.MODE1_RESET_SETTLE_S)
+        self.regs.set_bus_master(True)
 
-    def flush_tlb(self) -> None:
-        """Section 4's handshake: HDP flush, MM hub (semaphore, request, ack, release), then the GC hub."""
-        regs = self.regs
-        regs.hdp_flush()
-        regs.poll_reg(Reg.MMVM_INVALIDATE_ENG17_SEM, _SEM_ACQUIRED, _SEM_ACQUIRED, "MM hub invalidate semaphore")
-        regs.write(Reg.MMVM_INVALIDATE_ENG17_REQ, _INVALIDATE_REQ)
-        regs.poll_reg(Reg.MMVM_INVALIDATE_ENG17_ACK, 1, 1, "MM hub invalidate ack")
-        regs.write(Reg.MMVM_INVALIDATE_ENG17_SEM, 0)
-        regs.write(Reg.GCVM_INVALIDATE_ENG17_REQ, _INVALIDATE_REQ)
-        regs.poll_reg(Reg.GCVM_INVALIDATE_ENG17_ACK, 1, 1, "GC hub invalidate ack")
+    # --- steps 6, 13: a hub (section 4) ---
+    def hub(self, hub: str) -> None:
+        """Hub ``GC`` or ``MM``: the system aperture over all of VRAM (LOW = FB_BASE >> 18, HIGH = the 256 KB unit
+        of FB_TOP's block's last byte), the two default pages, the settings of section 4, then the VMID 0 context."""
+        regs, layout, shift = self.regs, self.layout, values.SYSTEM_APERTURE_SHIFT
+        regs.write(Reg[f"{hub}MC_VM_SYSTEM_APERTURE_LOW_ADDR"], self.fb_base >> shift)
+        regs.write(Reg[f"{hub}MC_VM_SYSTEM_APERTURE_HIGH_ADDR"], (self.fb_top + FB_BLOCK_BYTES - 1) >> shift)
+        regs.write_pair(f"{hub}MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR", layout.scratch(0) >> _PAGE_SHIFT, "_LSB", "_MSB")
+        regs.write_pair(f"{hub}VM_L2_PROTECTION_FAULT_DEFAULT_ADDR", layout.scratch(1) >> _PAGE_SHIFT)
+        regs.apply(values.HUB_SETUP, hub=hub)
+        end_page = (1 << 45 >> _PAGE_SHIFT) - 1  # the page table spans GPU addresses 0 .. 2**45 (tinyhil's layout)
+        for name, value in (("START", 0), ("END", end_page), ("BASE", layout.page_tables | 1)):  # BASE: PDE valid
+            regs.write_pair(f"{hub}VM_CONTEXT0_PAGE_TABLE_{name}_ADDR", value)
+        regs.write(Reg[f"{hub}VM_CONTEXT0_CNTL"], _VM_CONTEXT0_CNTL)
 
     # --- step 7 ---
     def ih(self) -> None:
-        """Step 7 as far as the register map goes: pointers 0 (no interrupts are taken on this path)."""
-        self.regs.write(Reg.IH_RB_RPTR, 0)
-        self.regs.write(Reg.IH_RB_WPTR, 0)
+        """Step 7: both rings in boot memory (pointers 0, no doorbell), ring 0's write-pointer page, storm / flood
+        controls, then rb_enable (no interrupt is taken on this path)."""
+        regs, layout = self.regs, self.layout
+        for ring, (suffix, cntl) in enumerate((("", values.IH_RB_CNTL_RING0), ("_RING1", values.IH_RB_CNTL_RING1))):
+            regs.write_pair("IH_RB_BASE", self.mc(layout.ih_ring(ring)) >> 8, suffix, "_HI" + suffix)
+            regs.write(Reg[f"IH_RB_CNTL{suffix}"], cntl)
+            if not ring:
+                regs.write_pair("IH_RB_WPTR_ADDR", self.mc(layout.ih_wptr), "_LO", "_HI")
+            for pointer in ("IH_RB_WPTR", "IH_RB_RPTR", "IH_DOORBELL_RPTR"):
+                regs.write(Reg[pointer + suffix], 0)
+        regs.apply(values.IH_INTERRUPT_CONTROLS)
+        regs.apply(values.IH_ENABLE)
 
     # --- steps 8-10: PSP ---
     def _components(self) -> dict[int, bytes]:
         blob = self.firmware.load("psp_13_0_0_sos.bin")
         return {c.fw_type: blob[c.offset_bytes : c.offset_bytes + c.size_bytes] for c in psp_sos_components(blob)}
 
-    def _payload(self, name: str, offset: int = 0, size: int = 0) -> bytes:
-        """Bytes ``[offset, offset + size)`` of file ``name`` (a versioned header's section), or its ucode array
-        where the versioned field is 0 (generated files carry only the common header: section 7)."""
+    def _payload(self, name: str) -> tuple[IpFirmware, bytes]:
+        """IP firmware file ``name`` and what its versioned header says to send from it (section 7), the same way
+        for the real and the generated files."""
         blob = self.firmware.load(name)
-        if size:
-            return blob[offset : offset + size]
-        header = parse_firmware_header(blob, name=name)
-        return blob[header.ucode_array_offset_bytes : header.ucode_array_offset_bytes + header.ucode_size_bytes]
+        return ip_firmware(blob, GFX1100_IP_FIRMWARE[name], name=name), blob
 
     def _msg1(self, image: bytes) -> int:
         pad = -len(image) % _PSP_FW_ALIGN
@@ -344,51 +384,44 @@ class Gfx1100Boot:
         self.psp_command(GfxCmdId.LOAD_IP_FW, address & _U32, address >> 32, len(image), fw_type, what=fw_type.name)
 
     def load_firmware(self) -> None:
-        """Step 10: TOC, SMU, TMR, the IP firmware of section 7, then AUTOLOAD_RLC."""
-        toc = self._components()[_TOC_TYPE]
+        """Step 10: TOC, SMU, TMR, the IP firmware of section 7 (SDMA TH1/TH0, MEC code/stack, IMU I/D, the RLC
+        set of the RLC header's minor, RLC_G), then AUTOLOAD_RLC."""
+        toc = self._components()[PspFwBinType.TOC]
         address = self._msg1(toc)
         tmr_size = self.psp_command(GfxCmdId.LOAD_TOC, address & _U32, address >> 32, len(toc), what="TOC")
         if not 0 < tmr_size <= BOOT_BYTES // 2:
             raise DeviceError(f"PSP LOAD_TOC: tmr_size {tmr_size:#x}, expected 1 .. {BOOT_BYTES // 2:#x}", op="boot")
-        self.load_ip_fw(PspFwType.SMU, self._payload("smu_13_0_0.bin"))
+        smu, blob = self._payload("smu_13_0_0.bin")
+        for section in smu.sections:
+            self.load_ip_fw(section.fw_type, section.of(blob))
         tmr = self.mc(self.layout.tmr)
         self.psp_command(GfxCmdId.SETUP_TMR, tmr & _U32, tmr >> 32, tmr_size, what="TMR")
-        sdma = self.firmware.load("sdma_6_0_0.bin")
-        ctx_size, ctl_offset, ctl_size = struct.unpack_from("<I8xII", sdma, 36)  # sdma v2.0 header
-        ctx_offset = parse_firmware_header(sdma, name="sdma_6_0_0.bin").ucode_array_offset_bytes
-        self.load_ip_fw(PspFwType.SDMA_UCODE_TH1, self._payload("sdma_6_0_0.bin", ctl_offset, ctl_size))
-        self.load_ip_fw(PspFwType.SDMA_UCODE_TH0, self._payload("sdma_6_0_0.bin", ctx_offset, ctx_size))
-        mec = self.firmware.load("gc_11_0_0_mec.bin")
-        code_size, data_size, data_offset, start_lo, start_hi = struct.unpack_from("<I4xIIII", mec, 36)  # gfx v2.0
-        code_offset = parse_firmware_header(mec, name="gc_11_0_0_mec.bin").ucode_array_offset_bytes
-        self.mec_start = (start_lo | start_hi << 32) >> 2
-        self.load_ip_fw(PspFwType.RS64_MEC, self._payload("gc_11_0_0_mec.bin", code_offset, code_size))
-        self.load_ip_fw(PspFwType.RS64_MEC_P0_STACK, self._payload("gc_11_0_0_mec.bin", data_offset, data_size))
-        imu = self.firmware.load("gc_11_0_0_imu.bin")
-        iram_size, _, dram_size, _ = struct.unpack_from("<4I", imu, 32)  # imu v1.0 header
-        imu_offset = parse_firmware_header(imu, name="gc_11_0_0_imu.bin").ucode_array_offset_bytes
-        self.load_ip_fw(PspFwType.IMU_I, self._payload("gc_11_0_0_imu.bin", imu_offset, iram_size))
-        self.load_ip_fw(PspFwType.IMU_D, self._payload("gc_11_0_0_imu.bin", imu_offset + iram_size, dram_size))
-        self.load_ip_fw(PspFwType.RLC_G, self._payload("gc_11_0_0_rlc.bin"))
+        for name in _IP_FIRMWARE_AFTER_TMR:
+            parsed, blob = self._payload(name)
+            if parsed.ucode_start_addr is not None:
+                self.mec_start = parsed.ucode_start_addr >> _RS64_START_SHIFT
+            for section in parsed.sections:
+                self.load_ip_fw(section.fw_type, section.of(blob))
         self.psp_command(GfxCmdId.AUTOLOAD_RLC, what="RLC autoload")
 
     # --- steps 11, 18: SMU ---
-    def smu(self, message: SmuMsg, argument: int = 0) -> int:
-        """Send one message (section 6); returns the response argument."""
+    def smu(self, message: SmuMsg | SmuDebugMsg, argument: int = 0, *, timeout_s: float | None = None) -> int:
+        """Send one message (section 6; a SmuDebugMsg through the debug mailbox); returns the response argument."""
         regs = self.regs
-        regs.write(Reg.MP1_SMN_C2PMSG_90, 0)
-        regs.write(Reg.MP1_SMN_C2PMSG_82, argument)
-        regs.write(Reg.MP1_SMN_C2PMSG_66, message)
+        msg_reg, arg_reg, response_reg = _SMU_DEBUG_MAILBOX if isinstance(message, SmuDebugMsg) else _SMU_MAILBOX
+        regs.write(response_reg, 0)
+        regs.write(arg_reg, argument)
+        regs.write(msg_reg, message)
         result = [0]
 
         def answered() -> bool:
-            result[0] = regs.read(Reg.MP1_SMN_C2PMSG_90)
+            result[0] = regs.read(response_reg)
             return result[0] != 0
 
-        regs.poll(answered, f"SMU {message.name}")
+        regs.poll(answered, f"SMU {message.name}", timeout_s=timeout_s)
         if result[0] != SmuResult.OK:
             raise DeviceError(f"SMU {message.name}({argument:#x}): response {result[0]:#x}, expected 0x1", op="boot")
-        return regs.read(Reg.MP1_SMN_C2PMSG_82)
+        return regs.read(arg_reg)
 
     def smu_start(self) -> None:
         table = self.mc(self.layout.smu_table)
@@ -423,8 +456,10 @@ class Gfx1100Boot:
 
     def gfx_misc(self) -> None:
         regs = self.regs
+        regs.apply(values.GFX_MISC)
         for port, value in _S2A_CP.items():
             regs.write(port, value)
+        regs.apply((values.GRBM_CNTL_READ_TIMEOUT,))
         for vmid in range(_VMIDS):
             regs.write(Reg.GRBM_GFX_CNTL, vmid << 4)
             regs.write(Reg.SH_MEM_CONFIG, _SH_MEM_CONFIG)
@@ -437,18 +472,19 @@ class Gfx1100Boot:
         self.regs.write(Reg.CP_MEC_RS64_CNTL, _RS64_PIPE0_ACTIVE)  # pipe0_reset 0, pipe0_active 1, halt 0
 
     def sdma_engine(self) -> None:
-        regs = self.regs
-        regs.write(Reg.SDMA0_CNTL, regs.read(Reg.SDMA0_CNTL) | 1)  # trap_enable
-        for f32_cntl in (Reg.SDMA0_F32_CNTL, Reg.SDMA0_F32_CNTL + 0x20):  # SDMA0, SDMA1: halt 0, th1_reset 0
-            regs.write(f32_cntl, 0)
-        regs.write(Reg.S2A_DOORBELL_ENTRY_2_CTRL, _S2A_SDMA)
+        for engine in (0, 1):  # watchdog, UTCL1, unhalt, trap_enable: both engines (the driver runs both)
+            self.regs.apply(values.SDMA_ENGINE, sdma=engine)
+        self.regs.write(Reg.S2A_DOORBELL_ENTRY_2_CTRL, _S2A_SDMA)
 
     def clock_gating(self) -> None:
-        regs = self.regs
+        """Step 19: HDP and MM ATC power, then the GFX clock gating inside RLC safe mode."""
+        regs, cmd = self.regs, RLC_SAFE_MODE_CMD.mask
+        regs.apply(values.CLOCK_GATING_SOC)
         regs.write(Reg.RLC_SAFE_MODE, _RLC_SAFE_MODE_ENTER)
-        regs.poll_reg(Reg.RLC_SAFE_MODE, _RLC_SAFE_MODE_CMD, 0, "RLC safe mode entered")
+        regs.poll_reg(Reg.RLC_SAFE_MODE, cmd, 0, "RLC safe mode entered")
+        regs.apply(values.CLOCK_GATING_GFX)
         regs.write(Reg.RLC_SAFE_MODE, _RLC_SAFE_MODE_EXIT)
-        regs.poll_reg(Reg.RLC_SAFE_MODE, _RLC_SAFE_MODE_CMD, 0, "RLC safe mode left")
+        regs.poll_reg(Reg.RLC_SAFE_MODE, cmd, 0, "RLC safe mode left")
 
     def dequeue_all(self) -> None:
         """Dequeue the HQD this driver uses (me 1, pipe 0, queue 0) if it is active (section 9)."""

@@ -4,9 +4,10 @@
 BAR0 / BAR2 access, waits and :class:`~tinyhil.amdgpu.queue.QueueTransport`, so :class:`UsbCopy` and
 :class:`UsbAmdDevice` run on it unchanged) whose register side is the chip's: it boots the GPU
 (:class:`~tinyhil.usbgpu.gfx1100_boot.Gfx1100Boot`), writes the VMID 0 page tables, and programs queues through the
-SDMA RB registers and the MEC's HQD registers. :func:`open_usb_gpu` picks the driver by what BAR5 answers.
+SDMA RB registers and the MEC's HQD registers. :func:`open_usb_gpu` opens it after checking that BAR5 answers as a
+gfx1100 does (its VRAM size at dword 0xDE3).
 
-GPU address layout (VMID 0, one page table for both hubs), the same GPU addresses the BAR5 layout used:
+GPU address layout (VMID 0, one page table for both hubs):
 
 | GPU address | what | PTEs |
 |---|---|---|
@@ -120,12 +121,13 @@ class Gfx1100UsbGpu(UsbGpu):
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         self._attach_bars(controller, topology, poll_s=poll_s, timeout_s=timeout_s)
+        function = (topology.bus, topology.dev, topology.fn)
         self.regs = Gfx1100Registers(controller, self.register_bar.address, self.vram_bar.address, poll_s=self.poll_s,
-                                     timeout_s=self.timeout_s)  # fmt: skip
+                                     timeout_s=self.timeout_s, function=function)  # fmt: skip
         self.boot = Gfx1100Boot(self.regs, firmware)
         self._kinds: dict[int, tuple[QueueKind, int]] = {}  # queue key -> (kind, index)
         self.boot.boot(self._map_memory)
-        self.boot.flush_tlb()  # step 21: the mappings are live for both hubs
+        self.regs.flush_tlb()  # step 21: the mappings are live for both hubs
 
     def __repr__(self) -> str:
         path = "partial" if self.boot.partial else "cold"
@@ -284,7 +286,7 @@ class Gfx1100UsbGpu(UsbGpu):
 
     def queue_status(self, queue: AmdQueue) -> Any:
         raise NotImplementedError(
-            "gfx1100 has no per-queue STATUS register (the BAR5 layout's); read describe_queue() or the fault status"
+            "gfx1100 has no per-queue status register; read describe_queue() or the fault status"
         )
 
     def describe_queue(self, queue: AmdQueue) -> str:
@@ -321,13 +323,23 @@ def open_usb_gpu(
     poll_s: float = DEFAULT_POLL_S,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     **bringup_options: Any,
-) -> UsbGpu:
-    """Bring the PCIe side up, then open the GPU with the driver its BAR5 answers to: a gfx1100 reads its VRAM size
-    at ``RCC_CONFIG_MEMSIZE`` (dword 0xDE3); the emulator's own BAR5 layout reads 0 there and its ID at 0."""
+) -> Gfx1100UsbGpu:
+    """Bring the PCIe side up, then boot the gfx1100 behind the bridge (:class:`Gfx1100UsbGpu`).
+
+    Before the boot it reads ``RCC_CONFIG_MEMSIZE`` (BAR5 dword 0xDE3), which a gfx1100 answers with its VRAM size
+    in MB from power-on; a GPU that reads 0 there is not one, and no other register interface is driven.
+
+    Raises:
+        DeviceError: ``RCC_CONFIG_MEMSIZE`` reads 0 (not a gfx1100), a BAR is missing, or a boot step failed.
+        DeviceTimeout: a boot wait did not finish.
+    """
     topology = pcie_bringup(controller, **bringup_options)
     bars = topology.bar_map
-    if Bar.REGS in bars:
-        memsize = controller.pcie_mem_read(bars[Bar.REGS].address + Reg.RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE * 4, 4)
-        if struct.unpack("<I", memsize)[0]:
-            return Gfx1100UsbGpu(controller, topology, firmware=firmware, poll_s=poll_s, timeout_s=timeout_s)
-    return UsbGpu(controller, topology, poll_s=poll_s, timeout_s=timeout_s)
+    offset = Reg.RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE * 4
+    if Bar.REGS in bars and not struct.unpack("<I", controller.pcie_mem_read(bars[Bar.REGS].address + offset, 4))[0]:
+        raise DeviceError(
+            f"RCC_CONFIG_MEMSIZE (BAR5 {offset:#x}) reads 0, expected the VRAM size in MB: not a gfx1100 (Navi 31), "
+            "the only GPU the USB path drives (spec/amdgpu-registers.md section 2.3)",
+            op="open_usb_gpu",
+        )
+    return Gfx1100UsbGpu(controller, topology, firmware=firmware, poll_s=poll_s, timeout_s=timeout_s)

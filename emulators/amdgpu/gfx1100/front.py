@@ -10,8 +10,10 @@ BARs as the chip does:
 | 5 | :attr:`Gfx1100Front.bar5` | 1 MB of registers (:class:`Bar5`) over the banked :class:`RegisterFile` |
 
 Blocks: :class:`Psp`, :class:`Smu`, :class:`SdmaQueue0`, :class:`MecQueues`, and the GMC registers handled here
-(FB location, TLB invalidate request / acknowledge / semaphore of both hubs). A register no block claims stores what
-is written (section 10). Register accesses are reported to the GPU's observers (``gpu.observe``) as
+(FB location, TLB invalidate request / acknowledge / semaphore of both hubs; :class:`PagedMemory` reads the system
+apertures). A register no block claims stores what is written (section 10); of those, ``RLC_SAFE_MODE`` reads its
+``cmd`` bit 0 and ``BIF_BX0_BIF_DOORBELL_INT_CNTL`` its RAS status bits 1-2 as 0. Register accesses are reported to
+the GPU's observers (``gpu.observe``) as
 ``gpu_register`` events.
 """
 
@@ -27,6 +29,8 @@ from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES, DOORBELL_BAR_BYTES, DOORBELL_SLOT_BYTES
 from tinyhil.spec.gfx1100_boot import DISCOVERY_TMR_OFFSET, FB_BLOCK_BYTES, NAVI31_FB_BASE, PspFwType
 from tinyhil.spec.gfx1100_regs import (
+    BIF_DOORBELL_INT_CNTL_RAS_ATHUB_ERR_EVENT_INTERRUPT_STATUS,
+    BIF_DOORBELL_INT_CNTL_RAS_CNTLR_INTERRUPT_STATUS,
     INVALIDATE_ENG17_REQ_PER_VMID_INVALIDATE_REQ,
     RCC_DOORBELL_APER_EN_BIF_DOORBELL_APER_EN,
     S2A_DOORBELL_ENTRY_ENABLE,
@@ -59,6 +63,9 @@ _SAFE_MODE_CMD: Final = 1  # RLC_SAFE_MODE.cmd: the RLC clears it when it has ac
 _SEM_ACQUIRED: Final = 1
 _FAULTED: Final = 1  # model: GCVM_L2_PROTECTION_FAULT_STATUS after a fault (docs/gfx1100.md)
 _DOORBELL_UNIT_BYTES: Final = 4  # S2A ranges count dword doorbell slots
+# BIF_BX0_BIF_DOORBELL_INT_CNTL: no RAS error is ever raised, so both status bits read 0 (section 10)
+_RAS_STATUS: Final = (BIF_DOORBELL_INT_CNTL_RAS_CNTLR_INTERRUPT_STATUS.mask
+                      | BIF_DOORBELL_INT_CNTL_RAS_ATHUB_ERR_EVENT_INTERRUPT_STATUS.mask)  # fmt: skip
 
 
 class Gfx1100Front:
@@ -101,6 +108,8 @@ class Gfx1100Front:
         regs.on_write(Reg.RLC_SAFE_MODE, lambda value: regs.store(Reg.RLC_SAFE_MODE, value & ~_SAFE_MODE_CMD))
         regs.on_read(Reg.RLC_RLCS_BOOTLOAD_STATUS, self._bootload_status)
         regs.on_read(Reg.GCVM_L2_PROTECTION_FAULT_STATUS, self._fault_status)
+        doorbell_int = Reg.BIF_BX0_BIF_DOORBELL_INT_CNTL
+        regs.on_read(doorbell_int, lambda: regs.stored(doorbell_int) & ~_RAS_STATUS)
         self.reset()
 
     @classmethod
@@ -134,8 +143,7 @@ class Gfx1100Front:
         self.regs.reset()
         for block in (self.bar5, self.smu, self.psp, self.sdma, self.sdma1, self.mec):
             block.reset()
-        for hub in (self.memory.gc_hub, self.memory.mm_hub):
-            self.memory.invalidate(hub)
+        self.memory.registers_reset()  # both TLBs empty, both system apertures closed again
         self._semaphores: set[int] = set()
         self.dropped_doorbells: list[int] = []  # BAR2 byte offsets of doorbells no queue took
         self._doorbell_bar = bytearray(DOORBELL_BAR_BYTES)
@@ -224,8 +232,9 @@ class Gfx1100Front:
     def _physical(self, va: int) -> tuple[bool, int] | None:
         """(system, VRAM offset or PCIe address) of GPU address ``va`` as the GC hub reaches it; None: unmapped."""
         memory = self.memory
-        if memory.fb_base <= va < memory.fb_base + memory.vram_bytes:
-            return False, va - memory.fb_base
+        offset = memory.aperture_offset(va)
+        if offset is not None:
+            return False, offset
         try:
             leaf = memory.gc_hub.leaf(va)
         except GpuMemoryFault:

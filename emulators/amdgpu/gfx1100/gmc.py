@@ -3,11 +3,15 @@
 ``spec/amdgpu-registers.md`` section 4. Every engine access goes through :class:`PagedMemory`, the GPU's
 :class:`~tinyhil.emulators.amdgpu.memory.GpuMemory` for this front end:
 
-| GPU address | what |
+| GPU address (per hub) | what |
 |---|---|
-| ``FB_BASE .. FB_BASE + vram_bytes`` | VRAM (MC addresses; the system aperture, which bypasses the page table) |
+| ``SYSTEM_APERTURE_LOW << 18 .. (HIGH << 18) + 256 KB``, within the FB range | VRAM at ``address - FB_BASE`` |
 | ``CONTEXT0 START .. END`` pages of a hub | the VMID 0 page table: VRAM pages, or system pages on the PCIe side |
 | anything else | :class:`GpuMemoryFault` naming the address |
+
+Each hub has its own aperture (``GCMC_VM_*`` / ``MMMC_VM_*``), read when the driver writes it (and after a reset); at
+power-on both registers read 0, so nothing bypasses the table until the driver programs them (section 4). An MC
+address outside the aperture, FB range or not, walks the table like any VA.
 
 The walk: ``index = VA - START``; 4 levels of 512 u64 entries (PDB2 [47:39], PDB1 [38:30], PDB0 [29:21], PTB
 [20:12] for ``page_table_depth`` 3), an entry at PDB2/1/0 with bit 54 is a leaf. Addresses in PDEs and VRAM PTEs
@@ -18,6 +22,7 @@ serves the SDMA and CP engines, the MM hub the PSP.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Final
 
@@ -30,9 +35,11 @@ from tinyhil.spec.gfx1100_boot import (
     PT_ENTRIES,
     PT_INDEX_BITS,
     PTE_ADDRESS_MASK,
+    SYSTEM_APERTURE_SHIFT,
     PteFlag,
 )
 from tinyhil.spec.gfx1100_regs import (
+    MC_VM_SYSTEM_APERTURE_LOGICAL_ADDR,
     VM_CONTEXT0_CNTL_ENABLE_CONTEXT,
     VM_CONTEXT0_CNTL_PAGE_TABLE_DEPTH,
     Reg,
@@ -64,6 +71,8 @@ class HubRegs:
     start_hi: int
     end_lo: int
     end_hi: int
+    aperture_low: int  # *MC_VM_SYSTEM_APERTURE_LOW_ADDR
+    aperture_high: int
 
 
 GC_HUB: Final = HubRegs(
@@ -75,6 +84,8 @@ GC_HUB: Final = HubRegs(
     Reg.GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32,
     Reg.GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32,
     Reg.GCVM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32,
+    Reg.GCMC_VM_SYSTEM_APERTURE_LOW_ADDR,
+    Reg.GCMC_VM_SYSTEM_APERTURE_HIGH_ADDR,
 )
 MM_HUB: Final = HubRegs(
     "MM hub",
@@ -85,6 +96,8 @@ MM_HUB: Final = HubRegs(
     Reg.MMVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32,
     Reg.MMVM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32,
     Reg.MMVM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32,
+    Reg.MMMC_VM_SYSTEM_APERTURE_LOW_ADDR,
+    Reg.MMMC_VM_SYSTEM_APERTURE_HIGH_ADDR,
 )
 
 
@@ -108,9 +121,19 @@ class PageTableHub:
         self.pcie = pcie
         self.walks = 0  # TLB misses, for tests
         self._tlb: dict[int, Leaf] = {}
+        self.aperture = (0, 0)  # [start, end) of the MC addresses that bypass the table (set by load_aperture)
 
     def invalidate(self) -> None:
         self._tlb.clear()
+
+    def load_aperture(self, fb_start: int, fb_end: int) -> None:
+        """Read the system aperture registers: ``[LOW << 18, (HIGH << 18) + 256 KB)`` (HIGH inclusive), as far as
+        it overlaps the FB range ``[fb_start, fb_end)``; empty when it does not."""
+        regs, hub = self.regs, self.hub
+        low = MC_VM_SYSTEM_APERTURE_LOGICAL_ADDR.get(regs.stored(hub.aperture_low)) << SYSTEM_APERTURE_SHIFT
+        high = (MC_VM_SYSTEM_APERTURE_LOGICAL_ADDR.get(regs.stored(hub.aperture_high)) + 1) << SYSTEM_APERTURE_SHIFT
+        start, end = max(low, fb_start), min(high, fb_end)
+        self.aperture = (start, end) if start < end else (0, 0)
 
     def covers(self, va: int) -> bool:
         """Whether ``va`` lies in this hub's enabled VMID 0 range."""
@@ -192,6 +215,10 @@ class PagedMemory(GpuMemory):
         self.gc_hub = PageTableHub(regs, GC_HUB, self.vram, pcie)
         self.mm_hub = PageTableHub(regs, MM_HUB, self.vram, pcie)
         self._hubs = (self.gc_hub, self.mm_hub)
+        for hub in self._hubs:
+            for address in (hub.hub.aperture_low, hub.hub.aperture_high):
+                regs.on_write(address, functools.partial(self._aperture_written, hub))
+            hub.load_aperture(fb_base, fb_base + vram_bytes)
         self._pcie_bus = pcie
         self._vram_address = int(np.frombuffer(self.vram, np.uint8).ctypes.data)
         self._runs: dict[tuple[int, int, bool], list[_Piece]] = {}  # translated ranges, until a TLB flush
@@ -208,11 +235,24 @@ class PagedMemory(GpuMemory):
             hub.pcie = bus
 
     def reset(self) -> None:
-        """Zero VRAM and empty both TLBs."""
+        """Zero VRAM, empty both TLBs and re-read the apertures."""
         super().reset()
+        self.registers_reset()
+
+    def registers_reset(self) -> None:
+        """The registers went back to their reset values: empty both TLBs and re-read both apertures."""
         for hub in self._hubs:
-            hub.invalidate()
-        self._runs = {}
+            hub.load_aperture(self.fb_base, self.fb_base + self.vram_bytes)
+            self.invalidate(hub)
+
+    def _aperture_written(self, hub: PageTableHub, value: int) -> None:
+        hub.load_aperture(self.fb_base, self.fb_base + self.vram_bytes)
+        self.invalidate(hub)  # translated ranges and views the engines hold may now mean other memory
+
+    def aperture_offset(self, va: int, hub: PageTableHub | None = None) -> int | None:
+        """The VRAM offset of ``va`` if it lies in ``hub``'s (default the GC hub's) system aperture, else None."""
+        start, end = (self.gc_hub if hub is None else hub).aperture
+        return va - self.fb_base if start <= va < end else None
 
     @property
     def fb_top_block(self) -> int:
@@ -236,13 +276,13 @@ class PagedMemory(GpuMemory):
         if nbytes <= 0:
             return []
         end = va + nbytes
-        vram = self.vram
-        if self.fb_base <= va and end <= self.fb_base + self.vram_bytes:
-            return [(va, vram[va - self.fb_base : end - self.fb_base], -1, nbytes)]
-        fb_end = self.fb_base + self.vram_bytes
-        if self.fb_base <= va < fb_end:
-            raise GpuMemoryFault(fb_end, end - fb_end, f"past the end of VRAM (FB {self.fb_base:#x}..{fb_end:#x})")
         hub = self.gc_hub if hub is None else hub
+        start, stop = hub.aperture
+        if start <= va < stop:  # the system aperture: VRAM, no walk; what runs past its end walks the table
+            fb_base = self.fb_base
+            if end <= stop:
+                return [(va, self.vram[va - fb_base : end - fb_base], -1, nbytes)]
+            return [(va, self.vram[va - fb_base : stop - fb_base], -1, stop - va), *self.pieces(stop, end - stop, hub)]
         key = (va, nbytes, hub is self.mm_hub)
         cached = self._runs.get(key)
         if cached is not None:  # the TLB holds every page of it: the same runs as the last walk
@@ -285,9 +325,9 @@ class PagedMemory(GpuMemory):
         Raises:
             GpuMemoryFault: ``va`` is unmapped, or a system page (host code cannot reach the bridge).
         """
-        fb_end = self.fb_base + self.vram_bytes
-        if self.fb_base <= va < fb_end:
-            offset, nbytes = va - self.fb_base, fb_end - va
+        in_aperture = self.aperture_offset(va)
+        if in_aperture is not None:
+            offset, nbytes = in_aperture, self.gc_hub.aperture[1] - va
         else:
             leaf = self.gc_hub.leaf(va)
             if leaf.system:

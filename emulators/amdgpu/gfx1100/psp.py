@@ -5,9 +5,11 @@ command and buffer (>> 20), C2PMSG_64 ring control and response, C2PMSG_67 ring 
 C2PMSG_69/70/71 ring base and size, C2PMSG_81 sOS alive. Addresses the PSP is given are MC addresses or VMID 0
 VAs of the MM hub.
 
-Firmware images: a real PSP checks AMD's signature of every component and IP firmware it loads; the model checks
-the image's common firmware header instead (:func:`tinyhil.spec.amdgpu_firmware.parse_firmware_header`, the same
-check the driver runs), so a bad image gets a status, as on hardware. Model choices (docs/gfx1100.md): a bootloader
+Firmware images: every image the PSP is given (a bootloader component, the TOC, a LOAD_IP_FW payload) is an AMD
+signed image, checked with :func:`tinyhil.spec.amdgpu_firmware.parse_signed_image` (magic, signed flag, signature
+type, the size field against header + body + signature, and that the image fits the size the command gives; the
+bootloader, given no size, reads it from the header). A bad image gets a status, as on hardware. The model cannot
+check AMD's signature (it has no keys): a real PSP also verifies it. Model choices (docs/gfx1100.md): a bootloader
 failure reads back as C2PMSG_35 = ready | the low 16 bits of the status; LOAD_SOSDRV needs LOAD_SYSDRV first;
 LOAD_IP_FW (except the SMU's, which AM sends before SETUP_TMR) needs the TMR; SETUP_TMR needs LOAD_TOC; AUTOLOAD_RLC
 needs RLC_G; LOAD_TOC answers a TMR size of 16 MB.
@@ -21,7 +23,7 @@ from collections.abc import Callable
 from typing import Final
 
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.amdgpu_firmware import COMMON_HEADER_BYTES, parse_firmware_header
+from tinyhil.spec.amdgpu_firmware import SIGNED_IMAGE_HEADER_BYTES, parse_signed_image
 from tinyhil.spec.gfx1100_boot import (
     PSP_BL_READY,
     PSP_CMD_BYTES,
@@ -55,6 +57,9 @@ _TMR_BYTES: Final = 16 << 20  # model: LOAD_TOC's answer (section 15: the real v
 _TMR_ALIGN: Final = 1 << 20
 _MAX_IMAGE_BYTES: Final = 64 << 20  # model: a larger "image" is a bad argument, not an allocation
 _BL_COMMANDS: Final = frozenset(int(c) for c in PspBootloaderCmd)
+# Bootloader commands whose image may be the key database (zeros for a magic): Linux and AM on MP0 13.0 send the KDB
+# component with LOAD_TOS_SPL_TABLE too.
+_KEY_DATABASE_COMMANDS: Final = frozenset({PspBootloaderCmd.LOAD_KEY_DATABASE, PspBootloaderCmd.LOAD_TOS_SPL_TABLE})
 
 
 class Psp:
@@ -87,14 +92,18 @@ class Psp:
     def _read(self, address: int, nbytes: int) -> bytes:
         return self.memory.hub_read(self.memory.mm_hub, address, nbytes)
 
-    def _image(self, address: int, nbytes: int | None) -> PspStatus:
-        """Check the firmware image at ``address`` (``nbytes``: the size the command gave; None: its header's)."""
+    def _image(self, address: int, nbytes: int | None, *, key_database: bool = False) -> PspStatus:
+        """Check the signed image at ``address`` (``nbytes``: the size the command gave; None: its header's)."""
+        name = f"PSP image at {address:#x}"
         try:
             if nbytes is None:
-                nbytes = _U32.unpack(self._read(address, 4))[0]
-            if not COMMON_HEADER_BYTES <= nbytes <= _MAX_IMAGE_BYTES:
+                header = self._read(address, SIGNED_IMAGE_HEADER_BYTES)
+                nbytes = parse_signed_image(header, name=name, key_database=key_database, header_only=True).image_bytes
+            if not SIGNED_IMAGE_HEADER_BYTES <= nbytes <= _MAX_IMAGE_BYTES:
+                _log.info("PSP: image at %#x of %#x bytes, expected %#x..%#x", address, nbytes,
+                          SIGNED_IMAGE_HEADER_BYTES, _MAX_IMAGE_BYTES)  # fmt: skip
                 return PspStatus.TEE_ERROR_BAD_PARAMETERS
-            parse_firmware_header(self._read(address, nbytes), name=f"PSP image at {address:#x}")
+            parse_signed_image(self._read(address, nbytes), name=name, key_database=key_database)
         except GpuMemoryFault as fault:
             _log.info("PSP: image at %#x unreadable: %s", address, fault)
             return PspStatus.TEE_ERROR_BAD_PARAMETERS
@@ -110,7 +119,8 @@ class Psp:
             regs.store(Reg.MP0_SMN_C2PMSG_35, PSP_BL_READY | PspStatus.PSP_ERR_UNKNOWN_COMMAND & PSP_STATUS_MASK)
             return
         command = PspBootloaderCmd(value)
-        status = self._image(regs.stored(Reg.MP0_SMN_C2PMSG_36) << PSP_MSG1_SHIFT, None)
+        address = regs.stored(Reg.MP0_SMN_C2PMSG_36) << PSP_MSG1_SHIFT
+        status = self._image(address, None, key_database=command in _KEY_DATABASE_COMMANDS)
         needs_sysdrv = command is PspBootloaderCmd.LOAD_SOSDRV and PspBootloaderCmd.LOAD_SYSDRV not in self.components
         if status is PspStatus.SUCCESS and needs_sysdrv:
             status = PspStatus.TEE_ERROR_BAD_STATE

@@ -148,6 +148,22 @@ def test_mm_index_reads_vram_and_the_fixed_registers_answer_as_the_spec_says(raw
     assert raw.r(Reg.MP0_SMN_C2PMSG_33) >> 31 == 1 and raw.r(Reg.DRIVER_SCRATCH_2) == 0
     raw.w(Reg.RLC_SAFE_MODE, 3)
     assert raw.r(Reg.RLC_SAFE_MODE) & 1 == 0
+
+
+def test_section_10_registers_store_what_is_written_and_ras_status_reads_0(raw: RawDriver) -> None:
+    values = (
+        (Reg.GCVM_L2_CNTL, 0x8_0801),
+        (Reg.MMVM_L2_CNTL3, 0x8013_0009),
+        (Reg.IH_RB_CNTL, 0xC031_0021),
+        (Reg.TCP_CNTL, 1 << 29),
+        (Reg.RLC_CGTT_MGCG_OVERRIDE, 0x400),
+        (Reg.SDMA1_UTCL1_PAGE, 0x0100_E000),
+    )
+    for reg, value in values:
+        raw.w(reg, value)
+        assert raw.r(reg) == value, reg.name
+    raw.w(Reg.BIF_BX0_BIF_DOORBELL_INT_CNTL, 0x0600_0007)  # RAS interrupts disabled; status bits 0-2 written
+    assert raw.r(Reg.BIF_BX0_BIF_DOORBELL_INT_CNTL) == 0x0600_0001  # bits 1-2 (RAS status) read 0: no RAS error
     flushes = raw.front.bar5.hdp_flushes
     raw.hdp_flush()
     assert raw.front.bar5.hdp_flushes == flushes + 1
@@ -160,11 +176,16 @@ def test_the_front_end_needs_page_table_memory() -> None:
 
 def test_mode1_reset_through_the_debug_mailbox_returns_the_blocks_to_cold(raw: RawDriver, pcie: FakePcie) -> None:
     raw.boot()
+    raw.put(DATA, b"kept")
     raw.w(Reg.MP1_SMN_C2PMSG_54, 0)
-    raw.w(Reg.MP1_SMN_C2PMSG_75, 2)  # DEBUGSMC Mode1Reset
+    raw.w(Reg.MP1_SMN_C2PMSG_53, 0)
+    raw.w(Reg.MP1_SMN_C2PMSG_75, 2)  # DEBUGSMC Mode1Reset (section 11 step 4a)
     assert raw.r(Reg.MP1_SMN_C2PMSG_54) == 1
     assert raw.r(Reg.MP0_SMN_C2PMSG_81) == 0 and raw.r(Reg.SCRATCH_REG7) == 0
     assert not raw.front.smu.alive and pcie.memory == bytearray(len(pcie.memory))
+    assert raw.get(DATA, 4) == b"kept"  # VRAM keeps its contents
+    assert raw.r(Reg.MMMC_VM_SYSTEM_APERTURE_HIGH_ADDR) == 0 and raw.front.memory.mm_hub.aperture == (0, 0)
+    RawDriver(raw.front, pcie).boot()  # and a cold boot runs again (a fresh driver: its PSP ring starts at 0)
 
 
 @pytest.mark.parametrize(

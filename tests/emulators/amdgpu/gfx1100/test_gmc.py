@@ -155,3 +155,44 @@ def test_a_pcie_side_attached_later_serves_system_pages() -> None:
     raw.front.memory.pcie = pcie
     pcie.dma_write(PCIE_BASE + 0x1000, b"late")
     assert bytes(raw.front.gpu.read(va, 4)) == b"late"
+
+
+def aperture(raw: RawDriver, hub: str, low: int, high: int) -> None:
+    """Program ``hub``'s system aperture to MC ``[low, high]`` (256 KB units, HIGH inclusive: section 4)."""
+    raw.w(Reg[f"{hub}MC_VM_SYSTEM_APERTURE_LOW_ADDR"], low >> 18)
+    raw.w(Reg[f"{hub}MC_VM_SYSTEM_APERTURE_HIGH_ADDR"], high >> 18)
+
+
+def test_mc_addresses_reach_vram_only_inside_the_programmed_aperture(front: Gfx1100Front, pcie: FakePcie) -> None:
+    raw = RawDriver(front, pcie)
+    fb_base, fb_top = raw.fb_base, raw.fb_base + VRAM_BYTES - (16 << 20)  # FB_TOP: the last 16 MB block
+    raw.put(DATA, b"data")
+    raw.put(fb_top - fb_base + 0x3FFFC, b"edge")
+    with pytest.raises(GpuMemoryFault, match="outside the VMID 0 page table range"):
+        front.gpu.read(fb_base + DATA, 4)  # power-on: both registers 0, nothing bypasses the table
+    raw.setup_vmid0("gc")  # LOW = FB_BASE >> 18, HIGH = FB_TOP >> 18 (AM's values)
+    assert bytes(front.gpu.read(fb_base + DATA, 4)) == b"data"
+    assert bytes(front.gpu.read(fb_top + 0x3FFFC, 4)) == b"edge"  # HIGH's 256 KB unit is inside
+    with pytest.raises(GpuMemoryFault, match="outside the VMID 0 page table range"):
+        front.gpu.read(fb_top + 0x40000, 4)  # in VRAM's FB range, but past the aperture: the walk faults
+    with pytest.raises(GpuMemoryFault, match="MM hub"):
+        front.memory.hub_read(front.memory.mm_hub, fb_base + DATA, 4)  # each hub has its own aperture
+    aperture(raw, "GC", fb_base + 0x100000, fb_base + 0x100000)
+    with pytest.raises(GpuMemoryFault, match="outside the VMID 0 page table range"):
+        front.gpu.read(fb_base + DATA, 4)  # a rewritten aperture takes effect at once (no TLB holds it)
+    assert front.memory.gc_hub.aperture == (fb_base + 0x100000, fb_base + 0x140000)
+
+
+def test_an_mc_address_outside_the_aperture_walks_the_page_table(front: Gfx1100Front, pcie: FakePcie) -> None:
+    raw = RawDriver(front, pcie)
+    mc = raw.fb_base + DATA
+    raw.map_page(VMID0_VA_START + mc, DATA + 0x2000)  # table entries for offset ``mc`` ...
+    raw.setup_vmid0("gc")
+    raw.w(Reg.GCVM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32, 0)  # ... which START = 0 makes the walk of VA ``mc``
+    raw.put(DATA, b"flat")
+    raw.put(DATA + 0x2000, b"walk")
+    assert bytes(front.gpu.read(mc, 4)) == b"flat"  # inside the aperture: VRAM at mc - FB_BASE
+    aperture(raw, "GC", 1 << 18, 0)  # LOW above HIGH: the aperture is closed
+    assert front.memory.gc_hub.aperture == (0, 0)
+    raw.flush_tlb()
+    assert bytes(front.gpu.read(mc, 4)) == b"walk"  # the same MC address now goes through the page table
