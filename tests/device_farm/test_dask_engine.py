@@ -85,7 +85,7 @@ def test_the_portable_suite_gives_the_local_engines_outcomes_and_the_report_show
 def test_a_killed_host_has_its_shard_rerun_on_the_other_eligible_worker_and_every_test_counted_once(
     tmp_path: Path,
 ) -> None:
-    suite = _suite(tmp_path, count=10, sleep=0.3)
+    suite = _suite(tmp_path, count=10, sleep=1.5)
     marks = {"MARKS": str(tmp_path / "marks")}
     with loopback_cluster(tmp_path) as cluster:
         cluster.start_worker("host-a", emulated_board("usb-a", "MOCKUSB+AMD", "host-a"), env=marks)
@@ -95,6 +95,10 @@ def test_a_killed_host_has_its_shard_rerun_on_the_other_eligible_worker_and_ever
                    str(tmp_path / "client-state"), "--board-grace", "2"]  # fmt: skip
         run = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         _wait_for_mark(tmp_path / "marks", "usb-a-")
+        # The engine learns that a test started from the shard's start event, which travels through the scheduler;
+        # a host killed before it arrived loses a test the engine never saw start (back to its lane, no attempt).
+        # Kill well inside the 1.5 s test, once its start event has had time to arrive even on a loaded machine.
+        time.sleep(0.5)
         cluster.kill_worker("host-a")
         output, _ = run.communicate(timeout=300)
     assert run.returncode == 0, output
