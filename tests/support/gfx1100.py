@@ -13,6 +13,7 @@ It uses no tinyhil driver: every access is a BAR0 / BAR2 / BAR5 read or write wi
 | 0x400000 | SDMA ring (16 KB), 0x404000 rptr write-back, 0x404100 wptr shadow |
 | 0x500000 | MEC ring (4 KB), 0x501000 rptr report, 0x501100 wptr shadow |
 | 0x600000.. | data pages |
+| 0x800000 | IH ring 0 (``IH_RING_BYTES``), 0x810000 its write-pointer write-back |
 | 0x1000000 | TMR (16 MB) |
 """
 
@@ -47,6 +48,7 @@ SDMA_RING, SDMA_RPTR, SDMA_WPTR, SDMA_RING_BYTES = 0x400000, 0x404000, 0x404100,
 MEC_RING, MEC_RPTR, MEC_WPTR = 0x500000, 0x501000, 0x501100
 DATA = 0x600000
 TMR = 0x1000000
+IH_RING, IH_WPTR, IH_RING_BYTES = 0x800000, 0x810000, 0x100  # a ring of 8 IVs
 SDMA_DOORBELL, MEC_DOORBELL = 0x800, 0x18  # BAR2 byte offsets (sections 8, 9)
 WAIT_NS = 100_000_000
 # sOS components by PSP_FW_TYPE, in the bootloader order of section 11 step 8 (on MP0 13.0 LOAD_TOS_SPL_TABLE
@@ -201,6 +203,26 @@ class RawDriver:
         self.w(Reg.MMVM_INVALIDATE_ENG17_SEM, 0)
         self.w(Reg.GCVM_INVALIDATE_ENG17_REQ, 0x00F8_0001)
         self.poll(lambda: self.r(Reg.GCVM_INVALIDATE_ENG17_ACK) & 1 == 1, "GC hub ack")
+
+    # --- IH (section 10, step 7) ---
+    def ih_up(self, *, ring_bytes: int = IH_RING_BYTES, writeback: bool = False, overflow: bool = True) -> None:
+        """Ring 0 at VRAM ``IH_RING`` (its MC address >> 8), write-back address ``IH_WPTR``, pointers 0, then
+        rb_enable | enable_intr (IH_RB_CNTL: rb_size = log2 dwords [5:1], wptr_writeback_enable [8],
+        wptr_overflow_enable [16], enable_intr [17], mc_space 4 [30:28])."""
+        self.w(Reg.IH_RB_BASE, self.mc(IH_RING) >> 8 & 0xFFFF_FFFF)
+        self.w(Reg.IH_RB_BASE_HI, self.mc(IH_RING) >> 40)
+        cntl = 4 << 28 | ((ring_bytes // 4).bit_length() - 1) << 1 | int(writeback) << 8 | int(overflow) << 16
+        self.w(Reg.IH_RB_CNTL, cntl)
+        self.w(Reg.IH_RB_WPTR_ADDR_LO, self.mc(IH_WPTR) & 0xFFFF_FFFF)
+        self.w(Reg.IH_RB_WPTR_ADDR_HI, self.mc(IH_WPTR) >> 32)
+        self.w(Reg.IH_RB_WPTR, 0)
+        self.w(Reg.IH_RB_RPTR, 0)
+        self.w(Reg.IH_RB_CNTL, cntl | 1 | 1 << 17)
+
+    def ih_entries(self, first: int, count: int) -> list[bytes]:
+        """``count`` 32-byte ring entries from ring byte offset ``first`` (wrapping)."""
+        ring = self.get(IH_RING, IH_RING_BYTES)
+        return [bytes(ring[(first + 32 * i) % IH_RING_BYTES :][:32]) for i in range(count)]
 
     # --- PSP (sections 5, 11 steps 8-10) ---
     def bootloader(self, command: int, image: bytes) -> int:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
+from tinyhil.amdgpu import AmdQueue, QueueStopped, pm4_nop, sdma_copy_linear, sdma_nop
 from tinyhil.amdgpu.firmware import GeneratedFirmware
 from tinyhil.asm2464.controller import Asm2464Controller
 from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Function
@@ -18,9 +19,10 @@ from tinyhil.emulators.observe import Observer
 from tinyhil.emulators.pcie.endpoint import PlainEndpoint
 from tinyhil.errors import DeviceError
 from tinyhil.mocks.usb3 import MockUSB3
-from tinyhil.spec.amdgpu import SYS_APERTURE, QueueKind
+from tinyhil.spec.amdgpu import SYS_APERTURE, ErrorCode, QueueKind, QueueStatus
+from tinyhil.spec.amdgpu_sdma import SdmaOp
 from tinyhil.spec.asm2464 import PCIE_SRAM_BASE
-from tinyhil.spec.gfx1100_boot import BOOTED_SCRATCH_REG7, PteFlag, SmuDebugMsg
+from tinyhil.spec.gfx1100_boot import BOOTED_SCRATCH_REG7, IH_RING_BYTES, PteFlag, SmuDebugMsg
 from tinyhil.spec.gfx1100_regs import Reg
 from tinyhil.spec.pci import Command
 from tinyhil.usbgpu.amd_device import UsbAmdDevice
@@ -295,3 +297,122 @@ def test_a_boot_sends_the_spec_s_23_smu_messages_and_31_with_shutdown(usb: MockU
         gpu.close()
     total = sum(1 for address, _, write in log.accesses if write and address == Reg.MP1_SMN_C2PMSG_66)
     assert (booted, total) == (23, 31)  # section 13: a 2-level DPM answer, not tinygrad's ~394,000 echoes
+
+
+# --- stopped queues reach the driver through IH ring 0 ---
+def _sdma(gpu: Gfx1100UsbGpu, index: int = 0) -> AmdQueue:
+    return gpu.create_queue(QueueKind.SDMA, ring_va=0x100000 + 0x10000 * index, ring_bytes=1 << 12,
+                            rptr_va=0x1000 + 0x100 * index, wptr_va=0x1008 + 0x100 * index, doorbell_index=0,
+                            index=index)  # fmt: skip
+
+
+def _compute(gpu: Gfx1100UsbGpu) -> AmdQueue:
+    return gpu.create_queue(QueueKind.COMPUTE, ring_va=0x200000, ring_bytes=1 << 12, rptr_va=0x3000,
+                            wptr_va=0x3008, doorbell_index=0)  # fmt: skip
+
+
+def _raises_within(usb: MockUSB3, gpu: Gfx1100UsbGpu, queue: AmdQueue) -> QueueStopped:
+    """The QueueStopped ``queue.wait_idle()`` raises, checked to come long before the wait's timeout (virtual)."""
+    started = usb.gpu.kernel.now_ns
+    with pytest.raises(QueueStopped) as stopped:
+        queue.wait_idle()
+    elapsed_ns = usb.gpu.kernel.now_ns - started
+    assert elapsed_ns < gpu.timeout_s * 1e9 / 1000, f"{elapsed_ns} ns: the stop surfaced only near the timeout"
+    return stopped.value
+
+
+@pytest.mark.parametrize("index", [0, 1])
+def test_an_sdma_packet_the_engine_does_not_know_stops_the_next_wait_naming_opcode_queue_and_offset(
+    usb: MockUSB3, index: int
+) -> None:
+    gpu = open_gpu(usb)
+    sdma = _sdma(gpu, index)
+    sdma.submit(sdma_nop(), sdma_nop())  # 8 bytes run, then the bad header at ring offset 8
+    sdma.wait_idle()
+    sdma.submit(np.array([0x7F], np.uint32))
+    error = _raises_within(usb, gpu, sdma)
+    assert (error.queue, error.opcode, error.ring_offset) == (f"SDMA{index} queue 0", 0x7F, 8)
+    assert (error.status, error.error_code) == (QueueStatus.PACKET_ERROR, ErrorCode.UNKNOWN_OPCODE)
+    assert error.fault_addr is None
+    assert "opcode 0x7f (unknown" in str(error) and "ring offset 0x8" in str(error)
+    assert gpu.queue_status(sdma) == QueueStatus.PACKET_ERROR
+    with pytest.raises(QueueStopped):  # the queue stays stopped for every later wait, until destroyed
+        gpu.check_queues()
+    gpu.destroy_queue(sdma)
+    gpu.check_queues()
+
+
+def test_a_pm4_packet_the_cp_does_not_know_stops_the_next_wait_naming_opcode_queue_and_offset(usb: MockUSB3) -> None:
+    gpu = open_gpu(usb)
+    compute = _compute(gpu)
+    compute.submit(pm4_nop(2))  # header + 2 body dwords, then the bad header at byte 12
+    compute.wait_idle()
+    assert gpu.queue_status(compute) == QueueStatus.IDLE
+    compute.submit(np.array([3 << 30 | 0x7E << 8], np.uint32))  # type 3, opcode 0x7E
+    error = _raises_within(usb, gpu, compute)
+    assert (error.queue, error.opcode, error.ring_offset) == ("compute HQD me 1 pipe 0 queue 0", 0x7E, 12)
+    assert (error.status, error.error_code) == (QueueStatus.PACKET_ERROR, ErrorCode.UNKNOWN_OPCODE)
+    assert gpu.queue_status(compute) == QueueStatus.PACKET_ERROR
+
+
+def test_a_fault_on_an_unmapped_va_names_its_page_and_the_queue_and_clears_the_fault_status(usb: MockUSB3) -> None:
+    gpu = open_gpu(usb)
+    sdma = _sdma(gpu)
+    unmapped = SYS_APERTURE + 0x40_0123  # between the SRAM and the admin window: no PTE
+    sdma.submit(sdma_copy_linear(0x500000, unmapped, 64))
+    error = _raises_within(usb, gpu, sdma)
+    assert error.fault_addr == unmapped & ~0xFFF  # the IV carries the page
+    assert (error.queue, error.status, error.error_code) == ("SDMA0 queue 0", QueueStatus.MEMORY_FAULT,
+                                                             ErrorCode.MEMORY_FAULT)  # fmt: skip
+    assert (error.opcode, error.ring_offset) == (SdmaOp.COPY_LINEAR, 0)
+    assert f"{unmapped & ~0xFFF:#x}" in str(error) and "protection fault" in str(error)
+    assert gpu.queue_status(sdma) == QueueStatus.MEMORY_FAULT
+    regs = front_of(usb).front.regs
+    assert regs.stored(Reg.GCVM_L2_PROTECTION_FAULT_STATUS) == 0  # the driver cleared it, as Linux does
+    assert regs.stored(Reg.IH_RB_RPTR) == regs.stored(Reg.IH_RB_WPTR) == 32  # one IV, read
+
+
+def test_a_fault_before_close_leaves_the_board_for_the_partial_path(usb: MockUSB3) -> None:
+    gpu = open_gpu(usb)
+    sdma = _sdma(gpu)
+    sdma.submit(sdma_copy_linear(0x500000, SYS_APERTURE + 0x40_0000, 64))
+    _raises_within(usb, gpu, sdma)
+    gpu.close()
+    again = open_gpu(usb)
+    assert again.boot.partial and again.ih.read_offset == 32  # the ring is read on from where close drained it
+    again.check_queues()
+
+
+def test_ivs_that_wrap_the_ih_ring_are_all_read_and_each_stopped_queue_keeps_its_report(usb: MockUSB3) -> None:
+    gpu = open_gpu(usb)
+    first, second = _sdma(gpu, 0), _sdma(gpu, 1)
+    regs, last = front_of(usb).front.regs, IH_RING_BYTES - 32
+    for reg in (Reg.IH_RB_WPTR, Reg.IH_RB_RPTR):
+        regs.store(reg, last)  # the next IV goes in the ring's last slot, the one after at offset 0
+    gpu.ih.read_offset = last
+    first.submit(np.array([0x7F], np.uint32))
+    second.submit(sdma_copy_linear(0x500000, SYS_APERTURE + 0x40_0000, 64))
+    usb.gpu.kernel.run_for(1_000_000)  # both engines stop before the driver looks
+    assert regs.stored(Reg.IH_RB_WPTR) == 32
+    with pytest.raises(QueueStopped, match="SDMA0 queue 0"):  # the first report, of the first queue that stopped
+        gpu.check_queues()
+    assert regs.stored(Reg.IH_RB_RPTR) == 32 and gpu.ih.read_offset == 32
+    assert (gpu.queue_status(first), gpu.queue_status(second)) == (QueueStatus.PACKET_ERROR, QueueStatus.MEMORY_FAULT)
+    gpu.destroy_queue(first)
+    with pytest.raises(
+        QueueStopped, match=f"SDMA1 queue 0: GC hub protection fault at GPU address {SYS_APERTURE + 0x40_0000:#x}"
+    ):
+        gpu.check_queues()
+
+
+def test_an_overflowed_ih_ring_is_read_on_from_the_oldest_iv_and_its_overflow_cleared(usb: MockUSB3) -> None:
+    gpu = open_gpu(usb)
+    regs = front_of(usb).front.regs
+    regs.store(Reg.IH_RB_WPTR, 0x40 | 1)  # rb_overflow: the ring (all zero IVs: client 0, not acted on) is full
+    log = RegisterLog()
+    with front_of(usb).front.observe(log):
+        gpu.check_queues()
+    cntl = regs.stored(Reg.IH_RB_CNTL)
+    writes = [(address, value) for address, value, write in log.accesses if write]
+    assert writes == [(Reg.IH_RB_RPTR, 0x40), (Reg.IH_RB_CNTL, cntl | 1 << 31), (Reg.IH_RB_CNTL, cntl)]
+    assert regs.stored(Reg.IH_RB_WPTR) == 0x40  # wptr_overflow_clear cleared rb_overflow

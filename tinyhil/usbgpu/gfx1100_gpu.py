@@ -18,6 +18,11 @@ GPU address layout (VMID 0, one page table for both hubs):
 Queues: SDMA queue ``index`` 0 / 1 is queue 0 of SDMA0 / SDMA1 (doorbells at BAR2 bytes 0x800 / 0x808, inside
 the S2A port 2 range), the compute queue is HQD me 1 pipe 0 queue 0 (doorbell byte 0x18, inside the MEC range);
 ``create_queue``'s ``doorbell_index`` is ignored because the routing fixes each queue's doorbell.
+
+A stopped queue reaches the driver as an interrupt vector on IH ring 0 (:mod:`tinyhil.usbgpu.gfx1100_ih`):
+:meth:`Gfx1100UsbGpu.check_queues` (between the polls of every wait) reads ``IH_RB_WPTR`` and, when IVs arrived,
+raises :class:`QueueStopped` naming the queue, the packet at its read pointer and the ring offset, or the faulting
+page of a VM fault. A queue stays reported as stopped until it is destroyed.
 """
 
 from __future__ import annotations
@@ -33,12 +38,15 @@ from tinyhil.asm2464.bringup import pcie_bringup
 from tinyhil.asm2464.controller import Asm2464Controller
 from tinyhil.asm2464.topology import PcieTopology
 from tinyhil.errors import DeviceError, InvalidArgument, StateError
-from tinyhil.spec.amdgpu import SYS_APERTURE, Bar, QueueKind
+from tinyhil.spec.amdgpu import SYS_APERTURE, Bar, ErrorCode, QueueKind, QueueStatus
+from tinyhil.spec.amdgpu_pm4 import PM4_HEADER_OPCODE, PM4_HEADER_TYPE, PM4_TYPE_3, Pm4Op
+from tinyhil.spec.amdgpu_sdma import SDMA_HEADER_OP, SDMA_HEADER_SUB_OP, SdmaOp
 from tinyhil.spec.asm2464 import CQ_WINDOW_BYTES, PCIE_ADMIN_WINDOW, PCIE_CQ_WINDOW, PCIE_SRAM_BASE, SRAM_BYTES
-from tinyhil.spec.gfx1100_boot import PT_ENTRIES, PteFlag
+from tinyhil.spec.gfx1100_boot import IH_RING_BYTES, PT_ENTRIES, PteFlag
 from tinyhil.spec.gfx1100_regs import Reg
 from tinyhil.usbgpu.gfx1100_bars import Gfx1100Registers
 from tinyhil.usbgpu.gfx1100_boot import Gfx1100Boot
+from tinyhil.usbgpu.gfx1100_ih import IhReader, IvMeaning, Report, clear_fault, queue_of
 from tinyhil.usbgpu.usb_gpu import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S, UsbGpu
 
 __all__ = ["Gfx1100UsbGpu", "open_usb_gpu"]
@@ -126,8 +134,10 @@ class Gfx1100UsbGpu(UsbGpu):
                                      timeout_s=self.timeout_s, function=function)  # fmt: skip
         self.boot = Gfx1100Boot(self.regs, firmware)
         self._kinds: dict[int, tuple[QueueKind, int]] = {}  # queue key -> (kind, index)
+        self._stops: dict[int, QueueStopped] = {}  # queue key (-1: no queue of this driver) -> what stopped it
         self.boot.boot(self._map_memory)
         self.regs.flush_tlb()  # step 21: the mappings are live for both hubs
+        self.ih = IhReader(self.regs, self.boot.layout.ih_ring(0), IH_RING_BYTES)
 
     def __repr__(self) -> str:
         path = "partial" if self.boot.partial else "cold"
@@ -273,6 +283,7 @@ class Gfx1100UsbGpu(UsbGpu):
         else:
             self.boot.dequeue_all()
         del self._queues[key], self._kinds[key]
+        self._stops.pop(key, None)
 
     def _key_of(self, queue: AmdQueue) -> int:
         for key, mine in self._queues.items():
@@ -284,10 +295,19 @@ class Gfx1100UsbGpu(UsbGpu):
     def _name(kind: QueueKind, index: int) -> str:
         return f"SDMA{index} queue 0" if kind is QueueKind.SDMA else "compute HQD me 1 pipe 0 queue 0"
 
-    def queue_status(self, queue: AmdQueue) -> Any:
-        raise NotImplementedError(
-            "gfx1100 has no per-queue status register; read describe_queue() or the fault status"
-        )
+    def queue_status(self, queue: AmdQueue) -> QueueStatus:
+        """What the IH reported for ``queue`` (``PACKET_ERROR``, ``MEMORY_FAULT`` or ``HUNG``), else ``IDLE`` when
+        its read pointer reached the write pointer (reads the IH's write pointer and the queue's read pointer).
+
+        Raises:
+            InvalidArgument: ``queue`` is not a live queue of this driver.
+        """
+        key = self._key_of(queue)
+        self._take_interrupts()
+        stopped = self._stops.get(key)
+        if stopped is not None:
+            return QueueStatus(stopped.status)
+        return QueueStatus.IDLE if queue.read_rptr() == queue.wptr else QueueStatus(0)
 
     def describe_queue(self, queue: AmdQueue) -> str:
         """``"SDMA1 queue 0: rptr 0x40 of wptr 0x40"`` (reads the device)."""
@@ -295,25 +315,65 @@ class Gfx1100UsbGpu(UsbGpu):
         return f"{self._name(kind, index)}: rptr {queue.read_rptr():#x} of wptr {queue.wptr:#x}"
 
     def check_queues(self) -> None:
-        """Raise if the GC hub reports a protection fault (an engine touched an unmapped or invalid page).
+        """Raise if IH ring 0 reported a stopped queue or a VM fault (one ``IH_RB_WPTR`` read when it did not).
 
         Raises:
-            QueueStopped: naming the queues and ``GCVM_L2_PROTECTION_FAULT_STATUS``.
+            QueueStopped: naming the queue, the packet at its read pointer and the ring offset (``opcode``,
+                ``ring_offset``), or for a VM fault the faulting page (``fault_addr``).
         """
-        status = self.regs.read(Reg.GCVM_L2_PROTECTION_FAULT_STATUS)
-        if status:
-            states = "; ".join(self.describe_queue(q) for q in self.queues) or "no queues"
-            raise QueueStopped(
-                f"GC hub protection fault (GCVM_L2_PROTECTION_FAULT_STATUS {status:#x}): a queue touched a GPU "
-                f"address with no valid PTE ({states})",
-                queue=states,
-                status=status,
-                error_code=0,
-                opcode=0,
-                sub_op=0,
-                ring_offset=0,
-                fault_addr=None,
-            )
+        self._take_interrupts()
+        if self._stops:
+            raise next(iter(self._stops.values()))
+
+    def _take_interrupts(self) -> None:
+        for iv in self.ih.poll():
+            meaning = queue_of(iv)
+            if meaning is not None:
+                key, error = self._stopped(meaning)
+                self._stops.setdefault(key, error)
+
+    def _stopped(self, meaning: IvMeaning) -> tuple[int, QueueStopped]:
+        """The QueueStopped an IV about a queue means, and the queue's key (-1: none of this driver's)."""
+        key, status, code = meaning.key, QueueStatus.PACKET_ERROR, ErrorCode.BAD_PACKET
+        detail = ""
+        if meaning.report is Report.VM_FAULT:
+            fault_status, key = clear_fault(self.regs, mm_hub=meaning.mm_hub)
+            status, code = QueueStatus.MEMORY_FAULT, ErrorCode.MEMORY_FAULT
+            hub = "MM hub" if meaning.mm_hub else "GC hub"
+            detail = (f"{hub} protection fault at GPU address {meaning.fault_addr:#x} (the page of the access; "
+                      f"{hub[:2]}VM_L2_PROTECTION_FAULT_STATUS {fault_status:#x}): no valid PTE there")  # fmt: skip
+        queue = self._queues.get(key) if key is not None else None
+        if key is None or queue is None:
+            return -1, QueueStopped(f"{detail or meaning.report.value}, from no queue of this driver", queue="",
+                                    status=int(status), error_code=int(code), opcode=0, sub_op=0, ring_offset=0,
+                                    fault_addr=meaning.fault_addr)  # fmt: skip
+        kind, index = self._kinds[key]
+        ring_offset = queue.read_rptr() * queue.unit_bytes % queue.ring_bytes
+        header = self.read_u32(queue.ring_va + ring_offset)
+        if kind is QueueKind.SDMA:
+            opcode, sub_op = SDMA_HEADER_OP.get(header), SDMA_HEADER_SUB_OP.get(header)
+            known = opcode in SdmaOp._value2member_map_
+            op_name = SdmaOp(opcode).name if known else "unknown"
+            if opcode == SdmaOp.POLL_REGMEM and meaning.report is Report.SDMA_STOPPED:
+                status, code = QueueStatus.HUNG, ErrorCode.POLL_TIMEOUT
+        else:
+            opcode, sub_op = PM4_HEADER_OPCODE.get(header), 0
+            known = PM4_HEADER_TYPE.get(header) == PM4_TYPE_3 and opcode in Pm4Op._value2member_map_
+            op_name = Pm4Op(opcode).name if known else "unknown"
+        if not known and status is QueueStatus.PACKET_ERROR:
+            code = ErrorCode.UNKNOWN_OPCODE
+        name = self._name(kind, index)
+        what = detail or f"{meaning.report.value}: stopped ({code.name})"
+        return key, QueueStopped(
+            f"{name}: {what} in opcode {opcode:#x} ({op_name}, header {header:#010x}) at ring offset {ring_offset:#x}",
+            queue=name,
+            status=int(status),
+            error_code=int(code),
+            opcode=opcode,
+            sub_op=sub_op,
+            ring_offset=ring_offset,
+            fault_addr=meaning.fault_addr,
+        )
 
 
 def open_usb_gpu(

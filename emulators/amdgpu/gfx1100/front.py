@@ -9,12 +9,14 @@ BARs as the chip does:
 | 2 | :meth:`Gfx1100Front.doorbell_write` | doorbells, routed by the programmed ranges (MEC range, S2A port 2) |
 | 5 | :attr:`Gfx1100Front.bar5` | 1 MB of registers (:class:`Bar5`) over the banked :class:`RegisterFile` |
 
-Blocks: :class:`Psp`, :class:`Smu`, :class:`SdmaQueue0`, :class:`MecQueues`, and the GMC registers handled here
-(FB location, TLB invalidate request / acknowledge / semaphore of both hubs; :class:`PagedMemory` reads the system
-apertures). A register no block claims stores what is written (section 10); of those, ``RLC_SAFE_MODE`` reads its
-``cmd`` bit 0 and ``BIF_BX0_BIF_DOORBELL_INT_CNTL`` its RAS status bits 1-2 as 0. Register accesses are reported to
-the GPU's observers (``gpu.observe``) as
-``gpu_register`` events.
+Blocks: :class:`Psp`, :class:`Smu`, :class:`SdmaQueue0`, :class:`MecQueues`, :class:`IhRing` (IH ring 0),
+:class:`VmFaults` (both hubs' protection-fault registers), and the GMC registers handled here (FB location, TLB
+invalidate request / acknowledge / semaphore of both hubs; :class:`PagedMemory` reads the system apertures). A queue
+the core's engine stops posts an IV (:meth:`Gfx1100Front._interrupt`, the core's ``on_interrupt``): a memory fault the
+GC hub's fault IV (and latched fault registers), any other stop its engine's error IV. A register no block claims
+stores what is written (section 10); of those, ``RLC_SAFE_MODE`` reads its ``cmd`` bit 0 and
+``BIF_BX0_BIF_DOORBELL_INT_CNTL`` its RAS status bits 1-2 as 0. Register accesses are reported to the GPU's
+observers (``gpu.observe``) as ``gpu_register`` events.
 """
 
 from __future__ import annotations
@@ -27,7 +29,18 @@ from typing import Final
 from tinyhil._check import as_readonly_bytes, check_range
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES, DOORBELL_BAR_BYTES, DOORBELL_SLOT_BYTES
+from tinyhil.spec.amdgpu_pm4 import Pm4Op
 from tinyhil.spec.gfx1100_boot import DISCOVERY_TMR_OFFSET, FB_BLOCK_BYTES, NAVI31_FB_BASE, PspFwType
+from tinyhil.spec.gfx1100_ih import (
+    CP_CTXID0_DOORBELL_ID,
+    RING_ID_CP_ME,
+    RING_ID_CP_PIPE,
+    RING_ID_CP_QUEUE,
+    RING_ID_SDMA_INSTANCE,
+    IhClientId,
+    IhSourceId,
+    Utcl2ClientId,
+)
 from tinyhil.spec.gfx1100_regs import (
     BIF_DOORBELL_INT_CNTL_RAS_ATHUB_ERR_EVENT_INTERRUPT_STATUS,
     BIF_DOORBELL_INT_CNTL_RAS_CNTLR_INTERRUPT_STATUS,
@@ -44,16 +57,19 @@ from ...observe import Observation, Observed, Observer
 from ..errors import GpuMemoryFault
 from ..executor import KernelExecutor
 from ..gpu import AmdGpu
+from ..services import Interrupt, InterruptKind
 from ..system_bus import SystemBus
 from ..timing import DEFAULT_TIMING, GpuTiming
 from .bar5 import Bar5
 from .discovery import build_discovery
 from .gmc import PagedMemory, PageTableHub
+from .ih import IhRing
 from .mec_queue import MecQueues
 from .psp import Psp
 from .regfile import RegisterFile
 from .sdma_queue import SdmaQueue0
 from .smu import Smu
+from .vm_faults import VmFaults
 
 __all__ = ["Gfx1100Front"]
 
@@ -61,7 +77,6 @@ _log = logging.getLogger("tinyhil.emulators.amdgpu.gfx1100")
 _BOOTLOAD_COMPLETE: Final = 1 << 31  # RLC_RLCS_BOOTLOAD_STATUS.bootload_complete
 _SAFE_MODE_CMD: Final = 1  # RLC_SAFE_MODE.cmd: the RLC clears it when it has acted
 _SEM_ACQUIRED: Final = 1
-_FAULTED: Final = 1  # model: GCVM_L2_PROTECTION_FAULT_STATUS after a fault (docs/gfx1100.md)
 _DOORBELL_UNIT_BYTES: Final = 4  # S2A ranges count dword doorbell slots
 # BIF_BX0_BIF_DOORBELL_INT_CNTL: no RAS error is ever raised, so both status bits read 0 (section 10)
 _RAS_STATUS: Final = (BIF_DOORBELL_INT_CNTL_RAS_CNTLR_INTERRUPT_STATUS.mask
@@ -92,6 +107,9 @@ class Gfx1100Front:
         self.sdma = SdmaQueue0(regs, gpu)
         self.sdma1 = SdmaQueue0(regs, gpu, engine=1)
         self.mec = MecQueues(regs, gpu)
+        self.ih = IhRing(regs, memory, gpu.timestamp)
+        self.vm_faults = VmFaults(regs, self.ih)
+        gpu.on_interrupt = self._interrupt
         self._offset2rings: dict[int, tuple[Callable[[int], bool], ...]] = {}
         self._routes_generation = -1  # the register generation the routes were worked out at
         regs.set_reset_value(Reg.RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE, memory.vram_bytes >> 20)
@@ -107,7 +125,6 @@ class Gfx1100Front:
             regs.on_write(sem, functools.partial(self._release, sem))
         regs.on_write(Reg.RLC_SAFE_MODE, lambda value: regs.store(Reg.RLC_SAFE_MODE, value & ~_SAFE_MODE_CMD))
         regs.on_read(Reg.RLC_RLCS_BOOTLOAD_STATUS, self._bootload_status)
-        regs.on_read(Reg.GCVM_L2_PROTECTION_FAULT_STATUS, self._fault_status)
         doorbell_int = Reg.BIF_BX0_BIF_DOORBELL_INT_CNTL
         regs.on_read(doorbell_int, lambda: regs.stored(doorbell_int) & ~_RAS_STATUS)
         self.reset()
@@ -141,7 +158,7 @@ class Gfx1100Front:
 
     def _cold_blocks(self) -> None:
         self.regs.reset()
-        for block in (self.bar5, self.smu, self.psp, self.sdma, self.sdma1, self.mec):
+        for block in (self.bar5, self.smu, self.psp, self.sdma, self.sdma1, self.mec, self.ih, self.vm_faults):
             block.reset()
         self.memory.registers_reset()  # both TLBs empty, both system apertures closed again
         self._semaphores: set[int] = set()
@@ -183,11 +200,32 @@ class Gfx1100Front:
         stored = self.regs.stored(Reg.RLC_RLCS_BOOTLOAD_STATUS)
         return stored | _BOOTLOAD_COMPLETE if self.psp.rlc_autoloaded else stored
 
-    def _fault_status(self) -> int:
-        """Model: non-zero (bit 0) once an engine took a memory fault (the field layout is not modelled)."""
-        stored = self.regs.stored(Reg.GCVM_L2_PROTECTION_FAULT_STATUS)
-        faulted = any(q.engine.fault_va is not None for q in self.gpu.queues if not q.destroyed)
-        return stored | _FAULTED if faulted else stored
+    # --- interrupts: a stopped queue posts an IV ---
+    def _interrupt(self, interrupt: Interrupt) -> None:
+        """The core's ``on_interrupt``: a memory fault or queue error of a queue this front end runs posts its IV
+        (TRAP and END_OF_PIPE interrupts post nothing: not modelled)."""
+        kind = interrupt.kind
+        if kind is not InterruptKind.MEMORY_FAULT and kind is not InterruptKind.QUEUE_ERROR:
+            return
+        queue = next((q for q in self.gpu.queues if q.id == interrupt.queue_id), None)
+        if queue is None:
+            return
+        engine = next((sdma.engine for sdma in (self.sdma, self.sdma1) if sdma.queue is queue), None)
+        if kind is InterruptKind.MEMORY_FAULT:
+            if engine is not None:
+                cid = (Utcl2ClientId.SDMA0, Utcl2ClientId.SDMA1)[engine]
+            else:  # a kernel's own access is the TCP's; the CP's packet fetches and writes are the CPC's
+                dispatch = queue.error_opcode == Pm4Op.DISPATCH_DIRECT
+                cid = Utcl2ClientId.TCP if dispatch else Utcl2ClientId.CPC
+            self.vm_faults.fault(interrupt.fault_va or 0, cid=cid)
+        elif engine is not None:  # model choice: gfx11 names no SDMA illegal-instruction source (docs/gfx1100.md)
+            self.ih.post(IhClientId.GFX, IhSourceId.SDMA_QUEUE_HANG, ring_id=RING_ID_SDMA_INSTANCE.put(engine))
+        else:
+            bank = next((b for b, q in self.mec.queues.items() if q is queue), (0, 0, 0))
+            me, pipe, hqd = bank
+            doorbell = queue.doorbell_index * DOORBELL_SLOT_BYTES // 4 & CP_CTXID0_DOORBELL_ID.max_value
+            ring_id = RING_ID_CP_ME.put(me) | RING_ID_CP_PIPE.put(pipe) | RING_ID_CP_QUEUE.put(hqd)
+            self.ih.post(IhClientId.GFX, IhSourceId.CP_BAD_OPCODE_ERROR, ring_id=ring_id, src_data=(doorbell, 0, 0, 0))
 
     def _fw_loaded(self, fw_type: PspFwType | int) -> None:
         if fw_type == PspFwType.SMU:
