@@ -43,7 +43,7 @@ from tinyhil.emulators.kernel import EventKernel
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
 from tinyhil.mocks.usb3 import MockUSB3
-from tinyhil.spec.amdgpu import SYS_APERTURE, ErrorCode, QueueKind
+from tinyhil.spec.amdgpu import SYS_APERTURE, ErrorCode, QueueKind, QueueStatus
 from tinyhil.spec.amdgpu_sdma import SdmaOp
 from tinyhil.spec.asm2464 import PCIE_SRAM_BASE, SLOT_BYTES
 from tinyhil.spec.code_object import ArgKind, CodeObject, pack_code_object
@@ -234,14 +234,18 @@ def test_timestamps_are_monotonic_and_identical_across_two_runs_with_the_same_se
 
 
 def test_a_memory_fault_on_gfx1100_is_the_gc_hub_protection_fault_at_the_next_wait() -> None:
-    """gfx1100 has no per-queue STATUS: an unmapped GPU address is a protection fault the driver reads at its wait."""
+    """An unmapped GPU address is a protection fault: its interrupt vector reaches the driver at its next wait."""
     board = _open()
     with board.usb:
         queue = board.sdma()
         queue.submit(sdma_fence(0x9_0000_0000, 1), sdma_fence(DATA, 1))
-        with pytest.raises(QueueStopped, match=r"GC hub protection fault .*SDMA0 queue 0: rptr 0x0") as error:
+        with pytest.raises(
+            QueueStopped, match=r"SDMA0 queue 0: GC hub protection fault at GPU address 0x900000000"
+        ) as error:
             board.driver.wait(lambda: board.driver.read_u32(DATA) == 1, "the second fence")
-        assert error.value.status & 1 and board.driver.read_u32(DATA) == 0, "nothing after the fault ran"
+        assert error.value.status == QueueStatus.MEMORY_FAULT and error.value.fault_addr == 0x9_0000_0000
+        assert (error.value.opcode, error.value.ring_offset) == (5, 0), "the FENCE at the ring's start"
+        assert board.driver.read_u32(DATA) == 0, "nothing after the fault ran"
         assert board.gpu.queues[0].error_code == ErrorCode.MEMORY_FAULT
 
 
