@@ -67,7 +67,7 @@ GENERATED_FIRMWARE: Final = "generated"
 # The bridge level (spec/asm24.md): USB3 vendor requests and bulk transfers, 0xF2 SRAM windows, PCIe to the GPU.
 MOCKUSB_BRIDGE_CAPABILITIES = ("usb3", "sram-windows", "pcie")
 MOCKUSB_CAPABILITIES: Final = [*MOCKUSB_BRIDGE_CAPABILITIES, "sdma", "compute", "signals", "copyin", "copyout", "copy",
-                               "fill", "compile", "exec", "timestamps"]  # fmt: skip
+                               "fill", "compile", "exec", "timestamps", "memory-faults"]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,7 +127,7 @@ def _usb_probe(*, context: Any = None, firmware: FirmwareSource | None = None) -
 
 # What the USB path does on a real board; host-native code objects run only on the emulated GPU, so no exec here.
 USB_AMD_CAPABILITIES = ["usb3", "sram-windows", "pcie", "sdma", "signals", "copyin", "copyout", "copy", "fill",
-                        "timestamps", "real-hardware"]  # fmt: skip
+                        "timestamps", "memory-faults", "real-hardware"]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,14 +10,15 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-from tinyhil.amdgpu import AmdQueue, QueueStopped, pm4_nop, sdma_copy_linear, sdma_nop
+from tinyhil.amdgpu import AmdQueue, QueueStopped, pm4_nop, sdma_copy_linear, sdma_fence, sdma_nop
 from tinyhil.amdgpu.firmware import GeneratedFirmware
 from tinyhil.asm2464.controller import Asm2464Controller
+from tinyhil.emulators.amdgpu.errors import GpuMemoryFault
 from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Function
 from tinyhil.emulators.asm2464 import Asm2464
 from tinyhil.emulators.observe import Observer
 from tinyhil.emulators.pcie.endpoint import PlainEndpoint
-from tinyhil.errors import DeviceError
+from tinyhil.errors import DeviceError, InvalidArgument, StateError
 from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.spec.amdgpu import SYS_APERTURE, ErrorCode, QueueKind, QueueStatus
 from tinyhil.spec.amdgpu_sdma import SdmaOp
@@ -221,7 +222,8 @@ def test_a_board_left_warm_but_not_cleanly_closed_reopens_through_the_mode1_rese
         device = UsbAmdDevice("after the reset", usb, firmware=GeneratedFirmware())
     gpu = device.gpu
     assert isinstance(gpu, Gfx1100UsbGpu) and not gpu.boot.partial
-    assert log.waits() == [int(reg) for _, reg in RESET_WAITS]
+    flush = [int(reg) for step, reg in SPEC_WAITS if step == 21]  # the device maps its signal and profile memory
+    assert log.waits() == [int(reg) for _, reg in RESET_WAITS] + flush * 2
     assert (Reg.MP1_SMN_C2PMSG_75, SmuDebugMsg.Mode1Reset, True) in log.accesses
     assert log.master_at_reset == [False]  # bus mastering off for the reset (section 11 step 4a) ...
     assert function.config.command & Command.MASTER  # ... and on again for the cold boot
@@ -416,3 +418,127 @@ def test_an_overflowed_ih_ring_is_read_on_from_the_oldest_iv_and_its_overflow_cl
     writes = [(address, value) for address, value, write in log.accesses if write]
     assert writes == [(Reg.IH_RB_RPTR, 0x40), (Reg.IH_RB_CNTL, cntl | 1 << 31), (Reg.IH_RB_CNTL, cntl)]
     assert regs.stored(Reg.IH_RB_WPTR) == 0x40  # wptr_overflow_clear cleared rb_overflow
+
+
+# --- the heap mapped per allocation (heap_va): map / unmap, 2 MB leaves or 4 KB PTEs, the TLB flush ---
+HEAP_VA = 0x400000
+
+
+def open_heap_gpu(usb: MockUSB3) -> Gfx1100UsbGpu:
+    return open_usb_gpu(Asm2464Controller(usb), firmware=GeneratedFirmware(), heap_va=HEAP_VA)
+
+
+def _vram_entry(usb: MockUSB3, gpu: Gfx1100UsbGpu, va: int) -> tuple[int, int]:
+    """``(level, entry)`` of ``va``'s leaf slot, walked from the root through the emulator's VRAM: level 1 is its
+    PDB0 entry (a 2 MB leaf or invalid), level 0 its PTE."""
+    vram, table = front_of(usb).front.memory.vram, gpu.boot.layout.page_tables
+    for level in (3, 2, 1, 0):
+        at = table + 8 * (va >> (12 + 9 * level) & 511)
+        entry = int.from_bytes(vram[at : at + 8], "little")
+        if level == 0 or not entry & PteFlag.VALID or entry & PteFlag.PDE_IS_PTE:
+            return level, entry
+        table = entry & 0x0000_FFFF_FFFF_FFC0
+    raise AssertionError("unreachable")
+
+
+def _invalidations(log: RegisterLog) -> tuple[int, int]:
+    """How many invalidate requests the driver wrote to the MM and the GC hub's engine 17."""
+    writes = [address for address, _, write in log.accesses if write]
+    return writes.count(Reg.MMVM_INVALIDATE_ENG17_REQ), writes.count(Reg.GCVM_INVALIDATE_ENG17_REQ)
+
+
+def test_a_heap_driver_maps_only_the_vram_below_the_heap_at_boot(usb: MockUSB3) -> None:
+    gpu = open_heap_gpu(usb)
+    assert _vram_entry(usb, gpu, HEAP_VA - 0x200000)[1] & PteFlag.VALID  # the copy ring's 2 MB
+    for va in (HEAP_VA, HEAP_VA + 0x1000, gpu.heap_end - 0x1000):
+        assert not _vram_entry(usb, gpu, va)[1] & PteFlag.VALID
+    assert _vram_entry(usb, gpu, SYS_APERTURE + PCIE_SRAM_BASE)[1] & PteFlag.SYSTEM  # the bridge stays mapped
+
+
+def test_map_makes_a_range_reachable_and_unmap_faults_the_next_access_after_one_tlb_flush(usb: MockUSB3) -> None:
+    gpu = open_heap_gpu(usb)
+    sdma = _sdma(gpu)
+    va = 0x601000
+    gpu.map(va, 0x2000)
+    sdma.submit(sdma_fence(va + 0x1010, 0x1234_5678))
+    sdma.wait_idle()  # the TLB now holds the page: only the flush makes the unmap visible
+    assert bytes(front_of(usb).front.memory.vram[va + 0x1010 : va + 0x1014]) == (0x1234_5678).to_bytes(4, "little")
+    log = RegisterLog()
+    with front_of(usb).front.observe(log):
+        gpu.unmap(va, 0x2000)
+    assert _invalidations(log) == (1, 1)
+    sdma.submit(sdma_fence(va + 0x1010, 1))
+    error = _raises_within(usb, gpu, sdma)
+    assert error.fault_addr == va + 0x1000  # the page of the access
+    assert (error.status, error.error_code) == (QueueStatus.MEMORY_FAULT, ErrorCode.MEMORY_FAULT)
+    assert f"{va + 0x1000:#x}" in str(error)
+
+
+def test_a_whole_aligned_2mb_slot_is_one_leaf_and_the_rest_4kb_ptes(usb: MockUSB3) -> None:
+    gpu = open_heap_gpu(usb)
+    log = RegisterLog()
+    with front_of(usb).front.observe(log):
+        gpu.map(0x800000, 0x200000)  # aligned: one 2 MB leaf
+        gpu.map(0xC01000, 0x400000)  # 0xC01000 .. 0x1001000: PTEs, one leaf (0xE00000), PTEs
+    assert _invalidations(log) == (2, 2)  # one flush per map
+    leaf = int(PteFlag.VALID | PteFlag.READABLE | PteFlag.WRITEABLE | PteFlag.EXECUTE)
+    assert _vram_entry(usb, gpu, 0x800000) == (1, 0x800000 | leaf | PteFlag.PDE_IS_PTE)
+    assert _vram_entry(usb, gpu, 0x9FF000) == (1, 0x800000 | leaf | PteFlag.PDE_IS_PTE)
+    assert _vram_entry(usb, gpu, 0xE00000) == (1, 0xE00000 | leaf | PteFlag.PDE_IS_PTE)
+    for va in (0xC01000, 0xDFF000, 0x1000000):
+        assert _vram_entry(usb, gpu, va) == (0, va | leaf)
+    for va in (0xC00000, 0x1001000):  # the pages either side stay unmapped
+        assert _vram_entry(usb, gpu, va) == (0, 0)
+    hub = front_of(usb).front.memory.gc_hub
+    assert (hub.leaf(0x900000).nbytes, hub.leaf(0xC02000).nbytes) == (0x200000, 0x1000)
+    gpu.unmap(0xC01000, 0x400000)
+    assert [_vram_entry(usb, gpu, va) for va in (0xC01000, 0xE00000, 0x1000000)] == [(0, 0), (1, 0), (0, 0)]
+
+
+def test_a_2mb_slot_that_has_a_ptb_keeps_it_and_a_remap_after_unmap_works(usb: MockUSB3) -> None:
+    gpu = open_heap_gpu(usb)
+    sdma = _sdma(gpu)
+    gpu.map(0x600000, 0x1000)
+    gpu.unmap(0x600000, 0x1000)
+    gpu.map(0x600000, 0x200000)  # the whole slot, but it has a PTB: 512 PTEs, not a leaf
+    assert _vram_entry(usb, gpu, 0x600000)[0] == _vram_entry(usb, gpu, 0x7FF000)[0] == 0
+    sdma.submit(sdma_fence(0x7FF000, 5))
+    sdma.wait_idle()
+    assert bytes(front_of(usb).front.memory.vram[0x7FF000:0x7FF004]) == (5).to_bytes(4, "little")
+
+
+def test_map_and_unmap_refuse_bad_ranges_and_change_nothing(usb: MockUSB3) -> None:
+    gpu = open_heap_gpu(usb)
+    gpu.map(0x600000, 0x2000)
+    tables = slice(gpu.boot.layout.page_tables, gpu.boot.layout.page_tables_end)
+    before = bytes(front_of(usb).front.memory.vram[tables])
+    with pytest.raises(StateError, match="0x600000 is mapped already"):
+        gpu.map(0x5FF000, 0x3000)  # its first page is free, its second is not
+    with pytest.raises(StateError, match="0x602000 is not mapped"):
+        gpu.unmap(0x600000, 0x3000)
+    with pytest.raises(InvalidArgument, match="whole 0x1000-byte pages"):
+        gpu.map(0x600800, 0x1000)
+    with pytest.raises(InvalidArgument, match="heap_va=0x400000"):
+        gpu.map(0x200000, 0x1000)
+    with pytest.raises(InvalidArgument, match=f"inside 0..{gpu.heap_end:#x}"):
+        gpu.map(gpu.heap_end - 0x1000, 0x2000)
+    assert bytes(front_of(usb).front.memory.vram[tables]) == before
+    with pytest.raises(InvalidArgument, match="mapped all of VRAM at boot"):
+        open_gpu(usb).map(0x600000, 0x1000)
+
+
+def test_the_device_maps_each_allocation_and_unmaps_it_when_freed(usb: MockUSB3) -> None:
+    device = UsbAmdDevice("mapped", usb, firmware=GeneratedFirmware())
+    try:
+        hub = front_of(usb).front.memory.gc_hub
+        buf = device.alloc(0x3000)
+        assert hub.leaf(buf.addr + 0x2000).nbytes == 0x1000
+        device.free(buf)
+        with pytest.raises(GpuMemoryFault, match=f"{buf.addr:#x}"):
+            hub.leaf(buf.addr)
+        again = device.alloc(0x3000)
+        assert again.addr == buf.addr  # the allocator reuses the range: mapped again
+        device.fill(again, 0x5A)
+        assert device.copyout(again) == b"\x5a" * 0x3000
+    finally:
+        device.close()

@@ -17,7 +17,10 @@ VRAM layout (GPU address = BAR0 offset, spec/amdgpu.md USB path):
 | ``0x200000`` | copy-engine SDMA ring (1 MB, SDMA queue 1) |
 | ``0x400000 ..`` | buffers, signals, code objects, kernel arguments (the allocator's range, up to ``gpu.heap_end``) |
 
-``gpu.heap_end`` is the BAR0 size or the start of the driver's boot memory (the top 32 MB of VRAM), the lower.
+``gpu.heap_end`` is the BAR0 size or the start of the driver's boot memory (the top 32 MB of VRAM), the lower. The
+driver maps only VRAM below ``0x400000`` at boot; each allocation is mapped when it is made (``gpu.map``: 2 MB
+pages for its whole 2 MB slots, 4 KB pages for the rest) and unmapped when it is freed (``gpu.unmap``, then the TLB
+flush), so a GPU access to a freed buffer faults and the next wait raises, naming the page.
 
 Signals live in VRAM, never in the bridge's sys_buf (whose low half the 0xF2 engine clobbers while a transfer is in
 flight: spec/asm24.md quirk 2). The host has no interrupt on this path: it polls them through BAR0.
@@ -45,12 +48,11 @@ from tinyhil.spec.amdgpu import QueueKind
 from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP
 from tinyhil.usb.bridge_io import AsyncBridgeIO
 from tinyhil.usbgpu.copy import CopyRevision, UsbCopy
-from tinyhil.usbgpu.gfx1100_gpu import open_usb_gpu
-from tinyhil.usbgpu.usb_gpu import UsbGpu
+from tinyhil.usbgpu.gfx1100_gpu import Gfx1100UsbGpu, open_usb_gpu
 
 __all__ = ["USB_CAPABILITIES", "UsbAmdDevice"]
 
-USB_CAPABILITIES: Final = frozenset({"usb3", "sram-windows", "pcie"})
+USB_CAPABILITIES: Final = frozenset({"usb3", "sram-windows", "pcie", "memory-faults"})  # faults: per-allocation maps
 _PAGE: Final = 0x1000
 _POINTERS_VA: Final = 0x0
 _RING_BYTES: Final = 256 << 10
@@ -69,7 +71,7 @@ class UsbAmdDevice(AmdDeviceBase):
     Attributes:
         transport: the USB transport (``MockUSB3`` or ``Usb3Transport``).
         controller: the ASM2464 client over it.
-        gpu: the USB-path GPU driver (a :class:`UsbGpu`: :class:`~tinyhil.usbgpu.gfx1100_gpu.Gfx1100UsbGpu`).
+        gpu: the USB-path GPU driver (:class:`~tinyhil.usbgpu.gfx1100_gpu.Gfx1100UsbGpu`).
         copier: the copyin/copyout protocol engine (``copier.revision`` selects the protocol revision).
     """
 
@@ -88,16 +90,18 @@ class UsbAmdDevice(AmdDeviceBase):
     ) -> None:
         if not isinstance(transport, AsyncBridgeIO):
             raise InvalidArgument(f"transport={transport!r}, expected an AsyncBridgeIO (MockUSB3, Usb3Transport)")
+        self._closing = False  # close() frees every region: the next open builds the page tables afresh
         super().__init__(name, USB_CAPABILITIES | frozenset(capabilities), compiler=compiler,
                          wait_timeout_ms=wait_timeout_ms)  # fmt: skip
         self.transport = transport
         self._on_close = on_close
         try:
             self.controller = Asm2464Controller(transport)
-            self.gpu: UsbGpu = open_usb_gpu(
+            self.gpu: Gfx1100UsbGpu = open_usb_gpu(
                 self.controller,
                 firmware=DirectoryFirmware() if firmware is None else firmware,
                 timeout_s=wait_timeout_ms / 1000,
+                heap_va=_HEAP_VA,
                 **bringup_options,
             )
             if self.gpu.heap_end <= _HEAP_VA:
@@ -151,10 +155,24 @@ class UsbAmdDevice(AmdDeviceBase):
     # --- AmdDeviceBase hooks -------------------------------------------------------------------------------------
     def _gpu_alloc(self, nbytes: int, use: MemoryUse) -> GpuRegion:
         va = self._heap.alloc(nbytes)
-        return GpuRegion(va, -(-nbytes // _PAGE) * _PAGE, use)
+        region = GpuRegion(va, -(-nbytes // _PAGE) * _PAGE, use)
+        try:
+            self.gpu.map(va, region.nbytes)
+        except BaseException:
+            self._heap.free(va)
+            raise
+        return region
 
     def _gpu_free(self, region: GpuRegion) -> None:
+        if not self._closing:  # a GPU access there now faults; then the range may be reused
+            self.gpu.unmap(region.va, region.nbytes)
         self._heap.free(region.va)
+
+    def close(self) -> None:
+        """Free every buffer and release the device. Its regions are not unmapped one by one (a TLB flush each):
+        no queue runs after close, and the next open writes the page tables from their root."""
+        self._closing = True
+        super().close()
 
     def _host_write(self, region: GpuRegion, offset: int, data: bytes | memoryview) -> None:
         self.gpu.write_memory(region.va + offset, data)

@@ -11,9 +11,15 @@ GPU address layout (VMID 0, one page table for both hubs):
 
 | GPU address | what | PTEs |
 |---|---|---|
-| ``0 .. vram_bytes`` | VRAM (GPU address = VRAM offset = BAR0 offset) | 2 MB leaves (PDE-is-PTE in PDB0) |
+| ``0 .. vram_bytes`` (no ``heap_va``) | VRAM (GPU address = VRAM offset = BAR0 offset) | 2 MB leaves (PDE-is-PTE) |
+| with ``heap_va``: ``0 .. heap_va`` | VRAM the device's rings and pointers use | 2 MB leaves where aligned |
+| with ``heap_va``: ``heap_va .. heap_end`` | the heap: unmapped until :meth:`~Gfx1100UsbGpu.map` | 2 MB / 4 KB |
 | ``SYS_APERTURE + 0x200000 ..`` (512 KB) | the bridge's SRAM (the copy windows) | 4 KB system pages |
 | ``SYS_APERTURE + 0x800000 .. 0x823000`` | the admin window, sys_buf, the completion-queue window | 4 KB system pages |
+
+Opened with ``heap_va`` (as :class:`~tinyhil.usbgpu.amd_device.UsbAmdDevice` does), the driver maps only the VRAM
+below it at boot, and :meth:`~Gfx1100UsbGpu.map` / :meth:`~Gfx1100UsbGpu.unmap` set and clear the heap's entries
+per allocation (:mod:`tinyhil.usbgpu.gfx1100_vm`), each followed by one TLB flush.
 
 Queues: SDMA queue ``index`` 0 / 1 is queue 0 of SDMA0 / SDMA1 (doorbells at BAR2 bytes 0x800 / 0x808, inside
 the S2A port 2 range), the compute queue is HQD me 1 pipe 0 queue 0 (doorbell byte 0x18, inside the MEC range);
@@ -42,17 +48,16 @@ from tinyhil.spec.amdgpu import SYS_APERTURE, Bar, ErrorCode, QueueKind, QueueSt
 from tinyhil.spec.amdgpu_pm4 import PM4_HEADER_OPCODE, PM4_HEADER_TYPE, PM4_TYPE_3, Pm4Op
 from tinyhil.spec.amdgpu_sdma import SDMA_HEADER_OP, SDMA_HEADER_SUB_OP, SdmaOp
 from tinyhil.spec.asm2464 import CQ_WINDOW_BYTES, PCIE_ADMIN_WINDOW, PCIE_CQ_WINDOW, PCIE_SRAM_BASE, SRAM_BYTES
-from tinyhil.spec.gfx1100_boot import IH_RING_BYTES, PT_ENTRIES, PteFlag
+from tinyhil.spec.gfx1100_boot import IH_RING_BYTES
 from tinyhil.spec.gfx1100_regs import Reg
 from tinyhil.usbgpu.gfx1100_bars import Gfx1100Registers
 from tinyhil.usbgpu.gfx1100_boot import Gfx1100Boot
 from tinyhil.usbgpu.gfx1100_ih import IhReader, IvMeaning, Report, clear_fault, queue_of
+from tinyhil.usbgpu.gfx1100_vm import PAGE_BYTES, PageTables, check_range
 from tinyhil.usbgpu.usb_gpu import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S, UsbGpu
 
 __all__ = ["Gfx1100UsbGpu", "open_usb_gpu"]
 
-_PAGE: Final = 0x1000
-_HUGE: Final = 2 << 20
 _SDMA_STRIDE: Final = 0x600  # section 8: SDMA1's registers
 _SDMA_DOORBELL: Final = 0x800  # BAR2 byte offset of SDMA0's doorbell; SDMA1's is the next u64
 _MEC_DOORBELL: Final = 0x18  # section 9: doorbell index 3
@@ -66,49 +71,11 @@ _IB_CONTROL: Final = 0x30_0000
 _MQD_CONTROL: Final = 0x100
 _EOP_CONTROL: Final = 9
 _DEQUEUE_RESET_WAVES: Final = 2
-_LEAF: Final = PteFlag.VALID | PteFlag.READABLE | PteFlag.WRITEABLE | PteFlag.EXECUTE
-_SYSTEM_LEAF: Final = _LEAF | PteFlag.SYSTEM | PteFlag.SNOOPED
 # The bridge's memory the copy protocol reaches (spec/asm24.md): SRAM, and the admin window .. CQ window.
 BRIDGE_RANGES: Final = (
     (PCIE_SRAM_BASE, SRAM_BYTES),
     (PCIE_ADMIN_WINDOW, PCIE_CQ_WINDOW + CQ_WINDOW_BYTES - PCIE_ADMIN_WINDOW),
 )
-
-
-class _PageTables:
-    """VMID 0 page tables built host-side, then written to VRAM table by table (4 KB BAR0 writes)."""
-
-    def __init__(self, base: int, end: int) -> None:
-        self.root = base
-        self._next = base + _PAGE
-        self._end = end
-        self.tables: dict[int, bytearray] = {base: bytearray(_PAGE)}
-
-    def _table(self, table: int, index: int) -> int:
-        entry = int.from_bytes(self.tables[table][8 * index : 8 * index + 8], "little")
-        if entry & PteFlag.VALID:
-            return entry & 0x0000_FFFF_FFFF_F000
-        if self._next >= self._end:
-            raise DeviceError(f"page tables need more than {self._end - self.root:#x} bytes", op="map")
-        child, self._next = self._next, self._next + _PAGE
-        self.tables[child] = bytearray(_PAGE)
-        self.tables[table][8 * index : 8 * index + 8] = (child | PteFlag.VALID).to_bytes(8, "little")
-        return child
-
-    def map(self, va: int, address: int, nbytes: int, *, system: bool) -> None:
-        """Map ``[va, va + nbytes)`` onto VRAM offset / PCIe address ``address``: 2 MB leaves where aligned."""
-        end = va + nbytes
-        while va < end:
-            huge = not system and va % _HUGE == 0 and address % _HUGE == 0 and end - va >= _HUGE
-            table = self.root
-            for level in (3, 2) if huge else (3, 2, 1):
-                table = self._table(table, va >> (12 + 9 * level) & (PT_ENTRIES - 1))
-            level = 1 if huge else 0
-            flags = (_LEAF | PteFlag.PDE_IS_PTE) if huge else (_SYSTEM_LEAF if system else _LEAF)
-            index = va >> (12 + 9 * level) & (PT_ENTRIES - 1)
-            self.tables[table][8 * index : 8 * index + 8] = (address | flags).to_bytes(8, "little")
-            step = _HUGE if huge else _PAGE
-            va, address = va + step, address + step
 
 
 class Gfx1100UsbGpu(UsbGpu):
@@ -127,8 +94,12 @@ class Gfx1100UsbGpu(UsbGpu):
         firmware: FirmwareSource,
         poll_s: float = DEFAULT_POLL_S,
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        heap_va: int | None = None,
     ) -> None:
         self._attach_bars(controller, topology, poll_s=poll_s, timeout_s=timeout_s)
+        if heap_va is not None and (type(heap_va) is not int or heap_va <= 0 or heap_va % PAGE_BYTES):
+            raise InvalidArgument(f"heap_va={heap_va!r}, expected None or a positive multiple of {PAGE_BYTES:#x}")
+        self.heap_va = heap_va
         function = (topology.bus, topology.dev, topology.fn)
         self.regs = Gfx1100Registers(controller, self.register_bar.address, self.vram_bar.address, poll_s=self.poll_s,
                                      timeout_s=self.timeout_s, function=function)  # fmt: skip
@@ -145,17 +116,65 @@ class Gfx1100UsbGpu(UsbGpu):
 
     def _map_memory(self) -> None:
         """After discovery: VRAM size and heap end, then the page tables (the boot's step 6 points both hubs at
-        them)."""
+        them): VRAM below ``heap_va`` (all of it when None) and the bridge ranges."""
         layout = self.boot.layout
         self.vram_bytes = layout.vram_bytes
         self.heap_end = min(self.vram_bar.size, layout.base)
-        tables = _PageTables(layout.page_tables, layout.page_tables_end)
-        tables.map(0, 0, self.vram_bytes, system=False)
+        if self.heap_va is not None and self.heap_va >= self.heap_end:
+            raise DeviceError(
+                f"heap_va={self.heap_va:#x}, expected it below the heap end {self.heap_end:#x} (BAR0 size or boot "
+                "memory)",
+                op="open_usb_gpu",
+            )
+        self._tables = PageTables(layout.page_tables, layout.page_tables_end)
+        self._tables.map(0, 0, self.vram_bytes if self.heap_va is None else self.heap_va, system=False)
         for pcie_addr, nbytes in BRIDGE_RANGES:
-            tables.map(SYS_APERTURE + pcie_addr, pcie_addr, nbytes, system=True)
-        for table, data in tables.tables.items():
-            self.regs.vram_write(table, bytes(data))
+            self._tables.map(SYS_APERTURE + pcie_addr, pcie_addr, nbytes, system=True)
+        self._tables.write(self.regs.vram_write)
         self.regs.hdp_flush()
+
+    # --- the heap's mappings ---
+    def map(self, va: int, nbytes: int) -> None:
+        """Map VRAM ``[va, va + nbytes)`` at GPU address ``va`` (whole 2 MB slots as 2 MB leaves, the rest as 4 KB
+        PTEs), write the changed entries through BAR0, then flush the TLBs (section 4; HDP flush first).
+
+        Raises:
+            InvalidArgument: not whole pages in ``[heap_va, heap_end)``, or the driver maps all of VRAM at boot
+                (``heap_va`` None).
+            StateError: a page of the range is mapped already.
+            DeviceError: the page-table region is full.
+        """
+        self._check_heap("map", va, nbytes)
+        try:
+            self._tables.map(va, va, nbytes, system=False)
+        finally:
+            self._commit()
+
+    def unmap(self, va: int, nbytes: int) -> None:
+        """Clear the entries of ``[va, va + nbytes)`` (valid bit 0), write them, then flush the TLBs: a later
+        access there faults (QueueStopped with ``fault_addr`` the page).
+
+        Raises:
+            InvalidArgument: as :meth:`map`.
+            StateError: a page of the range is not mapped, or the range splits a 2 MB leaf.
+        """
+        self._check_heap("unmap", va, nbytes)
+        try:
+            self._tables.unmap(va, nbytes)
+        finally:
+            self._commit()
+
+    def _check_heap(self, op: str, va: int, nbytes: int) -> None:
+        if self.heap_va is None:
+            raise InvalidArgument(f"{op}: this driver mapped all of VRAM at boot, expected one opened with heap_va=")
+        check_range(op, va, nbytes, self.heap_end)
+        if va < self.heap_va:
+            raise InvalidArgument(f"{op}(va={va:#x}, ...), expected a heap address from heap_va={self.heap_va:#x}")
+
+    def _commit(self) -> None:
+        """Write the entries changed since the last commit (none: nothing happens), then the TLB handshake."""
+        if self._tables.write(self.regs.vram_write):
+            self.regs.flush_tlb()  # its HDP flush makes the BAR0 writes visible before the invalidation
 
     def close(self) -> None:
         """Section 12 fini (after the caller destroyed its queues): the board is left for a partial re-open."""
@@ -382,12 +401,15 @@ def open_usb_gpu(
     firmware: FirmwareSource,
     poll_s: float = DEFAULT_POLL_S,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    heap_va: int | None = None,
     **bringup_options: Any,
 ) -> Gfx1100UsbGpu:
     """Bring the PCIe side up, then boot the gfx1100 behind the bridge (:class:`Gfx1100UsbGpu`).
 
     Before the boot it reads ``RCC_CONFIG_MEMSIZE`` (BAR5 dword 0xDE3), which a gfx1100 answers with its VRAM size
     in MB from power-on; a GPU that reads 0 there is not one, and no other register interface is driven.
+    ``heap_va``: map only VRAM below it at boot, and the heap above it per allocation (:meth:`Gfx1100UsbGpu.map`);
+    None maps all of VRAM.
 
     Raises:
         DeviceError: ``RCC_CONFIG_MEMSIZE`` reads 0 (not a gfx1100), a BAR is missing, or a boot step failed.
@@ -402,4 +424,4 @@ def open_usb_gpu(
             "the only GPU the USB path drives (spec/amdgpu-registers.md section 2.3)",
             op="open_usb_gpu",
         )
-    return Gfx1100UsbGpu(controller, topology, firmware=firmware, poll_s=poll_s, timeout_s=timeout_s)
+    return Gfx1100UsbGpu(controller, topology, firmware=firmware, poll_s=poll_s, timeout_s=timeout_s, heap_va=heap_va)
