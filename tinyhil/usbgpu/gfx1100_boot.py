@@ -198,8 +198,10 @@ class Gfx1100Boot:
         """Steps 2-3: VRAM size from 0xDE3, the discovery signatures, FB_BASE; returns the VRAM bytes."""
         regs = self.regs
         vram_bytes = regs.read(Reg.RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE) * _MB
-        if vram_bytes < 2 * BOOT_BYTES:
-            raise DeviceError(f"RCC_CONFIG_MEMSIZE reads {vram_bytes >> 20} MB, expected at least 64 MB", op="boot")
+        if vram_bytes < 2 * BOOT_BYTES:  # 0: no gfx1100 (Navi 31) answers, the only GPU the USB path drives
+            gpu = ": not a gfx1100" if not vram_bytes else ""
+            raise DeviceError(f"RCC_CONFIG_MEMSIZE (BAR5 {Reg.RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE * 4:#x}) reads "
+                              f"{vram_bytes >> 20} MB, expected >= 64 MB{gpu}", op="boot")  # fmt: skip
         at = vram_bytes - DISCOVERY_TMR_OFFSET
         binary, offset = struct.unpack("<I8xH", regs.vram_read(at, _TABLE_INFO_OFFSET + 2))
         if binary != BINARY_SIGNATURE:

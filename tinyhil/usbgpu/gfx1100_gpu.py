@@ -33,7 +33,6 @@ page of a VM fault. A queue stays reported as stopped until it is destroyed.
 
 from __future__ import annotations
 
-import struct
 from typing import Any, Final
 
 from tinyhil.amdgpu._packet import check_enum, hi32, lo32
@@ -44,7 +43,7 @@ from tinyhil.asm2464.bringup import pcie_bringup
 from tinyhil.asm2464.controller import Asm2464Controller
 from tinyhil.asm2464.topology import PcieTopology
 from tinyhil.errors import DeviceError, InvalidArgument, StateError
-from tinyhil.spec.amdgpu import SYS_APERTURE, Bar, ErrorCode, QueueKind, QueueStatus
+from tinyhil.spec.amdgpu import SYS_APERTURE, ErrorCode, QueueKind, QueueStatus
 from tinyhil.spec.amdgpu_pm4 import PM4_HEADER_OPCODE, PM4_HEADER_TYPE, PM4_TYPE_3, Pm4Op
 from tinyhil.spec.amdgpu_sdma import SDMA_HEADER_OP, SDMA_HEADER_SUB_OP, SdmaOp
 from tinyhil.spec.asm2464 import CQ_WINDOW_BYTES, PCIE_ADMIN_WINDOW, PCIE_CQ_WINDOW, PCIE_SRAM_BASE, SRAM_BYTES
@@ -406,8 +405,9 @@ def open_usb_gpu(
 ) -> Gfx1100UsbGpu:
     """Bring the PCIe side up, then boot the gfx1100 behind the bridge (:class:`Gfx1100UsbGpu`).
 
-    Before the boot it reads ``RCC_CONFIG_MEMSIZE`` (BAR5 dword 0xDE3), which a gfx1100 answers with its VRAM size
-    in MB from power-on; a GPU that reads 0 there is not one, and no other register interface is driven.
+    The boot's first read is ``RCC_CONFIG_MEMSIZE`` (BAR5 dword 0xDE3), which a gfx1100 answers with its VRAM size
+    in MB from power-on; a GPU that reads 0 there is not one, and is refused before anything is written
+    (:meth:`~tinyhil.usbgpu.gfx1100_boot.Gfx1100Boot.discover`).
     ``heap_va``: map only VRAM below it at boot, and the heap above it per allocation (:meth:`Gfx1100UsbGpu.map`);
     None maps all of VRAM.
 
@@ -416,12 +416,4 @@ def open_usb_gpu(
         DeviceTimeout: a boot wait did not finish.
     """
     topology = pcie_bringup(controller, **bringup_options)
-    bars = topology.bar_map
-    offset = Reg.RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE * 4
-    if Bar.REGS in bars and not struct.unpack("<I", controller.pcie_mem_read(bars[Bar.REGS].address + offset, 4))[0]:
-        raise DeviceError(
-            f"RCC_CONFIG_MEMSIZE (BAR5 {offset:#x}) reads 0, expected the VRAM size in MB: not a gfx1100 (Navi 31), "
-            "the only GPU the USB path drives (spec/amdgpu-registers.md section 2.3)",
-            op="open_usb_gpu",
-        )
     return Gfx1100UsbGpu(controller, topology, firmware=firmware, poll_s=poll_s, timeout_s=timeout_s, heap_va=heap_va)
