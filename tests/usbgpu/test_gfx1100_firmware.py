@@ -18,7 +18,7 @@ from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.spec.amdgpu_firmware import FIRMWARE_DIR, FIRMWARE_PACKAGE, GFX1100_FIRMWARE
 from tinyhil.spec.gfx1100_boot import PspBootloaderCmd, PspFwType
 from tinyhil.usbgpu.amd_device import UsbAmdDevice
-from tinyhil.usbgpu.gfx1100_boot import Gfx1100Boot
+from tinyhil.usbgpu.gfx1100.psp import PspBlock
 from tinyhil.usbgpu.gfx1100_gpu import Gfx1100UsbGpu
 
 REAL_FILES = pytest.mark.skipif(
@@ -81,13 +81,13 @@ def usb() -> Iterator[MockUSB3]:
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bytes]]:
     """Every LOAD_IP_FW payload the driver sends, as it hands it to the PSP command."""
     log: list[tuple[int, bytes]] = []
-    original = Gfx1100Boot.load_ip_fw
+    original = PspBlock.load_ip_fw
 
-    def load_ip_fw(self: Gfx1100Boot, fw_type: PspFwType, image: bytes) -> None:
+    def load_ip_fw(self: PspBlock, fw_type: PspFwType, image: bytes) -> None:
         log.append((fw_type, bytes(image)))
         original(self, fw_type, image)
 
-    monkeypatch.setattr(Gfx1100Boot, "load_ip_fw", load_ip_fw)
+    monkeypatch.setattr(PspBlock, "load_ip_fw", load_ip_fw)
     return log
 
 

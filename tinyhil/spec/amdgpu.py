@@ -40,6 +40,7 @@ __all__ = [
     "Field",
     "QueueKind",
     "QueueStatus",
+    "RegFields",
     "compare",
 ]
 
@@ -77,6 +78,79 @@ class Field:
                 f"{self.name}={value!r}, expected an int in 0..{self.max_value:#x} ({self.width} bits)"
             )
         return value << self.lsb
+
+
+@dataclass(frozen=True, slots=True)
+class RegFields:
+    """The named bit fields of one register (``register`` names it in errors): a driver writes the register by field
+    name through the same :class:`Field` objects a model decodes it with.
+
+    Raises (constructor):
+        InvalidArgument: two fields share a name or a bit.
+    """
+
+    register: str
+    fields: tuple[Field, ...]
+    by_name: dict[str, Field] = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_name: dict[str, Field] = {}
+        used = 0
+        for field in self.fields:
+            if field.name in by_name or used & field.mask:
+                raise InvalidArgument(
+                    f"{self.register}: field {field.name} (bits {field.lsb}+{field.width}) repeats a name or a bit, "
+                    f"expected distinct fields (so far: {', '.join(by_name)})"
+                )
+            by_name[field.name] = field
+            used |= field.mask
+        object.__setattr__(self, "by_name", by_name)
+
+    def field(self, name: str) -> Field:
+        """The field called ``name``.
+
+        Raises:
+            InvalidArgument: the register has no such field.
+        """
+        field = self.by_name.get(name)
+        if field is None:
+            raise InvalidArgument(f"{self.register} has no field {name!r}, expected one of: {', '.join(self.by_name)}")
+        return field
+
+    def encode(self, **values: int) -> int:
+        """The dword holding ``values`` (field name -> value) in their fields and 0 in every other bit.
+
+        Raises:
+            InvalidArgument: an unknown field name, or a value that is not an int that fits its field.
+        """
+        dword = 0
+        for name, value in values.items():
+            field = self.field(name)
+            if type(value) is not int or not 0 <= value <= field.max_value:
+                raise InvalidArgument(
+                    f"{self.register}.{name}={value!r}, expected an int in 0..{field.max_value:#x} ({field.width} bits)"
+                )
+            dword |= value << field.lsb
+        return dword
+
+    def merge(self, dword: int, **values: int) -> int:
+        """``dword`` with the fields of ``values`` replaced (its other bits kept).
+
+        Raises:
+            InvalidArgument: as :meth:`encode`.
+        """
+        return dword & ~self.mask(*values) | self.encode(**values)
+
+    def mask(self, *names: str) -> int:
+        """The bits of the fields called ``names``.
+
+        Raises:
+            InvalidArgument: an unknown field name.
+        """
+        mask = 0
+        for name in names:
+            mask |= self.field(name).mask
+        return mask
 
 
 # --- Memory (spec/amdgpu.md "Memory") ---

@@ -6,8 +6,10 @@ Every number cites ``spec/amdgpu-registers.md`` (section in the comment); regist
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
+from types import MappingProxyType
 from typing import Final
 
 __all__ = [
@@ -30,8 +32,7 @@ __all__ = [
     "HUB_SETUP",
     "IH_ENABLE",
     "IH_INTERRUPT_CONTROLS",
-    "IH_RB_CNTL_RING0",
-    "IH_RB_CNTL_RING1",
+    "IH_RB_SETUP",
     "IH_RB_SIZE",
     "IH_RING_BYTES",
     "IP_DISCOVERY_SIGNATURE",
@@ -59,7 +60,9 @@ __all__ = [
     "SMU_RESPONSE_FLAG",
     "SYSTEM_APERTURE_SHIFT",
     "VMID0_VA_START",
+    "VM_CONTEXT0_CNTL_FAULT_ENABLES",
     "BinaryTable",
+    "FieldUpdate",
     "GfxCmdId",
     "GfxCtrlCmd",
     "PspBootloaderCmd",
@@ -311,7 +314,24 @@ class RegUpdate:
     mask: int = _U32
 
 
-# Steps 6 / 13 (section 4), each hub: AGP off, fault-retry, L1 TLB, L2 cache controls, identity aperture off, the
+@dataclass(frozen=True, slots=True)
+class FieldUpdate:
+    """One register write of the bring-up by field name (``tinyhil.spec.gfx1100_fields`` has the layouts): the
+    fields of ``values`` set, the others read back and kept (AM's ``update``), or with ``whole`` the others 0 (AM's
+    ``write``). ``register`` is a :class:`Reg` name, as in :class:`RegUpdate`."""
+
+    register: str
+    values: Mapping[str, int]
+    whole: bool = False
+
+    @classmethod
+    def of(cls, register: str, *, whole: bool = False, **values: int) -> FieldUpdate:
+        return cls(register, MappingProxyType(values), whole)
+
+
+# Steps 6 / 13 (section 4), each hub's *VM_CONTEXT0_CNTL (the rest of its value: enable_context, page_table_depth 3):
+VM_CONTEXT0_CNTL_FAULT_ENABLES: Final = 0xFFFF  # bits 24:9, all the fault interrupt / default enables (AM's value)
+# Each hub: AGP off, fault-retry, L1 TLB, L2 cache controls, identity aperture off, the
 # invalidate ranges of engines 0-17. (The system aperture and the default pages depend on the board: the driver.)
 HUB_SETUP: Final[tuple[RegUpdate, ...]] = (
     RegUpdate("{hub}MC_VM_AGP_BASE", 0),
@@ -337,18 +357,22 @@ HUB_SETUP: Final[tuple[RegUpdate, ...]] = (
       for engine in range(18) for half, value in (("LO32", _U32), ("HI32", 0x1F))),  # 0x1F_FFFF_FFFF
 )  # fmt: skip
 
-# Step 7 (section 10): IH_RB_CNTL of ring 0 / ring 1 (rb_enable last, below), then the storm / flood controls.
-_IH_RB_CNTL_COMMON: Final = 4 << 28 | 1 << 31 | 1 << 20 | IH_RB_SIZE << 1  # mc_space 4, wptr_overflow_clear, snoop
-IH_RB_CNTL_RING0: Final = _IH_RB_CNTL_COMMON | 1 << 16 | 1 << 21  # wptr_overflow_enable, rptr_rearm
-IH_RB_CNTL_RING1: Final = _IH_RB_CNTL_COMMON | 1 << 9  # rb_full_drain_enable
+# Step 7 (section 10): IH_RB_CNTL of ring 0 / ring 1 (rb_enable last, below; no write-pointer write-back, as AM),
+# then the storm / flood controls.
+_IH_RB_CNTL_COMMON: Final = MappingProxyType({"mc_space": 4, "wptr_overflow_clear": 1, "mc_snoop": 1,
+                                              "rb_size": IH_RB_SIZE, "wptr_writeback_enable": 0})  # fmt: skip
+IH_RB_SETUP: Final[tuple[FieldUpdate, FieldUpdate]] = (
+    FieldUpdate.of("IH_RB_CNTL", whole=True, **_IH_RB_CNTL_COMMON, wptr_overflow_enable=1, rptr_rearm=1),
+    FieldUpdate.of("IH_RB_CNTL_RING1", whole=True, **_IH_RB_CNTL_COMMON, rb_full_drain_enable=1),
+)
 IH_INTERRUPT_CONTROLS: Final[tuple[RegUpdate, ...]] = (
     RegUpdate("IH_STORM_CLIENT_LIST_CNTL", 1 << 18, 1 << 18),  # client18_is_storm_client
     RegUpdate("IH_INT_FLOOD_CNTL", 1 << 3, 1 << 3),  # flood_cntl_enable
     RegUpdate("IH_MSI_STORM_CTRL", 3, 0xFFF),  # delay 3
 )
-IH_ENABLE: Final[tuple[RegUpdate, ...]] = (
-    RegUpdate("IH_RB_CNTL", 1 | 1 << 17, 1 | 1 << 17),  # rb_enable, enable_intr
-    RegUpdate("IH_RB_CNTL_RING1", 1, 1),  # rb_enable
+IH_ENABLE: Final[tuple[FieldUpdate, ...]] = (
+    FieldUpdate.of("IH_RB_CNTL", rb_enable=1, enable_intr=1),
+    FieldUpdate.of("IH_RB_CNTL_RING1", rb_enable=1),
 )
 
 # Step 15 (section 10): TCP / RLC misc (before the S2A ports), then GRBM_CNTL.
@@ -361,12 +385,12 @@ GFX_MISC: Final[tuple[RegUpdate, ...]] = (
 GRBM_CNTL_READ_TIMEOUT: Final = RegUpdate("GRBM_CNTL", 0xFF, 0xFF)
 
 # Step 17, each SDMA engine: watchdog, UTCL1, unhalt (halt 0, th1_reset 0), trap_enable.
-SDMA_ENGINE: Final[tuple[RegUpdate, ...]] = (
+SDMA_ENGINE: Final[tuple[RegUpdate | FieldUpdate, ...]] = (
     RegUpdate("SDMA{sdma}_WATCHDOG_CNTL", 100, 0xFF),  # queue_hang_count 100 (100 ms units: 10 s)
     RegUpdate("SDMA{sdma}_UTCL1_CNTL", 3 << 9 | 9, 0x3 << 9 | 0x1F),  # resp_mode 3, redo_delay 9
     RegUpdate("SDMA{sdma}_UTCL1_PAGE", 2 << 12 | 3 << 14 | 1 << 24, 0xF << 12 | 1 << 24),  # rd noa, wr bypass
-    RegUpdate("SDMA{sdma}_F32_CNTL", 0, 1 | 1 << 13),
-    RegUpdate("SDMA{sdma}_CNTL", 1, 1),
+    FieldUpdate.of("SDMA{sdma}_F32_CNTL", halt=0, th1_reset=0),
+    FieldUpdate.of("SDMA{sdma}_CNTL", trap_enable=1),
 )
 
 # Step 19 (section 10): before RLC safe mode (HDP, MM ATC), then inside it (GFX clock gating).

@@ -52,6 +52,7 @@ __all__ = [
     "SDMA0_QUEUE0_RB_CNTL_RB_ENABLE",
     "SDMA0_QUEUE0_RB_CNTL_RB_SIZE",
     "SDMA0_QUEUE0_RB_CNTL_RPTR_WRITEBACK_ENABLE",
+    "SDMA1_REGISTER_STRIDE",
     "SH_MEM_BANKED",
     "VM_CONTEXT0_CNTL_ENABLE_CONTEXT",
     "VM_CONTEXT0_CNTL_PAGE_TABLE_BLOCK_SIZE",
@@ -417,6 +418,7 @@ class Reg(IntEnum):
 # the 56 registers AM writes from the MQD, plus the dequeue status just past them.
 HQD_BANKED_FIRST: Final = Reg.CP_MQD_BASE_ADDR
 HQD_BANKED_LAST: Final = _gc[0] + 0x1FE8  # CP_HQD_DEQUEUE_STATUS
+SDMA1_REGISTER_STRIDE: Final = Reg.SDMA1_CNTL - Reg.SDMA0_CNTL  # section 8: SDMA1's copies sit 0x600 dwords above
 SH_MEM_BANKED: Final = frozenset({Reg.SH_MEM_BASES, Reg.SH_MEM_CONFIG})  # banked by GRBM_GFX_CNTL.vmid
 
 # Fields (section and register in the name).

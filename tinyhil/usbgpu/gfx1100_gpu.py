@@ -1,11 +1,12 @@
 """The USB-path driver of a gfx1100 (Navi 31) behind the bridge: the real bring-up, page tables, real queues.
 
-``spec/amdgpu-registers.md``. :class:`Gfx1100UsbGpu` is a :class:`~tinyhil.usbgpu.usb_gpu.UsbGpu` (the same
-BAR0 / BAR2 access, waits and :class:`~tinyhil.amdgpu.queue.QueueTransport`, so :class:`UsbCopy` and
+docs/gfx1100.md, "The USB-path driver". :class:`Gfx1100UsbGpu` is a :class:`~tinyhil.usbgpu.usb_gpu.UsbGpu`
+(the same BAR0 / BAR2 access, waits and :class:`~tinyhil.amdgpu.queue.QueueTransport`, so :class:`UsbCopy` and
 :class:`UsbAmdDevice` run on it unchanged) whose register side is the chip's: it boots the GPU
-(:class:`~tinyhil.usbgpu.gfx1100_boot.Gfx1100Boot`), writes the VMID 0 page tables, and programs queues through the
-SDMA RB registers and the MEC's HQD registers. :func:`open_usb_gpu` opens it after checking that BAR5 answers as a
-gfx1100 does (its VRAM size at dword 0xDE3).
+(:class:`~tinyhil.usbgpu.gfx1100.boot.Gfx1100Boot`, the IP blocks of :mod:`tinyhil.usbgpu.gfx1100` in order),
+writes the VMID 0 page tables, and programs queues through the SDMA block (RB registers) and the MEC block (HQD
+registers). :func:`open_usb_gpu` opens it after checking that BAR5 answers as a gfx1100 does (its VRAM size at
+dword 0xDE3).
 
 GPU address layout (VMID 0, one page table for both hubs):
 
@@ -19,13 +20,13 @@ GPU address layout (VMID 0, one page table for both hubs):
 
 Opened with ``heap_va`` (as :class:`~tinyhil.usbgpu.amd_device.UsbAmdDevice` does), the driver maps only the VRAM
 below it at boot, and :meth:`~Gfx1100UsbGpu.map` / :meth:`~Gfx1100UsbGpu.unmap` set and clear the heap's entries
-per allocation (:mod:`tinyhil.usbgpu.gfx1100_vm`), each followed by one TLB flush.
+per allocation (:mod:`tinyhil.usbgpu.gfx1100.page_tables`), each followed by one TLB flush.
 
 Queues: SDMA queue ``index`` 0 / 1 is queue 0 of SDMA0 / SDMA1 (doorbells at BAR2 bytes 0x800 / 0x808, inside
 the S2A port 2 range), the compute queue is HQD me 1 pipe 0 queue 0 (doorbell byte 0x18, inside the MEC range);
 ``create_queue``'s ``doorbell_index`` is ignored because the routing fixes each queue's doorbell.
 
-A stopped queue reaches the driver as an interrupt vector on IH ring 0 (:mod:`tinyhil.usbgpu.gfx1100_ih`):
+A stopped queue reaches the driver as an interrupt vector on IH ring 0 (:mod:`tinyhil.usbgpu.gfx1100.ih`):
 :meth:`Gfx1100UsbGpu.check_queues` (between the polls of every wait) reads ``IH_RB_WPTR`` and, when IVs arrived,
 raises :class:`QueueStopped` naming the queue, the packet at its read pointer and the ring offset, or the faulting
 page of a VM fault. A queue stays reported as stopped until it is destroyed.
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from tinyhil.amdgpu._packet import check_enum, hi32, lo32
+from tinyhil.amdgpu._packet import check_enum
 from tinyhil.amdgpu.errors import QueueStopped
 from tinyhil.amdgpu.firmware import FirmwareSource
 from tinyhil.amdgpu.queue import AmdQueue
@@ -43,33 +44,21 @@ from tinyhil.asm2464.bringup import pcie_bringup
 from tinyhil.asm2464.controller import Asm2464Controller
 from tinyhil.asm2464.topology import PcieTopology
 from tinyhil.errors import DeviceError, InvalidArgument, StateError
-from tinyhil.spec.amdgpu import SYS_APERTURE, ErrorCode, QueueKind, QueueStatus
+from tinyhil.spec.amdgpu import DOORBELL_SLOT_BYTES, SYS_APERTURE, ErrorCode, QueueKind, QueueStatus
 from tinyhil.spec.amdgpu_pm4 import PM4_HEADER_OPCODE, PM4_HEADER_TYPE, PM4_TYPE_3, Pm4Op
 from tinyhil.spec.amdgpu_sdma import SDMA_HEADER_OP, SDMA_HEADER_SUB_OP, SdmaOp
 from tinyhil.spec.asm2464 import CQ_WINDOW_BYTES, PCIE_ADMIN_WINDOW, PCIE_CQ_WINDOW, PCIE_SRAM_BASE, SRAM_BYTES
 from tinyhil.spec.gfx1100_boot import IH_RING_BYTES
-from tinyhil.spec.gfx1100_regs import Reg
-from tinyhil.usbgpu.gfx1100_bars import Gfx1100Registers
-from tinyhil.usbgpu.gfx1100_boot import Gfx1100Boot
-from tinyhil.usbgpu.gfx1100_ih import IhReader, IvMeaning, Report, clear_fault, queue_of
-from tinyhil.usbgpu.gfx1100_vm import PAGE_BYTES, PageTables, check_range
+from tinyhil.usbgpu.gfx1100.boot import Gfx1100Boot
+from tinyhil.usbgpu.gfx1100.ih import IhReader, IvMeaning, Report, queue_of
+from tinyhil.usbgpu.gfx1100.mec import MEC_DOORBELL
+from tinyhil.usbgpu.gfx1100.page_tables import PAGE_BYTES, PageTables, check_range
+from tinyhil.usbgpu.gfx1100.registers import Gfx1100Registers
+from tinyhil.usbgpu.gfx1100.sdma import sdma_doorbell
 from tinyhil.usbgpu.usb_gpu import DEFAULT_POLL_S, DEFAULT_TIMEOUT_S, UsbGpu
 
 __all__ = ["Gfx1100UsbGpu", "open_usb_gpu"]
 
-_SDMA_STRIDE: Final = 0x600  # section 8: SDMA1's registers
-_SDMA_DOORBELL: Final = 0x800  # BAR2 byte offset of SDMA0's doorbell; SDMA1's is the next u64
-_MEC_DOORBELL: Final = 0x18  # section 9: doorbell index 3
-_DOORBELL_SLOT: Final = 8
-_GRBM_MEC_QUEUE0: Final = 1 << 2  # me 1, pipe 0, queue 0
-_RB_CNTL_BITS: Final = 1 | 1 << 11 | 1 << 12 | 4 << 16 | 1 << 23  # rb_enable, f32 wptr poll, rptr writeback, priv
-_DOORBELL_ENABLE: Final = 1 << 28
-_HQD_DOORBELL_EN: Final = 1 << 30
-_RPTR_BLOCK_SIZE: Final = 5 << 8
-_IB_CONTROL: Final = 0x30_0000
-_MQD_CONTROL: Final = 0x100
-_EOP_CONTROL: Final = 9
-_DEQUEUE_RESET_WAVES: Final = 2
 # The bridge's memory the copy protocol reaches (spec/asm24.md): SRAM, and the admin window .. CQ window.
 BRIDGE_RANGES: Final = (
     (PCIE_SRAM_BASE, SRAM_BYTES),
@@ -106,7 +95,7 @@ class Gfx1100UsbGpu(UsbGpu):
         self._kinds: dict[int, tuple[QueueKind, int]] = {}  # queue key -> (kind, index)
         self._stops: dict[int, QueueStopped] = {}  # queue key (-1: no queue of this driver) -> what stopped it
         self.boot.boot(self._map_memory)
-        self.regs.flush_tlb()  # step 21: the mappings are live for both hubs
+        self.boot.gmc.flush_tlb()  # step 21: the mappings are live for both hubs
         self.ih = IhReader(self.regs, self.boot.layout.ih_ring(0), IH_RING_BYTES)
 
     def __repr__(self) -> str:
@@ -173,7 +162,7 @@ class Gfx1100UsbGpu(UsbGpu):
     def _commit(self) -> None:
         """Write the entries changed since the last commit (none: nothing happens), then the TLB handshake."""
         if self._tables.write(self.regs.vram_write):
-            self.regs.flush_tlb()  # its HDP flush makes the BAR0 writes visible before the invalidation
+            self.boot.gmc.flush_tlb()  # its HDP flush makes the BAR0 writes visible before the invalidation
 
     def close(self) -> None:
         """Section 12 fini (after the caller destroyed its queues): the board is left for a partial re-open."""
@@ -207,82 +196,19 @@ class Gfx1100UsbGpu(UsbGpu):
         key = (0 if kind is QueueKind.SDMA else 2) + index
         if key in self._queues:
             raise StateError(f"{self._name(kind, index)} is already set up, expected destroy_queue() first")
-        doorbell = _SDMA_DOORBELL + _DOORBELL_SLOT * index if kind is QueueKind.SDMA else _MEC_DOORBELL
+        doorbell = sdma_doorbell(index) if kind is QueueKind.SDMA else MEC_DOORBELL
         queue = AmdQueue(self, kind, ring_va=ring_va, ring_bytes=ring_bytes, rptr_va=rptr_va, wptr_va=wptr_va,
-                         doorbell_index=doorbell // _DOORBELL_SLOT)  # fmt: skip
+                         doorbell_index=doorbell // DOORBELL_SLOT_BYTES)  # fmt: skip
         self._vram_address(ring_va, ring_bytes)
         queue.initialize()
         self.regs.hdp_flush()
         if kind is QueueKind.SDMA:
-            self._sdma_up(index, queue, doorbell)
+            self.boot.sdma.start_queue(index, queue)
         else:
-            self._hqd_up(queue, doorbell)
+            self.boot.mec.map_queue(queue)
         self._queues[key] = queue
         self._kinds[key] = (kind, index)
         return queue
-
-    def _sdma_up(self, engine: int, queue: AmdQueue, doorbell: int) -> None:
-        """Section 8's sequence on SDMA ``engine`` queue 0."""
-        regs, shift = self.regs, _SDMA_STRIDE * engine
-        if regs.read(Reg.SDMA0_QUEUE0_RB_CNTL + shift) & 1:
-            regs.write(Reg.SDMA0_QUEUE0_RB_CNTL + shift, 0)  # left enabled: settings latch on a fresh enable
-        regs.write(Reg.SDMA0_QUEUE0_MINOR_PTR_UPDATE + shift, 1)
-        for reg in (Reg.SDMA0_QUEUE0_RB_RPTR, Reg.SDMA0_QUEUE0_RB_RPTR_HI, Reg.SDMA0_QUEUE0_RB_WPTR,
-                    Reg.SDMA0_QUEUE0_RB_WPTR_HI):  # fmt: skip
-            regs.write(reg + shift, 0)
-        ring = queue.ring_va >> 8
-        regs.write(Reg.SDMA0_QUEUE0_RB_BASE + shift, lo32(ring))
-        regs.write(Reg.SDMA0_QUEUE0_RB_BASE_HI + shift, hi32(ring))
-        regs.write(Reg.SDMA0_QUEUE0_RB_RPTR_ADDR_LO + shift, lo32(queue.rptr_va))
-        regs.write(Reg.SDMA0_QUEUE0_RB_RPTR_ADDR_HI + shift, hi32(queue.rptr_va))
-        regs.write(Reg.SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_LO + shift, lo32(queue.wptr_va))
-        regs.write(Reg.SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_HI + shift, hi32(queue.wptr_va))
-        regs.write(Reg.SDMA0_QUEUE0_DOORBELL_OFFSET + shift, doorbell)
-        regs.write(Reg.SDMA0_QUEUE0_DOORBELL + shift, _DOORBELL_ENABLE)
-        regs.write(Reg.SDMA0_QUEUE0_MINOR_PTR_UPDATE + shift, 0)
-        rb_size = (queue.ring_bytes // 4).bit_length() - 1
-        regs.write(Reg.SDMA0_QUEUE0_RB_CNTL + shift, _RB_CNTL_BITS | rb_size << 1)
-        regs.write(Reg.SDMA0_QUEUE0_IB_CNTL + shift, 1)
-        if not regs.read(Reg.SDMA0_QUEUE0_RB_CNTL + shift) & 1:
-            raise DeviceError(
-                f"SDMA{engine} queue 0: rb_enable reads 0 after enabling ring {queue.ring_va:#x}+{queue.ring_bytes:#x}"
-                f" (pointers {queue.rptr_va:#x}/{queue.wptr_va:#x}): the GPU refused the settings",
-                op="create_queue",
-            )
-
-    def _hqd_up(self, queue: AmdQueue, doorbell: int) -> None:
-        """Section 9: the HQD registers of me 1 pipe 0 queue 0, then CP_HQD_ACTIVE."""
-        regs, layout = self.regs, self.boot.layout
-        mqd, eop = self.boot.mc(layout.mqd), self.boot.mc(layout.eop)
-        queue_size = (queue.ring_bytes // 4).bit_length() - 2  # ring = 2 ** (queue_size + 1) dwords
-        values = (
-            (Reg.CP_MQD_BASE_ADDR, lo32(mqd)), (Reg.CP_MQD_BASE_ADDR_HI, hi32(mqd)), (Reg.CP_HQD_VMID, 0),
-            (Reg.CP_HQD_PQ_BASE, lo32(queue.ring_va >> 8)), (Reg.CP_HQD_PQ_BASE_HI, hi32(queue.ring_va >> 8)),
-            (Reg.CP_HQD_PQ_RPTR_REPORT_ADDR, lo32(queue.rptr_va)), (Reg.CP_HQD_PQ_RPTR_REPORT_ADDR_HI,
-                                                                     hi32(queue.rptr_va)),
-            (Reg.CP_HQD_PQ_WPTR_POLL_ADDR, lo32(queue.wptr_va)), (Reg.CP_HQD_PQ_WPTR_POLL_ADDR_HI,
-                                                                  hi32(queue.wptr_va)),
-            (Reg.CP_HQD_PQ_DOORBELL_CONTROL, doorbell | _HQD_DOORBELL_EN),
-            (Reg.CP_HQD_PQ_CONTROL, queue_size | _RPTR_BLOCK_SIZE), (Reg.CP_HQD_IB_CONTROL, _IB_CONTROL),
-            (Reg.CP_MQD_CONTROL, _MQD_CONTROL), (Reg.CP_HQD_EOP_BASE_ADDR, lo32(eop >> 8)),
-            (Reg.CP_HQD_EOP_BASE_ADDR_HI, hi32(eop >> 8)), (Reg.CP_HQD_EOP_CONTROL, _EOP_CONTROL),
-            (Reg.CP_HQD_PQ_WPTR_LO, 0), (Reg.CP_HQD_PQ_WPTR_HI, 0),
-        )  # fmt: skip
-        regs.write(Reg.GRBM_GFX_CNTL, _GRBM_MEC_QUEUE0)
-        try:
-            for reg, value in values:
-                regs.write(reg, value)
-            regs.write(Reg.CP_HQD_ACTIVE, 1)
-            regs.hdp_flush()
-            active = regs.read(Reg.CP_HQD_ACTIVE) & 1
-        finally:
-            regs.write(Reg.GRBM_GFX_CNTL, 0)
-        if not active:
-            raise DeviceError(
-                f"compute HQD me 1 pipe 0 queue 0: CP_HQD_ACTIVE reads 0 after mapping ring {queue.ring_va:#x}+"
-                f"{queue.ring_bytes:#x}: the GPU refused the settings",
-                op="create_queue",
-            )
 
     def destroy_queue(self, queue: AmdQueue) -> None:
         """Stop ``queue`` as section 8 (SDMA: RB and IB off, doorbell off) or 9 (dequeue the HQD) says.
@@ -292,14 +218,10 @@ class Gfx1100UsbGpu(UsbGpu):
         """
         key = self._key_of(queue)
         kind, index = self._kinds[key]
-        regs = self.regs
         if kind is QueueKind.SDMA:
-            shift = _SDMA_STRIDE * index
-            for reg in (Reg.SDMA0_QUEUE0_RB_CNTL, Reg.SDMA0_QUEUE0_IB_CNTL, Reg.SDMA0_QUEUE0_DOORBELL,
-                        Reg.SDMA0_QUEUE0_DOORBELL_OFFSET):  # fmt: skip
-                regs.write(reg + shift, 0)
+            self.boot.sdma.stop_queue(index)
         else:
-            self.boot.dequeue_all()
+            self.boot.mec.dequeue()
         del self._queues[key], self._kinds[key]
         self._stops.pop(key, None)
 
@@ -355,7 +277,7 @@ class Gfx1100UsbGpu(UsbGpu):
         key, status, code = meaning.key, QueueStatus.PACKET_ERROR, ErrorCode.BAD_PACKET
         detail = ""
         if meaning.report is Report.VM_FAULT:
-            fault_status, key = clear_fault(self.regs, mm_hub=meaning.mm_hub)
+            fault_status, key = self.boot.gmc.clear_fault(mm_hub=meaning.mm_hub)
             status, code = QueueStatus.MEMORY_FAULT, ErrorCode.MEMORY_FAULT
             hub = "MM hub" if meaning.mm_hub else "GC hub"
             detail = (f"{hub} protection fault at GPU address {meaning.fault_addr:#x} (the page of the access; "
@@ -407,7 +329,7 @@ def open_usb_gpu(
 
     The boot's first read is ``RCC_CONFIG_MEMSIZE`` (BAR5 dword 0xDE3), which a gfx1100 answers with its VRAM size
     in MB from power-on; a GPU that reads 0 there is not one, and is refused before anything is written
-    (:meth:`~tinyhil.usbgpu.gfx1100_boot.Gfx1100Boot.discover`).
+    (:meth:`~tinyhil.usbgpu.gfx1100.boot.Gfx1100Boot.discover`).
     ``heap_va``: map only VRAM below it at boot, and the heap above it per allocation (:meth:`Gfx1100UsbGpu.map`);
     None maps all of VRAM.
 

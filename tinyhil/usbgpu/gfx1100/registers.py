@@ -1,10 +1,12 @@
-"""BAR5 and BAR0 of a gfx1100 over the bridge, by dword register address (``spec/amdgpu-registers.md`` 2.3, 4).
+"""BAR5 and BAR0 of a gfx1100 over the bridge, by dword register address (docs/gfx1100.md, "The USB-path driver").
 
 Registers below the 1 MB BAR5 are one 32-bit TLP each; registers beyond it go through ``BIF_BX_PF0_RSMU_INDEX``
-(a byte address) and ``BIF_BX_PF0_RSMU_DATA``. The HDP flush writes 0 at the BAR5 byte offset
-``BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL`` holds; the TLB flush is section 4's handshake. Polls and pauses go through the
-transport (wall time on a board, virtual time on an emulated one). Bus mastering is the GPU function's PCI
-``COMMAND.MASTER``, a config access through the bridge.
+(a byte address) and ``BIF_BX_PF0_RSMU_DATA``. :meth:`Gfx1100Registers.write_fields` and
+:meth:`~Gfx1100Registers.update_fields` write a register by field name, through its layout in
+:mod:`tinyhil.spec.gfx1100_fields` (the fields the model decodes). The HDP flush writes 0 at the BAR5 byte offset
+``BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL`` holds. Polls and pauses go through the transport (wall time on a board, virtual
+time on an emulated one). Bus mastering is the GPU function's PCI ``COMMAND.MASTER``, a config access through the
+bridge.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Final
 
 from tinyhil.asm2464.controller import Asm2464Controller
 from tinyhil.errors import DeviceTimeout, StateError
-from tinyhil.spec.gfx1100_boot import RegUpdate
+from tinyhil.spec.gfx1100_boot import FieldUpdate, RegUpdate
+from tinyhil.spec.gfx1100_fields import fields_of
 from tinyhil.spec.gfx1100_regs import BAR5_DWORDS, Reg
 from tinyhil.spec.pci import Command, Config
 
@@ -24,8 +27,6 @@ __all__ = ["Gfx1100Registers"]
 _DWORD: Final = struct.Struct("<I")
 _U32: Final = 0xFFFF_FFFF
 _FLUSH_BYTES: Final = b"\0\0\0\0"
-_SEM_ACQUIRED: Final = 1
-_INVALIDATE_REQ: Final = 0x00F8_0001  # per_vmid_invalidate_req = 1 << 0, L2 PTEs / PDE0-2 and L1 PTEs (section 4)
 _COMMAND_BYTES: Final = 2
 
 
@@ -73,10 +74,42 @@ class Gfx1100Registers:
         """Set the bits of ``mask`` to ``value``'s and keep the others (read back first unless ``mask`` is full)."""
         self.write(reg, value if mask == _U32 else self.read(reg) & ~mask | value & mask)
 
-    def apply(self, updates: tuple[RegUpdate, ...], **names: str | int) -> None:
-        """Each :class:`RegUpdate` of ``updates`` in order, its register name filled in from ``names``."""
+    def write_fields(self, reg: int, **values: int) -> None:
+        """Write ``reg`` with the named fields set to ``values`` and every other bit 0.
+
+        Raises:
+            InvalidArgument: ``reg`` has no field layout, a field name is not one of it, or a value does not fit.
+        """
+        self.write(reg, fields_of(reg).encode(**values))
+
+    def update_fields(self, reg: int, **values: int) -> None:
+        """Set the named fields of ``reg`` to ``values`` and keep its other bits (read back first).
+
+        Raises:
+            InvalidArgument: as :meth:`write_fields`.
+        """
+        fields = fields_of(reg)
+        self.update(reg, fields.encode(**values), fields.mask(*values))
+
+    def merge_fields(self, reg: int, dword: int, **values: int) -> int:
+        """``dword`` (a value of ``reg``) with the named fields replaced by ``values``: no register access.
+
+        Raises:
+            InvalidArgument: as :meth:`write_fields`.
+        """
+        return fields_of(reg).merge(dword, **values)
+
+    def apply(self, updates: tuple[RegUpdate | FieldUpdate, ...], **names: str | int) -> None:
+        """Each :class:`RegUpdate` / :class:`FieldUpdate` of ``updates`` in order, its register name filled in from
+        ``names``."""
         for update in updates:
-            self.update(Reg[update.register.format(**names)], update.value, update.mask)
+            reg = Reg[update.register.format(**names)]
+            if isinstance(update, RegUpdate):
+                self.update(reg, update.value, update.mask)
+            elif update.whole:
+                self.write_fields(reg, **update.values)
+            else:
+                self.update_fields(reg, **update.values)
 
     def vram_write(self, offset: int, data: bytes | memoryview) -> None:
         self.controller.pcie_mem_write(self.bar0 + offset, data)
@@ -89,16 +122,6 @@ class Gfx1100Registers:
         if self._hdp_flush is None:
             self._hdp_flush = self.read(Reg.BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL)
         self.controller.pcie_mem_write(self.bar5 + self._hdp_flush, _FLUSH_BYTES)
-
-    def flush_tlb(self) -> None:
-        """Section 4's handshake: HDP flush, MM hub (semaphore, request, ack, release), then the GC hub."""
-        self.hdp_flush()
-        self.poll_reg(Reg.MMVM_INVALIDATE_ENG17_SEM, _SEM_ACQUIRED, _SEM_ACQUIRED, "MM hub invalidate semaphore")
-        self.write(Reg.MMVM_INVALIDATE_ENG17_REQ, _INVALIDATE_REQ)
-        self.poll_reg(Reg.MMVM_INVALIDATE_ENG17_ACK, 1, 1, "MM hub invalidate ack")
-        self.write(Reg.MMVM_INVALIDATE_ENG17_SEM, 0)
-        self.write(Reg.GCVM_INVALIDATE_ENG17_REQ, _INVALIDATE_REQ)
-        self.poll_reg(Reg.GCVM_INVALIDATE_ENG17_ACK, 1, 1, "GC hub invalidate ack")
 
     def set_bus_master(self, on: bool) -> None:
         """Set or clear ``COMMAND.MASTER`` of the GPU function (section 1: AM clears it around a mode-1 reset).

@@ -1,10 +1,11 @@
-"""IH ring 0 as the gfx1100 USB-path driver reads it, and what its interrupt vectors say about the driver's queues.
+"""The IH block: ring 0 and ring 1 set up (step 7), drained at fini, and ring 0 read for what it says about queues.
 
-The boot (section 11 step 7) puts ring 0 in boot memory; the GPU writes IVs there and advances ``IH_RB_WPTR``
-(``tinyhil.spec.gfx1100_ih``). :meth:`IhReader.poll` is the one register read a wait pays per poll: it reads
-``IH_RB_WPTR`` and, only when it moved past the driver's read offset, the new IVs through BAR0, then sets
-``IH_RB_RPTR`` (as Linux's ``amdgpu_ih_process`` does). On an overflow it reads on from ``wptr + 32`` and pulses
-``IH_RB_CNTL.wptr_overflow_clear`` (Linux's ``ih_v6_0_get_wptr``).
+``docs/gfx1100.md``, step 7 and "Stopped queues". :class:`IhBlock` puts both rings in boot memory and enables them
+(cold boot only); its fini drains ring 0 (``IH_RB_RPTR`` = ``IH_RB_WPTR``'s offset). The GPU writes IVs to ring 0
+and advances ``IH_RB_WPTR`` (``tinyhil.spec.gfx1100_ih``). :meth:`IhReader.poll` is the one register read a wait
+pays per poll: it reads ``IH_RB_WPTR`` and, only when it moved past the driver's read offset, the new IVs through
+BAR0, then sets ``IH_RB_RPTR`` (as Linux's ``amdgpu_ih_process`` does). On an overflow it reads on from
+``wptr + 32`` and pulses ``IH_RB_CNTL.wptr_overflow_clear`` (Linux's ``ih_v6_0_get_wptr``).
 
 :func:`queue_of` says which of the driver's queues an IV names (the queue keys of
 :class:`~tinyhil.usbgpu.gfx1100_gpu.Gfx1100UsbGpu`) and what it reports, with no register access.
@@ -16,10 +17,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
+from tinyhil.spec import gfx1100_boot as values
 from tinyhil.spec.gfx1100_ih import (
-    FAULT_CNTL_CLEAR_STATUS_ADDR,
-    FAULT_STATUS_CID,
-    IH_RB_CNTL_WPTR_OVERFLOW_CLEAR,
+    IH_RB_BASE_SHIFT,
     IH_RB_WPTR_RB_OVERFLOW,
     IV_BYTES,
     RING_ID_CP_ME,
@@ -31,19 +31,56 @@ from tinyhil.spec.gfx1100_ih import (
     IhClientId,
     IhSourceId,
     InterruptVector,
-    Utcl2ClientId,
     fault_page,
 )
 from tinyhil.spec.gfx1100_regs import IH_RB_WPTR_OFFSET, Reg
-from tinyhil.usbgpu.gfx1100_bars import Gfx1100Registers
+from tinyhil.usbgpu.gfx1100.block import BootState
+from tinyhil.usbgpu.gfx1100.registers import Gfx1100Registers
 
-__all__ = ["COMPUTE_KEY", "IhReader", "IvMeaning", "Report", "clear_fault", "queue_of"]
+__all__ = ["COMPUTE_KEY", "IhBlock", "IhReader", "IvMeaning", "Report", "queue_of"]
 
 COMPUTE_KEY: Final = 2  # the driver's key of the compute queue (HQD me 1 pipe 0 queue 0); SDMA engine n is key n
 _COMPUTE_HQD: Final = (1, 0, 0)  # (me, pipe, queue)
-# GCVM_L2_PROTECTION_FAULT_STATUS.CID -> the driver queue whose engine is that UTCL2 client
-_CID2KEY: Final[dict[int, int]] = {Utcl2ClientId.SDMA0: 0, Utcl2ClientId.SDMA1: 1, Utcl2ClientId.CPC: COMPUTE_KEY,
-                   Utcl2ClientId.CPF: COMPUTE_KEY, Utcl2ClientId.TCP: COMPUTE_KEY}  # fmt: skip
+_U32: Final = 0xFFFF_FFFF
+_RINGS: Final = ("", "_RING1")  # the register-name suffixes of ring 0 and ring 1
+
+
+class IhBlock:
+    """Both IH rings: an :class:`~tinyhil.usbgpu.gfx1100.block.IpBlock`."""
+
+    name = "ih"
+
+    def __init__(self, state: BootState) -> None:
+        self.state = state
+
+    def init(self) -> None:
+        """Step 7 (cold boot): both rings in boot memory (pointers 0, no doorbell), ring 0's write-pointer page,
+        storm / flood controls, then rb_enable (and enable_intr on ring 0)."""
+        if self.state.partial:
+            return
+        state = self.state
+        regs, layout = state.regs, state.layout
+        for ring, (suffix, cntl) in enumerate(zip(_RINGS, values.IH_RB_SETUP, strict=True)):
+            base = state.mc(layout.ih_ring(ring)) >> IH_RB_BASE_SHIFT
+            regs.write(Reg[f"IH_RB_BASE{suffix}"], base & _U32)
+            regs.write_fields(Reg[f"IH_RB_BASE_HI{suffix}"], addr=base >> 32)
+            regs.apply((cntl,))
+            if not ring:
+                wptr = state.mc(layout.ih_wptr)
+                regs.write_fields(Reg.IH_RB_WPTR_ADDR_LO, addr=(wptr & _U32) >> 2)
+                regs.write_fields(Reg.IH_RB_WPTR_ADDR_HI, addr=wptr >> 32)
+            for pointer in ("IH_RB_WPTR", "IH_RB_RPTR", "IH_DOORBELL_RPTR"):
+                regs.write(Reg[pointer + suffix], 0)
+        regs.apply(values.IH_INTERRUPT_CONTROLS)
+        regs.apply(values.IH_ENABLE)
+
+    def gate_clocks(self) -> None:
+        pass
+
+    def fini(self) -> None:
+        """Drain ring 0: the read pointer to the write pointer's offset."""
+        regs = self.state.regs
+        regs.write_fields(Reg.IH_RB_RPTR, offset=IH_RB_WPTR_OFFSET.get(regs.read(Reg.IH_RB_WPTR)))
 
 
 class Report(Enum):
@@ -81,17 +118,6 @@ def queue_of(iv: InterruptVector) -> IvMeaning | None:
     return None
 
 
-def clear_fault(regs: Gfx1100Registers, *, mm_hub: bool) -> tuple[int, int | None]:
-    """Read the hub's ``*VM_L2_PROTECTION_FAULT_STATUS``, then clear it and the fault address (``_CNTL`` bit 0, as
-    ``gmc_v11_0_process_interrupt`` does); returns the status and the driver queue key its CID names (or None)."""
-    prefix = "MMVM" if mm_hub else "GCVM"
-    status = regs.read(Reg[f"{prefix}_L2_PROTECTION_FAULT_STATUS"])
-    cntl = Reg[f"{prefix}_L2_PROTECTION_FAULT_CNTL"]
-    regs.write(cntl, regs.read(cntl) | FAULT_CNTL_CLEAR_STATUS_ADDR.mask)
-    key = None if mm_hub else _CID2KEY.get(FAULT_STATUS_CID.get(status))
-    return status, key
-
-
 class IhReader:
     """IH ring 0 at VRAM offset ``ring`` (``ring_bytes``), read from the driver's read offset (``IH_RB_RPTR`` at
     construction: 0 after a cold boot, what the last close drained to after a partial one)."""
@@ -118,10 +144,10 @@ class IhReader:
         data = regs.vram_read(self.ring + start, first)
         if first < nbytes:
             data += regs.vram_read(self.ring, nbytes - first)
-        regs.write(Reg.IH_RB_RPTR, end)
+        regs.write_fields(Reg.IH_RB_RPTR, offset=IH_RB_WPTR_OFFSET.get(end))
         self.read_offset = end
         if overflow:
             cntl = regs.read(Reg.IH_RB_CNTL)
-            regs.write(Reg.IH_RB_CNTL, cntl | IH_RB_CNTL_WPTR_OVERFLOW_CLEAR.mask)
-            regs.write(Reg.IH_RB_CNTL, cntl & ~IH_RB_CNTL_WPTR_OVERFLOW_CLEAR.mask)
+            regs.write(Reg.IH_RB_CNTL, regs.merge_fields(Reg.IH_RB_CNTL, cntl, wptr_overflow_clear=1))
+            regs.write(Reg.IH_RB_CNTL, regs.merge_fields(Reg.IH_RB_CNTL, cntl, wptr_overflow_clear=0))
         return [InterruptVector.unpack(data[at : at + IV_BYTES]) for at in range(0, len(data), IV_BYTES)]
