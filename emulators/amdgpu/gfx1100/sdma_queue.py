@@ -33,6 +33,7 @@ from tinyhil.spec.gfx1100_regs import (
     SDMA0_QUEUE0_DOORBELL_OFFSET_OFFSET,
     SDMA0_QUEUE0_RB_CNTL_RB_ENABLE,
     SDMA0_QUEUE0_RB_CNTL_RB_SIZE,
+    SDMA1_REGISTER_STRIDE,
     Reg,
 )
 
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["SDMA1_REGISTER_STRIDE", "SdmaQueue0"]
 
-SDMA1_REGISTER_STRIDE: Final = 0x600  # section 8: SDMA1 copies sit 0x600 dwords above SDMA0's
 _F32_CNTL_STRIDE: Final = 0x20  # section 8: SDMA0_F32_CNTL 0x589A, SDMA1_F32_CNTL 0x58BA (seg 1)
 
 _log = logging.getLogger("tinyhil.emulators.amdgpu.gfx1100")
