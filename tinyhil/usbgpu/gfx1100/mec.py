@@ -27,7 +27,7 @@ _DWORD_BYTES: Final = 4  # the doorbell fields hold a BAR2 byte offset in dwords
 _MEC: Final = 1  # GRBM_GFX_CNTL.meid of the MEC
 _VMIDS: Final = 16
 _CP_IDLE: Final = 0
-_BOOTLOAD_COMPLETE: Final = 1 << 31  # RLC_RLCS_BOOTLOAD_STATUS.bootload_status
+_BOOTLOAD_COMPLETE: Final = 1 << 31  # RLC_RLCS_BOOTLOAD_STATUS bit 31: bootload_complete
 _RING_BASE_SHIFT: Final = 8  # CP_HQD_PQ_BASE / CP_HQD_EOP_BASE_ADDR hold the address >> 8
 # Section 9: AM's values
 _SH_MEM_CONFIG: Final = {"address_mode": 0, "alignment_mode": 3, "initial_inst_prefetch": 3}  # 64-bit, unaligned
