@@ -16,6 +16,7 @@ from typing import Any, Final
 from tinyhil._files import write_atomically
 from tinyhil.device_farm.matrix import row_name
 from tinyhil.device_farm.reports import FAILING, PairReport, totals_line
+from tinyhil.printable import printable
 
 __all__ = ["render_report", "write_report"]
 
@@ -36,7 +37,8 @@ pre { white-space: pre-wrap; margin: 0; }
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    """``value`` as HTML text or attribute: markup escaped, control characters shown as ``\\xNN`` (printable)."""
+    return html.escape(printable(str(value)), quote=True)
 
 
 def _where(attempt: Mapping[str, Any]) -> str:
@@ -58,7 +60,8 @@ def _bundle_link(report: PairReport) -> str:
     """`` (repro bundle)`` linking the pair's bundle directory, or nothing when it left none."""
     if report.bundle is None:
         return ""
-    href = Path(report.bundle).resolve().as_uri() if Path(report.bundle).is_absolute() else report.bundle
+    # as_uri percent-encodes every byte a URI cannot hold; no filesystem call (a journal's path may hold a NUL)
+    href = Path(report.bundle).as_uri() if Path(report.bundle).is_absolute() else report.bundle
     return (
         f' (<a class="bundle" data-bundle="{_e(report.bundle)}" href="{_e(href)}">repro bundle</a>: '
         f"<code>tinyhil repro {_e(report.bundle)}</code>)"
