@@ -1,8 +1,9 @@
 """``report.html``: one self-contained page of a farm run (no network needed to view it).
 
-Sections: the totals; the test x target matrix (each cell the outcome and the board that ran it); failures with
-their messages (and a link to the reproduction bundle, ``data-bundle``, when the pair left one); flaky and
-quarantined tests; board health; and a timeline of which board ran what and when. Every element a reader or a test
+Sections: a banner when the run is incomplete (``complete: false`` in the summary: it stopped before every pair
+ran; ``id="incomplete"``); the totals; the test x target matrix (each cell the outcome and the board that ran it);
+failures with their messages (and a link to the reproduction bundle, ``data-bundle``, when the pair left one); flaky
+and quarantined tests; board health; and a timeline of which board ran what and when. Every element a reader or a test
 counts carries a ``data-`` attribute (``data-outcome``, ``data-board``, ``data-test``).
 """
 
@@ -33,6 +34,7 @@ td.cell { font-size: 12px; white-space: nowrap; }
 .bar { position: absolute; top: 2px; height: 14px; min-width: 2px; opacity: .85; }
 .timeline-wrap { margin-left: 11em; }
 pre { white-space: pre-wrap; margin: 0; }
+.incomplete { background: #fde2b8; border: 2px solid #b35c00; padding: 6px 10px; }
 """
 
 
@@ -137,10 +139,14 @@ def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any]) -> st
                      f'<td>{_e(b["health"])}</td><td>{_e(b.get("reason", ""))}</td></tr>'
                      for b in extra.get("boards", []))  # fmt: skip
     run_id = _e(extra.get("run_id", ""))
+    banner = ""
+    if extra.get("complete") is False:  # the run stopped before every pair ran: say so before anything else
+        banner = (f'<p id="incomplete" class="incomplete" data-missing="{len(extra.get("missing", []))}">'
+                  f"<b>Incomplete run:</b> {_e(extra.get('incomplete', ''))}</p>")  # fmt: skip
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>tinyhil farm run {run_id}</title><style>{_STYLE}</style></head>
 <body>
-<h1>tinyhil farm run {run_id}</h1>
+<h1>tinyhil farm run {run_id}</h1>{banner}
 <p id="totals" data-pairs="{len(reports)}">{len(reports)} test x target pairs: {_e(totals)}</p>
 <h2>Matrix</h2>{_matrix(reports)}
 <h2>Failures</h2>{_listing("failures", failures, "No failures.")}

@@ -164,12 +164,15 @@ def _case(report: PairReport) -> ET.Element:
     return case
 
 
-def write_junit(path: Path, reports: Sequence[PairReport], name: str) -> None:
-    """One ``<testsuite>`` with a ``<testcase>`` per pair (a quarantined failure is written as skipped)."""
+def write_junit(path: Path, reports: Sequence[PairReport], name: str, *, incomplete: str | None = None) -> None:
+    """One ``<testsuite>`` with a ``<testcase>`` per pair (a quarantined failure is written as skipped); a run that
+    stopped before every pair ran says so in the suite's property ``incomplete`` (the reason)."""
     cases = [_case(report) for report in reports]
     count = {tag: sum(1 for c in cases if c.find(tag) is not None) for tag in ("failure", "error", "skipped")}
     suite = ET.Element("testsuite", name=junit_escape(name), tests=str(len(cases)), failures=str(count["failure"]),
                        errors=str(count["error"]), skipped=str(count["skipped"]))  # fmt: skip
+    if incomplete is not None:
+        ET.SubElement(ET.SubElement(suite, "properties"), "property", name="incomplete", value=junit_escape(incomplete))
     suite.extend(cases)
     root = ET.Element("testsuites")
     root.append(suite)
