@@ -10,8 +10,9 @@ tinyhil trace drift TRACE                    the emulator's replies to a trace's
 tinyhil repro BUNDLE [--on replay|emulator]  run a failing test's repro bundle again: does it reproduce?
 
 Exit status: 0 success; 1 tests failed (or a benchmark is out of tolerance); 2 a usage error, reported in one
-line; 3 a target named explicitly cannot run here (``--allow-unavailable`` runs anyway, counting its skips);
-otherwise pytest's own status.
+line; 3 a target named explicitly cannot run here (``--allow-unavailable`` runs anyway, counting its skips); 141 a
+run whose output closed (``tinyhil run | head -1``: no further test started, reports marked incomplete where pairs
+are missing; any other command whose output closes exits 0); otherwise pytest's own status.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import tinyhil
-from tinyhil.device_farm._pipes import silence_stdout
+from tinyhil.device_farm._pipes import OUTPUT_CLOSED_EXIT_STATUS, silence_stdout
 from tinyhil.device_farm.bench import DEFAULT_TOLERANCE, CopyinResult, bench_copyin, check_tolerance, parse_size
 from tinyhil.device_farm.farm_cli import add_farm_commands
 from tinyhil.device_farm.farm_run import CollectionFailed, FarmRun, run_farm
@@ -221,8 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = int(args.handler(args, default_registry()))
         sys.stdout.flush()
         return status
-    except BrokenPipeError:
-        return silence_stdout()
+    except BrokenPipeError:  # stdout's reader went away (`| head`): no traceback; a run it cut short says so
+        status = silence_stdout()
+        cut_short = args.command == "run" or getattr(args, "farm_command", None) == "run"
+        return OUTPUT_CLOSED_EXIT_STATUS if cut_short else status
     except TinyHilError as exc:
         print(f"tinyhil {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE

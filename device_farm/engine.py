@@ -14,7 +14,13 @@ lane stops, handing its pairs to other lanes), and the pair is retried on anothe
 started go back to their lane without counting an attempt; a board no worker offers any more leaves the run like
 a BAD one. Every result goes to ``on_result`` as it arrives, at most one final result per pair. A runner that
 raises :class:`EngineLost` (the Dask scheduler went away) stops the whole run: no further result is reported, and
-:meth:`FarmEngine.run` raises it once the lanes have stopped.
+:meth:`FarmEngine.run` raises it once the lanes have stopped. :meth:`FarmEngine.stop` (the run's output closed)
+starts no further shard: the running ones finish and report, and :meth:`FarmEngine.run` returns with the pairs no
+shard ran left without a result (:attr:`FarmEngine.stopped` says why).
+
+The engine's state is updated before ``on_result`` is called, so a callback that raises never leaves a result
+reported but uncounted, and a pair that no board is left for is reported on the board it was routed to or last
+failed on, never on the lane that happened to notice.
 """
 
 from __future__ import annotations
@@ -141,6 +147,7 @@ class _State:
     inflight: dict[Lane, list[Pair]] = field(default_factory=dict)
     reported: set[str] = field(default_factory=set)  # keys with a final result
     lost: EngineLost | None = None  # the run stopped: nothing more is reported
+    failed: Exception | None = None  # what a caller's callback raised (the run stopped)
 
 
 def _no_result(result: Result) -> None:
@@ -183,12 +190,13 @@ class FarmEngine:
         self._plan = Plan()
         self._on_result: Callable[[Result], None] = _no_result
         self._on_start: Callable[[str, str], None] = _no_start
+        self.stopped: str | None = None  # why stop() was called; no shard starts after it
 
     # --- scheduling state: every method of this part runs under self._cond ---
     def _take(self, state: _State, lane: Lane) -> list[Pair] | None:
         """The next batch for ``lane``: its own pairs, else retries it may run; ``None`` when the run is over."""
         while True:
-            if state.outstanding == 0 or lane.board in state.dead or state.lost is not None:
+            if state.outstanding == 0 or lane.board in state.dead or state.lost is not None or self.stopped:
                 return None
             own = state.queues[lane]
             batch = list(own) or [r.pair for r in state.retries if self._may_retry(state, r, lane.board)]
@@ -211,13 +219,23 @@ class FarmEngine:
         if state.lost is not None or pair.key in state.reported:  # stopped, or a late duplicate: never twice
             return
         board, host = where
-        self._on_result(Result(pair.key, pair.node_id, pair.target, board, host, attempt, done.outcome,
-                               done.duration_s, done.reason, done.infrastructure, final, done.started,
-                               done.finished, done.bundle))  # fmt: skip
-        if final:
+        if final:  # counted before the callback runs: a callback that raises cannot make a pair run twice
             state.outstanding -= 1
             state.reported.add(pair.key)
         self._cond.notify_all()
+        result = Result(pair.key, pair.node_id, pair.target, board, host, attempt, done.outcome, done.duration_s,
+                        done.reason, done.infrastructure, final, done.started, done.finished, done.bundle)  # fmt: skip
+        self._call(state, self._on_result, result)
+
+    def _call(self, state: _State, callback: Callable[..., None], *args: Any) -> None:
+        """Call the caller's ``callback``; one that raises stops the run (:meth:`run` raises it at its end) instead
+        of killing the lane in the middle of its accounting."""
+        try:
+            callback(*args)
+        except Exception as exc:
+            state.failed = state.failed or exc
+            self.stopped = self.stopped or f"a result callback raised {type(exc).__name__}: {exc}"
+            self._cond.notify_all()
 
     def _attempted(self, state: _State, pair: Pair, where: tuple[str, str], done: _Attempt) -> None:
         """Count an attempt; an infrastructure failure with attempts left is retried, anything else is final."""
@@ -239,9 +257,17 @@ class FarmEngine:
         for retry in [r for r in state.retries if not self._alive(state, r.pair)]:
             state.retries.remove(retry)
             done = _Attempt("error", f"no eligible board left ({board}: {why})", why)
-            where = (board, self.runner.host)
+            where = (retry.failed_on, self.runner.host)  # where it was routed or last failed, not this board
             self._report(state, retry.pair, where, state.attempts.get(retry.pair.key, 1), done, final=True)
         self._cond.notify_all()
+
+    def stop(self, reason: str) -> None:
+        """Start no further shard (the run's output closed, say): running shards finish and report their results;
+        :meth:`run` then returns, leaving the pairs no shard ran without a result. Safe from any thread, and from
+        an ``on_result`` or ``on_start`` callback."""
+        with self._cond:
+            self.stopped = self.stopped or reason
+            self._cond.notify_all()
 
     # --- running ---
     def run(
@@ -249,7 +275,7 @@ class FarmEngine:
     ) -> None:
         """Run every routed pair of ``plan``, calling ``on_start(board, nodeid)`` as each test starts and
         ``on_result`` with each attempt as it ends (from the lanes' threads, one call at a time); returns when every
-        pair has its final result.
+        pair has its final result, or once the shards running at :meth:`stop` have ended.
 
         Raises:
             EngineLost: the runner lost its engine; the results reported before stand, nothing after.
@@ -267,6 +293,8 @@ class FarmEngine:
             thread.join()
         if state.lost is not None:
             raise state.lost
+        if state.failed is not None:
+            raise state.failed
 
     def _healthy(self, state: _State, board: Board) -> bool:
         """Probe ``board`` when its health says so; False (and the board out of the run) when it is not GOOD."""
@@ -302,6 +330,8 @@ class FarmEngine:
                     self._board_died(state, board.id, reason)
                 return
             with self._slots:
+                if self.stopped:  # stopped while this lane waited for a slot: its batch stays without results
+                    return
                 self._shard(state, lane, board, batch)
 
     def _shard(self, state: _State, lane: Lane, board: Board, batch: list[Pair]) -> None:
@@ -344,7 +374,7 @@ class _ShardAccount:
                 self.host = str(event["host"])
             elif kind == "start" and nodeid in self.by_node and nodeid not in self.done:
                 self.running = nodeid
-                self.engine._on_start(self.board.id, nodeid)
+                self.engine._call(self.state, self.engine._on_start, self.board.id, nodeid)
             elif kind == "lost" and self.running is not None:  # the test's process died; the shard goes on
                 self._lost(self.running, str(event["cause"]))
                 self.running = None

@@ -8,7 +8,10 @@
 5. The local engine runs it; every attempt is appended to ``journal.jsonl`` as it arrives. ``--resume DIR`` runs
    only the pairs of that run with no final result.
 6. Reports from the journal: ``summary.json``, ``junit.xml`` (:mod:`~tinyhil.device_farm.reports`) and the
-   self-contained ``report.html`` (:mod:`~tinyhil.device_farm.report_html`).
+   self-contained ``report.html`` (:mod:`~tinyhil.device_farm.report_html`). ``summary.json`` says ``"complete":
+   true`` when every pair has its final result; a run its closed output stopped (``tinyhil run | head -1``: no
+   further shard starts, the running ones finish, exit status 141) says ``false``, with the reason
+   (``incomplete``) and the pairs left without a result (``missing``), and the HTML page and junit.xml say so too.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from tinyhil._files import write_atomically
+from tinyhil.device_farm._pipes import OUTPUT_CLOSED, OUTPUT_CLOSED_EXIT_STATUS, silence
 from tinyhil.device_farm.engine import EngineLost, FarmEngine, LocalEngine, Result
 from tinyhil.device_farm.health import HealthBook, ProbeResult
 from tinyhil.device_farm.hwmap import Board, HardwareMap
@@ -39,6 +43,7 @@ from tinyhil.device_farm.reports import PairReport, failed, pair_reports, totals
 from tinyhil.device_farm.runner import JUNIT_NAME, SUMMARY_NAME, pytest_command
 from tinyhil.device_farm.shard_process import shard_command
 from tinyhil.errors import InvalidArgument
+from tinyhil.printable import printable
 from tinyhil.registry import default_registry
 
 if TYPE_CHECKING:
@@ -147,7 +152,8 @@ def _good_boards(hwmap: HardwareMap, health: HealthBook, out: TextIO) -> list[Bo
 
 def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], float] = time.time) -> int:
     """Run ``run``; returns the exit status (0 passed, 1 a test failed, 3 a named target has no GOOD board, or a
-    shard no online Dask worker can serve, 4 the Dask scheduler went away)."""
+    shard no online Dask worker can serve, 4 the Dask scheduler went away, 141 ``out`` closed mid-run: no further
+    test started, the running shards finished, and the reports say whether every pair has its result)."""
     out = out or sys.stdout
     run.run_dir.mkdir(parents=True, exist_ok=True)
     if run.dask is None:
@@ -253,6 +259,7 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         else:
             engine = FarmEngine(boards, session.runner, run_id=run_id, workers=run.workers, health=health,
                                 probe=session.runner.probe, pytest_args=run.pytest_args)  # fmt: skip
+        progress.on_closed = engine.stop
         try:
             engine.run(work, arrived, progress.started)
         except EngineLost as exc:
@@ -263,18 +270,31 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
             return EXIT_ENGINE_LOST
         progress.close()
     _save_durations(run.state_dir, known)
-    reports = pair_reports(read_journal(journal_path), run.quarantine, dt.date.today())
-    status = 1 if failed(reports) else 0
+    journal_state = read_journal(journal_path)
+    reports = pair_reports(journal_state, run.quarantine, dt.date.today())
+    status = OUTPUT_CLOSED_EXIT_STATUS if progress.closed else 1 if failed(reports) else 0
     states = [(b, health.record(b.id)) for b in hwmap.boards]
     described = _described(targets)
     extra = {"run_id": run_id, "exitstatus": status, "targets": described,
              "boards": [{"board": b.id, "host": b.host, "health": r.state.value, "reason": r.reason}
-                        for b, r in states]}  # fmt: skip
+                        for b, r in states], **_completeness(todo, journal_state.final, engine.stopped)}  # fmt: skip
     write_summary(run.run_dir / SUMMARY_NAME, reports, extra)
-    write_junit(run.run_dir / JUNIT_NAME, reports, f"tinyhil farm run {run_id}")
+    write_junit(run.run_dir / JUNIT_NAME, reports, f"tinyhil farm run {run_id}", incomplete=extra.get("incomplete"))
     write_report(run.run_dir / REPORT_NAME, reports, extra)
-    _print_results(run, reports, described, out)
+    if not progress.closed:
+        _print_results(run, reports, described, out)
     return status
+
+
+def _completeness(todo: Sequence[Pair], final: Mapping[str, Any], stopped: str | None) -> dict[str, Any]:
+    """``{"complete": True}`` when every pair of the run has its final result, else ``complete: false`` with the
+    reason (``incomplete``) and the pairs left without a result (``missing``, their keys)."""
+    missing = [pair.key for pair in todo if pair.key not in final]
+    if not missing:
+        return {"complete": True}
+    why = f"stopped: {stopped}" if stopped else "the engine ended early"
+    reason = f"{why}; {len(missing)} of {len(todo)} pairs have no result"
+    return {"complete": False, "incomplete": reason, "missing": missing}
 
 
 def _described(targets: Sequence[str]) -> list[dict[str, Any]]:
@@ -343,12 +363,30 @@ def select_pairs(run: FarmRun, pairs: Sequence[Pair]) -> list[Pair]:
 
 class Progress:
     """Tests done / total, failures, and what each board is running: one updating line in a terminal; a plain line
-    per result otherwise (a log has no use for the in-between states)."""
+    per result otherwise (a log has no use for the in-between states).
 
-    def __init__(self, total: int, out: TextIO) -> None:
+    When the output's reader goes away (``tinyhil run | head -1``), :attr:`closed` turns true, the rest of the
+    output goes to ``os.devnull``, and ``on_closed`` is called once with :data:`OUTPUT_CLOSED` (the run stops).
+    """
+
+    def __init__(self, total: int, out: TextIO, on_closed: Callable[[str], None] | None = None) -> None:
         self.total, self.out, self.done, self.failures = total, out, 0, 0
         self.live = bool(getattr(out, "isatty", lambda: False)())
         self.running: dict[str, str] = {}  # node id -> board
+        self.closed = False
+        self.on_closed = on_closed
+
+    def _write(self, text: str) -> None:
+        if self.closed:
+            return
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except BrokenPipeError:
+            self.closed = True
+            silence(self.out)
+            if self.on_closed is not None:
+                self.on_closed(OUTPUT_CLOSED)
 
     def started(self, board: str, nodeid: str) -> None:
         self.running[nodeid] = board
@@ -359,8 +397,7 @@ class Progress:
         shown = sorted((board, nodeid.rpartition("::")[2]) for nodeid, board in self.running.items())
         boards = ", ".join(f"{board}: {test}" for board, test in shown)
         status = f"{self.done}/{self.total} done, {self.failures} failed | {boards}"
-        self.out.write("\r\x1b[2K" + status[:200])
-        self.out.flush()
+        self._write("\r\x1b[2K" + printable(status[:200], newlines=False))
 
     def show(self, result: Result) -> None:
         if not result.final:
@@ -369,15 +406,15 @@ class Progress:
             self.done += 1
             self.failures += result.outcome in ("failed", "error")
             line = f"[{self.done}/{self.total}] {result.outcome} {result.nodeid} on {result.board}"
+        line = printable(line, newlines=False)  # test ids and reasons come from files and shards
         self.running.pop(result.nodeid, None)
         if self.live:
             if result.outcome in ("failed", "error") or not result.final:  # failures stay visible above the line
-                self.out.write("\r\x1b[2K" + line + "\n")
+                self._write("\r\x1b[2K" + line + "\n")
             self._redraw()
         else:
-            self.out.write(line + "\n")
-            self.out.flush()
+            self._write(line + "\n")
 
     def close(self) -> None:
         if self.live:
-            self.out.write("\n")
+            self._write("\n")

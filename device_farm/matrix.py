@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from tinyhil.printable import printable
+
 __all__ = ["CELL", "render_matrix", "row_name"]
 
 CELL: Final = {
@@ -31,7 +33,8 @@ def render_matrix(results: Sequence[Mapping[str, Any]], targets: Sequence[str]) 
     rows: dict[str, dict[str, str]] = {}
     for result in results:
         target = result.get("target") or ""
-        cells = rows.setdefault(row_name(str(result["nodeid"]), target), {})
+        # a test id is text from a file (pairs.json, the journal): its control characters are shown, not sent
+        cells = rows.setdefault(printable(row_name(str(result["nodeid"]), target), newlines=False), {})
         cells[target or "(no target)"] = CELL.get(str(result["outcome"]), str(result["outcome"]))
     if any("(no target)" in cells for cells in rows.values()):
         columns.append("(no target)")

@@ -1,8 +1,9 @@
 """``report.html``: one self-contained page of a farm run (no network needed to view it).
 
-Sections: the totals; the test x target matrix (each cell the outcome and the board that ran it); failures with
-their messages (and a link to the reproduction bundle, ``data-bundle``, when the pair left one); flaky and
-quarantined tests; board health; and a timeline of which board ran what and when. Every element a reader or a test
+Sections: a banner when the run is incomplete (``complete: false`` in the summary: it stopped before every pair
+ran; ``id="incomplete"``); the totals; the test x target matrix (each cell the outcome and the board that ran it);
+failures with their messages (and a link to the reproduction bundle, ``data-bundle``, when the pair left one); flaky
+and quarantined tests; board health; and a timeline of which board ran what and when. Every element a reader or a test
 counts carries a ``data-`` attribute (``data-outcome``, ``data-board``, ``data-test``).
 """
 
@@ -16,6 +17,7 @@ from typing import Any, Final
 from tinyhil._files import write_atomically
 from tinyhil.device_farm.matrix import row_name
 from tinyhil.device_farm.reports import FAILING, PairReport, totals_line
+from tinyhil.printable import printable
 
 __all__ = ["render_report", "write_report"]
 
@@ -32,11 +34,13 @@ td.cell { font-size: 12px; white-space: nowrap; }
 .bar { position: absolute; top: 2px; height: 14px; min-width: 2px; opacity: .85; }
 .timeline-wrap { margin-left: 11em; }
 pre { white-space: pre-wrap; margin: 0; }
+.incomplete { background: #fde2b8; border: 2px solid #b35c00; padding: 6px 10px; }
 """
 
 
 def _e(value: object) -> str:
-    return html.escape(str(value), quote=True)
+    """``value`` as HTML text or attribute: markup escaped, control characters shown as ``\\xNN`` (printable)."""
+    return html.escape(printable(str(value)), quote=True)
 
 
 def _where(attempt: Mapping[str, Any]) -> str:
@@ -58,7 +62,8 @@ def _bundle_link(report: PairReport) -> str:
     """`` (repro bundle)`` linking the pair's bundle directory, or nothing when it left none."""
     if report.bundle is None:
         return ""
-    href = Path(report.bundle).resolve().as_uri() if Path(report.bundle).is_absolute() else report.bundle
+    # as_uri percent-encodes every byte a URI cannot hold; no filesystem call (a journal's path may hold a NUL)
+    href = Path(report.bundle).as_uri() if Path(report.bundle).is_absolute() else report.bundle
     return (
         f' (<a class="bundle" data-bundle="{_e(report.bundle)}" href="{_e(href)}">repro bundle</a>: '
         f"<code>tinyhil repro {_e(report.bundle)}</code>)"
@@ -134,10 +139,14 @@ def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any]) -> st
                      f'<td>{_e(b["health"])}</td><td>{_e(b.get("reason", ""))}</td></tr>'
                      for b in extra.get("boards", []))  # fmt: skip
     run_id = _e(extra.get("run_id", ""))
+    banner = ""
+    if extra.get("complete") is False:  # the run stopped before every pair ran: say so before anything else
+        banner = (f'<p id="incomplete" class="incomplete" data-missing="{len(extra.get("missing", []))}">'
+                  f"<b>Incomplete run:</b> {_e(extra.get('incomplete', ''))}</p>")  # fmt: skip
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>tinyhil farm run {run_id}</title><style>{_STYLE}</style></head>
 <body>
-<h1>tinyhil farm run {run_id}</h1>
+<h1>tinyhil farm run {run_id}</h1>{banner}
 <p id="totals" data-pairs="{len(reports)}">{len(reports)} test x target pairs: {_e(totals)}</p>
 <h2>Matrix</h2>{_matrix(reports)}
 <h2>Failures</h2>{_listing("failures", failures, "No failures.")}

@@ -5,12 +5,18 @@ and whose final attempt passed is *flaky*, reported with every outcome. A failin
 entry matches is *quarantined*: reported with the entry's reason, and it does not fail the run. JUnit test cases
 carry the properties ``target``, ``board``, ``host`` and ``attempt`` (and ``flaky``, ``quarantined``, and ``bundle``,
 the directory of a failing pair's reproduction bundle when its shard ran under ``--hil-repro-dir``).
+
+``junit.xml`` is XML 1.0 whatever a test printed: every text and attribute goes through :func:`junit_escape`, which
+writes a character XML 1.0 cannot carry (C0 controls but tab and newline, a carriage return, which a parser would
+turn into a newline, lone surrogates, U+FFFE and U+FFFF) as ``\\xNN`` or ``\\uNNNN`` and a backslash as ``\\\\``;
+:func:`junit_unescape` gives back the whole original message.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -26,6 +32,8 @@ __all__ = [
     "FAILING",
     "PairReport",
     "failed",
+    "junit_escape",
+    "junit_unescape",
     "outcome_counts",
     "pair_reports",
     "totals_line",
@@ -35,6 +43,32 @@ __all__ = [
 
 FAILING: Final = frozenset({"failed", "error"})
 SUMMARY_FORMAT: Final = 1
+# What XML 1.0 (section 2.2, Char) cannot carry, plus the backslash that starts an escape and the carriage return
+# that end-of-line handling (section 2.11) turns into a newline.
+_NOT_XML: Final = re.compile("[\\\\\x00-\x08\x0b-\x1f\ud800-\udfff\ufffe\uffff]")
+_ESCAPED: Final = re.compile(r"\\(\\|x[0-9a-f]{2}|u[0-9a-f]{4})")
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char == "\\":
+        return "\\\\"
+    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+
+
+def _unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    return "\\" if code == "\\" else chr(int(code[1:], 16))
+
+
+def junit_escape(text: object) -> str:
+    """``str(text)`` as XML 1.0 can carry it, reversibly: see the module docstring."""
+    return _NOT_XML.sub(_escape, str(text))
+
+
+def junit_unescape(text: str) -> str:
+    """The original of a :func:`junit_escape` text (what a junit.xml reader gets back from an attribute or text)."""
+    return _ESCAPED.sub(_unescape, text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +141,8 @@ def _case(report: PairReport) -> ET.Element:
     final = report.final
     path, _, name = str(final["nodeid"]).partition("::")
     classname = path.removesuffix(".py").replace("/", ".")
-    case = ET.Element("testcase", classname=classname, name=name, time=f"{final.get('duration_s', 0.0):.3f}")
+    case = ET.Element("testcase", classname=junit_escape(classname), name=junit_escape(name),
+                      time=f"{final.get('duration_s', 0.0):.3f}")  # fmt: skip
     properties = ET.SubElement(case, "properties")
     shown: dict[str, Any] = {k: final.get(k) for k in ("target", "board", "host", "attempt")}
     if report.bundle is not None:
@@ -119,22 +154,25 @@ def _case(report: PairReport) -> ET.Element:
     if report.quarantined is not None:
         shown["quarantined"] = report.quarantined
     for name_, value in shown.items():
-        ET.SubElement(properties, "property", name=name_, value=str(value))
-    outcome, reason = final["outcome"], str(final.get("reason") or "")
+        ET.SubElement(properties, "property", name=name_, value=junit_escape(value))
+    outcome, reason = final["outcome"], junit_escape(final.get("reason") or "")
     if outcome in FAILING and report.quarantined is None:
         ET.SubElement(case, "failure" if outcome == "failed" else "error", message=reason).text = reason
     elif outcome in FAILING or outcome == "skipped":
-        message = f"quarantined: {report.quarantined} ({reason})" if report.quarantined else reason
+        message = f"quarantined: {junit_escape(report.quarantined)} ({reason})" if report.quarantined else reason
         ET.SubElement(case, "skipped", message=message)
     return case
 
 
-def write_junit(path: Path, reports: Sequence[PairReport], name: str) -> None:
-    """One ``<testsuite>`` with a ``<testcase>`` per pair (a quarantined failure is written as skipped)."""
+def write_junit(path: Path, reports: Sequence[PairReport], name: str, *, incomplete: str | None = None) -> None:
+    """One ``<testsuite>`` with a ``<testcase>`` per pair (a quarantined failure is written as skipped); a run that
+    stopped before every pair ran says so in the suite's property ``incomplete`` (the reason)."""
     cases = [_case(report) for report in reports]
     count = {tag: sum(1 for c in cases if c.find(tag) is not None) for tag in ("failure", "error", "skipped")}
-    suite = ET.Element("testsuite", name=name, tests=str(len(cases)), failures=str(count["failure"]),
+    suite = ET.Element("testsuite", name=junit_escape(name), tests=str(len(cases)), failures=str(count["failure"]),
                        errors=str(count["error"]), skipped=str(count["skipped"]))  # fmt: skip
+    if incomplete is not None:
+        ET.SubElement(ET.SubElement(suite, "properties"), "property", name="incomplete", value=junit_escape(incomplete))
     suite.extend(cases)
     root = ET.Element("testsuites")
     root.append(suite)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from tinyhil.errors import InvalidArgument
+from tinyhil.printable import printable
 from tinyhil.registry import TargetRegistry
 from tinyhil.trace.convert import convert_trace, load_trace, trace_format
 from tinyhil.trace.summary import summarize
@@ -80,31 +81,44 @@ def _retarget(nodeid: str, old: str, new: str) -> str:
     return f"{head}[{'-'.join(new if part == old else part for part in parts)}]"
 
 
+def _say(text: str) -> None:
+    """Print one line of ``tinyhil repro``'s output: it holds text from the bundle, so control characters are
+    escaped (:func:`~tinyhil.printable.printable`)."""
+    print(printable(text, newlines=False))
+
+
 def _rerun(bundle: Any, directory: Path, on: str, work: Path, registry: TargetRegistry) -> tuple[dict[str, Any], Path]:
     """Run the bundle's test once more in a pytest child process; returns its summary entry and the trace file the
-    rerun recorded (which may not exist)."""
+    rerun recorded (which may not exist).
+
+    Nothing from the bundle becomes an option of that process: the target and the trace are values of ``=``
+    options, the node id (checked by :func:`~tinyhil.trace.bundle.check_nodeid`) comes after ``--``, and the rootdir
+    (checked to be a directory) is only its working directory.
+    """
     summary, record = work / "summary.json", work / "record"
     nodeid = bundle.nodeid
     if on == "replay":
         nodeid = _retarget(bundle.nodeid, bundle.target, _REPLAY_TARGET)
-        extra = ["--hil-target", _REPLAY_TARGET, "--hil-replay", str(directory / bundle.trace)]
+        extra = [f"--hil-target={_REPLAY_TARGET}", f"--hil-replay={directory / bundle.trace}"]
     else:
-        extra = ["--hil-target", bundle.target, "--hil-bundle-options", str(directory)]
+        extra = [f"--hil-target={bundle.target}", f"--hil-bundle-options={directory}"]
         if "record" in registry.resolve(bundle.target).definition.options:
-            extra += ["--hil-record", str(record)]
+            extra.append(f"--hil-record={record}")
     name = nodeid.partition("::")[2]
     # the test module by its absolute path when the bundle knows it: a farm shard's rootdir need not hold it
-    argument = f"{bundle.test_path}::{name}" if bundle.test_path and name else nodeid
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", argument, *extra, "--hil-summary",
-               str(summary)]  # fmt: skip
+    test_path = Path(bundle.test_path) if bundle.test_path else None
+    argument = f"{test_path}::{name}" if test_path is not None and test_path.is_file() else nodeid
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra, f"--hil-summary={summary}",
+               "--", argument]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in _SESSION_ENV}
     done = subprocess.run(command, cwd=bundle.rootdir, env=env, capture_output=True, text=True, check=False)
     results = json.loads(summary.read_text())["results"] if summary.is_file() else []
     found = [r for r in results if r["nodeid"] == nodeid or str(r["nodeid"]).endswith(f"::{name}")]
     if not found:
         tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-        raise InvalidArgument(f"the rerun of {nodeid} in {bundle.rootdir} ran no such test (pytest exit status "
-                              f"{done.returncode}): {' / '.join(tail) or 'no output'}")  # fmt: skip
+        raise InvalidArgument(printable(f"the rerun of {nodeid} in {bundle.rootdir} ran no such test (pytest exit "
+                                        f"status {done.returncode}): {' / '.join(tail) or 'no output'}",
+                                        newlines=False))  # fmt: skip
     traces = sorted(record.glob("*.hiltrace.jsonl")) if record.is_dir() else []
     return found[0], (traces[0] if traces else record / "none")
 
@@ -137,24 +151,31 @@ def _repro(args: argparse.Namespace, registry: TargetRegistry) -> int:
     if on == "replay" and bundle.trace is None:
         raise InvalidArgument(f"{args.bundle}: the bundle holds no trace ({bundle.target} records none), expected "
                               "--on emulator")  # fmt: skip
-    print(f"tinyhil repro: {bundle.nodeid} on {bundle.target}, rerun on "
-          f"{_REPLAY_TARGET + ' over its trace' if on == 'replay' else 'the emulator with its options'}")  # fmt: skip
-    print(f"  recorded: {bundle.outcome} in {bundle.when}: {bundle.reason}")
+    _say(f"tinyhil repro: {bundle.nodeid} on {bundle.target}, rerun on "
+         f"{_REPLAY_TARGET + ' over its trace' if on == 'replay' else 'the emulator with its options'}")  # fmt: skip
+    _say(f"  recorded: {bundle.outcome} in {bundle.when}: {bundle.reason}")
     with tempfile.TemporaryDirectory(prefix="tinyhil-repro-") as work:
         result, rerun_trace = _rerun(bundle, directory, on, Path(work), registry)
         outcome, reason = str(result["outcome"]), str(result.get("reason") or "")
-        print(f"  rerun:    {outcome}{': ' + reason if reason else ''}")
+        _say(f"  rerun:    {outcome}{': ' + reason if reason else ''}")
         if outcome == bundle.outcome and not any(name in reason for name in _REPLAY_ERRORS):
             same = "the same" if reason == bundle.reason else "a different"
-            print(f"reproduces: the test {outcome} again, with {same} reason")
+            _say(f"reproduces: the test {outcome} again, with {same} reason")
             return 0
-        print(f"does not reproduce: {_why_not(bundle, directory, on, outcome, reason, rerun_trace)}")
+        _say(f"does not reproduce: {_why_not(bundle, directory, on, outcome, reason, rerun_trace)}")
     return EXIT_DIFFERS
 
 
 def add_repro_command(commands: Any) -> None:
     """Add ``repro`` to the ``tinyhil`` parser's subcommands."""
-    repro = commands.add_parser("repro", help="run a failing test's reproduction bundle again (--hil-repro-dir)")
+    repro = commands.add_parser(
+        "repro",
+        help="run a failing test's reproduction bundle again (--hil-repro-dir); this runs the test code it names",
+        description="Run a failing test's reproduction bundle again and say whether the failure reproduces. "
+        "Replaying a bundle runs the test code it names (the test module in its rootdir, and that directory's "
+        "conftest.py files) with your permissions, by design: replay only bundles you would run the tests of. "
+        "Nothing in the bundle becomes a pytest option; a node id outside its rootdir is refused.",
+    )
     repro.add_argument("bundle", metavar="BUNDLE", help="a bundle directory (or its bundle.json)")
     repro.add_argument("--on", choices=("replay", "emulator"), default=None,
                        help="rerun on REPLAY+AMD over the bundle's trace (default when it has one) or on the "

@@ -7,11 +7,15 @@ import json
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
+from tinyhil.device_farm._pipes import OUTPUT_CLOSED_EXIT_STATUS
 from tinyhil.device_farm.cli import EXIT_UNAVAILABLE, EXIT_USAGE, main
+from tinyhil.device_farm.hwmap import target_inventory
+from tinyhil.registry import default_registry
 
 TINYHIL = str(Path(sys.executable).parent / "tinyhil")
 
@@ -39,6 +43,49 @@ def test_a_closed_pipe_ends_targets_quietly() -> None:
     stderr = process.stderr.read().decode()
     assert process.wait() == 0
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr
+
+
+PIPE_SUITE = """
+import pytest
+
+
+@pytest.mark.parametrize("n", range(3))
+def test_one(hil_target, n):
+    pass
+"""
+
+
+def test_a_run_whose_reader_closes_after_one_line_stops_cleanly_with_an_honest_report(tmp_path: Path) -> None:
+    """``tinyhil run --report R | head -1``: no traceback, exit 141, and a report that is whole or marked
+    incomplete, each result on the board that ran it (one slot: the second target's lane waits, then stops)."""
+    suite, report = tmp_path / "test_pipe.py", tmp_path / "R"
+    suite.write_text(PIPE_SUITE)
+    command = [TINYHIL, "run", "--target", "NULL", "--target", "MOCKKFD+AMD", "--suite", str(suite), "--report",
+               str(report), "--workers", "1"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "DEV"}
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as process:
+        assert process.stdout is not None and process.stderr is not None
+        assert process.stdout.readline().startswith(b"tinyhil ")
+        process.stdout.close()  # what `| head -1` does
+        stderr = process.stderr.read().decode()
+        status = process.wait(timeout=300)
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+    assert status == OUTPUT_CLOSED_EXIT_STATUS == 141
+    summary = json.loads((report / "summary.json").read_text())
+    keys = [r["key"] for r in summary["results"]]
+    assert len(keys) == len(set(keys))  # no pair reported twice
+    board_of = {b.targets[0]: b.id for b in target_inventory(default_registry().select(["NULL", "MOCKKFD+AMD"])).boards}
+    assert all(r["board"] == board_of[r["target"]] for r in summary["results"]), summary["results"]
+    assert summary["exitstatus"] == 141
+    if summary["complete"]:
+        assert len(keys) == 6
+    else:
+        assert "output closed" in summary["incomplete"] and sorted(summary["missing"] + keys) == sorted(
+            f"{suite}::test_one[{t}-{n}]@{t}" for t in ("NULL", "MOCKKFD+AMD") for n in range(3)
+        )
+        assert 'id="incomplete"' in (report / "report.html").read_text()
+        suite_element = ET.parse(report / "junit.xml").getroot().find("testsuite/properties/property")
+        assert suite_element is not None and suite_element.get("name") == "incomplete"
 
 
 @pytest.mark.parametrize("where", ["under-a-file", "in-proc"])

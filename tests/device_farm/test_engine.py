@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tinyhil.device_farm.engine import LocalEngine, Result
+from tinyhil.device_farm.engine import FarmEngine, LocalEngine, Result
 from tinyhil.device_farm.health import HealthBook, ProbeResult
 from tinyhil.device_farm.hwmap import Board, parse_hwmap
 from tinyhil.device_farm.planner import Pair, plan
+from tinyhil.device_farm.shard_process import Event, ShardExit, ShardJob
 
 SUITE = """
 import os, signal
@@ -160,3 +162,88 @@ def test_a_shard_environment_names_its_board_for_tests_with_their_own_stack() ->
                                                      "TINYHIL_KFD_GPU_ID": "4660",
                                                      "ROCR_VISIBLE_DEVICES": "GPU-000000000000000b"}  # fmt: skip
     assert board_environment(BOARDS[0], "NULL") == {"TINYHIL_BOARD": "emu-1", "DEV": "NULL"}
+
+
+MIXED = parse_hwmap(
+    '[[board]]\nid = "kfd-1"\nkind = "emulated"\nemulated = { target = "MOCKKFD+AMD" }\n\n'
+    '[[board]]\nid = "null-1"\nkind = "emulated"\nemulated = { target = "NULL" }\n\n'
+    '[[board]]\nid = "null-2"\nkind = "emulated"\nemulated = { target = "NULL" }\n'
+).boards
+MIXED_PAIRS = [Pair(f"t.py::test_{n}[{t}]", t) for t in ("MOCKKFD+AMD", "NULL") for n in range(4)]
+
+
+class _InstantRunner:
+    """Shards without processes: every test starts and passes at once (or the shard raises on ``broken``)."""
+
+    host = "here"
+
+    def __init__(self, broken: str = "") -> None:
+        self.broken = broken
+
+    def run(self, job: ShardJob, on_event: Callable[[Event], None]) -> ShardExit:
+        if job.board.id == self.broken:
+            raise RuntimeError("runner broke")
+        for node in job.nodes:
+            on_event({"event": "start", "nodeid": node})
+            on_event({"event": "result", "nodeid": node, "outcome": "passed", "duration_s": 0.01})
+        return ShardExit(0)
+
+
+def _on_its_board(results: list[Result]) -> None:
+    """Every result is on a board that serves its target, and no pair has two final results."""
+    boards = {b.id: b for b in MIXED}
+    assert all(r.target in boards[r.board].targets for r in results), [(r.key, r.board) for r in results]
+    finals = [r.key for r in results if r.final]
+    assert len(finals) == len(set(finals)), finals
+
+
+@pytest.mark.parametrize("broken", ["", "kfd-1", "null-1"])
+def test_a_result_callback_that_raises_stops_the_run_without_misattributing_or_repeating_a_result(
+    broken: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a closed stdout did to progress printing: the callback raised inside the engine's accounting."""
+    crashed: list[str] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: crashed.append(str(args.exc_value)))
+    engine = FarmEngine(MIXED, _InstantRunner(broken), run_id="r", workers=1)
+    results: list[Result] = []
+
+    def arrived(result: Result) -> None:
+        results.append(result)
+        if result.final:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    with pytest.raises(BrokenPipeError):
+        engine.run(plan(MIXED_PAIRS, MIXED), arrived)
+    assert engine.stopped is not None and "BrokenPipeError" in engine.stopped
+    _on_its_board(results)
+    assert [c for c in crashed if "Broken pipe" in c] == []  # no lane thread died of it
+
+
+def test_stop_starts_no_further_shard_and_lets_the_running_one_finish() -> None:
+    engine = FarmEngine(MIXED, _InstantRunner(), run_id="r", workers=1)
+    results: list[Result] = []
+
+    def arrived(result: Result) -> None:
+        results.append(result)
+        engine.stop("the reader went away")
+
+    engine.run(plan(MIXED_PAIRS, MIXED), arrived)  # returns: no pair waits forever
+    assert engine.stopped == "the reader went away"
+    _on_its_board(results)
+    ran = {r.board for r in results}
+    assert len(ran) == 1  # one slot: the shard running at stop() finished, no other lane started one
+    (board,) = (b for b in MIXED if b.id in ran)
+    assert 0 < len(results) <= len([p for p in MIXED_PAIRS if p.target in board.targets]) < len(MIXED_PAIRS)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_pairs_no_board_is_left_for_are_reported_on_the_board_they_were_routed_to() -> None:
+    """kfd-1's lane breaks: its pairs end as errors on kfd-1, never on a NULL board that happened to notice."""
+    results: list[Result] = []
+    engine = FarmEngine(MIXED, _InstantRunner("kfd-1"), run_id="r", workers=2)
+    engine.run(plan(MIXED_PAIRS, MIXED), results.append)
+    _on_its_board(results)
+    kfd = [r for r in results if r.target == "MOCKKFD+AMD"]
+    assert len(kfd) == 4 and {(r.board, r.outcome) for r in kfd} == {("kfd-1", "error")}
+    assert all("no eligible board left (kfd-1: engine error on this lane" in r.reason for r in kfd)
+    assert {r.outcome for r in results if r.target == "NULL"} == {"passed"}

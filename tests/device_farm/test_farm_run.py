@@ -22,6 +22,7 @@ from tinyhil.device_farm.health import HealthBook, ProbeResult
 from tinyhil.device_farm.hwmap import emulated_inventory, load_hwmap
 from tinyhil.device_farm.journal import read_journal
 from tinyhil.device_farm.planner import Pair
+from tinyhil.device_farm.reports import PairReport, junit_unescape, write_junit
 from tinyhil.errors import InvalidArgument
 
 SUITE = """
@@ -284,3 +285,44 @@ def test_map_fault_plans_make_one_board_bad_and_a_lost_device_retried_elsewhere(
     assert {journal.final[a["key"]]["board"] for a in lost} == {"usb-clean"}  # retried on another board
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["counts"]["flaky"] == len(lost)
+
+
+CONTROLS = "".join(map(chr, range(0x20)))
+MESSAGE = f"start {CONTROLS} \\x41 \\ \ud800\ufffe\x7f end"
+
+
+def test_junit_carries_every_control_character_reversibly(tmp_path: Path) -> None:
+    final = {"nodeid": f"t.py::test_x[{CONTROLS}]", "target": "NULL", "board": "b\x1b", "host": "h", "attempt": 1,
+             "outcome": "failed", "reason": MESSAGE, "duration_s": 0.5}  # fmt: skip
+    skipped = {**final, "nodeid": "t.py::test_y", "outcome": "skipped", "reason": f"skip {CONTROLS}"}
+    write_junit(tmp_path / "junit.xml", [PairReport(final), PairReport(skipped)], f"run \x00{CONTROLS}")
+    root = ET.parse(tmp_path / "junit.xml").getroot()  # well-formed XML 1.0
+    failed_case, skipped_case = root.iter("testcase")
+    failure = failed_case.find("failure")
+    assert failure is not None and failure.text is not None
+    assert junit_unescape(failure.get("message", "")) == junit_unescape(failure.text) == MESSAGE
+    assert junit_unescape(failed_case.get("name", "")) == f"test_x[{CONTROLS}]"
+    board = [p.get("value") for p in failed_case.iter("property") if p.get("name") == "board"]
+    assert [junit_unescape(str(b)) for b in board] == ["b\x1b"]
+    skip = skipped_case.find("skipped")
+    assert skip is not None and junit_unescape(skip.get("message", "")) == f"skip {CONTROLS}"
+    suite = root.find("testsuite")
+    assert suite is not None and junit_unescape(suite.get("name", "")) == f"run \x00{CONTROLS}"
+
+
+CONTROL_SUITE = """
+def test_controls(hil_target):
+    assert False, "bad\\x00\\x01\\x07\\x08 mid\\x0b\\x0c\\x1c\\x1d\\x1e\\u2028 end"
+"""
+
+
+def test_a_failure_message_with_control_characters_reaches_junit_whole(tmp_path: Path) -> None:
+    suite = tmp_path / "test_controls.py"
+    suite.write_text(CONTROL_SUITE)
+    args = ["run", "--target", "NULL", "--suite", str(suite), "--report", str(tmp_path / "run"), "--workers", "1"]
+    assert main(args) == 1
+    whole = "bad\x00\x01\x07\x08 mid\x0b\x0c\x1c\x1d\x1e\u2028 end"
+    (result,) = json.loads((tmp_path / "run" / "summary.json").read_text())["results"]
+    assert result["reason"].endswith(whole), result["reason"]  # not cut at \x0b
+    failure = ET.parse(tmp_path / "run" / "junit.xml").getroot().find("testsuite/testcase/failure")
+    assert failure is not None and junit_unescape(failure.get("message", "")) == result["reason"]

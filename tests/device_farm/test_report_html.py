@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from tinyhil.device_farm.cli import main
+from tinyhil.device_farm.report_html import render_report
+from tinyhil.device_farm.reports import PairReport
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS_ENV = "TINYHIL_TEST_ARTIFACTS"
@@ -90,3 +92,17 @@ def test_the_report_renders_in_chromium_with_the_right_counts(farm_run: Path) ->
             assert shot.stat().st_size > 1000
         finally:
             browser.close()
+
+
+def test_the_page_resists_markup_and_control_characters_from_ids_messages_and_output() -> None:
+    hostile = "<script>alert(1)</script>\"'><img src=x onerror=alert(2)>\x00\x01\x07\x08\x0b\x1b]0;t\x07"
+    final = {"nodeid": f"t.py::test_x[{hostile}]", "target": f"NULL{hostile}", "board": f"b{hostile}",
+             "host": f"h{hostile}", "attempt": 1, "outcome": "failed", "reason": f"boom {hostile}",
+             "duration_s": 0.1, "started": 1.0, "finished": 2.0, "bundle": f"/tmp/{hostile}"}  # fmt: skip
+    extra = {"run_id": hostile, "boards": [{"board": hostile, "host": hostile, "health": hostile, "reason": hostile}]}
+    page = render_report([PairReport(final)], extra)
+    assert (
+        "<script" not in page and "<img" not in page and "onerror=alert" not in page.replace("onerror=alert(2)&gt;", "")
+    )
+    assert not any(chr(c) in page for c in (*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F))
+    assert "&lt;script&gt;" in page and "\\x1b]0;t\\x07" in page

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from tinyhil.device_farm import trace_cli
 from tinyhil.device_farm.cli import main
 from tinyhil.device_farm.report_html import render_report
 from tinyhil.device_farm.reports import PairReport, write_summary
 from tinyhil.trace import load_trace
-from tinyhil.trace.bundle import BUNDLE_FILE, BUNDLE_TRACE, BundleError, bundle_dir_name, load_bundle
+from tinyhil.trace.bundle import BUNDLE_FILE, BUNDLE_TRACE, BundleError, bundle_dir_name, check_nodeid, load_bundle
 
 TESTS = """
 import os
@@ -162,17 +164,35 @@ def _good(tmp_path: Path) -> dict[str, object]:
 
 MISSING = object()
 BAD_BUNDLES = [
-    ("not JSON", "{", "", "not a JSON bundle"),
-    ("a list", [], "", "list at the top, expected an object"),
-    ("wrong format", {"format": "other"}, "format", "format='other', expected 'tinyhil-repro'"),
-    ("wrong version", {"version": 2}, "version", "version=2, expected 1"),
+    ("not JSON", "{", "file", "not JSON"),
+    ("a list", [], "file", "a list, expected a table"),
+    ("deep nesting", "[" * 5000 + "]" * 5000, "file", "nested deeper than"),
+    ("a huge int", '{"seed": ' + "9" * 5000 + "}", "file", "digits, expected at most"),
+    ("wrong format", {"format": "other"}, "format", "'other', expected 'tinyhil-repro'"),
+    ("wrong version", {"version": 2}, "version", "2, expected 1"),
     ("missing field", {"nodeid": MISSING}, "nodeid", "missing"),
-    ("mistyped field", {"nodeid": 3}, "nodeid", "nodeid=3, expected a str"),
-    ("mistyped seed", {"seed": "7"}, "seed", "seed='7', expected an int or null"),
+    ("mistyped field", {"nodeid": 3}, "nodeid", "3, expected a non-empty string"),
+    ("mistyped seed", {"seed": "7"}, "seed", "'7', expected an integer"),
+    ("mistyped options", {"options": []}, "options", "[], expected a table"),
     ("unknown field", {"colour": "red"}, "colour", "unknown field"),
-    ("not a failure", {"outcome": "passed"}, "outcome", "outcome='passed', expected one of"),
+    ("not a failure", {"outcome": "passed"}, "outcome", "'passed', expected one of failed, error"),
+    ("no phase", {"when": "later"}, "when", "'later', expected one of setup, call, teardown"),
     ("trace missing", {"trace": "gone.hiltrace.jsonl"}, "trace", "no such file"),
     ("trace outside", {"trace": "../x.hiltrace.jsonl"}, "trace", "no such file"),
+    ("an option as node id", {"nodeid": "--basetemp=/tmp/x"}, "nodeid", "does not start with a test file's path"),
+    ("a plugin as node id", {"nodeid": "-pevil"}, "nodeid", "does not start with a test file's path"),
+    ("a node id escaping the root", {"nodeid": "tests/../../x.py::t"}, "nodeid", "'..', '.' or empty parts"),
+    ("an absolute node id", {"nodeid": "/etc/t.py::t"}, "nodeid", "an absolute path"),
+    ("a directory as node id", {"nodeid": "tests"}, "nodeid", "not the path of a .py file"),
+    ("no test name", {"nodeid": "t.py"}, "nodeid", "no '::' and test name"),
+    ("a test name that is no name", {"nodeid": "t.py::-x"}, "nodeid", "no Python name"),
+    ("an unclosed parametrize id", {"nodeid": "t.py::t[NULL"}, "nodeid", "does not end with ']'"),
+    ("escapes in the node id", {"nodeid": "t.py::t\x1b]0;x\x07"}, "nodeid", "holds control characters"),
+    ("an option as target", {"target": "--basetemp=/tmp/x"}, "target", "target string '--basetemp=/tmp/x'"),
+    ("a relative rootdir", {"rootdir": "somewhere"}, "rootdir", "'somewhere', expected an absolute path"),
+    ("a missing rootdir", {"rootdir": "/nonexistent/tinyhil"}, "rootdir", "no such directory"),
+    ("a relative test path", {"test_path": "t.py"}, "test_path", "expected an absolute path"),
+    ("a test path that is no module", {"test_path": "/bin/sh"}, "test_path", "expected the absolute path of a .py"),
 ]
 
 
@@ -187,10 +207,106 @@ def test_bad_bundles_are_typed_errors_naming_the_file_and_field(
         load_bundle(directory)
     assert caught.value.field == field and caught.value.path == str(directory / BUNDLE_FILE)
     assert message in str(caught.value) and str(directory / BUNDLE_FILE) in str(caught.value)
+    assert "\n" not in str(caught.value) and "\x1b" not in str(caught.value)
+
+
+def test_a_rootdir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    directory = _write(tmp_path / "b", {**_good(tmp_path), "rootdir": str(tmp_path / "afile")})
+    with pytest.raises(BundleError, match=r"rootdir: .*afile'?: no such directory") as caught:
+        load_bundle(directory)
+    assert caught.value.field == "rootdir"
+
+
+@pytest.mark.parametrize(
+    "nodeid",
+    ["t.py::t", "tests/sub/test_x.py::TestA::test_b", "t.py::t[NULL]", "t.py::t[MOCKUSB+AMD-1-a b \\(x\\) [y]]",
+     "t.py::test_café[é]"],
+)  # fmt: skip
+def test_real_node_ids_are_accepted(nodeid: str) -> None:
+    assert check_nodeid(nodeid) == nodeid
+
+
+def _snapshot(directory: Path) -> dict[str, bytes | None]:
+    """Every file (its bytes) and folder (``None``) under ``directory``."""
+    return {str(p.relative_to(directory)): (p.read_bytes() if p.is_file() else None) for p in directory.rglob("*")}
+
+
+def _hostile(tmp_path: Path, nodeid: str) -> tuple[Path, Path]:
+    """A bundle whose rootdir holds a test and a module that marks its import; and a sentinel folder outside it."""
+    root, sentinel = tmp_path / "root", tmp_path / "sentinel"
+    for folder in (root, sentinel / "inner"):
+        folder.mkdir(parents=True)
+    (root / "test_t.py").write_text("def test_t():\n    assert False\n")
+    (root / "evil.py").write_text(f"open({str(tmp_path / 'MARKER')!r}, 'w').write('ran')\n")
+    (sentinel / "inner" / "keep.txt").write_text("keep")
+    (sentinel / "report.xml").write_text("<keep/>")
+    good = {**_good(root), "nodeid": nodeid.replace("SENTINEL", str(sentinel))}
+    return _write(tmp_path / "bundle", good), sentinel
+
+
+HOSTILE_NODE_IDS = ["--basetemp=SENTINEL", "--junitxml=SENTINEL/report.xml", "-pevil", "-p evil", "../sentinel/x.py::t",
+                    "SENTINEL/x.py::t", "test_t.py::test_t --basetemp=SENTINEL"]  # fmt: skip
+
+
+@pytest.mark.parametrize("nodeid", HOSTILE_NODE_IDS)
+def test_a_hostile_node_id_changes_nothing_and_is_one_line(
+    tmp_path: Path, nodeid: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle, sentinel = _hostile(tmp_path, nodeid)
+    before = _snapshot(sentinel)
+    with pytest.raises(BundleError) as caught:
+        load_bundle(bundle)
+    assert caught.value.field == "nodeid"
+    assert main(["repro", "--on", "emulator", str(bundle)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("tinyhil repro: ") and "nodeid: node id" in err
+    assert _snapshot(sentinel) == before and sentinel.is_dir()
+    assert not (tmp_path / "MARKER").exists(), "a module the bundle named was imported"
+
+
+@pytest.mark.parametrize("rootdir", ["missing", "afile"])
+def test_a_rootdir_that_is_no_directory_is_one_line_and_exit_2(
+    tmp_path: Path, rootdir: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "afile").write_text("")
+    bundle = _write(tmp_path / "b", {**_good(tmp_path), "rootdir": str(tmp_path / rootdir)})
+    assert main(["repro", "--on", "emulator", str(bundle)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "rootdir: " in err and "no such directory" in err and "Traceback" not in err
+
+
+def test_nothing_from_the_bundle_becomes_a_pytest_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The rerun's command line: the node id after ``--``, every bundle value an ``=`` option's value."""
+    commands: list[list[str]] = []
+
+    def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 5, "", "")
+
+    monkeypatch.setattr(trace_cli.subprocess, "run", run)
+    bundle = _write(tmp_path / "b", {**_good(tmp_path), "nodeid": "t.py::t[NULL]", "reason": "\x1b]0;title\x07x"})
+    assert main(["repro", "--on", "emulator", str(bundle)]) == 2  # no summary: the rerun ran no such test
+    (command,) = commands
+    split = command.index("--")
+    assert command[split + 1 :] == ["t.py::t[NULL]"]
+    assert all(arg.startswith("-") for arg in command[3:split] if arg not in ("pytest", "no:cacheprovider"))
+    assert "--hil-target=NULL" in command and f"--hil-bundle-options={bundle}" in command
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "recorded: failed in call: \\x1b]0;title\\x07x" in out
+
+
+def test_repro_help_says_it_runs_the_test_code(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["repro", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "Replaying a bundle runs the test code it names" in help_text
 
 
 def test_a_missing_bundle_and_the_cli_give_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(BundleError, match="no such bundle"):
+    with pytest.raises(BundleError, match="file: no such bundle"):
         load_bundle(tmp_path / "nothing")
     assert main(["repro", str(tmp_path / "nothing")]) == 2
     err = capsys.readouterr().err.strip()
@@ -242,4 +358,4 @@ def test_a_bad_bundle_option_is_a_usage_error(pytester: pytest.Pytester) -> None
     pytester.makepyfile(test_hil=TESTS)
     result = _run(pytester, "--hil-bundle-options", "nowhere")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--hil-bundle-options: nowhere: no such bundle*"])
+    result.stderr.fnmatch_lines(["*--hil-bundle-options: nowhere: file: no such bundle*"])

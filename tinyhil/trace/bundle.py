@@ -17,16 +17,20 @@ import json
 import platform
 from dataclasses import asdict, dataclass, field, fields
 from importlib import metadata
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
 import tinyhil
 from tinyhil._files import write_atomically
+from tinyhil.errors import InvalidArgument
+from tinyhil.loading import LIMITS, Fields, FileFormatError, parse_json, read_capped
+from tinyhil.printable import printable
+from tinyhil.target import parse_target
 from tinyhil.trace.convert import trace_file_name
 from tinyhil.trace.errors import TraceError
 
 __all__ = ["BUNDLE_FILE", "BUNDLE_FORMAT", "BUNDLE_TRACE", "BUNDLE_VERSION", "BundleError", "ReproBundle",
-           "bundle_dir_name", "library_versions", "load_bundle", "write_bundle"]  # fmt: skip
+           "bundle_dir_name", "check_nodeid", "library_versions", "load_bundle", "write_bundle"]  # fmt: skip
 
 BUNDLE_FORMAT: Final = "tinyhil-repro"
 BUNDLE_VERSION: Final = 1
@@ -34,20 +38,20 @@ BUNDLE_FILE: Final = "bundle.json"
 BUNDLE_TRACE: Final = "trace.hiltrace.jsonl"
 _LIBRARIES: Final = ("numpy", "pytest", "libusb1", "hypothesis")
 _FAILED: Final = ("failed", "error")
+_PHASES: Final = ("setup", "call", "teardown")
+_NODEID_FORM: Final = (
+    "a test file's path relative to the rootdir, '::' and the test's name (tests/test_x.py::test_y[id])"
+)
+# A failure's reason is one line of pytest's report; the file's own cap bounds it.
+_REASON_MAX_CHARS: Final = LIMITS["bundle"].max_bytes
 
 
-class BundleError(TraceError, ValueError):
-    """A repro bundle is missing or malformed; the message names the file and the field.
+class BundleError(FileFormatError, TraceError):
+    """A repro bundle is missing or malformed: ``path: field: what was wrong and what was expected``, one line.
 
-    Attributes:
-        path: the bundle file (or directory) at fault; field: the field, or ``""`` for the file as a whole.
+    Attributes (those of :class:`~tinyhil.loading.FileFormatError`): ``path`` the bundle file (or the directory
+    given), ``field`` the field (``file`` for the file as a whole), ``why`` the problem alone.
     """
-
-    def __init__(self, path: str | Path, field_name: str, problem: str) -> None:
-        where = f" field {field_name!r}" if field_name else ""
-        super().__init__(f"{path}:{where} {problem}")
-        self.path = str(path)
-        self.field = field_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +81,6 @@ class ReproBundle:
         return asdict(self)
 
 
-_TYPES: Final[dict[str, type | tuple[type, ...]]] = {
-    "nodeid": str, "target": str, "options": dict, "outcome": str, "when": str, "reason": str, "rootdir": str,
-    "invocation_dir": str, "versions": dict, "seed": (int, type(None)), "board": (dict, type(None)),
-    "trace": (str, type(None)), "test_path": (str, type(None)), "format": str, "version": int,
-}  # fmt: skip
-
-
 def library_versions() -> dict[str, str | None]:
     """tinyhil's, Python's and the key libraries' versions (``None`` for one not installed)."""
     found: dict[str, str | None] = {"tinyhil": tinyhil.__version__, "python": platform.python_version()}
@@ -108,48 +105,109 @@ def write_bundle(directory: str | Path, bundle: ReproBundle) -> Path:
     return out
 
 
-def load_bundle(path: str | Path) -> tuple[ReproBundle, Path]:
-    """The bundle at ``path`` (its directory or its ``bundle.json``) and its directory.
+def check_nodeid(nodeid: str) -> str:
+    """``nodeid`` checked to be a pytest node id of a test inside its rootdir: a relative path of a ``.py`` file
+    (no ``..``, ``.`` or empty part, nothing that starts with ``-``), then ``::`` parts that are Python names, the last
+    with an optional ``[parametrize id]``; no control characters anywhere. Returns it unchanged.
 
     Raises:
-        BundleError: no such bundle, not JSON, a wrong format or version, a missing or mistyped field, an outcome
-            that is no failure, or a trace it names that is not there.
+        InvalidArgument: naming the node id (escaped) and what was expected.
+    """
+    head, bracket, params = nodeid.partition("[")
+    path, _, names = head.partition("::")
+    parts = PurePosixPath(path).parts if path else ()
+    if printable(nodeid, newlines=False) != nodeid:
+        why = "holds control characters"
+    elif not path or path.startswith("-"):
+        why = "does not start with a test file's path"
+    elif path.startswith("/") or "\\" in path:
+        why = "an absolute path (or one with backslashes): the test must lie inside the rootdir"
+    elif any(part in ("..", ".") for part in parts) or "//" in path or path.endswith("/"):
+        why = "a path with '..', '.' or empty parts: the test must lie inside the rootdir"
+    elif not path.endswith(".py"):
+        why = "not the path of a .py file"
+    elif not names or not all(name.isidentifier() for name in names.split("::")):
+        why = "no '::' and test name after the path, or a part that is no Python name"
+    elif bracket and (len(params) < 2 or not params.endswith("]")):
+        why = "a parametrize id that is empty or does not end with ']'"
+    else:
+        return nodeid
+    raise InvalidArgument(f"node id {nodeid[:200]!r}: {why}, expected {_NODEID_FORM}")
+
+
+def load_bundle(path: str | Path) -> tuple[ReproBundle, Path]:
+    """The bundle at ``path`` (its directory or its ``bundle.json``) and its directory, every field checked once
+    (through :mod:`tinyhil.loading`: size, depth, integer and type caps).
+
+    Raises:
+        BundleError: no such bundle, not JSON, over a cap, a wrong format or version, a missing, unknown or mistyped
+            field, a node id that is no node id inside its rootdir (:func:`check_nodeid`), a target that is no
+            target string, a rootdir that is no directory, an outcome that is no failure, or a trace it names that
+            is not in the bundle's directory.
     """
     given = Path(path)
     file = given / BUNDLE_FILE if given.is_dir() else given
-    if not file.is_file():
-        raise BundleError(given, "", f"no such bundle, expected a directory holding {BUNDLE_FILE} (--hil-repro-dir)")
     try:
-        data = json.loads(file.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleError(file, "", f"not a JSON bundle ({exc})") from None
-    if not isinstance(data, dict):
-        raise BundleError(file, "", f"{type(data).__name__} at the top, expected an object")
-    if data.get("format") != BUNDLE_FORMAT:
-        raise BundleError(file, "format", f"format={data.get('format')!r}, expected {BUNDLE_FORMAT!r}")
-    if data.get("version") != BUNDLE_VERSION:
-        raise BundleError(file, "version", f"version={data.get('version')!r}, expected {BUNDLE_VERSION}")
-    known = {f.name for f in fields(ReproBundle)}
-    for name in sorted(set(data) - known):
-        raise BundleError(file, name, f"unknown field, expected only {sorted(known)}")
-    for name, kind in _TYPES.items():
-        if name not in data:
-            if name in ("versions", "seed", "board", "trace", "test_path"):
-                continue
-            raise BundleError(file, name, "missing")
-        if not isinstance(data[name], kind) or (kind is int and isinstance(data[name], bool)):
-            raise BundleError(file, name, f"{name}={data[name]!r}, expected {_kind_name(kind)}")
-    if data["outcome"] not in _FAILED:
-        raise BundleError(file, "outcome", f"outcome={data['outcome']!r}, expected one of {list(_FAILED)}")
-    bundle = ReproBundle(**data)
-    if bundle.trace is not None:
-        trace = file.parent / bundle.trace
-        if Path(bundle.trace).name != bundle.trace or not trace.is_file():
-            raise BundleError(file, "trace", f"trace={bundle.trace!r}: no such file in {file.parent}")
+        if not file.is_file():
+            raise FileFormatError(given, 0, "file", f"no such bundle, expected a directory holding {BUNDLE_FILE} "
+                                                    "(--hil-repro-dir)")  # fmt: skip
+        bundle = _read(Fields(parse_json(read_capped(file, "bundle"), file), file), file.parent)
+    except FileFormatError as exc:
+        raise BundleError(exc.path, exc.line, exc.field, exc.why) from None
     return bundle, file.parent
 
 
-def _kind_name(kind: type | tuple[type, ...]) -> str:
-    kinds = kind if isinstance(kind, tuple) else (kind,)
-    names = {"dict": "an object", "int": "an int", "NoneType": "null"}
-    return " or ".join(names.get(k.__name__, f"a {k.__name__}") for k in kinds)
+def _read(table: Fields, directory: Path) -> ReproBundle:
+    """The bundle's fields, each checked (raises FileFormatError)."""
+    found = table.string("format")
+    if found != BUNDLE_FORMAT:
+        raise table.error("format", f"{found!r}, expected {BUNDLE_FORMAT!r}")
+    version = table.integer("version")
+    if version != BUNDLE_VERSION:
+        raise table.error("version", f"{version}, expected {BUNDLE_VERSION}")
+    table.only([f.name for f in fields(ReproBundle)])
+    nodeid, target = str(table.string("nodeid")), str(table.string("target"))
+    for name, check in (("nodeid", check_nodeid), ("target", parse_target)):
+        try:
+            check(nodeid if name == "nodeid" else target)
+        except InvalidArgument as exc:
+            raise table.error(name, str(exc)) from None
+    outcome, when = table.string("outcome"), table.string("when")
+    if outcome not in _FAILED:
+        raise table.error("outcome", f"{outcome!r}, expected one of {', '.join(_FAILED)}")
+    if when not in _PHASES:
+        raise table.error("when", f"{when!r}, expected one of {', '.join(_PHASES)}")
+    rootdir = str(_absolute(table, "rootdir"))
+    if not Path(rootdir).is_dir():
+        raise table.error("rootdir", f"{rootdir!r}: no such directory, expected the directory the test ran in")
+    test_path = _absolute(table, "test_path", required=False)
+    if test_path is not None and not test_path.endswith(".py"):
+        raise table.error("test_path", f"{test_path!r}, expected the absolute path of a .py file")
+    trace = table.string("trace", required=False)
+    if trace is not None and (Path(trace).name != trace or not (directory / trace).is_file()):
+        raise table.error("trace", f"{trace!r}: no such file in {directory}")
+    return ReproBundle(
+        nodeid=nodeid,
+        target=target,
+        options=table.of_type("options", dict) or {},
+        outcome=str(outcome),
+        when=str(when),
+        reason=table.string("reason", empty=True, max_len=_REASON_MAX_CHARS) or "",
+        rootdir=rootdir,
+        invocation_dir=str(_absolute(table, "invocation_dir")),
+        versions=table.of_type("versions", dict, required=False) or {},
+        seed=table.integer("seed", required=False),
+        faults=table.table.get("faults"),
+        quirks=table.table.get("quirks"),
+        board=table.of_type("board", dict, required=False),
+        trace=trace,
+        test_path=test_path,
+    )
+
+
+def _absolute(table: Fields, name: str, *, required: bool = True) -> str | None:
+    """The field ``name``: an absolute path without control characters (``None`` when absent and not required)."""
+    value = table.string(name, required=required)
+    if value is not None and (not Path(value).is_absolute() or printable(value, newlines=False) != value):
+        raise table.error(name, f"{value!r}, expected an absolute path")
+    return value
