@@ -28,6 +28,7 @@ __all__ = ["AddressSpace", "HostSpan", "IoRegion", "Run", "Translation", "Vram"]
 
 # Linux MAP_NORESERVE (Python 3.11's mmap module lacks the name): VRAM larger than RAM + swap still maps.
 _MAP_NORESERVE: Final = 0x4000 if sys.platform.startswith("linux") else 0
+_MADV_HUGEPAGE: Final[int | None] = getattr(mmap, "MADV_HUGEPAGE", None)  # Linux only
 # What a SystemBus raises for an address with nothing behind it; the access becomes a memory fault.
 _BUS_ERRORS: Final = (TinyHilError, ValueError, LookupError)
 _VIEW_CACHE_ENTRIES: Final = 1024  # rings and pointers of every queue, with room to spare
@@ -51,7 +52,8 @@ class HostSpan:
 
 class Vram:
     """The GPU's VRAM, a RAM region: an anonymous private mapping, so untouched pages cost no RAM and
-    :meth:`zero` gives them back to the OS.
+    :meth:`zero` gives them back to the OS. Where the OS has transparent huge pages, the mapping asks for them
+    (as numpy does for its large arrays): docs/performance.md.
 
     Raises:
         InvalidArgument: ``nbytes`` is not a whole number of MB (at least 1 MB).
@@ -63,6 +65,8 @@ class Vram:
             raise InvalidArgument(f"vram_bytes={nbytes:#x}, expected a whole number of MB")
         self.nbytes = nbytes
         self._map = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
+        if _MADV_HUGEPAGE is not None:
+            self._map.madvise(_MADV_HUGEPAGE)
         self.view = memoryview(self._map)
         self.host_address = int(np.frombuffer(self.view, np.uint8).ctypes.data)
 
