@@ -1,6 +1,7 @@
 """The emulated AMD GPU (spec/amdgpu.md): memory and translation, queues, SDMA and PM4 engines, kernel executor.
 
-Modules by block: ``memory`` (VRAM, mappings, system aperture), ``engine`` (what the engines share), ``sdma``,
+Modules by block: ``memory`` (the address space, VRAM, the system bus region, the translation seam),
+``mappings`` (the flat translation: mappings and the system aperture), ``engine`` (what the engines share), ``sdma``,
 ``pm4``, ``queues`` (scheduling on the event kernel), ``executor`` (kernels), ``timing``, ``gpu`` (the core),
 ``pcie`` (what a GPU PCIe function behind the ASM2464 bridge shares). The GPU behind the bridge presents Navi 31's
 real register interface: :mod:`tinyhil.emulators.amdgpu.gfx1100` (docs/gfx1100.md).
@@ -14,7 +15,8 @@ from .engine import EngineServices, Interrupt, InterruptKind, QueueConfig, RingE
 from .errors import GpuMemoryFault, GpuQueueError, KernelError
 from .executor import HostNativeExecutor, KernelExecutor, KernelMemory, Launch
 from .gpu import AmdGpu
-from .memory import GpuMemory, HostSpan, Mapping
+from .mappings import FlatTranslation, Mapping
+from .memory import AddressSpace, HostSpan, IoRegion, Run, Translation, Vram
 from .pcie import DEFAULT_GFX_TARGET_VERSION, DEVICE_IDS, BridgedFunction
 from .pm4 import Pm4Engine
 from .queues import Queue
@@ -27,10 +29,11 @@ __all__ = [
     "DEFAULT_TIMING",
     "DEVICE_IDS",
     "SYS_APERTURE",
+    "AddressSpace",
     "AmdGpu",
     "BridgedFunction",
     "EngineServices",
-    "GpuMemory",
+    "FlatTranslation",
     "GpuMemoryFault",
     "GpuQueueError",
     "GpuTiming",
@@ -38,6 +41,7 @@ __all__ = [
     "HostSpan",
     "Interrupt",
     "InterruptKind",
+    "IoRegion",
     "KernelError",
     "KernelExecutor",
     "KernelMemory",
@@ -49,6 +53,9 @@ __all__ = [
     "QueueKind",
     "QueueStatus",
     "RingEngine",
+    "Run",
     "SdmaEngine",
     "SystemBus",
+    "Translation",
+    "Vram",
 ]

@@ -122,7 +122,7 @@ class RingEngine:
         self._sub_op = 0
         self._packet_bytes = 0  # of the packet being executed
         self._ops: dict[int, Callable[[Packet], _Result]] = self._op_table()
-        # Live views of the ring and pointers (None: not one mapping); retaken when GpuMemory.generation moves.
+        # Live views of the ring and pointers (None: not one mapping); retaken when AddressSpace.generation moves.
         self._views_generation = -1
         self._ring_words: memoryview | None = None
         self._rptr_word: memoryview | None = None

@@ -9,14 +9,15 @@ from typing import Final
 import numpy as np
 
 from tinyhil._check import check_int
-from tinyhil.errors import InvalidArgument
+from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES, QueueKind
 
 from ..kernel import EventKernel, VirtualTimeout
 from ..observe import Observation, Observed, Observer
 from .engine import EngineServices, Interrupt, QueueConfig, RingEngine
 from .executor import HostNativeExecutor, KernelExecutor
-from .memory import GpuMemory
+from .mappings import FlatTranslation
+from .memory import AddressSpace, IoRegion, Vram
 from .pm4 import Pm4Engine
 from .queues import Queue
 from .sdma import SdmaEngine
@@ -32,7 +33,7 @@ _ENGINES: Final[dict[QueueKind, type[RingEngine]]] = {QueueKind.SDMA: SdmaEngine
 class AmdGpu:
     """An engine-level AMD GPU (spec/amdgpu.md) running on an :class:`EventKernel`.
 
-    GPU address space (see :class:`GpuMemory`):
+    GPU address space (an :class:`AddressSpace`; by default a :class:`FlatTranslation`):
 
     | GPU address | what |
     |---|---|
@@ -41,7 +42,8 @@ class AmdGpu:
     | ``SYS_APERTURE + pcie_addr`` | a caller's ``system_bus`` (engine tests' stand-in for the bridge's memory) |
 
     The front ends own the registers: :mod:`tinyhil.emulators.amdgpu.gfx1100` gives this core Navi 31's register
-    interface and page tables (its own ``memory``), MOCKKFD drives it through the kernel's uapi.
+    interface and an address space translated by its page tables (``memory``), MOCKKFD drives it through the
+    kernel's uapi.
 
     ``on_interrupt`` receives TRAPs, RELEASE_MEM events, memory faults and queue errors (:class:`Interrupt`).
     """
@@ -57,7 +59,7 @@ class AmdGpu:
         vram_at_zero: bool | None = None,
         timing: GpuTiming = DEFAULT_TIMING,
         executor: KernelExecutor | None = None,
-        memory: GpuMemory | None = None,
+        memory: AddressSpace | None = None,
     ) -> None:
         self.kernel = kernel
         self.gfx_target_version = check_int("gfx_target_version", gfx_target_version, min_value=1)
@@ -65,8 +67,12 @@ class AmdGpu:
         self.timing = timing
         self.executor: KernelExecutor = executor if executor is not None else HostNativeExecutor()
         at_zero = system_bus is not None if vram_at_zero is None else vram_at_zero
-        # ``memory``: a prebuilt address space (the gfx1100 front end's page-table memory); it fixes the VRAM size.
-        self.memory = GpuMemory(vram_bytes, system_bus=system_bus, vram_at_zero=at_zero) if memory is None else memory
+        # ``memory``: a prebuilt address space (the gfx1100 front end's page tables); it fixes the VRAM size.
+        if memory is None:
+            vram = Vram(vram_bytes)
+            flat = FlatTranslation(vram, vram_at_zero=at_zero, aperture=system_bus is not None)
+            memory = AddressSpace(vram, flat, IoRegion("system bus", system_bus))
+        self.memory = memory
         self.memory.on_write = self.memory_written
         self.on_interrupt: Callable[[Interrupt], None] | None = None
         self._services = EngineServices(self.memory, kernel, timing, self._interrupt, self.executor)
@@ -120,16 +126,27 @@ class AmdGpu:
 
         Raises:
             InvalidArgument: misaligned, empty, overlapping or read-only; nothing changes.
+            StateError: the address space is not a flat one (page tables map the gfx1100 model's memory).
         """
-        self.memory.map(va, backing)
+        self._flat("map_memory").map(va, backing)
 
     def unmap_memory(self, va: int) -> None:
         """Remove the mapping starting at ``va``.
 
         Raises:
             InvalidArgument: no mapping starts there.
+            StateError: the address space is not a flat one.
         """
-        self.memory.unmap(va)
+        self._flat("unmap_memory").unmap(va)
+
+    def _flat(self, method: str) -> FlatTranslation:
+        translation = self.memory.translation
+        if not isinstance(translation, FlatTranslation):
+            raise StateError(
+                f"{self.name}.{method}: the address space is translated by {type(translation).__name__}, expected "
+                "a FlatTranslation (map through the page tables instead)"
+            )
+        return translation
 
     def read(self, va: int, nbytes: int) -> memoryview:
         """The bytes at GPU address ``va``, translated as the engines see them (a live read-only view when they

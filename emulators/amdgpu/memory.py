@@ -1,49 +1,44 @@
-"""GPU memory: lazily committed VRAM, page-granular VA mappings, the system aperture, one translation function."""
+"""The GPU's address space: memory regions (VRAM, host buffers, the system bus) behind a pluggable translation.
+
+As in QEMU's ``AddressSpace`` of ``MemoryRegion``s, one class performs every access and a translation says where
+each GPU address lies. A translation turns a GPU range into *runs*: contiguous pieces, each a live view of a RAM
+region (VRAM or a host buffer) or an address on the system bus (an I/O region). The translations are
+:class:`~tinyhil.emulators.amdgpu.mappings.FlatTranslation` (a list of mappings and the model's system aperture)
+and :class:`~tinyhil.emulators.amdgpu.gfx1100.gmc.PageTableTranslation` (the VMID 0 page-table walk of gfx1100).
+"""
 
 from __future__ import annotations
 
-import bisect
 import mmap
+import operator
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 import numpy as np
 
 from tinyhil._check import as_readonly_bytes, check_int
 from tinyhil.errors import InvalidArgument, TinyHilError
-from tinyhil.spec.amdgpu import GPU_VA_LIMIT, PAGE_BYTES, SYS_APERTURE, SYS_APERTURE_END
 
 from .errors import GpuMemoryFault
 from .system_bus import SystemBus
 
-__all__ = ["GpuMemory", "HostSpan", "Mapping"]
+__all__ = ["AddressSpace", "HostSpan", "IoRegion", "Run", "Translation", "Vram"]
 
 # Linux MAP_NORESERVE (Python 3.11's mmap module lacks the name): VRAM larger than RAM + swap still maps.
 _MAP_NORESERVE: Final = 0x4000 if sys.platform.startswith("linux") else 0
-# Exceptions a SystemBus raises for an address with nothing behind it; the GPU turns them into memory faults.
+_MADV_HUGEPAGE: Final[int | None] = getattr(mmap, "MADV_HUGEPAGE", None)  # Linux only
+# What a SystemBus raises for an address with nothing behind it; the access becomes a memory fault.
 _BUS_ERRORS: Final = (TinyHilError, ValueError, LookupError)
-
-
 _VIEW_CACHE_ENTRIES: Final = 1024  # rings and pointers of every queue, with room to spare
+# A fill of bus memory writes its pattern in pieces of at most this size (host memory bounded whatever the size).
+_BUS_FILL_PIECE_BYTES: Final = 64 << 10
+_U32: Final = np.dtype("<u4")
+_U8: Final = np.dtype(np.uint8)
 
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Mapping:
-    """``backing`` (flat writable bytes) seen by the GPU at ``va``; ``host_address`` is its first byte's address."""
-
-    va: int
-    backing: memoryview
-    host_address: int
-
-    @property
-    def nbytes(self) -> int:
-        return self.backing.nbytes
-
-    @property
-    def end(self) -> int:
-        return self.va + self.backing.nbytes
+# One translated piece: (GPU address, bytes, a live view of a RAM region or None, system-bus address or -1).
+Run = tuple[int, int, memoryview | None, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,131 +50,169 @@ class HostSpan:
     nbytes: int
 
 
-# One piece of a translated range: its GPU address and either a live view of the backing or None (system bus).
-_Segment = tuple[int, memoryview | None]
+class Vram:
+    """The GPU's VRAM, a RAM region: an anonymous private mapping, so untouched pages cost no RAM and
+    :meth:`zero` gives them back to the OS. Where the OS has transparent huge pages, the mapping asks for them
+    (as numpy does for its large arrays): docs/performance.md.
+
+    Raises:
+        InvalidArgument: ``nbytes`` is not a whole number of MB (at least 1 MB).
+    """
+
+    def __init__(self, nbytes: int) -> None:
+        check_int("vram_bytes", nbytes, min_value=1 << 20)
+        if nbytes % (1 << 20):
+            raise InvalidArgument(f"vram_bytes={nbytes:#x}, expected a whole number of MB")
+        self.nbytes = nbytes
+        self._map = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
+        if _MADV_HUGEPAGE is not None:
+            self._map.madvise(_MADV_HUGEPAGE)
+        self.view = memoryview(self._map)
+        self.host_address = int(np.frombuffer(self.view, np.uint8).ctypes.data)
+
+    def zero(self) -> None:
+        if sys.platform.startswith("linux"):
+            self._map.madvise(mmap.MADV_DONTNEED)
+        else:
+            np.frombuffer(self.view, np.uint8).fill(0)
 
 
-class GpuMemory:
-    """The GPU's address space. Every engine access goes through :meth:`translate`.
+class IoRegion:
+    """Memory reached through a :class:`SystemBus` (the bridge's SRAM and windows, across PCIe): an I/O region
+    that takes accesses of any size at any byte address. ``bus`` may be attached after construction; ``name``
+    prefixes the faults. This is the one place a bus error becomes a :class:`GpuMemoryFault`."""
 
-    | GPU address range | what | spec/amdgpu.md |
+    def __init__(self, name: str, bus: SystemBus | None = None) -> None:
+        self.name = name
+        self.bus = bus
+
+    def _unattached(self, va: int, nbytes: int, address: int, what: str) -> GpuMemoryFault:
+        return GpuMemoryFault(va, nbytes, f"{what}{self.name} {address:#x} with no PCIe host attached")
+
+    def read(self, va: int, address: int, nbytes: int, what: str = "") -> memoryview:
+        """The bus's ``nbytes`` at ``address`` (a view where the bus gives one), for an access at GPU ``va``;
+        ``what`` prefixes a fault's reason.
+
+        Raises:
+            GpuMemoryFault: nothing on the bus there, no bus attached, or the bus returned another size.
+        """
+        bus = self.bus
+        if bus is None:
+            raise self._unattached(va, nbytes, address, what)
+        try:
+            data = memoryview(bus.dma_read(address, nbytes)).cast("B")
+        except _BUS_ERRORS as error:
+            raise GpuMemoryFault(va, nbytes, f"{what}{self.name} {address:#x}: {error}") from None
+        if data.nbytes != nbytes:
+            raise GpuMemoryFault(va, nbytes, f"{self.name} {address:#x} returned {data.nbytes} bytes, not {nbytes}")
+        return data
+
+    def write(self, va: int, address: int, data: memoryview) -> None:
+        """Write ``data`` at bus ``address`` for an access at GPU ``va``.
+
+        Raises:
+            GpuMemoryFault: nothing on the bus there, or no bus attached.
+        """
+        bus = self.bus
+        if bus is None:
+            raise self._unattached(va, data.nbytes, address, "")
+        try:
+            bus.dma_write(address, data)
+        except _BUS_ERRORS as error:
+            raise GpuMemoryFault(va, data.nbytes, f"{self.name} {address:#x}: {error}") from None
+
+
+class Translation(Protocol):
+    """Where each GPU address lies: the seam between :class:`AddressSpace` and a memory model.
+
+    ``generation`` moves whenever a translation may have changed (a mapping, a TLB flush, a reset): runs and views
+    taken earlier may be stale. A translation may cache the runs it returns until then.
+    """
+
+    generation: int
+
+    def runs(self, va: int, nbytes: int) -> list[Run]:
+        """``[va, va + nbytes)`` as contiguous runs in address order (``[]`` when ``nbytes`` is 0).
+
+        Raises:
+            GpuMemoryFault: some byte of the range has nothing behind it (``va`` of the fault is the first one).
+        """
+        ...
+
+    def host_span(self, va: int) -> HostSpan:
+        """The host address of ``va`` and the bytes contiguous in host memory from there (kernel pointers).
+
+        Raises:
+            GpuMemoryFault: ``va`` is unmapped or on the system bus (host code cannot reach it).
+        """
+        ...
+
+    def reset(self) -> None:
+        """Back to the power-on translation."""
+        ...
+
+
+class AddressSpace:
+    """The GPU's address space: every engine and host access goes through here, translated by ``translation``.
+
+    | region | what | reached as |
     |---|---|---|
-    | ``0 .. vram_bytes`` | VRAM itself, when ``vram_at_zero`` | Memory |
-    | mapped ranges | ``map`` backings: VRAM slices, GTT / userptr host buffers (the KFD path) | Memory |
-    | ``SYS_APERTURE + pcie_addr`` | PCIe memory through ``system_bus``, when one is given | Memory |
-    | anything else | :class:`GpuMemoryFault`: never a host crash, never a write to random host memory | Memory |
+    | ``vram`` | the GPU's VRAM (:class:`Vram`) | runs with a view |
+    | host buffers | GTT / userptr memory a flat translation maps (the KFD path) | runs with a view |
+    | ``io`` | the system bus (:class:`IoRegion`): the bridge's memory across PCIe | runs with a bus address |
+    | anything else | :class:`GpuMemoryFault`: never a host crash, never a write to random host memory | |
 
-    The system aperture is this flat model's way to reach memory outside VRAM (the engine tests give it a bus
-    standing in for the bridge's SRAM); the gfx1100 front end replaces the whole address space with its page
-    tables (:class:`~tinyhil.emulators.amdgpu.gfx1100.gmc.PagedMemory`), whose system-bit PTEs reach the bridge.
-
-    VRAM is an anonymous private mapping: untouched pages cost no RAM, and :meth:`reset` returns them to the OS.
     ``on_write(va, nbytes)`` is called after every write through this object (engine or host), so waiters wake.
     """
 
-    def __init__(self, vram_bytes: int, *, system_bus: SystemBus | None = None, vram_at_zero: bool = True) -> None:
-        check_int("vram_bytes", vram_bytes, min_value=1 << 20)
-        if vram_bytes % (1 << 20):
-            raise InvalidArgument(f"vram_bytes={vram_bytes:#x}, expected a whole number of MB")
-        if vram_at_zero and vram_bytes > SYS_APERTURE:
-            raise InvalidArgument(f"vram_bytes={vram_bytes:#x}, expected at most {SYS_APERTURE:#x}")
-        self.vram_bytes = vram_bytes
-        self.system_bus = system_bus
-        self.vram_at_zero = vram_at_zero
-        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE
-        self._vram_map = mmap.mmap(-1, vram_bytes, flags=flags)
-        self.vram = memoryview(self._vram_map)
+    if TYPE_CHECKING:
+
+        @property
+        def generation(self) -> int:
+            """The translation's generation (read-only): views and runs taken at another one may be stale."""
+
+    else:  # read by the engines once per packet: an attrgetter runs no Python frame (docs/performance.md)
+        generation = property(operator.attrgetter("translation.generation"), doc="The translation's generation.")
+
+    def __init__(self, vram: Vram, translation: Translation, io: IoRegion) -> None:
+        self.vram_region = vram
+        self.vram = vram.view
+        self.vram_bytes = vram.nbytes
+        self.translation = translation
+        self.io = io
         self.on_write: Callable[[int, int], None] | None = None
-        self.generation = 0  # bumped whenever the mappings change: views taken earlier may be stale
-        self.reset()
+        self._views: dict[tuple[int, int, str], np.ndarray | None] = {}
+        self._views_generation = -1
+
+    def __repr__(self) -> str:
+        return f"<AddressSpace {type(self.translation).__name__} vram={self.vram_bytes >> 20} MB>"
+
+    @property
+    def system_bus(self) -> SystemBus | None:
+        return self.io.bus
 
     def reset(self) -> None:
-        """Zero VRAM (lazily: the pages go back to the OS) and restore the power-on mappings."""
-        if sys.platform.startswith("linux"):
-            self._vram_map.madvise(mmap.MADV_DONTNEED)
-        else:
-            np.frombuffer(self.vram, np.uint8).fill(0)
-        self._starts: list[int] = []
-        self._mappings: list[Mapping] = []
-        self._last: tuple[int, int, memoryview] = (0, 0, self.vram[:0])  # (va, end, backing) of the last hit
-        self._views: dict[tuple[int, int, str], np.ndarray | None] = {}
-        self.generation += 1
-        if self.vram_at_zero:
-            self.map(0, self.vram)
+        """Zero VRAM (lazily: the pages go back to the OS) and restore the power-on translation."""
+        self.vram_region.zero()
+        self.translation.reset()
 
-    @property
-    def mappings(self) -> tuple[Mapping, ...]:
-        return tuple(self._mappings)
+    # --- translation ---
+    def runs(self, va: int, nbytes: int) -> list[Run]:
+        """``[va, va + nbytes)`` as the translation's runs (see :class:`Translation`)."""
+        return self.translation.runs(va, nbytes)
 
-    @property
-    def aperture_active(self) -> bool:
-        """The system aperture exists only when a system bus is attached."""
-        return self.system_bus is not None
-
-    # --- mapping management ---
-    def map(self, va: int, backing: memoryview) -> Mapping:
-        """Make ``backing`` visible to the GPU at ``va``.
-
-        Raises:
-            InvalidArgument: ``va`` or the size is not page aligned, the range is empty, leaves the 48-bit VA space,
-                overlaps the system aperture or an existing mapping, or ``backing`` is not writable contiguous bytes;
-                nothing changes.
-        """
-        check_int("va", va, min_value=0)
-        view = as_readonly_bytes("backing", backing)
-        if view.readonly:
-            raise InvalidArgument("backing is read-only, expected writable memory (a VRAM slice or host buffer)")
-        nbytes = view.nbytes
-        if va % PAGE_BYTES or nbytes % PAGE_BYTES or not nbytes:
-            raise InvalidArgument(
-                f"mapping {va:#x}+{nbytes:#x}, expected a non-empty range of whole {PAGE_BYTES} B pages"
-            )
-        if va + nbytes > GPU_VA_LIMIT:
-            raise InvalidArgument(f"mapping {va:#x}+{nbytes:#x} ends past the GPU VA limit {GPU_VA_LIMIT:#x}")
-        if self.aperture_active and va < SYS_APERTURE_END and va + nbytes > SYS_APERTURE:
-            raise InvalidArgument(f"mapping {va:#x}+{nbytes:#x} overlaps the system aperture at {SYS_APERTURE:#x}")
-        index = bisect.bisect_right(self._starts, va)
-        neighbours = self._mappings[max(index - 1, 0) : index + 1]
-        for other in neighbours:
-            if va < other.end and other.va < va + nbytes:
-                raise InvalidArgument(
-                    f"mapping {va:#x}+{nbytes:#x} overlaps the mapping {other.va:#x}+{other.nbytes:#x}; unmap it first"
-                )
-        mapping = Mapping(va, view, int(np.frombuffer(view, np.uint8).ctypes.data))
-        self._starts.insert(index, va)
-        self._mappings.insert(index, mapping)
-        self._last = (0, 0, self.vram[:0])
-        self._views.clear()
-        self.generation += 1
-        return mapping
-
-    def unmap(self, va: int) -> None:
-        """Remove the mapping that starts at ``va``.
-
-        Raises:
-            InvalidArgument: no mapping starts at ``va``.
-        """
-        index = bisect.bisect_left(self._starts, va)
-        if index == len(self._starts) or self._starts[index] != va:
-            raise InvalidArgument(f"va={va:#x}, expected the start of a mapping (mapped: {self._describe()})")
-        del self._starts[index]
-        del self._mappings[index]
-        self._last = (0, 0, self.vram[:0])
-        self._views.clear()
-        self.generation += 1
-
-    def _describe(self) -> str:
-        return ", ".join(f"{m.va:#x}+{m.nbytes:#x}" for m in self._mappings) or "nothing"
-
-    # --- the one translation function ---
-    def in_system_aperture(self, va: int) -> bool:
-        """Whether ``va`` is in the active system aperture (the bridge's memory, reached across PCIe)."""
-        return self.system_bus is not None and SYS_APERTURE <= va < SYS_APERTURE_END
+    def host_span(self, va: int) -> HostSpan:
+        """Translate a pointer for host code (see :meth:`Translation.host_span`)."""
+        return self.translation.host_span(va)
 
     def array(self, va: int, nbytes: int, dtype: str) -> np.ndarray | None:
-        """A live numpy view of ``[va, va + nbytes)`` as ``dtype`` when the range lies in one mapping and is aligned
-        to the item size, else ``None`` (use :meth:`read` / :meth:`write`). Cached until the mappings change: what
-        the engines use for their rings and pointers. Writes through it notify nobody."""
+        """A live numpy view of ``[va, va + nbytes)`` as ``dtype`` when the range is one RAM run aligned to the item
+        size, else ``None`` (use :meth:`read` / :meth:`write`). Cached until the translation changes: what the
+        engines use for their rings and pointers. Writes through it notify nobody."""
+        generation = self.translation.generation
+        if generation != self._views_generation:
+            self._views.clear()
+            self._views_generation = generation
         key = (va, nbytes, dtype)
         try:
             return self._views[key]
@@ -187,102 +220,44 @@ class GpuMemory:
             pass
         view = None
         item = np.dtype(dtype).itemsize
-        if nbytes > 0 and not va % item and not nbytes % item and not self.in_system_aperture(va):
+        if nbytes > 0 and not va % item and not nbytes % item:
             try:
-                segments = self.translate(va, nbytes)
+                runs = self.translation.runs(va, nbytes)
             except GpuMemoryFault:
-                segments = []
-            if len(segments) == 1 and segments[0][1] is not None:
-                view = np.frombuffer(segments[0][1], dtype)
+                runs = []
+            if len(runs) == 1 and runs[0][2] is not None:
+                view = np.frombuffer(runs[0][2], dtype)
         if len(self._views) < _VIEW_CACHE_ENTRIES:
             self._views[key] = view
         return view
 
-    def translate(self, va: int, nbytes: int) -> list[_Segment]:
-        """Split ``[va, va + nbytes)`` into mapped pieces: live views of backings, or ``None`` for the system bus.
-
-        Raises:
-            GpuMemoryFault: some byte of the range has nothing behind it (``va`` of the fault is the first one).
-        """
-        if nbytes <= 0:
-            return []
-        end = va + nbytes
-        first, last_end, backing = self._last
-        if first <= va and end <= last_end:  # the mapping of the last translation: the common case, no search
-            return [(va, backing[va - first : end - first])]
-        if self.system_bus is not None and SYS_APERTURE <= va < SYS_APERTURE_END:
-            if end > SYS_APERTURE_END:
-                raise GpuMemoryFault(SYS_APERTURE_END, end - SYS_APERTURE_END)
-            return [(va, None)]
-        index = bisect.bisect_right(self._starts, va) - 1
-        segments: list[_Segment] = []
-        cursor = va
-        while cursor < end:
-            mapping = self._mappings[index] if 0 <= index < len(self._mappings) else None
-            if mapping is None or not mapping.va <= cursor < mapping.end:
-                raise GpuMemoryFault(cursor, end - cursor, f"no mapping (mapped: {self._describe()})")
-            stop = min(end, mapping.end)
-            segments.append((cursor, mapping.backing[cursor - mapping.va : stop - mapping.va]))
-            self._last = (mapping.va, mapping.end, mapping.backing)
-            cursor = stop
-            index += 1
-        return segments
-
-    def host_span(self, va: int) -> HostSpan:
-        """Translate a pointer for host code: the host address of ``va`` and the bytes left in its mapping.
-
-        Raises:
-            GpuMemoryFault: ``va`` is unmapped or in the system aperture (host code cannot reach the bridge).
-        """
-        if self.aperture_active and SYS_APERTURE <= va < SYS_APERTURE_END:
-            raise GpuMemoryFault(va, 1, "kernels cannot access the system aperture")
-        index = bisect.bisect_right(self._starts, va) - 1
-        if index < 0 or va >= self._mappings[index].end:
-            raise GpuMemoryFault(va, 1, f"pointer outside every mapping (mapped: {self._describe()})")
-        mapping = self._mappings[index]
-        return HostSpan(va, mapping.host_address + va - mapping.va, mapping.end - va)
-
     # --- access ---
-    def _bus_read(self, va: int, nbytes: int) -> memoryview:
-        """The system bus's bytes at ``va`` (a view where the bus gives one); also how a range is checked against
-        the bus before anything the size of it is allocated (the bus validates before it copies)."""
-        assert self.system_bus is not None  # translate returns bus segments only with a bus attached
-        try:
-            data = memoryview(self.system_bus.dma_read(va - SYS_APERTURE, nbytes)).cast("B")
-        except _BUS_ERRORS as error:
-            raise GpuMemoryFault(va, nbytes, f"system bus: {error}") from None
-        if data.nbytes != nbytes:
-            raise GpuMemoryFault(va, nbytes, f"system bus returned {data.nbytes} bytes, expected {nbytes}")
-        return data
+    def _gather(self, runs: list[Run]) -> memoryview:
+        """The bytes of ``runs``: the live view (or the bus's bytes) of one run, a joined copy of several."""
+        if len(runs) == 1:
+            va, nbytes, view, address = runs[0]
+            return self.io.read(va, address, nbytes) if view is None else view
+        io = self.io
+        return memoryview(b"".join(io.read(va, address, nbytes) if view is None else view
+                                   for va, nbytes, view, address in runs))  # fmt: skip
 
-    def _bus_write(self, va: int, data: memoryview) -> None:
-        assert self.system_bus is not None
-        try:
-            self.system_bus.dma_write(va - SYS_APERTURE, data)
-        except _BUS_ERRORS as error:
-            raise GpuMemoryFault(va, data.nbytes, f"system bus: {error}") from None
+    def _scatter(self, runs: list[Run], data: memoryview) -> None:
+        offset = 0
+        for va, nbytes, view, address in runs:
+            if view is None:
+                self.io.write(va, address, data[offset : offset + nbytes])
+            else:
+                view[:] = data[offset : offset + nbytes]
+            offset += nbytes
 
     def read(self, va: int, nbytes: int) -> memoryview:
-        """The bytes at ``va``: a live view when they sit in one mapping, else a copy.
+        """The bytes at ``va``: a live view when they sit in one RAM run, else a copy.
 
         Raises:
-            GpuMemoryFault: part of the range is unmapped.
+            GpuMemoryFault: part of the range has nothing behind it.
         """
-        segments = self.translate(va, nbytes)
-        if len(segments) == 1:
-            start, view = segments[0]
-            return self._bus_read(start, nbytes) if view is None else view
-        # Only mappings split a range (the aperture is one segment), so every piece here is a view.
-        return memoryview(b"".join(view for _, view in segments if view is not None))
-
-    def _scatter(self, segments: list[_Segment], data: memoryview) -> None:
-        offset = 0
-        for start, view in segments:
-            if view is None:
-                self._bus_write(start, data[offset:])
-                return
-            view[:] = data[offset : offset + view.nbytes]
-            offset += view.nbytes
+        runs = self.translation.runs(va, nbytes)
+        return self._gather(runs) if runs else memoryview(b"")
 
     def notify_written(self, va: int, nbytes: int) -> None:
         """Report that ``[va, va + nbytes)`` changed behind this object's back (host mmap, kernel, bridge)."""
@@ -290,10 +265,10 @@ class GpuMemory:
             self.on_write(va, nbytes)
 
     def write(self, va: int, data: bytes | bytearray | memoryview | np.ndarray) -> None:
-        """Write ``data`` at ``va`` (nothing is written if any byte of the range is unmapped).
+        """Write ``data`` at ``va``.
 
         Raises:
-            GpuMemoryFault: part of the range is unmapped.
+            GpuMemoryFault: part of the range has nothing behind it (then nothing is written).
         """
         view = memoryview(data) if type(data) is bytes else as_readonly_bytes("data", data)
         nbytes = view.nbytes
@@ -302,66 +277,69 @@ class GpuMemory:
             self.on_write(va, nbytes)
 
     def _store(self, va: int, view: memoryview) -> None:
-        """Put ``view``'s bytes at ``va``, notifying nobody: what :meth:`write` and the engines' write-backs share
-        (a subclass with another address space translates here, once per write)."""
-        if self.system_bus is not None and SYS_APERTURE <= va < va + view.nbytes <= SYS_APERTURE_END:
-            self._bus_write(va, view)  # fences and completion entries into the bridge's memory
-        else:
-            self._scatter(self.translate(va, view.nbytes), view)
+        """Put ``view``'s bytes at ``va``, notifying nobody (what :meth:`write` and the engines' write-backs share).
+        The whole range is translated before a byte is written."""
+        runs = self.translation.runs(va, view.nbytes)
+        if len(runs) == 1 and runs[0][2] is not None:
+            runs[0][2][:] = view
+        elif runs:
+            self._scatter(runs, view)
 
     def copy(self, dst: int, src: int, nbytes: int) -> bool:
-        """Copy like ``memmove``: overlapping ranges come out right; VRAM to VRAM is one slice assignment. Returns
-        whether the copy starts on the system bus on either side (its rate is the bus's: ``GpuTiming``).
+        """Copy like ``memmove``: overlapping ranges come out right; one RAM run to one RAM run is one slice
+        assignment. Returns whether either side starts on the system bus (its rate is the bus's: ``GpuTiming``).
 
         Raises:
-            GpuMemoryFault: part of either range is unmapped (then nothing is written).
+            GpuMemoryFault: part of either range has nothing behind it (then nothing is written).
         """
-        sources = self.translate(src, nbytes)
-        targets = self.translate(dst, nbytes)
+        sources = self.translation.runs(src, nbytes)
+        targets = self.translation.runs(dst, nbytes)
         if not sources:
             return False
-        if len(sources) > 1 and targets[0][1] is None:  # pieces joined for the system bus: check it has them first
-            self._bus_read(dst, nbytes)
-        if len(sources) == 1:
-            start, view = sources[0]
-            data = self._bus_read(start, nbytes) if view is None else view
-            if view is not None and len(targets) > 1:
-                data = memoryview(bytes(data))  # piecewise writes could overlap the live source: snapshot it
-        else:
-            data = memoryview(b"".join(view for _, view in sources if view is not None))
-        # One target view: a single slice assignment, which memmoves when source and target overlap.
-        target = targets[0][1] if len(targets) == 1 else None
-        if target is not None:
-            target[:] = data
-        else:
-            self._scatter(targets, data)
+        if len(targets) == 1:
+            target = targets[0][2]
+            if target is not None:  # one slice assignment: memmoves when source and target overlap
+                target[:] = self._gather(sources)
+            elif len(sources) == 1 and sources[0][2] is not None:  # RAM to the bus: the bus copies the view
+                self.io.write(dst, targets[0][3], sources[0][2])
+            elif len(sources) == 1:  # bus to bus: a snapshot, the bus's view may overlap the target
+                self.io.write(dst, targets[0][3], memoryview(bytes(self._gather(sources))))
+            else:  # pieces joined for the bus: check the bus has the range before joining them
+                self.io.read(dst, targets[0][3], nbytes)
+                self.io.write(dst, targets[0][3], self._gather(sources))
+        else:  # a snapshot: piecewise writes could overlap the live source
+            self._scatter(targets, memoryview(bytes(self._gather(sources))))
         if self.on_write is not None:  # notify_written (nbytes > 0 here)
             self.on_write(dst, nbytes)
-        return sources[0][1] is None or targets[0][1] is None
+        return sources[0][2] is None or targets[0][2] is None
 
     def fill(self, va: int, nbytes: int, value: int, *, dword: bool) -> None:
-        """Fill with the byte ``value`` or (``dword``) the little-endian u32 ``value``.
+        """Fill with the byte ``value`` or (``dword``) the little-endian u32 ``value``, in place: each RAM run is
+        filled through a numpy view of it, bus runs in pieces of a small pattern, so the host memory a fill needs
+        does not grow with its size.
 
         Raises:
             InvalidArgument: a dword fill of a range not dword aligned in address and size.
-            GpuMemoryFault: part of the range is unmapped (then nothing is written).
+            GpuMemoryFault: part of the range has nothing behind it (then nothing is written).
         """
         if dword and (va % 4 or nbytes % 4):
             raise InvalidArgument(f"dword fill of {va:#x}+{nbytes:#x}, expected a dword-aligned address and size")
-        dtype = np.dtype("<u4") if dword else np.dtype(np.uint8)
-        for start, view in self.translate(va, nbytes):
-            if view is None:
-                # The pattern costs host memory in proportion to the size: the bus must have the range first.
-                self._bus_read(start, va + nbytes - start)
-                pattern = np.full((va + nbytes - start) // dtype.itemsize, value, dtype)
-                self._bus_write(start, as_readonly_bytes("fill pattern", pattern))
-            else:
+        runs = self.translation.runs(va, nbytes)
+        for start, length, view, address in runs:
+            if view is None:  # the bus must take the whole range before anything is written
+                self.io.read(start, address, length)
+        dtype = _U32 if dword else _U8
+        for start, length, view, address in runs:
+            if view is not None:
                 np.frombuffer(view, dtype).fill(value)
+                continue
+            items = min(length, _BUS_FILL_PIECE_BYTES) // dtype.itemsize
+            pattern = as_readonly_bytes("fill pattern", np.full(items, value, dtype))
+            for at in range(0, length, pattern.nbytes):
+                self.io.write(start + at, address + at, pattern[: min(pattern.nbytes, length - at)])
         self.notify_written(va, nbytes)
 
     def read_u32(self, va: int) -> int:
-        if self.system_bus is not None and SYS_APERTURE <= va <= SYS_APERTURE_END - 4:
-            return int.from_bytes(self._bus_read(va, 4), "little")  # polls of the bridge's memory
         return int.from_bytes(self.read(va, 4), "little")
 
     def read_u64(self, va: int) -> int:

@@ -5,12 +5,15 @@ The GPU core (:class:`~tinyhil.emulators.amdgpu.gpu.AmdGpu`) knows nothing of PC
 space and its real register interface, docs/gfx1100.md) is the one the USB path builds. This module holds what such
 a card needs beyond its own registers: the port that makes the bridge's
 :class:`~tinyhil.emulators.pcie.function.PcieHost` the GPU's PCIe master, the PCI device id of each
-``gfx_target_version`` (:data:`DEVICE_IDS`), and :func:`registers_around` for narrow register accesses. The core
+``gfx_target_version`` (:data:`DEVICE_IDS`), and :class:`RegisterAccess`, the access size a register BAR declares
+(narrower accesses are widened to it). The core
 stays reusable by the KFD front door, which has no config space and no bridge.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final
 
 from tinyhil._check import check_int
@@ -21,10 +24,9 @@ from ..pcie.function import PcieHost, PcieUnsupportedRequest
 from ..pcie.type0 import Type0Function
 from .gpu import AmdGpu
 
-__all__ = ["DEFAULT_GFX_TARGET_VERSION", "DEVICE_IDS", "BridgedFunction", "registers_around"]
+__all__ = ["DEFAULT_GFX_TARGET_VERSION", "DEVICE_IDS", "BridgedFunction", "RegisterAccess"]
 
 DEFAULT_GFX_TARGET_VERSION: Final = 110000  # gfx1100: the only register interface the USB path models
-REGISTER_BYTES: Final = 4
 # gfx_target_version (KFD's encoding: major * 10000 + minor * 100 + stepping) -> the PCI device id of a board with
 # that GPU (public PCI ID lists). Only the identity the bring-up reads; the model's behaviour does not depend on it.
 DEVICE_IDS: Final[dict[int, int]] = {
@@ -112,8 +114,35 @@ class BridgedFunction(Type0Function):
         self._port.host = host
 
 
-def registers_around(offset: int, nbytes: int) -> tuple[int, int]:
-    """The whole registers covering ``[offset, offset + nbytes)``."""
-    start = offset - offset % REGISTER_BYTES
-    end = -(-(offset + nbytes) // REGISTER_BYTES) * REGISTER_BYTES
-    return start, end
+@dataclass(frozen=True, slots=True)
+class RegisterAccess:
+    """The access size a register region implements (as QEMU's ``MemoryRegionOps.impl`` declares it): an access
+    of any size or alignment the bus delivers is widened to the whole registers around it, and a narrow write
+    merges its bytes into what those registers read (the byte enables of a PCIe write)."""
+
+    unit_bytes: int
+
+    def around(self, offset: int, nbytes: int) -> tuple[int, int]:
+        """``[start, end)`` of the whole registers covering ``[offset, offset + nbytes)``."""
+        unit = self.unit_bytes
+        return offset - offset % unit, -(-(offset + nbytes) // unit) * unit
+
+    def read(self, read: Callable[[int, int], bytes], offset: int, nbytes: int) -> bytes:
+        """``nbytes`` at ``offset``, through ``read(start, nbytes)`` of whole registers."""
+        start, end = self.around(offset, nbytes)
+        if start == offset and end == offset + nbytes:
+            return read(offset, nbytes)
+        return read(start, end - start)[offset - start : offset - start + nbytes]
+
+    def write(
+        self, read: Callable[[int, int], bytes], write: Callable[[int, bytes], None], offset: int, data: bytes
+    ) -> None:
+        """Write ``data`` at ``offset`` through ``write(start, data)`` of whole registers, a narrow write merged
+        into what ``read`` gives for them."""
+        start, end = self.around(offset, len(data))
+        if start == offset and end == offset + len(data):
+            write(offset, data)
+            return
+        merged = bytearray(read(start, end - start))
+        merged[offset - start : offset - start + len(data)] = data
+        write(start, bytes(merged))

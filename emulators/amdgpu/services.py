@@ -24,7 +24,7 @@ from tinyhil.spec.amdgpu import (
     QueueKind,
 )
 
-from .memory import GpuMemory
+from .memory import AddressSpace
 from .timing import GpuTiming
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class EngineServices:
     """What the GPU lends its engines: memory, the clock, costs, the interrupt line, the kernel executor, and the
     GPU's observers (``AmdGpu.observe``)."""
 
-    memory: GpuMemory
+    memory: AddressSpace
     kernel: EventKernel
     timing: GpuTiming
     interrupt: Callable[[Interrupt], None]

@@ -1,6 +1,7 @@
 """The system-bus seam: how the emulated GPU reaches memory outside its VRAM (the bridge's SRAM and windows).
 
-The GPU's system aperture (``tinyhil.spec.amdgpu.SYS_APERTURE``) translates to PCIe bus addresses through it; the
+The address space's I/O region (:class:`~tinyhil.emulators.amdgpu.memory.IoRegion`) reaches it: the flat
+translation's system aperture and the gfx1100 model's system-bit pages translate to PCIe bus addresses on it. The
 ASM2464 model implements it, and a test may give the GPU any object with these two methods.
 """
 

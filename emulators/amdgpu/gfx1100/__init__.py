@@ -14,7 +14,7 @@ from .bar5 import Bar5
 from .discovery import GC_INFO, build_discovery, checksum16
 from .front import Gfx1100Front
 from .function import NAVI31_DEVICE_ID, Gfx1100Function
-from .gmc import HubRegs, Leaf, PagedMemory, PageTableHub
+from .gmc import Gmc, HubRegs, Leaf, PageTableHub
 from .ih import IhRing
 from .mec_queue import MecQueues
 from .psp import Psp
@@ -31,13 +31,13 @@ __all__ = [
     "Bar5",
     "Gfx1100Front",
     "Gfx1100Function",
+    "Gmc",
     "HqdBank",
     "HubRegs",
     "IhRing",
     "Leaf",
     "MecQueues",
     "PageTableHub",
-    "PagedMemory",
     "Psp",
     "RegisterFile",
     "SdmaQueue0",

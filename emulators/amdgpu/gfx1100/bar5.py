@@ -21,6 +21,7 @@ from tinyhil.errors import InvalidArgument
 from tinyhil.spec.gfx1100_boot import HDP_FLUSH_BYTE_OFFSET, MM_INDEX_HI_SHIFT, MM_INDEX_VRAM_FLAG
 from tinyhil.spec.gfx1100_regs import BAR5_BYTES, Reg
 
+from ..pcie import RegisterAccess
 from .regfile import RegisterFile
 
 __all__ = ["Bar5"]
@@ -31,7 +32,10 @@ _INDEX_TO_DWORD: Final = 2  # the index registers hold byte addresses
 
 
 class Bar5:
-    """The register BAR (see the module docstring); ``hdp_flushes`` counts HDP flush writes."""
+    """The register BAR (see the module docstring); ``hdp_flushes`` counts HDP flush writes. ``ACCESS``: it
+    implements whole aligned 32-bit registers; the PCIe function widens narrower accesses to them."""
+
+    ACCESS: Final = RegisterAccess(unit_bytes=4)
 
     def __init__(self, regs: RegisterFile, vram: memoryview) -> None:
         self.regs = regs
@@ -44,7 +48,7 @@ class Bar5:
 
     def _check(self, offset: int, nbytes: int) -> None:
         check_range("BAR5", offset, nbytes, BAR5_BYTES)
-        if offset % 4 or nbytes % 4:
+        if self.ACCESS.around(offset, nbytes) != (offset, offset + nbytes):
             raise InvalidArgument(f"BAR5 access {offset:#x}+{nbytes:#x}, expected whole aligned 32-bit registers")
 
     def _vram_offset(self) -> int:

@@ -11,7 +11,7 @@ BARs as the chip does:
 
 Blocks: :class:`Psp`, :class:`Smu`, :class:`SdmaQueue0`, :class:`MecQueues`, :class:`IhRing` (IH ring 0),
 :class:`VmFaults` (both hubs' protection-fault registers), and the GMC registers handled here (FB location, TLB
-invalidate request / acknowledge / semaphore of both hubs; :class:`PagedMemory` reads the system apertures). A queue
+invalidate request / acknowledge / semaphore of both hubs; :class:`Gmc` reads the system apertures). A queue
 the core's engine stops posts an IV (:meth:`Gfx1100Front._interrupt`, the core's ``on_interrupt``): a memory fault the
 GC hub's fault IV (and latched fault registers), any other stop its engine's error IV. A register no block claims
 stores what is written (section 10); of those, ``RLC_SAFE_MODE`` reads its ``cmd`` bit 0 and
@@ -54,7 +54,6 @@ from tinyhil.spec.gfx1100_regs import (
 
 from ...kernel import EventKernel
 from ...observe import Observation, Observed, Observer
-from ..errors import GpuMemoryFault
 from ..executor import KernelExecutor
 from ..gpu import AmdGpu
 from ..services import Interrupt, InterruptKind
@@ -62,7 +61,7 @@ from ..system_bus import SystemBus
 from ..timing import DEFAULT_TIMING, GpuTiming
 from .bar5 import Bar5
 from .discovery import build_discovery
-from .gmc import PagedMemory, PageTableHub
+from .gmc import Gmc, PageTableHub
 from .ih import IhRing
 from .mec_queue import MecQueues
 from .psp import Psp
@@ -84,17 +83,17 @@ _RAS_STATUS: Final = (BIF_DOORBELL_INT_CNTL_RAS_CNTLR_INTERRUPT_STATUS.mask
 
 
 class Gfx1100Front:
-    """The gfx1100 register interface of ``gpu``, which must be built on :class:`PagedMemory` (use :meth:`build`).
+    """The gfx1100 register interface of ``gpu``, whose memory must be ``memory.gc``: the GC hub's address space
+    of the memory controller ``memory`` (use :meth:`build`).
 
     Raises:
-        InvalidArgument: ``gpu`` has another memory (its addresses are not the chip's).
+        InvalidArgument: ``gpu`` has another address space (its addresses are not the chip's).
     """
 
-    def __init__(self, gpu: AmdGpu) -> None:
-        memory = gpu.memory
-        if not isinstance(memory, PagedMemory):
+    def __init__(self, gpu: AmdGpu, memory: Gmc) -> None:
+        if gpu.memory is not memory.gc:
             raise InvalidArgument(
-                f"gpu={gpu!r} has {type(memory).__name__}, expected an AmdGpu built on PagedMemory: "
+                f"gpu={gpu!r} has {gpu.memory!r}, expected an AmdGpu on the GC hub's address space of {memory!r}: "
                 "use Gfx1100Front.build(kernel)"
             )
         self.gpu = gpu
@@ -141,11 +140,11 @@ class Gfx1100Front:
         timing: GpuTiming = DEFAULT_TIMING,
         executor: KernelExecutor | None = None,
     ) -> Gfx1100Front:
-        """A new :class:`AmdGpu` on :class:`PagedMemory` (VRAM at MC ``fb_base``; system pages reach ``pcie``),
-        with this front end mounted."""
+        """A new :class:`AmdGpu` on a :class:`Gmc`'s GC-hub address space (VRAM at MC ``fb_base``; system pages
+        reach ``pcie``), with this front end mounted."""
         regs = RegisterFile(Observed())
-        memory = PagedMemory(vram_bytes, fb_base=fb_base, regs=regs, pcie=pcie)
-        return cls(AmdGpu(kernel, name=name, timing=timing, executor=executor, memory=memory))
+        memory = Gmc(vram_bytes, fb_base=fb_base, regs=regs, pcie=pcie)
+        return cls(AmdGpu(kernel, name=name, timing=timing, executor=executor, memory=memory.gc), memory)
 
     def __repr__(self) -> str:
         return f"<Gfx1100Front {self.gpu!r}>"
@@ -183,7 +182,7 @@ class Gfx1100Front:
     def _invalidate(self, hub: PageTableHub, ack: int, value: int) -> None:
         vmids = INVALIDATE_ENG17_REQ_PER_VMID_INVALIDATE_REQ.get(value)
         if vmids & 1:  # VMID 0 is the only context modelled
-            self.memory.invalidate(hub)
+            hub.invalidate()
         self.regs.store(ack, vmids)
 
     def _acquire(self, sem: int) -> int:
@@ -263,21 +262,9 @@ class Gfx1100Front:
             poll = queue.engine.wait
             if poll is None:
                 continue
-            found = self._physical(poll.va)
+            found = self.memory.gc_hub.physical(poll.va)  # None: the poll itself faults when it next reads
             if found is not None and found[0] == system and found[1] < end and address < found[1] + poll.nbytes:
                 queue.wake(poll.va, poll.nbytes)
-
-    def _physical(self, va: int) -> tuple[bool, int] | None:
-        """(system, VRAM offset or PCIe address) of GPU address ``va`` as the GC hub reaches it; None: unmapped."""
-        memory = self.memory
-        offset = memory.aperture_offset(va)
-        if offset is not None:
-            return False, offset
-        try:
-            leaf = memory.gc_hub.leaf(va)
-        except GpuMemoryFault:
-            return None  # the poll itself faults when it next reads
-        return leaf.system, leaf.address + va - leaf.va
 
     # --- BAR2: doorbells ---
     def doorbell_write(self, offset: int, data: bytes | bytearray | memoryview) -> None:

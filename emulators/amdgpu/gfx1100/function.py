@@ -30,15 +30,15 @@ from tinyhil.spec.pci import CLASS_DISPLAY_VGA, VENDOR_ID_AMD
 from ...kernel import EventKernel
 from ...pcie.type0 import BarSpec, Type0Config
 from ..executor import KernelExecutor
-from ..pcie import DEVICE_IDS, BridgedFunction, _HostPort, registers_around
+from ..pcie import DEVICE_IDS, BridgedFunction, _HostPort
 from ..timing import DEFAULT_TIMING, GpuTiming
+from .bar5 import Bar5
 from .front import Gfx1100Front
 
 __all__ = ["NAVI31_DEVICE_ID", "Gfx1100Function"]
 
 NAVI31_DEVICE_ID: Final = DEVICE_IDS[110000]  # 0x744C, RX 7900 XT/XTX (section 1)
 _BAR0_POWER_ON_MAX_BYTES: Final = 256 << 20
-_REGISTER_BYTES: Final = 4
 
 
 def _bars(vram_bytes: int) -> dict[int, BarSpec]:
@@ -100,8 +100,7 @@ class Gfx1100Function(BridgedFunction):
         if bar == Bar.VRAM:
             return self.front.vram_read(offset, nbytes)
         if bar == Bar.REGS:
-            start, end = registers_around(offset, nbytes)
-            return self.front.bar5.read(start, end - start)[offset - start : offset - start + nbytes]
+            return Bar5.ACCESS.read(self.front.bar5.read, offset, nbytes)
         return bytes(nbytes)  # BAR2 doorbells are write-only to the GPU; reads return 0
 
     def mmio_write(self, bar: int, offset: int, data: bytes) -> None:
@@ -110,13 +109,8 @@ class Gfx1100Function(BridgedFunction):
             self.front.vram_write(offset, data)
         elif bar == Bar.DOORBELL:
             self.front.doorbell_write(offset, data)
-        elif offset % _REGISTER_BYTES == 0 and len(data) % _REGISTER_BYTES == 0:
-            self.front.bar5.write(offset, data)
         else:
-            start, end = registers_around(offset, len(data))
-            merged = bytearray(self.front.bar5.read(start, end - start))
-            merged[offset - start : offset - start + len(data)] = data
-            self.front.bar5.write(start, bytes(merged))
+            Bar5.ACCESS.write(self.front.bar5.read, self.front.bar5.write, offset, data)
 
     def host_memory_written(self, pcie_addr: int, nbytes: int) -> None:
         """The bridge changed its memory at ``pcie_addr``: wake queues polling it through a system page."""

@@ -1,7 +1,9 @@
 """The gfx1100 memory model: MC addresses, the VMID 0 page table of each hub, TLBs and their invalidation.
 
-``spec/amdgpu-registers.md`` section 4. Every engine access goes through :class:`PagedMemory`, the GPU's
-:class:`~tinyhil.emulators.amdgpu.memory.GpuMemory` for this front end:
+``spec/amdgpu-registers.md`` section 4. :class:`Gmc` holds VRAM, the PCIe side and one
+:class:`~tinyhil.emulators.amdgpu.memory.AddressSpace` per hub: ``gc`` (the SDMA and CP engines: the GPU's memory)
+and ``mm`` (the PSP and the IH). Each hub is the :class:`~tinyhil.emulators.amdgpu.memory.Translation` of its
+address space (:class:`PageTableHub`):
 
 | GPU address (per hub) | what |
 |---|---|
@@ -26,9 +28,7 @@ import functools
 from dataclasses import dataclass
 from typing import Final
 
-import numpy as np
-
-from tinyhil.errors import InvalidArgument, TinyHilError
+from tinyhil.spec.amdgpu import PAGE_BYTES
 from tinyhil.spec.gfx1100_boot import (
     FB_BLOCK_BYTES,
     PDE_ADDRESS_MASK,
@@ -46,17 +46,15 @@ from tinyhil.spec.gfx1100_regs import (
 )
 
 from ..errors import GpuMemoryFault
-from ..memory import GpuMemory, HostSpan
+from ..memory import AddressSpace, HostSpan, IoRegion, Run, Vram
 from ..system_bus import SystemBus
 from .regfile import RegisterFile
 
-__all__ = ["HubRegs", "Leaf", "PageTableHub", "PagedMemory"]
+__all__ = ["Gmc", "HubRegs", "Leaf", "PageTableHub"]
 
-_PAGE_SHIFT: Final = 12
+_PAGE_SHIFT: Final = PAGE_BYTES.bit_length() - 1
 _PTE_BYTES: Final = 8
 _RUN_CACHE_ENTRIES: Final = 4096  # translated ranges kept between TLB flushes (the engines reuse a few)
-# What a SystemBus raises for an address with nothing behind it (as GpuMemory's): a memory fault of the access.
-_BUS_ERRORS: Final = (TinyHilError, ValueError, LookupError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,28 +110,47 @@ class Leaf:
 
 
 class PageTableHub:
-    """One hub's VMID 0 translation: the walk of section 4 and a TLB that ``invalidate`` empties."""
+    """One hub's VMID 0 translation (a :class:`~tinyhil.emulators.amdgpu.memory.Translation`): its system
+    aperture, the walk of section 4, and a TLB that only :meth:`invalidate` empties. The runs of a range are kept
+    until then too (the TLB holds every page of them)."""
 
-    def __init__(self, regs: RegisterFile, hub: HubRegs, vram: memoryview, pcie: SystemBus | None) -> None:
+    def __init__(self, regs: RegisterFile, hub: HubRegs, vram: Vram, io: IoRegion, fb_base: int) -> None:
         self.regs = regs
         self.hub = hub
+        self.name = hub.name
         self.vram = vram
-        self.pcie = pcie
+        self.io = io
+        self.fb_base = fb_base
         self.walks = 0  # TLB misses, for tests
-        self._tlb: dict[int, Leaf] = {}
+        self.generation = 0
         self.aperture = (0, 0)  # [start, end) of the MC addresses that bypass the table (set by load_aperture)
+        self.reset()
+
+    def reset(self) -> None:
+        """The registers went back to their reset values (or the aperture was written): re-read the aperture and
+        empty the TLB."""
+        self.load_aperture()
+        self.invalidate()
 
     def invalidate(self) -> None:
-        self._tlb.clear()
+        """Flush the TLB; runs and views taken of translated memory are retaken (``generation`` moves)."""
+        self._tlb: dict[int, Leaf] = {}
+        self._runs: dict[tuple[int, int], list[Run]] = {}
+        self.generation += 1
 
-    def load_aperture(self, fb_start: int, fb_end: int) -> None:
+    def load_aperture(self) -> None:
         """Read the system aperture registers: ``[LOW << 18, (HIGH << 18) + 256 KB)`` (HIGH inclusive), as far as
-        it overlaps the FB range ``[fb_start, fb_end)``; empty when it does not."""
+        it overlaps the FB range; empty when it does not."""
         regs, hub = self.regs, self.hub
         low = MC_VM_SYSTEM_APERTURE_LOGICAL_ADDR.get(regs.stored(hub.aperture_low)) << SYSTEM_APERTURE_SHIFT
         high = (MC_VM_SYSTEM_APERTURE_LOGICAL_ADDR.get(regs.stored(hub.aperture_high)) + 1) << SYSTEM_APERTURE_SHIFT
-        start, end = max(low, fb_start), min(high, fb_end)
+        start, end = max(low, self.fb_base), min(high, self.fb_base + self.vram.nbytes)
         self.aperture = (start, end) if start < end else (0, 0)
+
+    def aperture_offset(self, va: int) -> int | None:
+        """The VRAM offset of ``va`` if it lies in the system aperture, else None."""
+        start, end = self.aperture
+        return va - self.fb_base if start <= va < end else None
 
     def covers(self, va: int) -> bool:
         """Whether ``va`` lies in this hub's enabled VMID 0 range."""
@@ -144,6 +161,7 @@ class PageTableHub:
         end = (regs.pair(hub.end_lo, hub.end_hi) + 1) << _PAGE_SHIFT
         return start <= va < end
 
+    # --- the walk ---
     def leaf(self, va: int) -> Leaf:
         """The page ``va`` lies in.
 
@@ -162,15 +180,10 @@ class PageTableHub:
     def _entry(self, table: int, system: bool, index: int, va: int) -> int:
         address = table + index * _PTE_BYTES
         if system:
-            if self.pcie is None:
-                raise GpuMemoryFault(va, 1, f"{self.hub.name}: page table at PCIe {address:#x} with no PCIe host")
-            try:
-                return int.from_bytes(bytes(self.pcie.dma_read(address, _PTE_BYTES)), "little")
-            except _BUS_ERRORS as error:
-                raise GpuMemoryFault(va, 1, f"{self.hub.name}: page table at PCIe {address:#x}: {error}") from None
+            return int.from_bytes(self.io.read(va, address, _PTE_BYTES, f"{self.name}: page table at "), "little")
         if address + _PTE_BYTES > self.vram.nbytes:
-            raise GpuMemoryFault(va, 1, f"{self.hub.name}: page table entry at VRAM {address:#x} is past VRAM")
-        return int.from_bytes(self.vram[address : address + _PTE_BYTES], "little")
+            raise GpuMemoryFault(va, 1, f"{self.name}: page table entry at VRAM {address:#x} is past VRAM")
+        return int.from_bytes(self.vram.view[address : address + _PTE_BYTES], "little")
 
     def _walk(self, va: int) -> Leaf:
         regs, hub = self.regs, self.hub
@@ -200,75 +213,14 @@ class PageTableHub:
             table, system = entry & PDE_ADDRESS_MASK, bool(entry & PteFlag.SYSTEM)
         raise AssertionError("unreachable: level 0 returns")
 
+    def _check_vram(self, va: int, offset: int, nbytes: int) -> None:
+        if offset + nbytes > self.vram.nbytes:
+            raise GpuMemoryFault(va, nbytes, f"PTE points past VRAM ({offset:#x})")
 
-# One piece of a translated range: GPU address, a VRAM view or None (PCIe), the PCIe address (or -1), length.
-_Piece = tuple[int, memoryview | None, int, int]
-
-
-class PagedMemory(GpuMemory):
-    """The address space of the gfx1100 front end (see the module docstring); ``pcie`` carries system pages."""
-
-    def __init__(self, vram_bytes: int, *, fb_base: int, regs: RegisterFile, pcie: SystemBus | None = None) -> None:
-        self.fb_base = fb_base
-        self._hubs: tuple[PageTableHub, ...] = ()
-        super().__init__(vram_bytes, system_bus=None, vram_at_zero=False)
-        self.gc_hub = PageTableHub(regs, GC_HUB, self.vram, pcie)
-        self.mm_hub = PageTableHub(regs, MM_HUB, self.vram, pcie)
-        self._hubs = (self.gc_hub, self.mm_hub)
-        for hub in self._hubs:
-            for address in (hub.hub.aperture_low, hub.hub.aperture_high):
-                regs.on_write(address, functools.partial(self._aperture_written, hub))
-            hub.load_aperture(fb_base, fb_base + vram_bytes)
-        self._pcie_bus = pcie
-        self._vram_address = int(np.frombuffer(self.vram, np.uint8).ctypes.data)
-        self._runs: dict[tuple[int, int, bool], list[_Piece]] = {}  # translated ranges, until a TLB flush
-
-    @property
-    def pcie(self) -> SystemBus | None:
-        """Where system pages (and system-bit page tables) live; the mount may attach it later (a bridge)."""
-        return self._pcie_bus
-
-    @pcie.setter
-    def pcie(self, bus: SystemBus | None) -> None:
-        self._pcie_bus = bus
-        for hub in self._hubs:
-            hub.pcie = bus
-
-    def reset(self) -> None:
-        """Zero VRAM, empty both TLBs and re-read the apertures."""
-        super().reset()
-        self.registers_reset()
-
-    def registers_reset(self) -> None:
-        """The registers went back to their reset values: empty both TLBs and re-read both apertures."""
-        for hub in self._hubs:
-            hub.load_aperture(self.fb_base, self.fb_base + self.vram_bytes)
-            self.invalidate(hub)
-
-    def _aperture_written(self, hub: PageTableHub, value: int) -> None:
-        hub.load_aperture(self.fb_base, self.fb_base + self.vram_bytes)
-        self.invalidate(hub)  # translated ranges and views the engines hold may now mean other memory
-
-    def aperture_offset(self, va: int, hub: PageTableHub | None = None) -> int | None:
-        """The VRAM offset of ``va`` if it lies in ``hub``'s (default the GC hub's) system aperture, else None."""
-        start, end = (self.gc_hub if hub is None else hub).aperture
-        return va - self.fb_base if start <= va < end else None
-
-    @property
-    def fb_top_block(self) -> int:
-        """``*MC_VM_FB_LOCATION_TOP``: the 16 MB block number of the last VRAM block."""
-        return (self.fb_base + self.vram_bytes - FB_BLOCK_BYTES) // FB_BLOCK_BYTES
-
-    def invalidate(self, hub: PageTableHub) -> None:
-        """Flush ``hub``'s TLB; views the engines hold of translated memory are retaken."""
-        hub.invalidate()
-        self._runs.clear()
-        self._views.clear()
-        self.generation += 1
-
-    # --- translation ---
-    def pieces(self, va: int, nbytes: int, hub: PageTableHub | None = None) -> list[_Piece]:
-        """``[va, va + nbytes)`` split into contiguous VRAM views and PCIe runs.
+    # --- the Translation ---
+    def runs(self, va: int, nbytes: int) -> list[Run]:
+        """``[va, va + nbytes)`` as VRAM views (the aperture, VRAM pages) and PCIe runs (system pages), pages
+        contiguous on either side merged into one run.
 
         Raises:
             GpuMemoryFault: some byte has nothing behind it.
@@ -276,47 +228,39 @@ class PagedMemory(GpuMemory):
         if nbytes <= 0:
             return []
         end = va + nbytes
-        hub = self.gc_hub if hub is None else hub
-        start, stop = hub.aperture
+        start, stop = self.aperture
         if start <= va < stop:  # the system aperture: VRAM, no walk; what runs past its end walks the table
-            fb_base = self.fb_base
-            if end <= stop:
-                return [(va, self.vram[va - fb_base : end - fb_base], -1, nbytes)]
-            return [(va, self.vram[va - fb_base : stop - fb_base], -1, stop - va), *self.pieces(stop, end - stop, hub)]
-        key = (va, nbytes, hub is self.mm_hub)
+            offset = va - self.fb_base
+            run = (va, min(end, stop) - va, self.vram.view[offset : offset + min(end, stop) - va], -1)
+            return [run] if end <= stop else [run, *self.runs(stop, end - stop)]
+        key = (va, nbytes)
         cached = self._runs.get(key)
         if cached is not None:  # the TLB holds every page of it: the same runs as the last walk
             return cached
-        found = self._walk_runs(hub, va, end)
+        found = self._walk_runs(va, end)
         if len(self._runs) >= _RUN_CACHE_ENTRIES:
             self._runs.clear()
         self._runs[key] = found
         return found
 
-    def _walk_runs(self, hub: PageTableHub, va: int, end: int) -> list[_Piece]:
-        vram = self.vram
-        runs: list[list[int]] = []  # [va, address, length, system]
+    def _walk_runs(self, va: int, end: int) -> list[Run]:
+        runs: list[list[int]] = []  # [va, length, address, system]
         cursor = va
         while cursor < end:
-            leaf = hub.leaf(cursor)
+            leaf = self.leaf(cursor)
             stop = min(end, leaf.va + leaf.nbytes)
             address = leaf.address + cursor - leaf.va
-            if not leaf.system and address + stop - cursor > self.vram_bytes:
-                raise GpuMemoryFault(cursor, stop - cursor, f"PTE points past VRAM ({address:#x})")
+            if not leaf.system:
+                self._check_vram(cursor, address, stop - cursor)
             last = runs[-1] if runs else None
-            if last is not None and last[3] == leaf.system and last[1] + last[2] == address:
-                last[2] += stop - cursor
+            if last is not None and last[3] == leaf.system and last[2] + last[1] == address:
+                last[1] += stop - cursor
             else:
-                runs.append([cursor, address, stop - cursor, leaf.system])
+                runs.append([cursor, stop - cursor, address, leaf.system])
             cursor = stop
-        return [(start, None, address, length) if system else (start, vram[address : address + length], -1, length)
-                for start, address, length, system in runs]  # fmt: skip
-
-    def translate(self, va: int, nbytes: int) -> list[tuple[int, memoryview | None]]:
-        return [(start, view) for start, view, _, _ in self.pieces(va, nbytes)]
-
-    def in_system_aperture(self, va: int) -> bool:
-        return False
+        view = self.vram.view
+        return [(start, length, None, address) if system else (start, length, view[address : address + length], -1)
+                for start, length, address, system in runs]  # fmt: skip
 
     def host_span(self, va: int) -> HostSpan:
         """A kernel pointer for host code: the host address of ``va``'s VRAM and the physically contiguous bytes
@@ -325,122 +269,83 @@ class PagedMemory(GpuMemory):
         Raises:
             GpuMemoryFault: ``va`` is unmapped, or a system page (host code cannot reach the bridge).
         """
-        in_aperture = self.aperture_offset(va)
-        if in_aperture is not None:
-            offset, nbytes = in_aperture, self.gc_hub.aperture[1] - va
+        offset = self.aperture_offset(va)
+        if offset is not None:
+            nbytes = self.aperture[1] - va
         else:
-            leaf = self.gc_hub.leaf(va)
+            leaf = self.leaf(va)
             if leaf.system:
                 raise GpuMemoryFault(va, 1, f"kernels cannot access system pages (PCIe {leaf.address:#x})")
             offset = leaf.address + va - leaf.va
             nbytes = leaf.va + leaf.nbytes - va
-            while offset + nbytes < self.vram_bytes:
+            while offset + nbytes < self.vram.nbytes:
                 try:
-                    after = self.gc_hub.leaf(va + nbytes)
+                    after = self.leaf(va + nbytes)
                 except GpuMemoryFault:
                     break
                 if after.system or after.address != offset + nbytes:
                     break
                 nbytes += after.nbytes
-        if offset + nbytes > self.vram_bytes:
-            raise GpuMemoryFault(va, 1, f"PTE points past VRAM ({offset:#x})")
-        return HostSpan(va, self._vram_address + offset, nbytes)
+        self._check_vram(va, offset, nbytes)
+        return HostSpan(va, self.vram.host_address + offset, nbytes)
 
-    def _pcie(self, va: int, nbytes: int, address: int) -> SystemBus:
-        bus = self._pcie_bus
-        if bus is None:
-            raise GpuMemoryFault(va, nbytes, f"system page at PCIe {address:#x} with no PCIe host attached")
-        return bus
+    def physical(self, va: int) -> tuple[bool, int] | None:
+        """(system, VRAM offset or PCIe address) of GPU address ``va``; None: unmapped."""
+        offset = self.aperture_offset(va)
+        if offset is not None:
+            return False, offset
+        try:
+            leaf = self.leaf(va)
+        except GpuMemoryFault:
+            return None
+        return leaf.system, leaf.address + va - leaf.va
 
-    def _gather(self, pieces: list[_Piece]) -> memoryview:
-        if len(pieces) == 1:
-            start, view, address, length = pieces[0]
-            if view is not None:
-                return view
-            try:  # one PCIe run: the bus's own bytes (a view where it gives one), not a second copy
-                return memoryview(self._pcie(start, length, address).dma_read(address, length))
-            except _BUS_ERRORS as error:
-                raise GpuMemoryFault(start, length, f"PCIe {address:#x}: {error}") from None
-        parts = []
-        for start, view, address, length in pieces:
-            if view is None:
-                bus = self._pcie(start, length, address)
-                try:
-                    parts.append(bytes(bus.dma_read(address, length)))
-                except _BUS_ERRORS as error:
-                    raise GpuMemoryFault(start, length, f"PCIe {address:#x}: {error}") from None
-            else:
-                parts.append(bytes(view))
-        return memoryview(b"".join(parts))
 
-    def _put(self, pieces: list[_Piece], data: memoryview) -> None:
-        offset = 0
-        for start, view, address, length in pieces:
-            chunk = data[offset : offset + length]
-            if view is None:
-                bus = self._pcie(start, length, address)
-                try:
-                    bus.dma_write(address, chunk)
-                except _BUS_ERRORS as error:
-                    raise GpuMemoryFault(start, length, f"PCIe {address:#x}: {error}") from None
-            else:
-                view[:] = chunk
-            offset += length
+class Gmc:
+    """The gfx1100 memory controller (see the module docstring): VRAM at MC ``fb_base``, the PCIe side ``io``
+    (system pages; ``pcie`` may be attached later), and each hub's address space: ``gc`` is the GPU's memory (the
+    SDMA and CP engines), ``mm`` the PSP's and the IH's. Writes through ``mm`` reach ``gc``'s listener too.
 
-    # --- access (the GpuMemory interface, through the GC hub) ---
-    def _bus_read(self, va: int, nbytes: int) -> memoryview:
-        return self._gather(self.pieces(va, nbytes))
+    Raises:
+        InvalidArgument: ``vram_bytes`` is not a whole number of MB.
+    """
 
-    def _bus_write(self, va: int, data: memoryview) -> None:
-        self._put(self.pieces(va, data.nbytes), data)
+    def __init__(self, vram_bytes: int, *, fb_base: int, regs: RegisterFile, pcie: SystemBus | None = None) -> None:
+        self.vram_region = vram = Vram(vram_bytes)
+        self.vram = vram.view
+        self.vram_bytes = vram.nbytes
+        self.fb_base = fb_base
+        self.io = IoRegion("PCIe", pcie)
+        self.gc_hub = PageTableHub(regs, GC_HUB, vram, self.io, fb_base)
+        self.mm_hub = PageTableHub(regs, MM_HUB, vram, self.io, fb_base)
+        self.gc = AddressSpace(vram, self.gc_hub, self.io)
+        self.mm = AddressSpace(vram, self.mm_hub, self.io)
+        self.mm.on_write = self.gc.notify_written
+        for hub in (self.gc_hub, self.mm_hub):
+            for address in (hub.hub.aperture_low, hub.hub.aperture_high):
+                regs.on_write(address, functools.partial(self._aperture_written, hub))
 
-    def _scatter(self, segments: list[tuple[int, memoryview | None]], data: memoryview) -> None:
-        if segments:
-            self._put(self.pieces(segments[0][0], data.nbytes), data)
+    def __repr__(self) -> str:
+        return f"<Gmc vram={self.vram_bytes >> 20} MB at MC {self.fb_base:#x}>"
 
-    def _store(self, va: int, view: memoryview) -> None:
-        self._put(self.pieces(va, view.nbytes), view)  # one walk per write (the runs cached until a TLB flush)
+    @property
+    def pcie(self) -> SystemBus | None:
+        """Where system pages (and system-bit page tables) live; the mount may attach it later (a bridge)."""
+        return self.io.bus
 
-    def read(self, va: int, nbytes: int) -> memoryview:
-        return self._gather(self.pieces(va, nbytes))
+    @pcie.setter
+    def pcie(self, bus: SystemBus | None) -> None:
+        self.io.bus = bus
 
-    def copy(self, dst: int, src: int, nbytes: int) -> bool:
-        """Copy through the GC hub like ``memmove``; whether either side starts on a system page (PCIe)."""
-        sources, targets = self.pieces(src, nbytes), self.pieces(dst, nbytes)
-        if not sources:
-            return False
-        if len(sources) == 1 and len(targets) == 1:  # the common case: one run each side, one copy of the bytes
-            source, target = sources[0][1], targets[0][1]
-            if target is not None:  # one slice assignment: memmoves when source and target overlap
-                target[:] = source if source is not None else self._gather(sources)
-            elif source is not None:  # VRAM to PCIe: the bus copies the view
-                self._put(targets, source)
-            else:
-                self._put(targets, memoryview(bytes(self._gather(sources))))
-        else:
-            data = memoryview(bytes(self._gather(sources)))  # a snapshot: pieces of the ranges may overlap
-            self._put(targets, data)
-        self.notify_written(dst, nbytes)
-        return sources[0][1] is None or targets[0][1] is None
+    @property
+    def fb_top_block(self) -> int:
+        """``*MC_VM_FB_LOCATION_TOP``: the 16 MB block number of the last VRAM block."""
+        return (self.fb_base + self.vram_bytes - FB_BLOCK_BYTES) // FB_BLOCK_BYTES
 
-    def fill(self, va: int, nbytes: int, value: int, *, dword: bool) -> None:
-        if dword and (va % 4 or nbytes % 4):
-            raise InvalidArgument(f"dword fill of {va:#x}+{nbytes:#x}, expected a dword-aligned address and size")
-        pieces = self.pieces(va, nbytes)
-        dtype = np.dtype("<u4") if dword else np.dtype(np.uint8)
-        pattern = np.full(nbytes // dtype.itemsize, value, dtype).tobytes()
-        self._put(pieces, memoryview(pattern))
-        self.notify_written(va, nbytes)
+    def registers_reset(self) -> None:
+        """The registers went back to their reset values: empty both TLBs and re-read both apertures."""
+        self.gc_hub.reset()
+        self.mm_hub.reset()
 
-    def read_u32(self, va: int) -> int:
-        return int.from_bytes(self.read(va, 4), "little")
-
-    # --- the PSP's view (MM hub) ---
-    def hub_read(self, hub: PageTableHub, va: int, nbytes: int) -> bytes:
-        """``nbytes`` at ``va`` as a client of ``hub`` sees them."""
-        return bytes(self._gather(self.pieces(va, nbytes, hub)))
-
-    def hub_write(self, hub: PageTableHub, va: int, data: bytes) -> None:
-        """Write ``data`` at ``va`` as a client of ``hub``."""
-        self._put(self.pieces(va, len(data), hub), memoryview(data))
-        self.notify_written(va, len(data))
+    def _aperture_written(self, hub: PageTableHub, value: int) -> None:
+        hub.reset()  # translated ranges and views the engines hold may now mean other memory

@@ -42,7 +42,7 @@ from tinyhil.spec.gfx1100_ih import (
 from tinyhil.spec.gfx1100_regs import IH_RB_WPTR_OFFSET, Reg
 
 from ..errors import GpuMemoryFault
-from .gmc import PagedMemory
+from .gmc import Gmc
 from .regfile import RegisterFile
 
 __all__ = ["IhRing"]
@@ -59,7 +59,7 @@ class IhRing:
     or its memory unreachable).
     """
 
-    def __init__(self, regs: RegisterFile, memory: PagedMemory, timestamp: Callable[[], int]) -> None:
+    def __init__(self, regs: RegisterFile, memory: Gmc, timestamp: Callable[[], int]) -> None:
         self.regs = regs
         self.memory = memory
         self._timestamp = timestamp
@@ -120,7 +120,7 @@ class IhRing:
                 self._write_pointer(wptr | IH_RB_WPTR_RB_OVERFLOW.mask, cntl)
             return self._drop(iv, f"IH ring 0 is full (write offset {offset:#x}, read offset {rptr:#x})")
         try:
-            self.memory.hub_write(self.memory.mm_hub, self.base + offset, iv.pack())
+            self.memory.mm.write(self.base + offset, iv.pack())
         except GpuMemoryFault as fault:
             return self._drop(iv, f"IH ring 0 at MC {self.base + offset:#x} is unreachable: {fault}")
         self._write_pointer(wptr & ~IH_RB_WPTR_OFFSET.mask | following, cntl)
@@ -135,7 +135,7 @@ class IhRing:
         low = regs.stored(Reg.IH_RB_WPTR_ADDR_LO) & IH_RB_WPTR_ADDR_LO_ADDR.mask
         address = IH_RB_WPTR_ADDR_HI_ADDR.get(regs.stored(Reg.IH_RB_WPTR_ADDR_HI)) << 32 | low
         try:
-            self.memory.hub_write(self.memory.mm_hub, address, _U32.pack(wptr))
+            self.memory.mm.write(address, _U32.pack(wptr))
         except GpuMemoryFault as fault:
             _log.warning("IH: write-back of IH_RB_WPTR %#x to MC %#x failed: %s", wptr, address, fault)
 

@@ -43,7 +43,7 @@ from tinyhil.spec.gfx1100_boot import (
 from tinyhil.spec.gfx1100_regs import Reg
 
 from ..errors import GpuMemoryFault
-from .gmc import PagedMemory
+from .gmc import Gmc
 from .regfile import RegisterFile
 
 __all__ = ["Psp"]
@@ -65,7 +65,7 @@ _KEY_DATABASE_COMMANDS: Final = frozenset({PspBootloaderCmd.LOAD_KEY_DATABASE, P
 class Psp:
     """The PSP's registers and state; the front end routes C2PMSG_35 / 64 / 67 writes here."""
 
-    def __init__(self, regs: RegisterFile, memory: PagedMemory, on_fw_loaded: Callable[[PspFwType | int], None]):
+    def __init__(self, regs: RegisterFile, memory: Gmc, on_fw_loaded: Callable[[PspFwType | int], None]):
         self.regs = regs
         self.memory = memory
         self.on_fw_loaded = on_fw_loaded
@@ -90,7 +90,7 @@ class Psp:
 
     # --- memory as the PSP sees it (MM hub) ---
     def _read(self, address: int, nbytes: int) -> bytes:
-        return self.memory.hub_read(self.memory.mm_hub, address, nbytes)
+        return bytes(self.memory.mm.read(address, nbytes))
 
     def _image(self, address: int, nbytes: int | None, *, key_database: bool = False) -> PspStatus:
         """Check the signed image at ``address`` (``nbytes``: the size the command gave; None: its header's)."""
@@ -176,11 +176,11 @@ class Psp:
         status, tmr_size = self._execute(cmd_id, union)
         self.commands.append((cmd_id, int(status)))
         response = _U32.pack(int(status))
-        hub = self.memory.mm_hub
-        self.memory.hub_write(hub, cmd_addr + PSP_CMD_RESP_OFFSET, response)
+        mm = self.memory.mm
+        mm.write(cmd_addr + PSP_CMD_RESP_OFFSET, response)
         if tmr_size is not None:
-            self.memory.hub_write(hub, cmd_addr + _TMR_SIZE_OFFSET, _U32.pack(tmr_size))
-        self.memory.hub_write(hub, fence_lo | fence_hi << 32, _U32.pack(fence_value))
+            mm.write(cmd_addr + _TMR_SIZE_OFFSET, _U32.pack(tmr_size))
+        mm.write(fence_lo | fence_hi << 32, _U32.pack(fence_value))
 
     def _execute(self, cmd_id: int, union: tuple[int, int, int, int]) -> tuple[PspStatus, int | None]:
         lo, hi, size, kind = union

@@ -13,8 +13,8 @@ import pytest
 from tinyhil.amdgpu import pm4_launch
 from tinyhil.compiler import HostCCompiler
 from tinyhil.emulators.amdgpu import (
+    AddressSpace,
     AmdGpu,
-    GpuMemory,
     GpuMemoryFault,
     HostNativeExecutor,
     KernelError,
@@ -53,8 +53,8 @@ def scale_so(compile_scale: Callable[[str], bytes]) -> bytes:
     return compile_scale("shared")
 
 
-def _memory() -> GpuMemory:
-    return GpuMemory(1 << 20, vram_at_zero=True)
+def _memory() -> AddressSpace:
+    return AmdGpu(EventKernel(), vram_bytes=1 << 20, vram_at_zero=True).memory
 
 
 def _memfds() -> list[str]:

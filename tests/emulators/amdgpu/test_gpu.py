@@ -14,7 +14,15 @@ from tinyhil.amdgpu import (
     sdma_timestamp,
     sdma_write,
 )
-from tinyhil.emulators.amdgpu import SYS_APERTURE, AmdGpu, GpuQueueError, Interrupt, InterruptKind, QueueKind
+from tinyhil.emulators.amdgpu import (
+    SYS_APERTURE,
+    AmdGpu,
+    FlatTranslation,
+    GpuQueueError,
+    Interrupt,
+    InterruptKind,
+    QueueKind,
+)
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.errors import InvalidArgument
 from tinyhil.mocks.amdgpu import DirectQueueTransport
@@ -188,8 +196,9 @@ def test_a_doorbell_without_a_queue_is_dropped_and_one_with_a_queue_kicks_it() -
 def test_with_a_system_bus_vram_sits_at_zero_and_the_kfd_path_maps_it() -> None:
     usb = AmdGpu(EventKernel(), vram_bytes=16 << 20, system_bus=FakeBus())
     kfd = AmdGpu(EventKernel(), vram_bytes=16 << 20)
-    assert [(m.va, m.nbytes) for m in usb.memory.mappings] == [(0, 16 << 20)]
-    assert kfd.memory.mappings == ()
+    assert isinstance(usb.memory.translation, FlatTranslation) and isinstance(kfd.memory.translation, FlatTranslation)
+    assert [(m.va, m.nbytes) for m in usb.memory.translation.mappings] == [(0, 16 << 20)]
+    assert kfd.memory.translation.mappings == ()
     kfd.map_memory(0x7F00_0000_0000, kfd.vram[0x10000:0x20000])
     kfd.write(0x7F00_0000_0010, b"kfd!")
     assert bytes(kfd.vram[0x10010:0x10014]) == b"kfd!" and bytes(kfd.read(0x7F00_0000_0010, 4)) == b"kfd!"

@@ -9,6 +9,7 @@ import pytest
 
 from tinyhil.emulators.amdgpu import BridgedFunction
 from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Function
+from tinyhil.emulators.amdgpu.gfx1100.bar5 import Bar5
 from tinyhil.emulators.asm2464 import Asm2464
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.emulators.pcie import PcieFunction, PlainEndpoint
@@ -104,3 +105,30 @@ def test_a_gpu_plugs_into_one_bridge_and_its_power_cycle_is_a_cold_power_on() ->
     bridge.reset()
     assert bytes(function.gpu.vram[0:3]) == bytes(3) and function.gpu.queues == ()
     assert function.mmio_read(Bar.REGS, PLAIN_REGISTER, 4) == bytes(4), "registers at their reset values"
+
+
+@pytest.mark.parametrize(
+    ("offset", "nbytes", "around"),
+    [(8, 4, (8, 12)), (9, 1, (8, 12)), (10, 4, (8, 16)), (7, 9, (4, 16)), (4, 0, (4, 4))],
+)
+def test_a_register_access_reaches_only_the_whole_registers_around_it(
+    offset: int, nbytes: int, around: tuple[int, int]
+) -> None:
+    registers = bytearray(range(16))
+    accesses: list[tuple[str, int, int]] = []
+
+    def read(at: int, count: int) -> bytes:
+        accesses.append(("read", at, count))
+        return bytes(registers[at : at + count])
+
+    def write(at: int, data: bytes) -> None:
+        accesses.append(("write", at, len(data)))
+        registers[at : at + len(data)] = data
+
+    assert Bar5.ACCESS.around(offset, nbytes) == around
+    Bar5.ACCESS.write(read, write, offset, b"\xff" * nbytes)
+    expected = bytearray(range(16))
+    expected[offset : offset + nbytes] = b"\xff" * nbytes
+    assert registers == expected, "the other bytes of the registers keep their values"
+    assert Bar5.ACCESS.read(read, offset, nbytes) == b"\xff" * nbytes
+    assert all(at % 4 == 0 and count % 4 == 0 for _, at, count in accesses), accesses

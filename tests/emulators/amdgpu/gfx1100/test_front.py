@@ -16,11 +16,11 @@ from support.gfx1100 import (
 )
 
 from tinyhil.emulators.amdgpu import AmdGpu
-from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Front
+from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Front, Gmc, RegisterFile
 from tinyhil.emulators.kernel import EventKernel
-from tinyhil.emulators.observe import Observer
-from tinyhil.errors import InvalidArgument
-from tinyhil.spec.gfx1100_boot import VMID0_VA_START, SmuMsg
+from tinyhil.emulators.observe import Observed, Observer
+from tinyhil.errors import InvalidArgument, StateError
+from tinyhil.spec.gfx1100_boot import NAVI31_FB_BASE, VMID0_VA_START, SmuMsg
 from tinyhil.spec.gfx1100_regs import Reg
 
 RING_VA = VMID0_VA_START + 0x10_0000
@@ -169,9 +169,19 @@ def test_section_10_registers_store_what_is_written_and_ras_status_reads_0(raw: 
     assert raw.front.bar5.hdp_flushes == flushes + 1
 
 
-def test_the_front_end_needs_page_table_memory() -> None:
-    with pytest.raises(InvalidArgument, match="PagedMemory"):
-        Gfx1100Front(AmdGpu(EventKernel()))
+def test_the_front_end_needs_the_gc_hubs_address_space() -> None:
+    gmc = Gmc(64 << 20, fb_base=NAVI31_FB_BASE, regs=RegisterFile(Observed()))
+    with pytest.raises(InvalidArgument, match="expected an AmdGpu on the GC hub's address space of <Gmc"):
+        Gfx1100Front(AmdGpu(EventKernel()), gmc)
+    with pytest.raises(InvalidArgument, match="GC hub's address space"):
+        Gfx1100Front(AmdGpu(EventKernel(), memory=gmc.mm), gmc)
+
+
+def test_the_page_tables_map_its_memory_not_map_memory(front: Gfx1100Front) -> None:
+    with pytest.raises(StateError, match=r"gpu0.map_memory: the address space is translated by PageTableHub"):
+        front.gpu.map_memory(0x1000, memoryview(bytearray(4096)))
+    with pytest.raises(StateError, match="unmap_memory"):
+        front.gpu.unmap_memory(0x1000)
 
 
 def test_mode1_reset_through_the_debug_mailbox_returns_the_blocks_to_cold(raw: RawDriver, pcie: FakePcie) -> None:

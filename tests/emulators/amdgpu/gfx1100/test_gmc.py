@@ -6,6 +6,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from support.gfx1100 import DATA, SDMA_RING, SDMA_RPTR, VRAM_BYTES, FakePcie, RawDriver, copy_linear
+from support.scripts import load_benchmark
 
 from tinyhil.emulators.amdgpu import GpuMemoryFault, GpuQueueError
 from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Front
@@ -137,8 +138,7 @@ def test_the_mm_hub_is_separate_from_the_gc_hub(pcie: FakePcie) -> None:
     raw.map_page(va, PCIE_BASE, system=True)
     raw.flush_tlb()
     pcie.dma_write(PCIE_BASE, b"sram")
-    memory = raw.front.memory
-    assert memory.hub_read(memory.mm_hub, va, 4) == b"sram"
+    assert bytes(raw.front.memory.mm.read(va, 4)) == b"sram"
     with pytest.raises(GpuMemoryFault, match="GC hub"):
         raw.front.gpu.read(va, 4)  # the engines' hub has no context yet
 
@@ -176,7 +176,7 @@ def test_mc_addresses_reach_vram_only_inside_the_programmed_aperture(front: Gfx1
     with pytest.raises(GpuMemoryFault, match="outside the VMID 0 page table range"):
         front.gpu.read(fb_top + 0x40000, 4)  # in VRAM's FB range, but past the aperture: the walk faults
     with pytest.raises(GpuMemoryFault, match="MM hub"):
-        front.memory.hub_read(front.memory.mm_hub, fb_base + DATA, 4)  # each hub has its own aperture
+        front.memory.mm.read(fb_base + DATA, 4)  # each hub has its own aperture
     aperture(raw, "GC", fb_base + 0x100000, fb_base + 0x100000)
     with pytest.raises(GpuMemoryFault, match="outside the VMID 0 page table range"):
         front.gpu.read(fb_base + DATA, 4)  # a rewritten aperture takes effect at once (no TLB holds it)
@@ -196,3 +196,30 @@ def test_an_mc_address_outside_the_aperture_walks_the_page_table(front: Gfx1100F
     assert front.memory.gc_hub.aperture == (0, 0)
     raw.flush_tlb()
     assert bytes(front.gpu.read(mc, 4)) == b"walk"  # the same MC address now goes through the page table
+
+
+def test_a_fill_through_the_page_table_fills_each_run_in_place(pcie: FakePcie) -> None:
+    raw = sdma_raw(pcie)
+    va, pages = VMID0_VA_START + 0x400_0000, 32
+    for page in range(pages):  # VRAM pages back to back (one run), then every fourth page on the PCIe side
+        system = page % 4 == 3
+        raw.map_page(va + page * 4096, PCIE_BASE + page * 4096 if system else DATA + page * 4096, system=system)
+    raw.flush_tlb()
+    memory = raw.front.gpu.memory
+    runs = memory.runs(va, pages * 4096)
+    assert len(runs) == pages // 4 * 2 and [run[1] for run in runs[:2]] == [3 * 4096, 4096]
+    memory.fill(va + 4, pages * 4096 - 8, 0xA1B2C3D4, dword=True)
+    vram = b"".join(raw.get(DATA + page * 4096, 4096) for page in range(pages) if page % 4 != 3)
+    system = b"".join(pcie.dma_read(PCIE_BASE + page * 4096, 4096) for page in range(pages) if page % 4 == 3)
+    word = (0xA1B2C3D4).to_bytes(4, "little")
+    assert vram == bytes(4) + word * (len(vram) // 4 - 1)
+    assert system == word * (len(system) // 4 - 1) + bytes(4)
+    count_calls = load_benchmark("callcount").count_calls
+    counts = {}
+    for nbytes in (4096, 3 * 4096, pages // 2 * 4096, pages * 4096):  # 1, 1, 8 and 16 runs
+        memory.fill(va, nbytes, 0, dword=False)  # the walk, once: its runs stay until the next TLB flush
+        counts[nbytes] = count_calls(lambda nbytes=nbytes: memory.fill(va, nbytes, 0, dword=False))
+    assert counts[4096] == counts[3 * 4096], "a run costs the same calls whatever its size"
+    python, c = (more - fewer for more, fewer in zip(counts[pages * 4096], counts[pages // 2 * 4096], strict=True))
+    # A VRAM run is a numpy fill (C calls only); a PCIe run is the bus's check and write (Python calls of the bus).
+    assert python <= 4 * 10 and c <= 8 * 5, f"{python} Python and {c} C calls for 8 more runs (4 on the PCIe side)"
