@@ -300,7 +300,7 @@ def _listen_options(parser: Any, *, port: int, port_help: str, dashboard_port: i
     parser.add_argument("--host", default=LOOPBACK,
                         help=f"address to listen on (default {LOOPBACK}; anything else needs TLS)")  # fmt: skip
     parser.add_argument("--port", type=int, default=port, help=port_help)
-    parser.add_argument("--dashboard", action="store_true",
+    parser.add_argument("--dashboard", action=argparse.BooleanOptionalAction, default=False,
                         help=f"serve Dask's HTTP dashboard and routes on {LOOPBACK} (default: no HTTP)")  # fmt: skip
     parser.add_argument("--dashboard-port", type=int, default=dashboard_port, metavar="P",
                         help=f"the dashboard's port (default {dashboard_port}; 0: any free)")  # fmt: skip

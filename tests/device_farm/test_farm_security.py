@@ -148,6 +148,18 @@ def test_incomplete_tls_options_are_named(argv: list[str], message: str, capsys:
     assert message in _one_line(capsys.readouterr().err)
 
 
+def test_tls_on_the_local_engine_and_a_zero_connect_timeout_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("ca", "cert", "key"):
+        (tmp_path / name).write_text("pem")
+    tls = ["--tls-ca", str(tmp_path / "ca"), "--tls-cert", str(tmp_path / "cert"), "--tls-key", str(tmp_path / "key")]
+    assert main(["farm", "run", "--report", str(tmp_path / "r"), *tls]) == 2
+    assert "the local engine opens no connection; TLS is for --engine dask" in _one_line(capsys.readouterr().err)
+    assert main(["farm", "worker", "--scheduler", "tcp://127.0.0.1:1", "--connect-timeout", "0"]) == 2
+    assert "--connect-timeout 0, expected seconds > 0" in _one_line(capsys.readouterr().err)
+
+
 @needs_dask
 @pytest.mark.parametrize("host", ["127.0.0.1", "unreachable"])
 def test_a_worker_whose_scheduler_does_not_answer_exits_3_with_one_line_naming_it_and_the_timeout(
