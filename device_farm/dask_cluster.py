@@ -22,7 +22,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 
 from tinyhil.device_farm.resources import BOARD_PREFIX
@@ -96,7 +96,7 @@ class SchedulerSettings:
     no_workers_timeout_s: float = DEFAULT_NO_WORKERS_TIMEOUT_S
     allowed_failures: int = DEFAULT_ALLOWED_FAILURES
     dashboard_port: int | None = None
-    tls: FarmTLS | None = field(default=None, compare=False)
+    tls: FarmTLS | None = None
 
     def __post_init__(self) -> None:
         Listening(self.host, self.port, self.dashboard_port)  # checks the ports
