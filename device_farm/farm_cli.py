@@ -17,13 +17,13 @@ tinyhil farm worker --scheduler ADDRESS [--hwmap FILE] [--name NAME] [--state DI
     when no scheduler answers at ADDRESS within the connect timeout.
 tinyhil farm certs DIR [--host NAME ...] [--days N] [--force]
     a private CA for the lab (kept in DIR) and a certificate and key per host, for the farm's mutual TLS.
+tinyhil farm status [--hwmap FILE] [--state DIR] [--probe] [--json]
+    every board of the map (default: the emulated targets) with its health, and its leases and their holders;
+    ``--probe`` first runs the health probe of every board that needs one.
 
 Every farm process listens on 127.0.0.1 unless ``--host`` says otherwise, with no HTTP server unless
 ``--dashboard`` (then on 127.0.0.1); anywhere else needs TLS, given as ``--tls-ca FILE --tls-cert FILE --tls-key
 FILE`` or ``--config farm.toml`` (its ``[security]`` table), or ``--insecure`` (unsafe; docs/farm.md, "Security").
-tinyhil farm status [--hwmap FILE] [--state DIR] [--probe] [--json]
-    every board of the map (default: the emulated targets) with its health, and its leases and their holders;
-    ``--probe`` first runs the health probe of every board that needs one.
 
 The farm's state (health record, leases) lives in ``--state``, default ``$TINYHIL_FARM_STATE``, else
 ``~/.local/state/tinyhil/farm``.
@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import socket
 import sys
 import time
@@ -239,6 +240,8 @@ def _scheduler(args: argparse.Namespace, registry: TargetRegistry) -> int:
     settings = SchedulerSettings(args.host, args.port, args.no_workers_timeout, args.allowed_failures, dashboard, tls)
     command = scheduler_command(settings)
     _warn("scheduler", warning)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a connection per worker, nanny and client: as
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, hard // 2), hard))  # Dask's own scheduler command does
     print(f"tinyhil farm scheduler: Dask's scheduler on {settings.host}:{settings.port}, no-workers timeout "
           f"{settings.no_workers_timeout_s:g} s, {settings.allowed_failures} allowed failures, {_transport(tls)}, "
           f"{_http(dashboard)}", flush=True)  # fmt: skip
