@@ -149,7 +149,7 @@ def make_certs(directory: Path, hosts: Sequence[str], *, force: bool = False, da
 
     Raises:
         InvalidArgument: no host, a bad host name, ``days`` < 1, half a CA in ``directory``, or a file that exists
-            (without ``force``); nothing is written then.
+            (without ``force``): nothing is written then; or ``directory`` cannot be made or written.
     """
     if not hosts:
         raise InvalidArgument("no --host: name each host that needs a certificate, e.g. --host lab-1")
@@ -166,8 +166,16 @@ def make_certs(directory: Path, hosts: Sequence[str], *, force: bool = False, da
     if existing and not force:
         raise InvalidArgument(f"{', '.join(existing)} already exist{'s' * (len(existing) == 1)}; pass --force to "
                               "replace them")  # fmt: skip
-    directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
     now = (clock or (lambda: datetime.datetime.now(datetime.UTC)))()
+    try:
+        directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        return _write_all(directory, wanted, reuse=reuse, force=force, now=now, days=days)
+    except OSError as exc:
+        raise InvalidArgument(f"{exc.filename or directory}: cannot write there ({exc.strerror or exc})") from None
+
+
+def _write_all(directory: Path, hosts: Sequence[str], *, reuse: bool, force: bool, now: datetime.datetime,
+               days: int) -> LabCerts:  # fmt: skip
     if reuse:
         ca, ca_key = _load_ca(directory)
     else:
@@ -175,7 +183,7 @@ def make_certs(directory: Path, hosts: Sequence[str], *, force: bool = False, da
         _write(directory / CA_KEY, _key_bytes(ca_key), KEY_MODE, force)
         _write(directory / CA_CERT, ca.public_bytes(serialization.Encoding.PEM), CERT_MODE, force)
     made: dict[str, tuple[Path, Path]] = {}
-    for host in wanted:
+    for host in hosts:
         cert, key = _make_host(host, ca, ca_key, now, days)
         cert_path, key_path = host_files(directory, host)
         _write(key_path, _key_bytes(key), KEY_MODE, force)

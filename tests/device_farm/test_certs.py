@@ -104,6 +104,12 @@ def test_half_a_ca_is_refused(tmp_path: Path) -> None:
         make_certs(tmp_path, ["host-a"])
 
 
+def test_a_directory_that_is_a_file_is_one_error(tmp_path: Path) -> None:
+    (tmp_path / "lab").write_text("not a directory")
+    with pytest.raises(InvalidArgument, match="lab: cannot write there"):
+        make_certs(tmp_path / "lab", ["host-a"])
+
+
 def test_the_command_names_the_files_to_pass_each_host(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["farm", "certs", str(tmp_path), "--host", "host-a", "--days", "30"]) == 0
     cert, key = host_files(tmp_path, "host-a")

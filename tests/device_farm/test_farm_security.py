@@ -161,6 +161,16 @@ def test_tls_on_the_local_engine_and_a_zero_connect_timeout_are_usage_errors(
 
 
 @needs_dask
+def test_insecure_warns_on_start(capsys: pytest.CaptureFixture[str]) -> None:
+    # (the scheduler does not answer, so the worker stops before it listens: tests never bind beyond loopback)
+    argv = ["farm", "worker", "--scheduler", "tcp://127.0.0.1:1", "--host", "0.0.0.0", "--insecure"]
+    assert main([*argv, "--connect-timeout", "1"]) == 3
+    warning, unreachable = capsys.readouterr().err.strip().splitlines()
+    assert warning.startswith("tinyhil farm worker: WARNING: --insecure: listening on 0.0.0.0 without TLS")
+    assert unreachable.startswith("tinyhil farm worker: no Dask scheduler answers at tcp://127.0.0.1:1")
+
+
+@needs_dask
 @pytest.mark.parametrize("host", ["127.0.0.1", "unreachable"])
 def test_a_worker_whose_scheduler_does_not_answer_exits_3_with_one_line_naming_it_and_the_timeout(
     host: str, capsys: pytest.CaptureFixture[str]
