@@ -5,17 +5,25 @@ tinyhil farm discover [--hwmap FILE] [--root DIR] [--no-usb] [--host NAME] [--js
     the host (missing, new, changed); exit 1 when there is drift, 0 when the map and the host agree.
 tinyhil farm run [--hwmap FILE] [--workers N] [--target T] [--quarantine FILE [--quarantine-verify]]
                  [--subset i/N [--seed S]] [--report DIR | --resume DIR] [--suite PATH] [--allow-unavailable]
-                 [--engine local|dask --scheduler ADDRESS] [-- PYTEST_ARGS]
+                 [--engine local|dask --scheduler ADDRESS [TLS]] [-- PYTEST_ARGS]
     collect the suite once, probe the boards, plan by recorded durations, run the shards under leases (on this
     host, or with ``--engine dask`` on the farm workers of a Dask cluster), journal every result, and write
     junit.xml, summary.json and report.html (docs/farm.md).
-tinyhil farm scheduler [--host H] [--port P] [--no-workers-timeout S] [--allowed-failures N]
+tinyhil farm scheduler [--host H] [--port P] [--no-workers-timeout S] [--allowed-failures N] [--dashboard] [TLS]
     a Dask scheduler with the farm's settings, for runs across hosts (needs the farm extra).
-tinyhil farm worker --scheduler ADDRESS [--hwmap FILE] [--name NAME] [--state DIR]
-    a Dask worker on this host that probes the host's boards and advertises the GOOD ones as resources.
+tinyhil farm worker --scheduler ADDRESS [--hwmap FILE] [--name NAME] [--state DIR] [--host H] [--port P]
+                    [--nanny-port P] [--contact-address ADDRESS] [--connect-timeout S] [--dashboard] [TLS]
+    a Dask worker on this host that probes the host's boards and advertises the GOOD ones as resources; exit 3
+    when no scheduler answers at ADDRESS within the connect timeout.
+tinyhil farm certs DIR [--host NAME ...] [--days N] [--force]
+    a private CA for the lab (kept in DIR) and a certificate and key per host, for the farm's mutual TLS.
 tinyhil farm status [--hwmap FILE] [--state DIR] [--probe] [--json]
     every board of the map (default: the emulated targets) with its health, and its leases and their holders;
     ``--probe`` first runs the health probe of every board that needs one.
+
+Every farm process listens on 127.0.0.1 unless ``--host`` says otherwise, with no HTTP server unless
+``--dashboard`` (then on 127.0.0.1); anywhere else needs TLS, given as ``--tls-ca FILE --tls-cert FILE --tls-key
+FILE`` or ``--config farm.toml`` (its ``[security]`` table), or ``--insecure`` (unsafe; docs/farm.md, "Security").
 
 The farm's state (health record, leases) lives in ``--state``, default ``$TINYHIL_FARM_STATE``, else
 ``~/.local/state/tinyhil/farm``.
@@ -26,7 +34,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import socket
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -34,12 +44,17 @@ from typing import Any
 
 from tinyhil.device_farm.dask_cluster import (
     DEFAULT_ALLOWED_FAILURES,
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_DASHBOARD_PORT,
     DEFAULT_NO_WORKERS_TIMEOUT_S,
     DEFAULT_REFRESH_S,
     WORKER_ENV,
     WORKER_PRELOAD,
+    Listening,
     SchedulerSettings,
+    SchedulerUnreachable,
     WorkerSettings,
+    reach_scheduler,
     scheduler_command,
     worker_command,
 )
@@ -52,6 +67,15 @@ from tinyhil.device_farm.leases import holders
 from tinyhil.device_farm.probes import probe_board
 from tinyhil.device_farm.quarantine import load_quarantine
 from tinyhil.device_farm.resources import worker_resources
+from tinyhil.device_farm.security import (
+    LOOPBACK,
+    FarmTLS,
+    add_security_options,
+    check_scheme,
+    client_config,
+    farm_tls,
+    listen_host,
+)
 from tinyhil.errors import InvalidArgument
 from tinyhil.fixtures import SUITE_PACKAGE
 from tinyhil.registry import TargetRegistry, split_selectors
@@ -60,6 +84,7 @@ __all__ = ["STATE_ENV", "add_farm_commands", "farm_state_dir"]
 
 STATE_ENV = "TINYHIL_FARM_STATE"
 LOCAL_SHARDS = 2
+EXIT_UNREACHABLE = 3  # tinyhil farm worker: no scheduler answered
 DASK_SHARDS = 64  # Dask's resources limit each board to its slots; this caps the shards one run keeps in flight
 
 
@@ -162,12 +187,15 @@ def _status(args: argparse.Namespace, registry: TargetRegistry) -> int:
 
 def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
     dask = None
+    tls = farm_tls(args)
     if args.engine == "dask":
         if not args.scheduler:
             raise InvalidArgument("--engine dask needs --scheduler ADDRESS, such as tcp://127.0.0.1:8786")
-        dask = DaskOptions(args.scheduler, args.board_grace, args.scheduler_grace)
+        dask = DaskOptions(check_scheme(args.scheduler, tls), args.board_grace, args.scheduler_grace)
     elif args.scheduler:
         raise InvalidArgument(f"--scheduler {args.scheduler}: the local engine has no scheduler; add --engine dask")
+    elif tls is not None:
+        raise InvalidArgument("--tls-*/--config: the local engine opens no connection; TLS is for --engine dask")
     workers = args.workers if args.workers is not None else (DASK_SHARDS if dask else LOCAL_SHARDS)
     if workers < 1:
         raise InvalidArgument(f"--workers {workers}, expected an integer >= 1")
@@ -188,18 +216,51 @@ def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
                   quarantine=load_quarantine(args.quarantine) if args.quarantine else None,
                   resume=bool(args.resume), subset=parse_subset(args.subset) if args.subset else None,
                   subset_seed=args.seed, quarantine_verify=args.quarantine_verify, dask=dask)  # fmt: skip
-    return run_farm(run)
+    with client_config(tls):  # the run's Dask client, the only one it makes, speaks the farm's TLS
+        return run_farm(run)
+
+
+def _warn(command: str, warning: str | None) -> None:
+    if warning is not None:
+        print(f"tinyhil farm {command}: {warning}", file=sys.stderr, flush=True)
+
+
+def _http(port: int | None) -> str:
+    return "no HTTP server" if port is None else f"dashboard on http://{LOOPBACK}:{port}"
+
+
+def _transport(tls: FarmTLS | None) -> str:
+    return "mutual TLS" if tls is not None else "plain TCP"
 
 
 def _scheduler(args: argparse.Namespace, registry: TargetRegistry) -> int:
-    settings = SchedulerSettings(args.host, args.port, args.no_workers_timeout, args.allowed_failures)
+    tls = farm_tls(args)
+    warning = listen_host(args.host, tls, insecure=args.insecure)
+    dashboard = args.dashboard_port if args.dashboard else None
+    settings = SchedulerSettings(args.host, args.port, args.no_workers_timeout, args.allowed_failures, dashboard, tls)
     command = scheduler_command(settings)
+    _warn("scheduler", warning)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a connection per worker, nanny and client: as
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, hard // 2), hard))  # Dask's own scheduler command does
     print(f"tinyhil farm scheduler: Dask's scheduler on {settings.host}:{settings.port}, no-workers timeout "
-          f"{settings.no_workers_timeout_s:g} s, {settings.allowed_failures} allowed failures", flush=True)  # fmt: skip
+          f"{settings.no_workers_timeout_s:g} s, {settings.allowed_failures} allowed failures, {_transport(tls)}, "
+          f"{_http(dashboard)}", flush=True)  # fmt: skip
     os.execvpe(command[0], command, settings.environment())  # the scheduler replaces this process: signals reach it
 
 
 def _worker(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    tls = farm_tls(args)
+    check_scheme(args.scheduler, tls)
+    warning = listen_host(args.host, tls, insecure=args.insecure)
+    listening = Listening(args.host, args.port, args.dashboard_port if args.dashboard else None)
+    if not args.connect_timeout > 0:
+        raise InvalidArgument(f"--connect-timeout {args.connect_timeout:g}, expected seconds > 0")
+    _warn("worker", warning)
+    try:
+        reach_scheduler(args.scheduler, timeout_s=args.connect_timeout, tls=tls)
+    except SchedulerUnreachable as exc:
+        print(f"tinyhil farm worker: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     host = args.name or socket.gethostname()
     hwmap = _hwmap(args.hwmap, registry, host)
     state = farm_state_dir(args.state)
@@ -214,13 +275,39 @@ def _worker(args: argparse.Namespace, registry: TargetRegistry) -> int:
             record = book.record(board.id)
             print(f"tinyhil farm worker: board {board.id}: {record.state.value} ({record.reason}); not offered")
     resources = worker_resources(good)
-    command = worker_command(args.scheduler, resources, name=host, preload=WORKER_PRELOAD)
+    command = worker_command(args.scheduler, resources, name=host, preload=WORKER_PRELOAD, listening=listening,
+                             nanny_port=args.nanny_port, contact_address=args.contact_address, tls=tls)  # fmt: skip
     offered = ", ".join(f"{k}={v:g}" for k, v in sorted(resources.items())) or "no board"
-    print(f"tinyhil farm worker: {host} -> {args.scheduler}, offering {offered}", flush=True)
+    print(f"tinyhil farm worker: {host} -> {args.scheduler}, offering {offered}; listening on {args.host}, "
+          f"{_transport(tls)}, {_http(listening.dashboard_port)}", flush=True)  # fmt: skip
     hwmap_path = str(Path(args.hwmap).resolve()) if args.hwmap else None
     settings = WorkerSettings(hwmap_path, str(state.resolve()), host, args.refresh)
-    env = {**os.environ, WORKER_ENV: settings.to_json()}
+    env = {**os.environ, WORKER_ENV: settings.to_json(), **(tls.environment() if tls else {})}
     os.execvpe(command[0], command, env)  # the worker replaces this process: signals reach it
+
+
+def _certs(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    from tinyhil.device_farm.certs import DEFAULT_DAYS, make_certs  # the farm extra (cryptography): only here
+
+    made = make_certs(Path(args.directory), args.host or [socket.gethostname()], force=args.force,
+                      days=DEFAULT_DAYS if args.days is None else args.days)  # fmt: skip
+    print(f"tinyhil farm certs: {'made the CA' if made.new_ca else 'signed with the CA'} {made.ca} "
+          f"(its key {made.ca.with_suffix('.key')} stays off the farm hosts)")  # fmt: skip
+    for host, (cert, key) in made.hosts.items():
+        print(f"  {host}: --tls-ca {made.ca} --tls-cert {cert} --tls-key {key}")
+    return 0
+
+
+def _listen_options(parser: Any, *, port: int, port_help: str, dashboard_port: int) -> None:
+    """``--host``, ``--port``, ``--dashboard``, ``--dashboard-port`` and the TLS options of a listening command."""
+    parser.add_argument("--host", default=LOOPBACK,
+                        help=f"address to listen on (default {LOOPBACK}; anything else needs TLS)")  # fmt: skip
+    parser.add_argument("--port", type=int, default=port, help=port_help)
+    parser.add_argument("--dashboard", action=argparse.BooleanOptionalAction, default=False,
+                        help=f"serve Dask's HTTP dashboard and routes on {LOOPBACK} (default: no HTTP)")  # fmt: skip
+    parser.add_argument("--dashboard-port", type=int, default=dashboard_port, metavar="P",
+                        help=f"the dashboard's port (default {dashboard_port}; 0: any free)")  # fmt: skip
+    add_security_options(parser, listens=True)
 
 
 def add_farm_commands(commands: Any) -> None:
@@ -258,18 +345,38 @@ def add_farm_commands(commands: Any) -> None:
     run.add_argument("--suite", action="append", metavar="PATH", help="tests to run (default: the portable suite)")
     run.add_argument("--state", metavar="DIR", help=f"farm state directory (default: ${STATE_ENV} or ~/.local/state)")
     run.add_argument("--allow-unavailable", action="store_true", help="run even if a --target has no GOOD board")
+    add_security_options(run, listens=False)
     run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra arguments passed to pytest")
     run.set_defaults(handler=_run)
+    certs = sub.add_parser("certs", help="make a private CA and per-host certificates for the farm's mutual TLS")
+    certs.add_argument("directory", metavar="DIR", help="where the CA and the certificates go (made 0700)")
+    certs.add_argument("--host", action="append", metavar="NAME",
+                       help="a host that needs a certificate (repeatable; default: this host's name)")  # fmt: skip
+    certs.add_argument("--days", type=int, metavar="N", help="validity in days (default 825)")
+    certs.add_argument("--force", action="store_true", help="replace existing files (and make a new CA)")
+    certs.set_defaults(handler=_certs)
     scheduler = sub.add_parser("scheduler", help="a Dask scheduler with the farm's settings (the farm extra)")
-    scheduler.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    scheduler.add_argument("--port", type=int, default=8786, help="port (default 8786; 0: any free port)")
+    _listen_options(scheduler, port=8786, port_help="port (default 8786; 0: any free port)",
+                    dashboard_port=DEFAULT_DASHBOARD_PORT)  # fmt: skip
     scheduler.add_argument("--no-workers-timeout", type=float, default=DEFAULT_NO_WORKERS_TIMEOUT_S, metavar="S",
                            help="fail a task no worker can serve after S seconds")  # fmt: skip
     scheduler.add_argument("--allowed-failures", type=int, default=DEFAULT_ALLOWED_FAILURES, metavar="N",
                            help="worker deaths a task may cause before it stops")  # fmt: skip
     scheduler.set_defaults(handler=_scheduler)
     worker = sub.add_parser("worker", help="a Dask worker offering this host's GOOD boards (the farm extra)")
-    worker.add_argument("--scheduler", required=True, metavar="ADDRESS", help="tcp://HOST:PORT of the scheduler")
+    worker.add_argument("--scheduler", required=True, metavar="ADDRESS",
+                        help="tcp://HOST:PORT of the scheduler (tls://HOST:PORT with TLS)")  # fmt: skip
+    _listen_options(worker, port=0, port_help="the worker's port (default 0: any free port)", dashboard_port=0)
+    worker.add_argument("--nanny-port", type=int, default=0, metavar="P",
+                        help="the port of the worker's nanny (default 0: any free port)")  # fmt: skip
+    worker.add_argument(
+        "--contact-address",
+        metavar="ADDRESS",
+        help="the address others reach the worker at, when not --host:--port (NAT, containers)",
+    )
+    worker.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT_S, metavar="S",
+                        help=f"give up (exit {EXIT_UNREACHABLE}) when no scheduler answers in S seconds "
+                             f"(default {DEFAULT_CONNECT_TIMEOUT_S:g})")  # fmt: skip
     worker.add_argument("--hwmap", metavar="FILE", help="hardware map (default: every available emulated target)")
     worker.add_argument("--name", help="this host's name in the map and the reports (default: the hostname)")
     worker.add_argument("--refresh", type=float, default=DEFAULT_REFRESH_S, metavar="S",

@@ -2,6 +2,9 @@
 127.0.0.1, each worker with its own hardware map, host name and state directory, each process in its own process
 group so that killing one host kills its nanny, its worker and the shards they run. For trying the Dask engine
 without a lab, for its tests and for its benchmark (``benchmarks/bench_farm_dask.py``); needs the farm extra.
+Given ``certs`` (a directory made by ``tinyhil farm certs DIR --host scheduler --host NAME ...``) every process
+speaks mutual TLS with its own certificate: ``scheduler.pem`` for the scheduler, ``NAME.pem`` for the worker
+``NAME``.
 
     with loopback_cluster(Path("/tmp/lab")) as cluster:
         cluster.start_worker("host-a", hwmap_text_a)
@@ -23,9 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from tinyhil.device_farm.security import FarmTLS
+
 __all__ = ["TINYHIL", "LoopbackCluster", "emulated_board", "loopback_cluster"]
 
 TINYHIL: Final = [sys.executable, "-m", "tinyhil.device_farm.cli"]
+SCHEDULER_NAME: Final = "scheduler"  # the scheduler's certificate in ``certs``
 
 
 def emulated_board(board_id: str, target: str, host: str, slots: int = 1) -> str:
@@ -49,30 +55,45 @@ class LoopbackCluster:
     scheduler: subprocess.Popen[str] | None = None
     address: str = ""
     workers: dict[str, subprocess.Popen[str]] = field(default_factory=dict)
+    certs: Path | None = None
 
-    def start_scheduler(self) -> str:
-        """Start the scheduler on a free port of 127.0.0.1; returns its address once it listens."""
+    def tls(self, name: str) -> FarmTLS | None:
+        """The TLS files of ``name`` (the scheduler's: :data:`SCHEDULER_NAME`), or ``None`` without ``certs``."""
+        if self.certs is None:
+            return None
+        return FarmTLS(self.certs / "ca.pem", self.certs / f"{name}.pem", self.certs / f"{name}.key")
+
+    def tls_options(self, name: str) -> list[str]:
+        """``--tls-ca/--tls-cert/--tls-key`` for ``name``, or nothing without ``certs``."""
+        tls = self.tls(name)
+        return [] if tls is None else ["--tls-ca", str(tls.ca), "--tls-cert", str(tls.cert), "--tls-key", str(tls.key)]
+
+    def start_scheduler(self, *options: str) -> str:
+        """Start the scheduler on a free port of 127.0.0.1, with ``options`` added; returns its address once it
+        listens."""
         self.root.mkdir(parents=True, exist_ok=True)
         log_path = self.root / "scheduler.log"
-        command = [*TINYHIL, "farm", "scheduler", "--port", "0", "--no-workers-timeout", "5"]
+        command = [*TINYHIL, "farm", "scheduler", "--port", "0", "--no-workers-timeout", "5", *options,
+                   *self.tls_options(SCHEDULER_NAME)]  # fmt: skip
         with log_path.open("w") as log:
             self.scheduler = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True,
                                               start_new_session=True)  # fmt: skip
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and self.scheduler.poll() is None:
-            found = re.search(r"Scheduler at:\s+(tcp://127\.0\.0\.1:\d+)", log_path.read_text())
+            found = re.search(r"Scheduler at:\s+((?:tcp|tls)://127\.0\.0\.1:\d+)", log_path.read_text())
             if found:
                 self.address = found.group(1)
                 return self.address
             time.sleep(0.05)
         raise RuntimeError(f"the scheduler never said where it listens; see {log_path}")
 
-    def start_worker(self, host: str, hwmap: str, env: Mapping[str, str] | None = None) -> None:
-        """A farm worker named ``host`` with the map text ``hwmap``; returns once the scheduler lists it."""
+    def start_worker(self, host: str, hwmap: str, env: Mapping[str, str] | None = None, *options: str) -> None:
+        """A farm worker named ``host`` with the map text ``hwmap`` and ``options`` added; returns once the
+        scheduler lists it."""
         path = self.root / f"{host}.toml"
         path.write_text(hwmap)
         command = [*TINYHIL, "farm", "worker", "--scheduler", self.address, "--hwmap", str(path), "--name", host,
-                   "--state", str(self.root / f"state-{host}")]  # fmt: skip
+                   "--state", str(self.root / f"state-{host}"), *options, *self.tls_options(host)]  # fmt: skip
         full_env = {**os.environ, **(env or {})}
         with (self.root / f"{host}.log").open("a") as log:
             self.workers[host] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, text=True,
@@ -85,7 +106,9 @@ class LoopbackCluster:
         from distributed import Client
 
         make: Any = Client
-        with make(self.address, timeout=30, set_as_default=False) as client:
+        tls = self.tls(SCHEDULER_NAME)
+        security = tls.security() if tls is not None else None
+        with make(self.address, timeout=30, set_as_default=False, security=security) as client:
             deadline = time.monotonic() + timeout_s
             while time.monotonic() < deadline:
                 workers = client.scheduler_info(n_workers=-1)["workers"].values()
@@ -111,11 +134,12 @@ class LoopbackCluster:
 
 
 @contextmanager
-def loopback_cluster(root: Path) -> Iterator[LoopbackCluster]:
-    """A scheduler started on a free port, closed (every process killed) on exit."""
-    cluster = LoopbackCluster(root)
+def loopback_cluster(root: Path, *options: str, certs: Path | None = None) -> Iterator[LoopbackCluster]:
+    """A scheduler started on a free port (with ``options`` added, and TLS from ``certs``), closed (every process
+    killed) on exit."""
+    cluster = LoopbackCluster(root, certs=certs)
     try:
-        cluster.start_scheduler()
+        cluster.start_scheduler(*options)
         yield cluster
     finally:
         cluster.close()

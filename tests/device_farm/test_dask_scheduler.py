@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import signal
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyhil.device_farm.dask_cluster import SchedulerSettings
+from tinyhil.device_farm.dask_cluster import SchedulerSettings, scheduler_command
 from tinyhil.errors import InvalidArgument
 
 needs_dask = pytest.mark.skipif(
@@ -129,3 +130,31 @@ def test_a_worker_offers_only_its_good_boards_as_resources(tmp_path: Path) -> No
         assert info["resources"].get("board:emu-sick", 0.0) == 0.0  # (the plugin keeps it at 0 until it recovers)
     finally:
         _stop(*(p for p in (worker, scheduler) if p is not None))
+
+
+def _after(command: list[str], option: str) -> str:
+    return command[command.index(option) + 1]
+
+
+@needs_dask
+def test_the_commands_run_the_farms_classes_on_loopback_with_no_http_unless_asked() -> None:
+    from tinyhil.device_farm.dask_cluster import Listening, worker_command
+
+    spec = json.loads(_after(scheduler_command(SchedulerSettings(port=0)), "--spec"))
+    assert spec["cls"] == "tinyhil.device_farm.dask_servers.FarmScheduler"
+    assert spec["opts"] == {"host": "127.0.0.1", "port": 0, "protocol": "tcp", "dashboard": False,
+                            "dashboard_address": None}  # fmt: skip
+    asked = json.loads(_after(scheduler_command(SchedulerSettings(host="::1", dashboard_port=0)), "--spec"))["opts"]
+    assert (asked["host"], asked["dashboard"], asked["dashboard_address"]) == ("[::1]", True, "127.0.0.1:0")
+    plain = worker_command("tcp://127.0.0.1:8786", {"board:a": 1.0}, name="h")
+    assert _after(plain, "--worker-class") == "tinyhil.device_farm.dask_servers.FarmWorker"
+    listen = (_after(plain, "--host"), _after(plain, "--worker-port"), _after(plain, "--nanny-port"))
+    assert listen == ("127.0.0.1", "0", "0")
+    assert "--no-dashboard" in plain and "--dashboard" not in plain
+    wide = worker_command("tcp://10.0.0.1:8786", {}, name="h", listening=Listening("0.0.0.0", 9000, 0),
+                          nanny_port=9001, contact_address="tcp://192.0.2.7:9000")  # fmt: skip
+    assert _after(wide, "--listen-address") == "tcp://0.0.0.0:9000" and "--host" not in wide
+    assert _after(wide, "--contact-address") == "tcp://192.0.2.7:9000" and _after(wide, "--nanny-port") == "9001"
+    assert _after(wide, "--dashboard-address") == "127.0.0.1:0"  # a dashboard is on loopback whatever --host is
+    with pytest.raises(InvalidArgument, match=re.escape("--contact-address 192.0.2.7:9000: expected tcp://HOST:PORT")):
+        worker_command("tcp://10.0.0.1:8786", {}, name="h", contact_address="192.0.2.7:9000")
