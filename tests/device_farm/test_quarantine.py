@@ -51,10 +51,10 @@ def _entry(**fields: str) -> str:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("[[quarantine]\n", "q.toml:1: toml: "),
+        ("[[quarantine]\n", "q.toml:1: file: not TOML: "),
         (_entry(test="'(x'"), "q.toml:2: entry #1 test: '(x' is not a regex"),
-        (_entry(test=""), "q.toml:1: entry #1 test: missing, expected a regular expression"),
-        (_entry(reason=""), "q.toml:1: entry #1 reason: missing, expected why"),
+        (_entry(test=""), "q.toml:1: entry #1 test: missing"),
+        (_entry(reason=""), "q.toml:1: entry #1 reason: missing"),
         (_entry(expires="'2027-01-01'"), "q.toml:4: entry #1 expires: '2027-01-01', expected a TOML date"),
         (_entry(expires="2027-01-01T10:00:00"), "q.toml:4: entry #1 expires: datetime.datetime(2027, 1, 1, 10, 0)"),
         (_entry(board="'['"), "q.toml:5: entry #1 board: '[' is not a regex"),
@@ -71,7 +71,7 @@ def test_a_bad_file_is_one_error_naming_file_line_and_field(text: str, message: 
 def test_load_names_an_unreadable_file(tmp_path: Path) -> None:
     (tmp_path / "q.toml").write_text(GOOD)
     assert len(load_quarantine(tmp_path / "q.toml").entries) == 2
-    with pytest.raises(QuarantineError, match=r"nope\.toml:0: file: cannot read it"):
+    with pytest.raises(QuarantineError, match=r"nope\.toml: file: cannot read it"):
         load_quarantine(tmp_path / "nope.toml")
 
 
