@@ -200,7 +200,7 @@ def _entry_fields(path: str, lines: TableLines, index: int, table: Any) -> Field
     """The typed getters of ``[[board]]`` entry ``index``: errors name the board by id (or number) and the field's
     line."""
     board_id = table.get("id") if isinstance(table, dict) else None
-    prefix = f"board {board_id!r} " if isinstance(board_id, str) and board_id else f"board #{index + 1} "
+    prefix = f"board {board_id!r:.70} " if isinstance(board_id, str) and board_id else f"board #{index + 1} "
     if not isinstance(table, dict):
         raise HwmapError(path, lines.entry(index), prefix.rstrip(), "expected a [[board]] table")
     return Fields(table, path, prefix=prefix, line_of=lambda name: lines.field(index, name))
@@ -219,7 +219,7 @@ def _pci_field(table: Fields, name: str) -> str | None:
     try:
         return normalize_pci(value)
     except InvalidArgument:
-        raise table.error(name, f"{value!r}, expected a PCI location DDDD:BB:DD.F such as '0000:03:00.0'") from None
+        raise table.error(name, f"{value!r:.60}, expected a PCI location DDDD:BB:DD.F such as '0000:03:00.0'") from None
 
 
 def _usb(table: Fields) -> UsbLocator:

@@ -114,14 +114,13 @@ def _problem(line: bytes, path: str | Path, number: int) -> tuple[dict[str, Any]
         return None, exc.why if exc.field == "file" else f"{exc.field}: {exc.why}"
     if not isinstance(record, dict):
         return None, "not a JSON object"
-    fields = Fields(record, path, line=number)
     if record.get("kind") not in ("run", "result"):
         return None, f"unknown kind {record.get('kind')!r:.60}"
     missing = [name for name in RESULT_FIELDS if name not in record]
     if record["kind"] == "result" and missing:
         return None, f"missing {', '.join(missing)}"
     try:
-        (_check_run if record["kind"] == "run" else _check_result)(fields)
+        (_check_run if record["kind"] == "run" else _check_result)(Fields(record, path, line=number))
     except FileFormatError as exc:
         return None, f"{exc.field}: {exc.why}"
     return record, ""
@@ -129,7 +128,7 @@ def _problem(line: bytes, path: str | Path, number: int) -> tuple[dict[str, Any]
 
 def _lines(path: str | Path) -> Iterator[tuple[int, bytes, str]]:
     """Every line of the journal with its number, read one at a time: ``(number, line, problem)``, where ``problem``
-    is set for a line over the cap (skipped unread) or the last line cut short."""
+    is set for a line over the cap (its rest read in chunks and dropped, never held) or the last line cut short."""
     with open(path, "rb") as journal:
         number = 0
         while line := journal.readline(_LINE_MAX_BYTES + 1):
