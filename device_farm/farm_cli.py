@@ -78,6 +78,7 @@ from tinyhil.device_farm.security import (
 )
 from tinyhil.errors import InvalidArgument
 from tinyhil.fixtures import SUITE_PACKAGE
+from tinyhil.printable import printable
 from tinyhil.registry import TargetRegistry, split_selectors
 
 __all__ = ["STATE_ENV", "add_farm_commands", "farm_state_dir"]
@@ -85,16 +86,36 @@ __all__ = ["STATE_ENV", "add_farm_commands", "farm_state_dir"]
 STATE_ENV = "TINYHIL_FARM_STATE"
 LOCAL_SHARDS = 2
 EXIT_UNREACHABLE = 3  # tinyhil farm worker: no scheduler answered
+LEASE_DIR = "leases"  # the leases' directory inside the state directory
 DASK_SHARDS = 64  # Dask's resources limit each board to its slots; this caps the shards one run keeps in flight
 
 
 def farm_state_dir(given: str | None) -> Path:
-    """Where the farm keeps health and leases: ``given``, else ``$TINYHIL_FARM_STATE``, else the user's state dir."""
+    """Where the farm keeps health and leases: ``given``, else ``$TINYHIL_FARM_STATE``, else the user's state dir;
+    created with its ``leases`` directory if missing, and checked here, once, for every farm command.
+
+    Raises:
+        InvalidArgument: the path (or its ``leases``) is a file, lies below a file, or cannot be created or written:
+            one line naming the path and what was expected.
+    """
     if given:
-        return Path(given)
-    if os.environ.get(STATE_ENV):
-        return Path(os.environ[STATE_ENV])
-    return Path.home() / ".local" / "state" / "tinyhil" / "farm"
+        path, source = Path(given), "--state"
+    elif os.environ.get(STATE_ENV):
+        path, source = Path(os.environ[STATE_ENV]), f"${STATE_ENV}"
+    else:
+        path, source = Path.home() / ".local" / "state" / "tinyhil" / "farm", "the farm state directory"
+    for directory in (path, path / LEASE_DIR):
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise InvalidArgument(f"{source} {directory}: a file, expected a directory for the farm's state") from None
+        except OSError as exc:
+            why = "below a file" if isinstance(exc, NotADirectoryError) else exc.strerror or str(exc)
+            raise InvalidArgument(f"{source} {directory}: cannot create it ({why}), expected a directory for "
+                                  "the farm's state") from None  # fmt: skip
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise InvalidArgument(f"{source} {directory}: not writable, expected a directory the farm can write")
+    return path
 
 
 def _hwmap(path: str | None, registry: TargetRegistry, host: str | None = None) -> HardwareMap:
@@ -165,7 +186,7 @@ def _status(args: argparse.Namespace, registry: TargetRegistry) -> int:
         for board in hwmap.boards:
             book.ready(board, lambda b: probe_board(b, registry=registry))
     rows: list[dict[str, Any]] = []
-    held_by = {board.id: holders(state / "leases", board) for board in hwmap.boards}
+    held_by = {board.id: holders(state / LEASE_DIR, board) for board in hwmap.boards}
     for board in hwmap.boards:
         record = book.record(board.id)
         slots = held_by[board.id]
@@ -178,10 +199,12 @@ def _status(args: argparse.Namespace, registry: TargetRegistry) -> int:
     print(f"{len(rows)} board{'s' * (len(rows) != 1)} in {hwmap.path}; state in {state}")
     width = max((len(r["board"]) for r in rows), default=5)
     for row, board in zip(rows, hwmap.boards, strict=True):
-        held = [f"slot {n}: {h}" for n, h in enumerate(held_by[board.id]) if h is not None]
+        # Holders and reasons come from files anyone on the host may write: printed with control characters escaped.
+        held = [f"slot {n}: {printable(str(h), newlines=False)}" for n, h in enumerate(held_by[board.id]) if h]
         leases = "; ".join(held) or f"free ({board.slots} slot{'s' * (board.slots != 1)})"
         print(f"  {row['board']:<{width}}  {row['kind']:<10}  {row['health']:<11}  {leases}")
-        print(f"  {'':<{width}}  {', '.join(row['targets']) or '(no target)'}: {row['reason']}")
+        reason = printable(row["reason"], newlines=False)
+        print(f"  {'':<{width}}  {', '.join(row['targets']) or '(no target)'}: {reason}")
     return 0
 
 

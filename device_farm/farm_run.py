@@ -43,6 +43,7 @@ from tinyhil.device_farm.reports import PairReport, failed, pair_reports, totals
 from tinyhil.device_farm.runner import JUNIT_NAME, SUMMARY_NAME, pytest_command
 from tinyhil.device_farm.shard_process import shard_command
 from tinyhil.errors import InvalidArgument
+from tinyhil.loading import LIMITS, Fields, FileFormatError, parse_json, read_capped
 from tinyhil.printable import printable
 from tinyhil.registry import default_registry
 
@@ -70,6 +71,8 @@ EXIT_ENGINE_LOST: Final = 4
 JOURNAL_NAME: Final = "journal.jsonl"
 PAIRS_NAME: Final = "pairs.json"
 DURATIONS_NAME: Final = "durations.json"
+_TEXT_MAX_CHARS: Final = LIMITS["pairs"].max_bytes  # a node id or a skip reason is kept whole: the file's cap bounds it
+_DURATION_MAX_S: Final = 1e9  # a kept duration past 30 years is damage, not a measurement
 REPORT_NAME: Final = "report.html"
 
 
@@ -123,16 +126,40 @@ def _collect(run: FarmRun, targets: Sequence[str]) -> list[dict[str, Any]]:
     done = subprocess.run(command, cwd=run.run_dir, capture_output=True, text=True, check=False)
     if done.returncode != 0 or not pairs_path.exists():
         raise CollectionFailed(done.returncode, done.stdout + done.stderr)
-    pairs: list[dict[str, Any]] = json.loads(pairs_path.read_text())["pairs"]
+    return _read_pairs(pairs_path)
+
+
+def _read_pairs(path: Path) -> list[dict[str, Any]]:
+    """The pairs ``--hil-collect`` wrote to ``path``, each field the run reads typed: ``arg``, ``target`` (a string or
+    null), ``requires`` (strings), ``skip`` (a reason or null).
+
+    Raises:
+        FileFormatError: over ``LIMITS["pairs"]``, not JSON, or a pair's field missing or of the wrong type.
+    """
+    pairs = Fields(parse_json(read_capped(path, "pairs"), path), path).of_type("pairs", list)
+    assert pairs is not None
+    for number, pair in enumerate(pairs):
+        fields = Fields(pair, path, prefix=f"pairs[{number}].")
+        fields.string("arg", max_len=_TEXT_MAX_CHARS)
+        requires = fields.of_type("requires", list)
+        if not all(isinstance(item, str) for item in requires or ()):
+            raise fields.error("requires", f"{requires!r:.60}, expected a list of strings")
+        for name in ("target", "skip"):  # read as pair[name]: present, a string or null
+            if name not in fields.table:
+                raise fields.error(name, "missing, expected a string or null")
+            fields.string(name, required=False, max_len=_TEXT_MAX_CHARS, empty=name == "skip")
     return pairs
 
 
 def _durations(state_dir: Path) -> dict[str, float]:
+    """Durations kept from earlier runs; a file that cannot be used is a fresh start (it only orders the work)."""
     try:
-        known = json.loads((state_dir / DURATIONS_NAME).read_text())
-        return {str(k): float(v) for k, v in known.items() if isinstance(v, int | float) and v >= 0}
-    except (OSError, ValueError, AttributeError):
+        known = parse_json(read_capped(state_dir / DURATIONS_NAME, "durations"), state_dir / DURATIONS_NAME)
+    except FileFormatError:
         return {}
+    if not isinstance(known, dict):
+        return {}
+    return {str(k): float(v) for k, v in known.items() if type(v) in (int, float) and 0 <= v < _DURATION_MAX_S}
 
 
 def _save_durations(state_dir: Path, known: dict[str, float]) -> None:

@@ -22,6 +22,7 @@ from typing import Any, Final
 from tinyhil._files import write_atomically
 from tinyhil.device_farm.hwmap import Board, MapState
 from tinyhil.errors import InvalidArgument
+from tinyhil.loading import LIMITS, Fields, FileFormatError, parse_json, read_capped
 
 __all__ = ["DEFAULT_PROBE_INTERVAL_S", "BoardHealth", "HealthBook", "HealthState", "ProbeResult"]
 
@@ -62,6 +63,26 @@ class BoardHealth:
     infrastructure_failures: int = 0
 
 
+_REASON_MAX_CHARS: Final = LIMITS["health"].max_bytes  # a probe's detail is kept whole: the file's cap bounds it
+_RECORD_FIELDS: Final = ("state", "reason", "probed_at", "probes_failed", "infrastructure_failures")
+
+
+def _record(records: Fields, board_id: str) -> BoardHealth:
+    """One board's record from ``health.json``, every field typed (a missing optional one takes its default)."""
+    record = records.table_of(board_id)
+    assert record is not None
+    record.only(_RECORD_FIELDS)
+    state = record.choice("state", HealthState)
+    assert state is not None
+    return BoardHealth(
+        state,
+        record.string("reason", required=False, max_len=_REASON_MAX_CHARS, empty=True) or "",
+        record.number("probed_at", required=False),
+        record.integer("probes_failed", required=False, minimum=0) or 0,
+        record.integer("infrastructure_failures", required=False, minimum=0) or 0,
+    )
+
+
 class HealthBook:
     """The health of every board of a map, kept in ``state_dir/health.json`` when a directory is given.
 
@@ -88,15 +109,19 @@ class HealthBook:
 
     @staticmethod
     def _read(path: Path, boards: Mapping[str, Board]) -> dict[str, BoardHealth]:
+        """The records of ``boards`` in ``path`` (other boards' records are kept out of this book).
+
+        Raises:
+            FileFormatError: naming the file and the field, and that deleting it starts every board from UNKNOWN.
+        """
         try:
-            document = json.loads(path.read_text())
-            return {
-                board_id: BoardHealth(**{**fields, "state": HealthState(fields["state"])})
-                for board_id, fields in document["boards"].items()
-                if board_id in boards
-            }
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise InvalidArgument(f"{path}: not a health record ({exc}); delete it to start from UNKNOWN") from None
+            document = Fields(parse_json(read_capped(path, "health"), path), path)
+            records = document.table_of("boards")
+            assert records is not None
+            return {board_id: _record(records, board_id) for board_id in records.table if board_id in boards}
+        except FileFormatError as exc:
+            why = f"{exc.why} (not a health record; delete it to start every board from UNKNOWN)"
+            raise FileFormatError(exc.path, exc.line, exc.field, why) from None
 
     def _save(self) -> None:
         if self._path is None:

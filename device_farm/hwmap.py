@@ -21,24 +21,25 @@ Every error is a :class:`HwmapError` naming the file, the line, the field and wh
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import socket
-import tomllib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from tinyhil.capabilities import check_capabilities, known_capabilities
 from tinyhil.device_farm.board_options import target_options
-from tinyhil.device_farm.toml_lines import FileFieldError, TableLines, decode_error_line
+from tinyhil.device_farm.toml_lines import TableLines, raising
 from tinyhil.errors import InvalidArgument
+from tinyhil.loading import Fields, FileFormatError, parse_toml, read_capped
 from tinyhil.registry import SELECT_EMULATED, Target, TargetRegistry, default_registry
 
 __all__ = [
+    "MAX_BOARDS",
+    "MAX_SLOTS",
     "Board",
     "BoardKind",
     "EmulatedLocator",
@@ -73,10 +74,7 @@ class MapState(StrEnum):
     RETIRED = "retired"
 
 
-_E = TypeVar("_E", bound=StrEnum)
-
-
-class HwmapError(FileFieldError):
+class HwmapError(FileFormatError):
     """A hardware map that cannot be used."""
 
 
@@ -166,6 +164,8 @@ class HardwareMap:
         raise InvalidArgument(f"board {board_id!r} is not in {self.path}; boards: {known}")
 
 
+MAX_BOARDS: Final = 4096  # boards in one map: a lab's inventory, not a data set
+MAX_SLOTS: Final = 256  # tests at once on one emulated board (each slot is a lease file and a shard)
 _BOARD_KEYS: Final = ("id", "kind", "targets", "capabilities", "host", "tags", "state")
 _LOCATOR_KEYS: Final[Mapping[BoardKind, str]] = {
     BoardKind.USB_BRIDGE: "usb",
@@ -196,119 +196,89 @@ def normalize_pci(text: str) -> str:
     return f"{int(domain, 16):04x}:{rest}"
 
 
-class _Entry:
-    """One ``[[board]]`` table being validated: typed getters whose errors carry file, line and field."""
-
-    def __init__(self, path: str, lines: TableLines, index: int, table: Mapping[str, Any]) -> None:
-        self.path, self.lines, self.index, self.table = path, lines, index, table
-        self.board_id = table.get("id") if isinstance(table.get("id"), str) else None
-
-    def error(self, name: str, why: str, *, line_of: str | None = None) -> HwmapError:
-        field = f"board {self.board_id!r} {name}" if self.board_id else f"board #{self.index + 1} {name}"
-        return HwmapError(self.path, self.lines.field(self.index, line_of or name.split(".")[0]), field, why)
-
-    def string(self, name: str, value: Any, *, required: bool = True) -> str | None:
-        if value is None and not required:
-            return None
-        if not isinstance(value, str) or not value:
-            what = "missing" if value is None else f"{value!r}"
-            raise self.error(name, f"{what}, expected a non-empty string")
-        return value
-
-    def strings(self, name: str, value: Any, *, required: bool) -> tuple[str, ...]:
-        if value is None and not required:
-            return ()
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value) or not value:
-            what = "missing" if value is None else f"{value!r}"
-            raise self.error(name, f"{what}, expected a non-empty list of strings")
-        return tuple(value)
-
-    def choice(self, name: str, value: Any, choices: type[_E]) -> _E:
-        names = [c.value for c in choices]
-        if isinstance(value, str) and value in names:
-            return choices(value)
-        hint = difflib.get_close_matches(value, names, n=1) if isinstance(value, str) else []
-        close = f" (did you mean {hint[0]!r}?)" if hint else ""
-        what = "missing" if value is None else f"{value!r}"
-        raise self.error(name, f"{what}{close}, expected one of {', '.join(names)}")
-
-    def unknown_keys(self, table: Mapping[str, Any], allowed: Sequence[str], prefix: str = "") -> None:
-        for key in table:
-            if key not in allowed:
-                hint = difflib.get_close_matches(key, allowed, n=1)
-                close = f" (did you mean {hint[0]!r}?)" if hint else ""
-                where = prefix.rstrip(".") or key
-                raise self.error(f"{prefix}{key}", f"unknown field{close}, expected one of {', '.join(allowed)}",
-                                 line_of=where)  # fmt: skip
+def _entry_fields(path: str, lines: TableLines, index: int, table: Any) -> Fields:
+    """The typed getters of ``[[board]]`` entry ``index``: errors name the board by id (or number) and the field's
+    line."""
+    board_id = table.get("id") if isinstance(table, dict) else None
+    prefix = f"board {board_id!r:.70} " if isinstance(board_id, str) and board_id else f"board #{index + 1} "
+    if not isinstance(table, dict):
+        raise HwmapError(path, lines.entry(index), prefix.rstrip(), "expected a [[board]] table")
+    return Fields(table, path, prefix=prefix, line_of=lambda name: lines.field(index, name))
 
 
-def _int_field(entry: _Entry, name: str, value: Any, *, minimum: int) -> int | None:
-    if value is None:
-        return None
-    if type(value) is not int or value < minimum:
-        raise entry.error(name, f"{value!r}, expected an integer >= {minimum}")
-    return value
+def _locator_fields(entry: Fields, key: str) -> Fields:
+    """The getters of the entry's inline locator table ``key`` (its fields' errors carry the line of ``key``)."""
+    line = entry.error(key, "").line
+    return Fields(entry.table[key], entry.path, prefix=f"{entry.prefix}{key}.", line_of=lambda _name: line)
 
 
-def _pci_field(entry: _Entry, name: str, value: Any) -> str | None:
+def _pci_field(table: Fields, name: str) -> str | None:
+    value = table.string(name, required=False)
     if value is None:
         return None
     try:
         return normalize_pci(value)
     except InvalidArgument:
-        raise entry.error(name, f"{value!r}, expected a PCI location DDDD:BB:DD.F such as '0000:03:00.0'") from None
+        raise table.error(name, f"{value!r:.60}, expected a PCI location DDDD:BB:DD.F such as '0000:03:00.0'") from None
 
 
-def _usb(entry: _Entry, table: Mapping[str, Any]) -> UsbLocator:
-    vid_pid = entry.string("usb.vid_pid", table.get("vid_pid"))
+def _usb(table: Fields) -> UsbLocator:
+    vid_pid = table.string("vid_pid")
     assert vid_pid is not None
     if not _VID_PID.fullmatch(vid_pid):
-        raise entry.error("usb.vid_pid", f"{vid_pid!r}, expected VVVV:PPPP in hex such as 'add1:0001'")
-    serial = entry.string("usb.serial", table.get("serial"), required=False)
-    port = entry.string("usb.port", table.get("port"), required=False)
+        raise table.error("vid_pid", f"{vid_pid!r:.60}, expected VVVV:PPPP in hex such as 'add1:0001'")
+    serial = table.string("serial", required=False)
+    port = table.string("port", required=False)
     if port is not None and not _USB_PORT.fullmatch(port):
-        raise entry.error("usb.port", f"{port!r}, expected a bus-port path such as '1-2.3'")
+        raise table.error("port", f"{port!r:.60}, expected a bus-port path such as '1-2.3'")
     if serial is None and port is None:
-        raise entry.error("usb", "no serial and no port, expected one of them to tell boards apart")
+        raise _whole(table, "no serial and no port, expected one of them to tell boards apart")
     return UsbLocator(vid_pid.lower(), serial, port)
 
 
-def _kfd(entry: _Entry, table: Mapping[str, Any]) -> KfdLocator:
+def _whole(table: Fields, why: str) -> HwmapError:
+    """An error about the locator table as a whole (``board 'b' usb: ...``)."""
+    error = table.error("", why)
+    return HwmapError(error.path, error.line, error.field.rstrip("."), why)
+
+
+def _kfd(table: Fields) -> KfdLocator:
     locator = KfdLocator(
-        gpu_id=_int_field(entry, "kfd.gpu_id", table.get("gpu_id"), minimum=1),
-        unique_id=_int_field(entry, "kfd.unique_id", table.get("unique_id"), minimum=0),
-        pci=_pci_field(entry, "kfd.pci", table.get("pci")),
+        gpu_id=table.integer("gpu_id", required=False, minimum=1),
+        unique_id=table.integer("unique_id", required=False, minimum=0),
+        pci=_pci_field(table, "pci"),
     )
     if locator == KfdLocator():
-        raise entry.error("kfd", "empty, expected at least one of gpu_id, unique_id, pci")
+        raise _whole(table, "empty, expected at least one of gpu_id, unique_id, pci")
     return locator
 
 
-def _nv(entry: _Entry, table: Mapping[str, Any]) -> NvLocator:
-    uuid = entry.string("nv.uuid", table.get("uuid"), required=False)
+def _nv(table: Fields) -> NvLocator:
+    uuid = table.string("uuid", required=False)
     if uuid is not None and not uuid.startswith(("GPU-", "MIG-")):
-        raise entry.error("nv.uuid", f"{uuid!r}, expected an NVML UUID starting 'GPU-' or 'MIG-'")
-    locator = NvLocator(pci_bus_id=_pci_field(entry, "nv.pci_bus_id", table.get("pci_bus_id")), uuid=uuid)
+        raise table.error("uuid", f"{uuid!r:.60}, expected an NVML UUID starting 'GPU-' or 'MIG-'")
+    locator = NvLocator(pci_bus_id=_pci_field(table, "pci_bus_id"), uuid=uuid)
     if locator == NvLocator():
-        raise entry.error("nv", "empty, expected pci_bus_id or uuid")
+        raise _whole(table, "empty, expected pci_bus_id or uuid")
     return locator
 
 
-def _emulated(entry: _Entry, table: Mapping[str, Any]) -> EmulatedLocator:
-    target = entry.string("emulated.target", table.get("target"))
+def _emulated(table: Fields) -> EmulatedLocator:
+    target = table.string("target")
     assert target is not None
-    slots = _int_field(entry, "emulated.slots", table.get("slots"), minimum=1)
-    options = table.get("options", {})
-    if not isinstance(options, dict):
-        raise entry.error("emulated.options", f"{options!r}, expected a table of the target's options")
+    slots = table.integer("slots", required=False, minimum=1, maximum=MAX_SLOTS)
+    options = table.of_type("options", dict, required=False) or {}
     try:
         target_options(target, options)
+        options_json = json.dumps(options, sort_keys=True)
     except InvalidArgument as exc:
-        raise entry.error("emulated.options", str(exc)) from None
-    return EmulatedLocator(target, 1 if slots is None else slots, json.dumps(options, sort_keys=True))
+        raise table.error("options", str(exc)) from None
+    except (TypeError, ValueError) as exc:  # a TOML date or time among the options: not plain data
+        raise table.error("options", f"{exc}, expected strings, numbers, booleans, lists and tables") from None
+    return EmulatedLocator(target, 1 if slots is None else slots, options_json)
 
 
-_LOCATORS: Final[Mapping[BoardKind, tuple[Callable[[_Entry, Mapping[str, Any]], Locator], tuple[str, ...]]]] = {
+_LOCATORS: Final[Mapping[BoardKind, tuple[Callable[[Fields], Locator], tuple[str, ...]]]] = {
     BoardKind.USB_BRIDGE: (_usb, ("vid_pid", "serial", "port")),
     BoardKind.AMD_KFD: (_kfd, ("gpu_id", "unique_id", "pci")),
     BoardKind.NV: (_nv, ("pci_bus_id", "uuid")),
@@ -316,16 +286,16 @@ _LOCATORS: Final[Mapping[BoardKind, tuple[Callable[[_Entry, Mapping[str, Any]], 
 }
 
 
-def _targets(entry: _Entry, kind: BoardKind, locator: Locator, registry: TargetRegistry) -> tuple[str, ...]:
+def _targets(entry: Fields, kind: BoardKind, locator: Locator, registry: TargetRegistry) -> tuple[str, ...]:
     emulated = isinstance(locator, EmulatedLocator)
     # An NV board that lists no target serves NV (the CUDA driver runtime), with NV's capabilities.
-    given = entry.strings("targets", entry.table.get("targets"), required=kind in _NEEDS_TARGETS)
+    given = entry.strings("targets", required=kind in _NEEDS_TARGETS)
     if not given:
         given = _DEFAULT_TARGETS.get(kind, ())
     checks = [("targets", text) for text in given]
     if isinstance(locator, EmulatedLocator):
         if given and locator.target not in given:
-            raise entry.error("targets", f"{list(given)!r} leaves out emulated.target {locator.target!r}")
+            raise entry.error("targets", f"{list(given)!r:.200} leaves out emulated.target {locator.target!r}")
         given = given or (locator.target,)
         checks.insert(0, ("emulated.target", locator.target))
     for name, text in checks:
@@ -339,70 +309,79 @@ def _targets(entry: _Entry, kind: BoardKind, locator: Locator, registry: TargetR
     return given
 
 
-def _board(entry: _Entry, registry: TargetRegistry, known: frozenset[str], default_host: str) -> Board:
+def _board(entry: Fields, registry: TargetRegistry, known: frozenset[str], default_host: str, line: int) -> Board:
     table = entry.table
     kind_key = _LOCATOR_KEYS.values()
-    entry.unknown_keys(table, (*_BOARD_KEYS, *kind_key))
-    board_id = entry.string("id", table.get("id"))
+    entry.only((*_BOARD_KEYS, *kind_key))
+    board_id = entry.string("id")
     assert board_id is not None
     if not _BOARD_ID.fullmatch(board_id):
-        raise entry.error("id", f"{board_id!r}, expected letters, digits, '.', '_' or '-' (it names lock files)")
-    kind = entry.choice("kind", table.get("kind"), BoardKind)
+        raise entry.error("id", f"{board_id!r:.60}, expected letters, digits, '.', '_' or '-' (it names lock files)")
+    kind = entry.choice("kind", BoardKind)
+    assert kind is not None
     locator_key = _LOCATOR_KEYS[kind]
     for other in kind_key:
         if other != locator_key and other in table:
             raise entry.error(other, f"a {other} table on a {kind.value} board, expected {locator_key} = {{...}}")
-    locator_table = table.get(locator_key)
-    if not isinstance(locator_table, dict):
-        what = "missing" if locator_table is None else f"{locator_table!r}"
+    if not isinstance(table.get(locator_key), dict):
+        what = "missing" if table.get(locator_key) is None else f"{table[locator_key]!r:.60}"
         raise entry.error(
             locator_key, f"{what}, expected a table telling how to find the board ({locator_key} = {{...}})"
         )
     build, allowed = _LOCATORS[kind]
-    entry.unknown_keys(locator_table, allowed, prefix=f"{locator_key}.")
-    locator = build(entry, locator_table)
+    locator_table = _locator_fields(entry, locator_key)
+    locator_table.only(allowed)
+    locator = build(locator_table)
     targets = _targets(entry, kind, locator, registry)
-    declared = entry.strings("capabilities", table.get("capabilities"), required=False)
+    declared = entry.strings("capabilities", required=False)
     try:
         check_capabilities(declared, known, where="capabilities:")
     except InvalidArgument as exc:
         raise entry.error("capabilities", str(exc)) from None
     capabilities = frozenset(declared) or frozenset().union(*(registry.resolve(t).capabilities for t in targets))
-    host = entry.string("host", table.get("host"), required=False) or default_host
-    tags = entry.strings("tags", table.get("tags"), required=False)
-    state = entry.choice("state", table["state"], MapState) if "state" in table else None
-    return Board(board_id, kind, locator, targets, capabilities, host, tags, state, entry.lines.entry(entry.index))
+    host = entry.string("host", required=False) or default_host
+    tags = entry.strings("tags", required=False)
+    state = entry.choice("state", MapState, required=False)
+    return Board(board_id, kind, locator, targets, capabilities, host, tags, state, line)
 
 
 def parse_hwmap(
-    text: str, path: str = "hwmap.toml", *, registry: TargetRegistry | None = None, host: str | None = None
+    text: str | bytes, path: str = "hwmap.toml", *, registry: TargetRegistry | None = None, host: str | None = None
 ) -> HardwareMap:
     """Validate a hardware map's text (``path`` only names it in errors).
 
     Raises:
-        HwmapError: the first problem: not TOML, an unknown field, a wrong type, an unknown kind or target, a
-            duplicate id, a missing locator.
+        HwmapError: the first problem: not UTF-8 or not TOML, nested too deep, an integer past 64 bits, more than
+            :data:`MAX_BOARDS` boards, an unknown field, a wrong type, an unknown kind or target, a duplicate id, a
+            missing locator, more than :data:`MAX_SLOTS` slots.
     """
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise HwmapError(path, decode_error_line(str(exc)), "toml", str(exc)) from None
-    lines = TableLines(text, "board")
+    with raising(HwmapError):
+        document = parse_toml(text, path)
+        return _parse(document, text if isinstance(text, str) else text.decode(), path, registry, host)
+
+
+def _parse(
+    document: dict[str, Any], text: str, path: str, registry: TargetRegistry | None, host: str | None
+) -> HardwareMap:
     for key in document:
         if key not in ("board", "version"):
             raise HwmapError(path, 1, key, "unknown top-level field, expected [[board]] tables (and version)")
     if document.get("version", 1) != 1:
-        raise HwmapError(path, 1, "version", f"{document['version']!r}, expected 1")
+        raise HwmapError(path, 1, "version", f"{document['version']!r:.60}, expected 1")
     tables = document.get("board", [])
     if not isinstance(tables, list):
         raise HwmapError(path, 1, "board", "expected [[board]] tables (an array of tables), got a single table")
+    if len(tables) > MAX_BOARDS:
+        raise HwmapError(path, 0, "board", f"{len(tables)} boards, expected at most {MAX_BOARDS} in one map")
+    lines = TableLines(text, "board")
     registry = registry if registry is not None else default_registry()
     known = known_capabilities(registry)
     default_host = host if host is not None else socket.gethostname()
     boards: list[Board] = []
     seen: dict[str, Board] = {}
     for index, table in enumerate(tables):
-        board = _board(_Entry(path, lines, index, table), registry, known, default_host)
+        entry = _entry_fields(path, lines, index, table)
+        board = _board(entry, registry, known, default_host, lines.entry(index))
         if board.id in seen:
             first = seen[board.id].line
             raise HwmapError(path, board.line, f"board {board.id!r} id", f"duplicate id (first at line {first})")
@@ -412,17 +391,14 @@ def parse_hwmap(
 
 
 def load_hwmap(path: str | Path, *, registry: TargetRegistry | None = None, host: str | None = None) -> HardwareMap:
-    """Read and validate the hardware map at ``path``.
+    """Read and validate the hardware map at ``path`` (refused unread past its size cap, ``LIMITS["hwmap"]``).
 
     Raises:
-        HwmapError: the file cannot be read, or its content is invalid (see :func:`parse_hwmap`).
+        HwmapError: the file cannot be read or is too large, or its content is invalid (see :func:`parse_hwmap`).
     """
-    shown = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HwmapError(shown, 0, "file", f"cannot read it: {exc}") from None
-    return parse_hwmap(text, shown, registry=registry, host=host)
+    with raising(HwmapError):
+        data = read_capped(path, "hwmap")
+    return parse_hwmap(data, str(path), registry=registry, host=host)
 
 
 def target_inventory(targets: Iterable[Target], *, slots: int = 1, host: str | None = None) -> HardwareMap:

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
+
+from tinyhil.loading import LIMITS, Fields, FileFormatError, parse_json
 
 __all__ = ["RESULT_FIELDS", "Journal", "JournalState", "read_journal"]
 
@@ -79,47 +81,97 @@ class JournalState:
     duplicates: int = 0
 
 
-def _problem(line: bytes) -> tuple[dict[str, Any] | None, str]:
+_LINE_MAX_BYTES: Final = LIMITS["journal"].max_bytes
+_TEXT_MAX_CHARS: Final = _LINE_MAX_BYTES  # a failure's reason is kept whole: the line's cap bounds it
+_CHUNK_BYTES: Final = 1 << 16
+
+
+def _check_result(fields: Fields) -> None:
+    """Type every field of a result record that the farm reads back (reports, resume), once, here."""
+    for name in ("key", "nodeid", "target", "board"):
+        fields.string(name, max_len=_TEXT_MAX_CHARS)
+    fields.integer("attempt", minimum=1)
+    fields.string("outcome")
+    fields.boolean("final")
+    for name in ("host", "reason"):
+        fields.string(name, required=False, max_len=_TEXT_MAX_CHARS, empty=True)
+    for name in ("infrastructure", "bundle"):
+        fields.string(name, required=False, max_len=_TEXT_MAX_CHARS)
+    for name in ("duration_s", "started", "finished"):
+        fields.number(name, required=False)
+
+
+def _check_run(fields: Fields) -> None:
+    fields.string("run_id", max_len=_TEXT_MAX_CHARS)
+    fields.number("started", required=False)
+    fields.integer("pairs", required=False, minimum=0)
+
+
+def _problem(line: bytes, path: str | Path, number: int) -> tuple[dict[str, Any] | None, str]:
     try:
-        record = json.loads(line)
-    except ValueError as exc:
-        return None, f"not JSON ({exc})"
+        record = parse_json(line, path, line=number)
+    except FileFormatError as exc:
+        return None, exc.why if exc.field == "file" else f"{exc.field}: {exc.why}"
     if not isinstance(record, dict):
         return None, "not a JSON object"
-    if record.get("kind") == "run":
-        return record, ""
-    if record.get("kind") != "result":
-        return None, f"unknown kind {record.get('kind')!r}"
+    if record.get("kind") not in ("run", "result"):
+        return None, f"unknown kind {record.get('kind')!r:.60}"
     missing = [name for name in RESULT_FIELDS if name not in record]
-    return (None, f"missing {', '.join(missing)}") if missing else (record, "")
+    if record["kind"] == "result" and missing:
+        return None, f"missing {', '.join(missing)}"
+    try:
+        (_check_run if record["kind"] == "run" else _check_result)(Fields(record, path, line=number))
+    except FileFormatError as exc:
+        return None, f"{exc.field}: {exc.why}"
+    return record, ""
+
+
+def _lines(path: str | Path) -> Iterator[tuple[int, bytes, str]]:
+    """Every line of the journal with its number, read one at a time: ``(number, line, problem)``, where ``problem``
+    is set for a line over the cap (its rest read in chunks and dropped, never held) or the last line cut short."""
+    with open(path, "rb") as journal:
+        number = 0
+        while line := journal.readline(_LINE_MAX_BYTES + 1):
+            number += 1
+            if len(line) > _LINE_MAX_BYTES:
+                while line and not line.endswith(b"\n"):  # the rest of the line, a chunk at a time
+                    line = journal.readline(_CHUNK_BYTES)
+                yield number, b"", f"longer than {_LINE_MAX_BYTES} bytes, the limit for a journal line"
+            elif not line.endswith(b"\n"):
+                if line.strip():
+                    yield number, line, "cut short (no newline): the write did not finish"
+            else:
+                yield number, line, ""
 
 
 def read_journal(path: str | Path) -> JournalState:
-    """Read the journal at ``path`` (a missing one reads as empty)."""
+    """Read the journal at ``path`` (a missing one reads as empty); memory is bounded by the longest line read, and
+    a line over ``LIMITS["journal"]`` is corrupt.
+
+    Raises:
+        FileFormatError: the journal exists but cannot be read (a directory, no permission).
+    """
     state = JournalState()
     try:
-        data = Path(path).read_bytes()
+        for number, line, problem in _lines(path):
+            if not problem and not line.strip():
+                continue
+            record, problem = (None, problem) if problem else _problem(line, path, number)
+            if record is None:
+                state.corrupt.append((number, problem))
+                continue
+            if record["kind"] == "run":
+                state.run = state.run or record
+                continue
+            key = record["key"]
+            state.attempts.setdefault(key, []).append(record)
+            if record["final"]:
+                if key in state.final:
+                    state.duplicates += 1
+                else:
+                    state.final[key] = record
     except FileNotFoundError:
         return state
-    lines = data.split(b"\n")
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        if number == len(lines):  # no newline after it: a write cut short
-            state.corrupt.append((number, "cut short (no newline): the write did not finish"))
-            continue
-        record, problem = _problem(line)
-        if record is None:
-            state.corrupt.append((number, problem))
-            continue
-        if record["kind"] == "run":
-            state.run = state.run or record
-            continue
-        key = str(record["key"])
-        state.attempts.setdefault(key, []).append(record)
-        if record["final"]:
-            if key in state.final:
-                state.duplicates += 1
-            else:
-                state.final[key] = record
+    except OSError as exc:
+        raise FileFormatError(path, 0, "file", f"cannot read it: {exc.strerror or exc}") from None
     return state

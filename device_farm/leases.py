@@ -22,10 +22,12 @@ from typing import Final, Protocol
 
 from tinyhil._files import write_atomically
 from tinyhil.errors import DeviceTimeout, InvalidArgument
+from tinyhil.loading import LIMITS, Fields, FileFormatError, parse_json, read_capped
 
-__all__ = ["Holder", "Leasable", "Lease", "LeaseTimeout", "acquire", "holders"]
+__all__ = ["Holder", "Leasable", "Lease", "LeaseTimeout", "acquire", "holders", "read_holder"]
 
 DEFAULT_POLL_S: Final = 0.05
+_HOLDER_FIELDS: Final = ("host", "pid", "run_id", "test", "since")
 
 
 class Leasable(Protocol):
@@ -40,7 +42,7 @@ class Leasable(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Holder:
-    """Who holds a lease."""
+    """Who holds a lease (the ``.holder`` file's fields, :func:`read_holder`)."""
 
     host: str
     pid: int
@@ -111,10 +113,32 @@ def _write_holder(path: Path, holder: Holder) -> None:
     write_atomically(path, json.dumps(asdict(holder)))
 
 
+_TEXT_MAX_CHARS: Final = LIMITS["lease"].max_bytes  # a node id is kept whole: the file's cap bounds it
+
+
+def read_holder(path: str | Path) -> Holder:
+    """The holder recorded in ``path``, every field typed.
+
+    Raises:
+        FileFormatError: the file is unreadable, over ``LIMITS["lease"]``, not JSON, or a field is missing or of the
+            wrong type (naming the file and the field).
+    """
+    fields = Fields(parse_json(read_capped(path, "lease"), path), path)
+    fields.only(_HOLDER_FIELDS)
+    host, run_id = (fields.string(name, max_len=_TEXT_MAX_CHARS) for name in ("host", "run_id"))
+    pid = fields.integer("pid", minimum=0)
+    test = fields.string("test", max_len=_TEXT_MAX_CHARS, empty=True)
+    since = fields.number("since")
+    assert host is not None and run_id is not None and pid is not None and test is not None and since is not None
+    return Holder(host, pid, run_id, test, since)
+
+
 def _read_holder(path: Path) -> Holder | None:
+    """The holder in ``path``, or ``None`` when it is gone or cannot be used (the lock, not this file, is the truth:
+    a holder that died mid-write leaves a file that says nothing)."""
     try:
-        return Holder(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
+        return read_holder(path)
+    except FileFormatError:
         return None
 
 

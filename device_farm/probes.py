@@ -157,8 +157,10 @@ def probe_board(
             if base.startswith("MOCKUSB"):
                 from tinyhil.mocks.targets import open_mock_usb3
 
-                options.pop("revision", None)  # a copyin protocol option: the bridge probe does not copy in
-                with open_mock_usb3(locator.target, **options) as usb:
+                # The bridge probe opens the bridge alone: the options of the fresh board (MockUsbOptions.board()),
+                # not those of the GPU bring-up above it (firmware), the copyin protocol (revision) or a recording.
+                board_options = registry.resolve(locator.target).build_options(options).board()
+                with open_mock_usb3(locator.target, **board_options) as usb:
                     return probe_bridge(usb)
             return _probe_device(registry, locator.target, options, None)
         if board.kind is BoardKind.USB_BRIDGE:

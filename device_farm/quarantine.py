@@ -17,19 +17,29 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from tinyhil.device_farm.toml_lines import FileFieldError, TableLines, decode_error_line
+from tinyhil.device_farm.toml_lines import TableLines, raising
+from tinyhil.loading import Fields, FileFormatError, parse_toml, read_capped
 
-__all__ = ["Quarantine", "QuarantineEntry", "QuarantineError", "load_quarantine", "parse_quarantine"]
+__all__ = [
+    "MAX_ENTRIES",
+    "REASON_MAX_CHARS",
+    "Quarantine",
+    "QuarantineEntry",
+    "QuarantineError",
+    "load_quarantine",
+    "parse_quarantine",
+]
 
 _KEYS: Final = ("test", "target", "board", "reason", "expires")
+MAX_ENTRIES: Final = 4096  # entries in one quarantine file
+REASON_MAX_CHARS: Final = 4096
 
 
-class QuarantineError(FileFieldError):
+class QuarantineError(FileFormatError):
     """A quarantine file that cannot be used."""
 
 
@@ -80,72 +90,64 @@ class Quarantine:
         return next((e for e in self.active(today) if e.matches(test, target, board)), None)
 
 
-def _pattern(path: str, lines: TableLines, index: int, table: dict[str, Any], key: str) -> re.Pattern[str] | None:
-    value = table.get(key)
-    if value is None and key != "test":
+def _pattern(entry: Fields, key: str) -> re.Pattern[str] | None:
+    value = entry.string(key, required=key == "test")
+    if value is None:
         return None
-    line = lines.field(index, key)
-    if not isinstance(value, str) or not value:
-        shown = "missing" if value is None else repr(value)
-        raise QuarantineError(path, line, f"entry #{index + 1} {key}", f"{shown}, expected a regular expression")
     try:
         return re.compile(value)
-    except re.error as exc:
-        raise QuarantineError(path, line, f"entry #{index + 1} {key}", f"{value!r} is not a regex: {exc}") from None
+    except (re.error, RecursionError, OverflowError) as exc:  # a regex nested past the parser's recursion limit
+        raise entry.error(key, f"{value!r:.60} is not a regex: {exc}") from None
 
 
 def _entry(path: str, lines: TableLines, index: int, table: Any) -> QuarantineEntry:
     where = f"entry #{index + 1}"
     if not isinstance(table, dict):
         raise QuarantineError(path, lines.entry(index), where, "expected a [[quarantine]] table")
-    for key in table:
-        if key not in _KEYS:
-            raise QuarantineError(path, lines.field(index, key), f"{where} {key}",
-                                  f"unknown field, expected one of {', '.join(_KEYS)}")  # fmt: skip
-    test = _pattern(path, lines, index, table, "test")
+    entry = Fields(table, path, prefix=f"{where} ", line_of=lambda name: lines.field(index, name))
+    entry.only(_KEYS)
+    test = _pattern(entry, "test")
     assert test is not None
-    reason = table.get("reason")
-    if not isinstance(reason, str) or not reason.strip():
-        shown = "missing" if reason is None else repr(reason)
-        raise QuarantineError(path, lines.field(index, "reason"), f"{where} reason", f"{shown}, expected why (text)")
+    reason = entry.string("reason", max_len=REASON_MAX_CHARS)
+    assert reason is not None
+    if not reason.strip():
+        raise entry.error("reason", f"{reason!r}, expected why (text)")
     expires = table.get("expires")
     if not isinstance(expires, dt.date) or isinstance(expires, dt.datetime):
-        shown = "missing" if expires is None else repr(expires)
-        raise QuarantineError(path, lines.field(index, "expires"), f"{where} expires",
-                              f"{shown}, expected a TOML date such as 2027-01-31 (unquoted)")  # fmt: skip
-    target = _pattern(path, lines, index, table, "target")
-    board = _pattern(path, lines, index, table, "board")
+        shown = "missing" if expires is None else f"{expires!r:.60}"
+        raise entry.error("expires", f"{shown}, expected a TOML date such as 2027-01-31 (unquoted)")
+    target = _pattern(entry, "target")
+    board = _pattern(entry, "board")
     return QuarantineEntry(test, target, board, reason, expires, lines.entry(index))
 
 
-def parse_quarantine(text: str, path: str = "quarantine.toml") -> Quarantine:
+def parse_quarantine(text: str | bytes, path: str = "quarantine.toml") -> Quarantine:
     """Validate a quarantine file's text (``path`` only names it in errors).
 
     Raises:
-        QuarantineError: not TOML, an unknown field, a bad regex, a missing reason, a bad or missing date.
+        QuarantineError: not UTF-8 or not TOML, nested too deep, an integer past 64 bits, more than
+            :data:`MAX_ENTRIES` entries, an unknown field, a bad regex, a missing reason, a bad or missing date.
     """
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise QuarantineError(path, decode_error_line(str(exc)), "toml", str(exc)) from None
-    for key in document:
-        if key != "quarantine":
-            raise QuarantineError(path, 1, key, "unknown top-level field, expected [[quarantine]] tables")
-    tables = document.get("quarantine", [])
-    if not isinstance(tables, list):
-        raise QuarantineError(path, 1, "quarantine", "expected [[quarantine]] tables (an array of tables)")
-    lines = TableLines(text, "quarantine")
-    return Quarantine(path, tuple(_entry(path, lines, n, table) for n, table in enumerate(tables)))
+    with raising(QuarantineError):
+        document = parse_toml(text, path)
+        for key in document:
+            if key != "quarantine":
+                raise QuarantineError(path, 1, key, "unknown top-level field, expected [[quarantine]] tables")
+        tables = document.get("quarantine", [])
+        if not isinstance(tables, list):
+            raise QuarantineError(path, 1, "quarantine", "expected [[quarantine]] tables (an array of tables)")
+        if len(tables) > MAX_ENTRIES:
+            raise QuarantineError(path, 0, "quarantine", f"{len(tables)} entries, expected at most {MAX_ENTRIES}")
+        lines = TableLines(text if isinstance(text, str) else text.decode(), "quarantine")
+        return Quarantine(path, tuple(_entry(path, lines, n, table) for n, table in enumerate(tables)))
 
 
 def load_quarantine(path: str | Path) -> Quarantine:
-    """Read and validate the quarantine file at ``path``.
+    """Read and validate the quarantine file at ``path`` (refused unread past its size cap, ``LIMITS["quarantine"]``).
 
     Raises:
-        QuarantineError: it cannot be read, or its content is invalid (see :func:`parse_quarantine`).
+        QuarantineError: it cannot be read or is too large, or its content is invalid (see :func:`parse_quarantine`).
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise QuarantineError(str(path), 0, "file", f"cannot read it: {exc}") from None
-    return parse_quarantine(text, str(path))
+    with raising(QuarantineError):
+        data = read_capped(path, "quarantine")
+    return parse_quarantine(data, str(path))

@@ -1,27 +1,24 @@
-"""Line numbers in a TOML file of ``[[name]]`` tables, for errors that name file, line and field.
+"""Line numbers in a TOML file of ``[[name]]`` tables, and the one adapter from the loader rule's error to a farm
+file's own error type.
 
 ``tomllib`` keeps no positions; the farm's files (the hardware map, the quarantine file) are arrays of tables
-whose keys sit one per line, so the line of an entry's field is found by scanning from the entry's header.
+whose keys sit one per line, so the line of an entry's field is found by scanning from the entry's header. Every
+check itself is :mod:`tinyhil.loading`'s (:class:`~tinyhil.loading.Fields`); :func:`raising` only retypes its
+:class:`~tinyhil.loading.FileFormatError` as the file's subclass (``HwmapError``, ``QuarantineError``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Final
 
-from tinyhil.errors import InvalidArgument
+from tinyhil.loading import FileFormatError
 
-__all__ = ["FileFieldError", "TableLines", "decode_error_line"]
+__all__ = ["TableLines", "raising"]
 
 _HEADER: Final = re.compile(r"^\s*\[")
-
-
-class FileFieldError(InvalidArgument):
-    """A farm file that cannot be used: ``path:line: field: what was expected`` (line 0: the file itself)."""
-
-    def __init__(self, path: str, line: int, field: str, why: str) -> None:
-        super().__init__(f"{path}:{line}: {field}: {why}")
-        self.path, self.line, self.field = path, line, field
 
 
 class TableLines:
@@ -49,7 +46,13 @@ class TableLines:
         return start
 
 
-def decode_error_line(message: str) -> int:
-    """The line a ``tomllib.TOMLDecodeError`` message names (``... (at line 3, column 7)``), else 1."""
-    found = re.search(r"line (\d+)", message)
-    return int(found.group(1)) if found else 1
+@contextmanager
+def raising(kind: type[FileFormatError]) -> Iterator[None]:
+    """Re-raise a :class:`~tinyhil.loading.FileFormatError` from the block as ``kind`` (same path, line, field and
+    why), so a caller catching the file's own error type catches every problem with the file."""
+    try:
+        yield
+    except FileFormatError as exc:
+        if isinstance(exc, kind):
+            raise
+        raise kind(exc.path, exc.line, exc.field, exc.why) from None

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tarfile
 import threading
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -268,23 +269,58 @@ def _flipped_gzip_body(data: bytes) -> bytes:
     return data[:middle] + bytes(b ^ 0xFF for b in data[middle : middle + 64]) + data[middle + 64 :]
 
 
+def _flipped_header(data: bytes) -> bytes:
+    """A few bytes flipped just past the compressor's own header: the stream's first block is damaged."""
+    return data[:16] + bytes(b ^ 0xFF for b in data[16:48]) + data[48:]
+
+
+def _zip_of_the_tree(data: bytes) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as archive:
+        archive.writestr("a.txt", data[:100])
+    return out.getvalue()
+
+
 CORRUPT = [
-    ("w", _truncated_member),
-    ("w:gz", _truncated_member),
-    ("w:gz", _flipped_gzip_body),
-    ("w:xz", _truncated_member),
-    ("w", lambda data: b"this is not an archive at all" * 40),
+    ("w", _truncated_member, ""),
+    ("w:gz", _truncated_member, "EOFError"),
+    ("w:gz", _flipped_gzip_body, ""),  # a CRC mismatch (or zlib.error, where the flip hits a block header)
+    ("w:gz", _flipped_header, ""),
+    ("w:xz", _truncated_member, "EOFError"),
+    ("w:xz", _flipped_header, "LZMAError"),
+    ("w:xz", _flipped_gzip_body, "LZMAError"),
+    ("w:bz2", _truncated_member, "EOFError"),
+    ("w:bz2", _flipped_header, "OSError"),
+    ("w:bz2", _flipped_gzip_body, ""),
+    ("w", lambda data: b"this is not an archive at all" * 40, "ReadError"),
+    ("w", _zip_of_the_tree, "a zip archive, expected a tar archive"),
+    ("w", lambda data: _zip_of_the_tree(data)[:40], "a zip archive, expected a tar archive"),
 ]
 
 
-@pytest.mark.parametrize(("mode", "damage"), CORRUPT)
+@pytest.mark.parametrize(("mode", "damage", "why"), CORRUPT)
 def test_a_corrupt_archive_raises_and_leaves_no_partial_tree(
-    tmp_path: Path, private_cache: Path, mode: str, damage: Callable[[bytes], bytes]
+    tmp_path: Path, private_cache: Path, mode: str, damage: Callable[[bytes], bytes], why: str
 ) -> None:
+    """Every decompressor's and tarfile's error on damaged input (lzma.LZMAError, zlib.error, bz2's OSError,
+    EOFError on a truncated stream, tarfile.ReadError) is the cache's ArtifactError, naming the archive."""
     archive = _write(tmp_path / "broken.tar", damage(_tar_bytes(_good_tree, mode)))
-    with pytest.raises(ArtifactError, match="corrupt or unreadable"):
+    with pytest.raises(ArtifactError) as raised:
         fetch(archive, extract=True)
+    assert type(raised.value) is ArtifactError
+    assert str(raised.value).startswith(f"{archive} is corrupt or unreadable: {why}"), str(raised.value)
     assert _leftovers(private_cache) == []
+
+
+def test_a_damaged_download_sidecar_means_download_again(tmp_path: Path, private_cache: Path) -> None:
+    source = _write(tmp_path / "blob.bin", b"payload")
+    url = source.as_uri()
+    first = fetch(url)
+    sidecar = first.with_name("blob.bin.sha256")
+    for damage in (b"\xff\xfe" * 100, b"9" * 10_000_000, b""):
+        sidecar.write_bytes(damage)
+        assert fetch(url).read_bytes() == b"payload"
+        assert sidecar.read_text() == _sha(b"payload")
 
 
 def test_extraction_does_not_depend_on_tarfiles_filters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

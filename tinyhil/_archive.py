@@ -88,7 +88,12 @@ _MAGIC2OPEN: Final[dict[bytes, Callable[[Path], io.BufferedIOBase]]] = {
     b"BZh": bz2.BZ2File,
     b"\xfd7zXZ\x00": lzma.LZMAFile,
 }
-_CORRUPT_ERRORS: Final = (tarfile.TarError, EOFError, OSError, ValueError, OverflowError, LookupError, zlib.error)
+# What tarfile and the decompressors raise on malformed or truncated input (bz2's and gzip's are OSErrors).
+_CORRUPT_ERRORS: Final = (tarfile.TarError, EOFError, OSError, ValueError, OverflowError, LookupError, zlib.error,
+                          lzma.LZMAError)  # fmt: skip
+# Archives the cache does not extract, by their magic bytes: refused by name rather than as a corrupt tar.
+_FOREIGN_MAGICS: Final = {b"PK\x03\x04": "a zip archive", b"PK\x05\x06": "an empty zip archive",
+                          b"7z\xbc\xaf\x27\x1c": "a 7z archive", b"(\xb5/\xfd": "a zstd stream"}  # fmt: skip
 
 
 class ArtifactError(TinyHilError, OSError):
@@ -383,7 +388,12 @@ def extract_archive(archive: Path, tree: Path, scratch_tar: Path, limits: Archiv
 def _decompress(archive: Path, out: Path, limits: ArchiveLimits) -> Path:
     with open(archive, "rb") as raw:
         first = raw.read(tarfile.BLOCKSIZE)
-    opener = None if _is_tar_header(first) else next((o for m, o in _MAGIC2OPEN.items() if first.startswith(m)), None)
+    plain = _is_tar_header(first)
+    foreign = None if plain else next((what for m, what in _FOREIGN_MAGICS.items() if first.startswith(m)), None)
+    if foreign is not None:
+        raise ArtifactError(f"{archive} is corrupt or unreadable: {foreign}, expected a tar archive (plain, gzip, "
+                            "bzip2 or xz compressed)")  # fmt: skip
+    opener = None if plain else next((o for m, o in _MAGIC2OPEN.items() if first.startswith(m)), None)
     if opener is None:
         size = archive.stat().st_size
         if size > limits.max_bytes:

@@ -61,6 +61,7 @@ DOWNLOAD_TIMEOUT_S: Final = 120.0
 _CHUNK_BYTES: Final = 1 << 20
 _URL_SCHEMES: Final = ("http", "https", "file")
 _SHA256_RE: Final = re.compile(r"[0-9a-f]{64}")
+_SHA256_SIDECAR_BYTES: Final = 64 + 1  # the hex digest and its newline
 _URL_KEY_CHARS: Final = 16
 _TMP_PREFIX: Final = ".tmp-"
 
@@ -178,8 +179,8 @@ def _download(url: str, expected: str | None) -> Path:
     target = folder / name
     sidecar = folder / f"{name}.sha256"
     if target.is_file() and sidecar.is_file():
-        recorded = sidecar.read_text().strip()
-        if expected is None or recorded == expected:
+        recorded = _read_sidecar(sidecar)
+        if recorded is not None and (expected is None or recorded == expected):
             return target
     folder.mkdir(parents=True, exist_ok=True)
     fd, partial = tempfile.mkstemp(dir=folder, prefix=_TMP_PREFIX)
@@ -195,6 +196,17 @@ def _download(url: str, expected: str | None) -> Path:
             os.unlink(partial)
         raise
     return target
+
+
+def _read_sidecar(path: Path) -> str | None:
+    """The digest a download was verified against, or ``None`` when the sidecar is damaged (the URL is fetched
+    again): read no further than a digest and a newline."""
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read(_SHA256_SIDECAR_BYTES + 1).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return text if _SHA256_RE.fullmatch(text) else None
 
 
 def _copy_url(url: str, out: BinaryIO) -> str:

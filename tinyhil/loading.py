@@ -61,6 +61,8 @@ LIMITS: Final[Mapping[str, FileLimit]] = {
     "journal": FileLimit("journal line (journal.jsonl)", 4 * _MIB, per_line=True),
     "bundle": FileLimit("repro bundle (bundle.json)", 1 * _MIB),
     "summary": FileLimit("run summary (summary.json)", 256 * _MIB),
+    "pairs": FileLimit("collected pairs (pairs.json)", 256 * _MIB),
+    "durations": FileLimit("kept durations (durations.json)", 64 * _MIB),
     "trace-line": FileLimit("JSONL trace record", 64 * _MIB, per_line=True),
     "trace-block": FileLimit("pcapng block", 64 * _MIB, per_line=True),
 }

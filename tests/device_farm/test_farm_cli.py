@@ -122,3 +122,60 @@ def test_status_without_a_map_lists_the_emulated_targets(tmp_path: Path, capsys:
     document = json.loads(capsys.readouterr().out)
     assert document["hwmap"] == "(emulated targets)"
     assert {"mockusb-amd", "mockkfd-amd", "null"} <= {b["board"] for b in document["boards"]}
+
+
+STATE_COMMANDS = {
+    "status": ["farm", "status"],
+    "run": ["farm", "run", "--report", "REPORT"],
+    "worker": ["farm", "worker", "--scheduler", "tcp://127.0.0.1:9"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(STATE_COMMANDS))
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        ("a-file", "a-file: a file, expected a directory for the farm's state"),
+        ("a-file/below", "a-file/below: cannot create it (below a file), expected a directory for the farm's state"),
+        ("leases-a-file", "leases-a-file/leases: a file, expected a directory for the farm's state"),
+    ],
+)
+def test_a_state_path_that_is_not_a_directory_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, state: str, expected: str
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    (tmp_path / "leases-a-file").mkdir()
+    (tmp_path / "leases-a-file" / "leases").write_text("")
+    args = [arg.replace("REPORT", str(tmp_path / "report")) for arg in STATE_COMMANDS[command]]
+    assert main([*args, "--state", str(tmp_path / state)]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err == f"tinyhil farm: --state {tmp_path}/{expected}\n"
+
+
+def test_the_state_directory_from_the_environment_is_checked_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("TINYHIL_FARM_STATE", str(tmp_path / "a-file"))
+    assert main(["farm", "status"]) == EXIT_USAGE
+    expected = f"$TINYHIL_FARM_STATE {tmp_path / 'a-file'}: a file, expected a directory for the farm's state"
+    assert capsys.readouterr().err == f"tinyhil farm: {expected}\n"
+
+
+def test_status_escapes_control_characters_from_health_and_lease_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "map.toml").write_text(STATUS_MAP)
+    hwmap = load_hwmap(tmp_path / "map.toml")
+    state = tmp_path / "state"
+    state.mkdir()
+    record = {"state": "BAD", "reason": "probe failed: \x1b]0;owned\x07\x1b[2J\nfake line", "probes_failed": 1}
+    (state / "health.json").write_text(json.dumps({"boards": {"emu": record}}))
+    args = ["farm", "status", "--hwmap", str(tmp_path / "map.toml"), "--state", str(state)]
+    with acquire(state / "leases", hwmap.board("emu"), Holder("lab\x1b[31m", 7, "run\r", "test\x9b1m", 1.0)):
+        assert main(args) == 0
+    out = capsys.readouterr().out
+    assert not any(char in out for char in "\x1b\x07\r\x9b")
+    assert "probe failed: \\x1b]0;owned\\x07\\x1b[2J\\x0afake line" in out
+    assert "slot 0: pid 7 on lab\\x1b[31m (run run\\x0d) running test\\x9b1m" in out
+    assert len(out.splitlines()) == 5  # the header and two lines per board: nothing a file says adds a line

@@ -17,13 +17,14 @@ from pathlib import Path
 import pytest
 
 from tinyhil.device_farm.cli import main
-from tinyhil.device_farm.farm_run import FarmRun, parse_subset, select_pairs
+from tinyhil.device_farm.farm_run import FarmRun, _durations, _read_pairs, parse_subset, select_pairs
 from tinyhil.device_farm.health import HealthBook, ProbeResult
 from tinyhil.device_farm.hwmap import emulated_inventory, load_hwmap
 from tinyhil.device_farm.journal import read_journal
 from tinyhil.device_farm.planner import Pair
 from tinyhil.device_farm.reports import PairReport, junit_unescape, write_junit
 from tinyhil.errors import InvalidArgument
+from tinyhil.loading import FileFormatError
 
 SUITE = """
 import time
@@ -326,3 +327,44 @@ def test_a_failure_message_with_control_characters_reaches_junit_whole(tmp_path:
     assert result["reason"].endswith(whole), result["reason"]  # not cut at \x0b
     failure = ET.parse(tmp_path / "run" / "junit.xml").getroot().find("testsuite/testcase/failure")
     assert failure is not None and junit_unescape(failure.get("message", "")) == result["reason"]
+
+
+def _pairs_document(**fields: object) -> str:
+    pair = {"nodeid": "t.py::a", "arg": "/x/t.py::a", "target": "NULL", "requires": [], "skip": None, **fields}
+    return json.dumps({"format": 1, "pairs": [pair]})
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "why"),
+    [
+        (_pairs_document(arg=3), "pairs[0].arg", "3, expected a non-empty string"),
+        (_pairs_document(requires="copyin"), "pairs[0].requires", "'copyin', expected a list"),
+        (_pairs_document(requires=[1]), "pairs[0].requires", "[1], expected a list of strings"),
+        (_pairs_document(target=["NULL"]), "pairs[0].target", "['NULL'], expected a non-empty string"),
+        (_pairs_document(skip=False), "pairs[0].skip", "False, expected a string"),
+        (json.dumps({"format": 1, "pairs": [{"arg": "a", "requires": []}]}), "pairs[0].target", "missing"),
+        (json.dumps({"pairs": {}}), "pairs", "{}, expected a list"),
+        (json.dumps({"pairs": [3]}), "pairs[0]", "an integer, expected a table"),
+        ('{"pairs": ' + "[" * 5000 + "]" * 5000 + "}", "file", "nested deeper than 32 levels"),
+        ('{"pairs": [' + "9" * 5000 + "]}", "file", "not JSON: an integer of 5000 digits"),
+    ],
+)
+def test_collected_pairs_read_back_are_typed_once(tmp_path: Path, text: str, field: str, why: str) -> None:
+    path = tmp_path / "pairs.json"
+    path.write_text(text)
+    with pytest.raises(FileFormatError) as raised:
+        _read_pairs(path)
+    assert (raised.value.path, raised.value.field) == (str(path), field) and raised.value.why.startswith(why)
+    path.write_text(_pairs_document(skip="lacks copyin", target=None))
+    assert _read_pairs(path)[0]["skip"] == "lacks copyin"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[1]", '{"a": ' + "[" * 5000 + "]" * 5000 + "}", '{"a": ' + "9" * 5000 + "}", '{"a": "slow"}', "\xff"],
+)
+def test_kept_durations_that_cannot_be_used_are_a_fresh_start(tmp_path: Path, text: str) -> None:
+    (tmp_path / "durations.json").write_text(text)
+    assert _durations(tmp_path) == {}
+    (tmp_path / "durations.json").write_text('{"a": 1.5, "b": "slow", "c": -1, "d": true, "e": 1e300}')
+    assert _durations(tmp_path) == {"a": 1.5}

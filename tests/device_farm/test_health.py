@@ -15,6 +15,7 @@ from tinyhil.device_farm.probes import PROBE_SRAM_BYTES, probe_board
 from tinyhil.emulators.asm2464 import Asm2464
 from tinyhil.emulators.faults import Fault, FaultPlan, Operation
 from tinyhil.errors import InvalidArgument
+from tinyhil.loading import LIMITS, FileFormatError
 from tinyhil.mocks.usb.context import EmulatedUsbContext
 
 MAP = """
@@ -99,7 +100,7 @@ def test_the_record_survives_a_restart_and_a_corrupt_one_is_named(tmp_path: Path
     assert again.state("null") is HealthState.BAD and again.record("null").probed_at == 1000.0
     assert json.loads((tmp_path / "health.json").read_text())["boards"]["null"]["state"] == "BAD"
     (tmp_path / "health.json").write_text("{not json")
-    with pytest.raises(InvalidArgument, match=r"health\.json: not a health record .* delete it"):
+    with pytest.raises(InvalidArgument, match=r"health\.json: file: not JSON: .* \(not a health record; delete it"):
         HealthBook(HWMAP.boards, clock=clock, state_dir=tmp_path)
 
 
@@ -191,3 +192,57 @@ def test_the_nv_probe_queries_nvml_and_checks_ecc_and_page_retirement() -> None:
     assert noted.ok and noted.detail.endswith("pages pending retirement: not supported")
     absent = probe_board(HWMAP.board("nv"), nvml=_nvml(init_error="NVMLError_LibraryNotFound"))
     assert absent == ProbeResult(False, "NVML: NVMLError_LibraryNotFound: no driver")
+
+
+def test_a_board_with_the_documented_firmware_option_probes_good() -> None:
+    """``options = { firmware = "generated" }`` is MOCKUSB+AMD's bring-up option: the bridge probe leaves it out."""
+    options = 'options = { firmware = "generated" }'
+    text = f'[[board]]\nid = "fw"\nkind = "emulated"\nemulated = {{ target = "MOCKUSB+AMD", {options} }}\n'
+    board = parse_hwmap(text).boards[0]
+    assert board.locator.options == {"firmware": "generated"}  # type: ignore[union-attr]
+    result = probe_board(board)
+    assert result == ProbeResult(True, f"link L0, SRAM round trip of {PROBE_SRAM_BYTES} bytes")
+    book = HealthBook((board,), clock=Clock())
+    assert book.ready(board, probe_board) and book.state("fw") is HealthState.GOOD
+
+
+def _record(**fields: Any) -> str:
+    record = {"state": "BAD", "reason": "r", "probed_at": 1.0, "probes_failed": 1, "infrastructure_failures": 0}
+    return json.dumps({"boards": {"null": {**record, **fields}}})
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "why"),
+    [
+        (_record(state="NICE"), "boards.null.state", "'NICE', expected one of GOOD, UNKNOWN, BAD"),
+        (_record(state=None), "boards.null.state", "missing"),
+        (_record(reason=5), "boards.null.reason", "5, expected a string"),
+        (_record(probed_at="noon"), "boards.null.probed_at", "'noon', expected a number >= 0"),
+        (_record(probes_failed=True), "boards.null.probes_failed", "True, expected an integer >= 0"),
+        (_record(probes_failed=-1), "boards.null.probes_failed", "-1, expected an integer >= 0"),
+        (_record(colour="red"), "boards.null.colour", "unknown field"),
+        (_record(probes_failed=2**64 + 1), "boards.null.probes_failed", "an integer past 64 bits"),
+        (_record().replace('"probes_failed": 1', '"probes_failed": ' + "9" * 5000), "file", "not JSON: an integer of"),
+        ('{"boards": ' + "[" * 5000 + "]" * 5000 + "}", "file", "nested deeper than 32 levels"),
+        ('{"boards": ' + "[" * 40 + "]" * 40 + "}", "boards", "nested deeper than 32 levels"),
+        ('{"boards": []}', "boards", "[], expected a table"),
+        ('{"boards": {"null": 3}}', "boards.null", "3, expected a table"),
+        ("[1]", "file", "a list, expected a table"),
+    ],
+)
+def test_a_hostile_health_record_is_one_error_naming_file_and_field(
+    tmp_path: Path, text: str, field: str, why: str
+) -> None:
+    (tmp_path / "health.json").write_text(text)
+    with pytest.raises(FileFormatError) as raised:
+        HealthBook(HWMAP.boards, clock=Clock(), state_dir=tmp_path)
+    error = raised.value
+    assert error.path == str(tmp_path / "health.json") and error.field.startswith(field), str(error)
+    assert error.why.startswith(why) and error.why.endswith("delete it to start every board from UNKNOWN)")
+    assert str(error).startswith(f"{tmp_path / 'health.json'}: {error.field}: ")
+
+
+def test_a_health_record_over_its_cap_is_refused_unread(tmp_path: Path) -> None:
+    (tmp_path / "health.json").write_bytes(b" " * (LIMITS["health"].max_bytes + 1))
+    with pytest.raises(FileFormatError, match=r"health\.json: file: larger than 16777216 bytes, the limit"):
+        HealthBook(HWMAP.boards, clock=Clock(), state_dir=tmp_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -12,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from tinyhil.device_farm.hwmap import parse_hwmap
-from tinyhil.device_farm.leases import Holder, LeaseTimeout, acquire, holders
+from tinyhil.device_farm.leases import Holder, LeaseTimeout, acquire, holders, read_holder
 from tinyhil.errors import InvalidArgument
+from tinyhil.loading import LIMITS, FileFormatError
 
 HWMAP = parse_hwmap(
     '[[board]]\nid = "one"\nkind = "emulated"\nemulated = { target = "NULL" }\n\n'
@@ -98,3 +100,41 @@ def test_bad_arguments_are_named(tmp_path: Path) -> None:
 
 
 HWMAP_TEXT = '[[board]]\nid = "one"\nkind = "emulated"\nemulated = { target = "NULL" }\n'
+
+
+def _holder_json(**fields: object) -> str:
+    return json.dumps({"host": "lab-1", "pid": 7, "run_id": "r", "test": "t", "since": 1.0, **fields})
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "why"),
+    [
+        (_holder_json(pid="7"), "pid", "'7', expected an integer >= 0"),
+        (_holder_json(host=["lab"]), "host", "['lab'], expected a non-empty string"),
+        (_holder_json(since="noon"), "since", "'noon', expected a number >= 0"),
+        (_holder_json(colour=1), "colour", "unknown field"),
+        (_holder_json(pid=2**64), "pid", "an integer past 64 bits"),
+        (_holder_json(pid=None).replace("null", "9" * 5000), "file", "not JSON: an integer of 5000 digits"),
+        ('{"host": ' + "[" * 5000 + "]" * 5000 + "}", "file", "nested deeper than 32 levels"),
+        ('{"host": "a"', "file", "not JSON: "),
+        ("[]", "file", "a list, expected a table"),
+    ],
+)
+def test_a_damaged_holder_file_is_one_typed_error_and_reads_as_unknown(
+    tmp_path: Path, text: str, field: str, why: str
+) -> None:
+    path = tmp_path / "one.0.holder"
+    path.write_text(text)
+    with pytest.raises(FileFormatError) as raised:
+        read_holder(path)
+    assert (raised.value.path, raised.value.field) == (str(path), field) and raised.value.why.startswith(why)
+    with acquire(tmp_path, ONE, Holder.here("run-1")):
+        path.write_text(text)  # the holder's own record, damaged while it holds the lock
+        assert holders(tmp_path, ONE) == [None]  # who holds it is unknown; no traceback
+
+
+def test_a_holder_file_over_its_cap_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "one.0.holder"
+    path.write_bytes(b" " * (LIMITS["lease"].max_bytes + 1))
+    with pytest.raises(FileFormatError, match=r"one\.0\.holder: file: larger than 65536 bytes"):
+        read_holder(path)

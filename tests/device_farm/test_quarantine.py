@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tinyhil.device_farm.quarantine import QuarantineError, load_quarantine, parse_quarantine
+from tinyhil.loading import LIMITS
 
 GOOD = """\
 [[quarantine]]
@@ -51,15 +52,27 @@ def _entry(**fields: str) -> str:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("[[quarantine]\n", "q.toml:1: toml: "),
+        ("[[quarantine]\n", "q.toml:1: file: not TOML: "),
         (_entry(test="'(x'"), "q.toml:2: entry #1 test: '(x' is not a regex"),
-        (_entry(test=""), "q.toml:1: entry #1 test: missing, expected a regular expression"),
-        (_entry(reason=""), "q.toml:1: entry #1 reason: missing, expected why"),
+        (_entry(test=""), "q.toml:1: entry #1 test: missing"),
+        (_entry(reason=""), "q.toml:1: entry #1 reason: missing"),
         (_entry(expires="'2027-01-01'"), "q.toml:4: entry #1 expires: '2027-01-01', expected a TOML date"),
         (_entry(expires="2027-01-01T10:00:00"), "q.toml:4: entry #1 expires: datetime.datetime(2027, 1, 1, 10, 0)"),
         (_entry(board="'['"), "q.toml:5: entry #1 board: '[' is not a regex"),
         (_entry(colour="1"), "q.toml:5: entry #1 colour: unknown field, expected one of test, target"),
         ("tests = 1\n", "q.toml:1: tests: unknown top-level field"),
+        (_entry(reason="1"), "q.toml:3: entry #1 reason: 1, expected a non-empty string"),
+        (_entry(reason="'  '"), "q.toml:3: entry #1 reason: '  ', expected why (text)"),
+        (_entry(test="['x']"), "q.toml:2: entry #1 test: ['x'], expected a non-empty string"),
+        (_entry(target="{ a = 1 }"), "q.toml:5: entry #1 target: {'a': 1}, expected a non-empty string"),
+        (_entry(reason="'" + "r" * 5000 + "'"), "q.toml:3: entry #1 reason: 'rrrr"),
+        (_entry(test="'" + "(" * 5000 + "x" + ")" * 5000 + "'"), "q.toml:2: entry #1 test: '(((("),
+        (_entry(expires="[" * 5000 + "]" * 5000), "q.toml: file: nested deeper than 32 levels"),
+        (_entry(expires="[" * 40 + "]" * 40), "q.toml: quarantine[0].expires[0][0]"),
+        (_entry(expires="9" * 5000), "q.toml: file: not TOML: "),
+        (_entry(expires="99999999999999999999"), "q.toml: quarantine[0].expires: an integer past 64 bits"),
+        ("quarantine = [1]\n", "q.toml:1: entry #1: expected a [[quarantine]] table"),
+        ("[[quarantine]]\n" * 4097, "q.toml: quarantine: 4097 entries, expected at most 4096"),
     ],
 )
 def test_a_bad_file_is_one_error_naming_file_line_and_field(text: str, message: str) -> None:
@@ -71,10 +84,20 @@ def test_a_bad_file_is_one_error_naming_file_line_and_field(text: str, message: 
 def test_load_names_an_unreadable_file(tmp_path: Path) -> None:
     (tmp_path / "q.toml").write_text(GOOD)
     assert len(load_quarantine(tmp_path / "q.toml").entries) == 2
-    with pytest.raises(QuarantineError, match=r"nope\.toml:0: file: cannot read it"):
+    with pytest.raises(QuarantineError, match=r"nope\.toml: file: cannot read it"):
         load_quarantine(tmp_path / "nope.toml")
 
 
 def test_before_planning_a_board_pattern_allows_any_board() -> None:
     entry = parse_quarantine(GOOD).entries[1]
     assert entry.matches("test_old", "NULL", None) and not entry.matches("test_old", "NULL", "emu")
+
+
+def test_a_file_over_its_cap_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "q.toml"
+    path.write_bytes(b"#" * (LIMITS["quarantine"].max_bytes + 1))
+    with pytest.raises(QuarantineError, match=r"q\.toml: file: larger than 4194304 bytes, the limit for a quarantine"):
+        load_quarantine(path)
+    path.write_bytes(b"[[quarantine]]\ntest = '\xff'\n")
+    with pytest.raises(QuarantineError, match=r"q\.toml: file: not UTF-8 text"):
+        load_quarantine(path)
