@@ -8,7 +8,6 @@ SRAM is 512 KB = 32 slots of 16 KB, addressed in 512 B sectors. An arm with star
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
 
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
@@ -18,13 +17,12 @@ from tinyhil.spec.asm2464 import (
     ARM_SLOT_COUNT_SHIFT,
     SECTOR_BYTES,
     SLOT_BYTES,
+    SLOT_SECTORS,
     SLOTS,
     SRAM_BYTES,
 )
 
 __all__ = ["SramArm", "pad_to_sectors", "sectors_for"]
-
-SECTORS_PER_SLOT: Final = SLOT_BYTES // SECTOR_BYTES
 
 
 def sectors_for(nbytes: int) -> int:
@@ -50,13 +48,13 @@ class SramArm:
         check_int("slot_start", self.slot_start, min_value=0, max_value=SLOTS - 1)
         check_int("slot_count", self.slot_count, min_value=0, max_value=SLOTS)
         if not self.slot_count:
-            object.__setattr__(self, "slot_count", -(-self.sectors // SECTORS_PER_SLOT))
+            object.__setattr__(self, "slot_count", -(-self.sectors // SLOT_SECTORS))
         end_slot = self.slot_start + self.slot_count
-        if end_slot > SLOTS or self.sectors > self.slot_count * SECTORS_PER_SLOT:
+        if end_slot > SLOTS or self.sectors > self.slot_count * SLOT_SECTORS:
             raise InvalidArgument(
                 f"SRAM arm of {self.sectors} sectors ({self.wire_bytes:#x} bytes) from slot {self.slot_start} over "
                 f"{self.slot_count} slots, expected slot_start + slot_count <= {SLOTS} and sectors <= slot_count * "
-                f"{SECTORS_PER_SLOT} (SRAM is {SRAM_BYTES:#x} bytes: {SLOTS} slots of {SLOT_BYTES:#x})"
+                f"{SLOT_SECTORS} (SRAM is {SRAM_BYTES:#x} bytes: {SLOTS} slots of {SLOT_BYTES:#x})"
             )
 
     @classmethod
