@@ -7,7 +7,9 @@ SRAM is 512 KB = 32 slots of 16 KB, addressed in 512 B sectors. An arm with star
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Any
 
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
@@ -22,7 +24,7 @@ from tinyhil.spec.asm2464 import (
     SRAM_BYTES,
 )
 
-__all__ = ["SramArm", "pad_to_sectors", "sectors_for"]
+__all__ = ["SramArm", "arm_request", "pad_to_sectors", "sectors_for"]
 
 
 def sectors_for(nbytes: int) -> int:
@@ -92,3 +94,25 @@ def pad_to_sectors(data: memoryview) -> memoryview:
     padded = bytearray(len(data) + SECTOR_BYTES - remainder)
     padded[: len(data)] = data
     return memoryview(padded)
+
+
+def _arm_fields(arm: SramArm) -> tuple[SramArm, int, int, int]:
+    return arm, arm.value, arm.index, arm.wire_bytes
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_arm_request(nbytes: int, slot_start: int, device_to_host: bool) -> tuple[SramArm, int, int, int]:
+    return _arm_fields(SramArm.for_bytes(nbytes, slot_start, device_to_host=device_to_host))
+
+
+def arm_request(nbytes: Any, slot_start: Any, device_to_host: bool) -> tuple[SramArm, int, int, int]:
+    """The (frozen, validated) arm for a transfer with its wValue, wIndex and wire bytes: the controller's one cache
+    of arms. A copy loop arms the same few shapes over and over, so plain-int shapes are validated once and cached;
+    anything else (bools, floats, unhashables) goes to ``SramArm`` to be rejected by name.
+
+    Raises:
+        InvalidArgument: as :meth:`SramArm.for_bytes`.
+    """
+    if type(nbytes) is int and type(slot_start) is int:
+        return _cached_arm_request(nbytes, slot_start, device_to_host)
+    return _arm_fields(SramArm.for_bytes(nbytes, slot_start, device_to_host=device_to_host))
