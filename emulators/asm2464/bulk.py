@@ -44,7 +44,7 @@ class BulkEndpoints:
             return
         for ep in (BULK_OUT_EP, BULK_IN_EP):
             urb = active[ep]
-            if urb is not None and urb.status is None and urb._arm is None and not urb._stuck:
+            if urb is not None and urb.status is None and urb.arm is None and not urb.stuck:
                 self.start(urb)
 
     def pairing(self, urb: Urb) -> tuple[Arm, int] | None:
@@ -53,7 +53,7 @@ class BulkEndpoints:
         arm = bridge.engine.ready(_EP_DIRECTION[urb.endpoint], urb.length)
         if arm is None:
             return None
-        moved = urb.length if urb._limit is None else urb._limit
+        moved = urb.length if urb.limit is None else urb.limit
         timing = bridge.timing
         if arm.kind is _SRAM:
             return arm, timing.bulk_in_ns(moved) if urb.is_in else timing.bulk_out_ns(moved)
@@ -64,9 +64,9 @@ class BulkEndpoints:
     def claim(self, urb: Urb, arm: Arm) -> None:
         """``urb`` takes ``arm`` (it frees for the next arm) and starts moving now."""
         self.bridge.engine.claim(arm)
-        urb._arm = arm
-        urb._started_ns = self.kernel.now_ns
-        urb._planned = urb.length if urb._limit is None else urb._limit
+        urb.arm = arm
+        urb.started_ns = self.kernel.now_ns
+        urb.planned = urb.length if urb.limit is None else urb.limit
 
     def start(self, urb: Urb) -> None:
         """A bulk at the head of its queue: pair it and schedule its move, or NAK until an arm or its deadline."""
@@ -79,23 +79,23 @@ class BulkEndpoints:
         self.claim(urb, arm)
         if arm.kind is ArmKind.SRAM:  # the 0xF2 DMA starts when the 8051 gets to it
             done_ns = front.reserve_firmware(wire_ns)
-            urb._started_ns = self.kernel.now_ns + done_ns - wire_ns
+            urb.started_ns = self.kernel.now_ns + done_ns - wire_ns
             wire_ns = done_ns
-        urb._moving = self.kernel.schedule(wire_ns, lambda: self.moved(urb))
+        urb.moving = self.kernel.schedule(wire_ns, lambda: self.moved(urb))
         front.ensure_deadline(urb, self.kernel.now_ns + wire_ns)
 
     def moved(self, urb: Urb) -> None:
         """The last packet of a paired bulk has crossed the wire: deliver its bytes and end it (unless stuck)."""
-        urb._moving = None
-        self._deliver(urb, urb._planned)
-        if not urb._stuck:
+        urb.moving = None
+        self._deliver(urb, urb.planned)
+        if not urb.stuck:
             self.front.finish(urb, _COMPLETED)
 
     def _deliver(self, urb: Urb, moved: int) -> None:
         """``moved`` bytes of a paired bulk have crossed the wire: hand them over and free the arm."""
-        arm = urb._arm
+        arm = urb.arm
         assert arm is not None
-        urb._arm = None
+        urb.arm = None
         bridge = self.bridge
         engine = bridge.engine
         offset = arm.done
@@ -114,7 +114,7 @@ class BulkEndpoints:
             data = urb.payload[:moved]
             if arm.kind is _STREAM:
                 bridge.tlp.stream_write(arm, offset, data, bridge.timing.stream_packet_bytes)
-            elif urb._fault is not None and urb._fault.kind is FaultKind.DROP:
+            elif urb.fault is not None and urb.fault.kind is FaultKind.DROP:
                 engine.finished(arm)  # the wire moved the bytes; the engine lost them (fault plan)
             else:
                 bridge.land(arm, offset, data, whole_transfer=offset == 0 and moved == arm.nbytes)
@@ -126,21 +126,21 @@ class BulkEndpoints:
     def interrupt(self, urb: Urb) -> None:
         """Stop a transfer mid-flight (the front's cancel, timeout, abandon, unplug): a control transfer just stops;
         of a paired bulk, whole packets moved so far are delivered and the rest never moves."""
-        if urb._moving is None:
+        if urb.moving is None:
             return
-        self.kernel.cancel(urb._moving)
-        urb._moving = None
-        if urb.setup is not None or urb._arm is None:
+        self.kernel.cancel(urb.moving)
+        urb.moving = None
+        if urb.setup is not None or urb.arm is None:
             return
-        elapsed = self.kernel.now_ns - urb._started_ns
+        elapsed = self.kernel.now_ns - urb.started_ns
         timing = self.bridge.timing
-        if urb._arm.kind is ArmKind.STREAM:
+        if urb.arm.kind is ArmKind.STREAM:
             moved = timing.stream_packets_done(elapsed) * timing.stream_packet_bytes
         else:
             rate = timing.bulk_in_bytes_per_s if urb.is_in else timing.bulk_out_bytes_per_s
             moved = max(0, elapsed - timing.bulk_setup_ns) * rate // 1_000_000_000 // _BULK_PACKET_BYTES
             moved *= _BULK_PACKET_BYTES
-        self._deliver(urb, min(moved, urb._planned))
+        self._deliver(urb, min(moved, urb.planned))
 
     def cancel_streams(self) -> None:
         """A new 0xF0 OUT cancels a stream in flight: what moved stays, the transfer then times out."""
@@ -149,9 +149,9 @@ class BulkEndpoints:
             return
         for ep in (BULK_OUT_EP, BULK_IN_EP):
             urb = active[ep]
-            if urb is not None and urb._arm is not None and urb._arm.kind is ArmKind.STREAM and urb._moving:
+            if urb is not None and urb.arm is not None and urb.arm.kind is ArmKind.STREAM and urb.moving:
                 self.interrupt(urb)
-                urb._stuck = True
+                urb.stuck = True
                 urb.message = f"{urb.describe()}: its 0xF0 stream was cancelled by a new 0xF0 OUT request"
                 self.front.ensure_deadline(urb)
 

@@ -47,18 +47,18 @@ class ControlEndpoint:
 
     def run(self, urb: Urb) -> None:
         """The control transfer at the head of EP0 has had its 8051 time: run its request, end the transfer."""
-        urb._moving = None
+        urb.moving = None
         setup = urb.setup
         assert setup is not None
         front = self.front
         bridge = front.bridge
         if bridge.wedged:
-            urb._stuck = True
+            urb.stuck = True
             front.ensure_deadline(urb)
             return
         request_type, request, value, index = setup
-        if urb._stuck and not urb.is_in:  # a timed-out control OUT never reaches the firmware
-            urb.actual_length = urb._limit or 0
+        if urb.stuck and not urb.is_in:  # a timed-out control OUT never reaches the firmware
+            urb.actual_length = urb.limit or 0
             return
         payload = urb.payload
         data = payload.tobytes() if payload else b""
@@ -71,11 +71,11 @@ class ControlEndpoint:
             front.finish(urb, UsbStatus.STALL, str(stall))
             return
         if urb.is_in:
-            urb.data = result if urb._limit is None else result[: urb._limit]
+            urb.data = result if urb.limit is None else result[: urb.limit]
             urb.actual_length = len(urb.data)
         else:
             urb.actual_length = len(data)
-        if not urb._stuck:
+        if not urb.stuck:
             front.finish(urb, _COMPLETED)
 
     def _standard_request(

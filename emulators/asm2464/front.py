@@ -110,7 +110,7 @@ class UsbFront:
         if latency_ns:
             self.arriving[urb.endpoint].add(urb)
             self.busy += 1
-            urb._moving = self.kernel.schedule(latency_ns, lambda: self.arrive(urb), label="usb submission")
+            urb.moving = self.kernel.schedule(latency_ns, lambda: self.arrive(urb), label="usb submission")
             self.ensure_deadline(urb, urb.submitted_ns + latency_ns)
         else:
             self.arrive(urb)
@@ -118,7 +118,7 @@ class UsbFront:
 
     def arrive(self, urb: Urb) -> None:
         """The transfer reaches its endpoint (after the submission latency) and queues there."""
-        urb._moving = None
+        urb.moving = None
         ep = urb.endpoint
         arriving = self.arriving[ep]
         if urb in arriving:
@@ -142,12 +142,12 @@ class UsbFront:
         Deadlines are scheduled only when they can matter, so the event queue holds no dead timeouts.
         """
         deadline_ns = urb.submitted_ns + urb.timeout_ns
-        if urb._deadline is not None or urb.status is not None:
+        if urb.deadline is not None or urb.status is not None:
             return
         if busy_until_ns is not None and busy_until_ns <= deadline_ns:
             return
         delay = max(0, deadline_ns - self.kernel.now_ns)
-        urb._deadline = self.kernel.schedule(delay, lambda: self._expire(urb), label="usb timeout")
+        urb.deadline = self.kernel.schedule(delay, lambda: self._expire(urb), label="usb timeout")
 
     def wait(self, urb: Urb) -> Urb:
         """Run virtual time until ``urb`` is done: by its timeout when that is at most :data:`WAIT_CAP_NS`.
@@ -174,9 +174,9 @@ class UsbFront:
             return
         urb.on_complete = None
         self.bulk.interrupt(urb)
-        arm = urb._arm
+        arm = urb.arm
         if arm is not None:  # claimed on the inline path and nothing moved yet: the arm stays for the next bulk
-            urb._arm = None
+            urb.arm = None
             self.bridge.engine.give_back(arm, 0)
             self.bridge.engine.finished(arm)
         self.finish(urb, UsbStatus.CANCELLED, f"abandoned: the host's call raised {type(error).__name__}: {error}")
@@ -256,11 +256,11 @@ class UsbFront:
 
     def start(self, urb: Urb) -> None:
         """``urb`` reaches the head of its queue: count the attempt, apply its fault, start or pair it."""
-        urb._started_ns = self.kernel.now_ns
+        urb.started_ns = self.kernel.now_ns
         if self.gone:
             self.finish(urb, UsbStatus.NO_DEVICE, "the device is gone")
             return
-        fault = urb._fault = self.next_fault(self.operation(urb)) if self.bridge.faults.rules else None
+        fault = urb.fault = self.next_fault(self.operation(urb)) if self.bridge.faults.rules else None
         if fault is not None:
             if fault.kind is FaultKind.NO_DEVICE:
                 self._unplug(f"the device is gone (fault plan: {fault!r})")
@@ -271,18 +271,18 @@ class UsbFront:
                 self.finish(urb, UsbStatus.STALL, f"stalled by the fault plan ({fault!r})")
                 return
             if fault.kind is not FaultKind.DROP:  # a dropped transfer moves every byte; they just never land
-                urb._limit = min(fault.partial_bytes, urb.length)
-            urb._stuck = fault.kind is FaultKind.TIMEOUT
-            if urb._stuck:
+                urb.limit = min(fault.partial_bytes, urb.length)
+            urb.stuck = fault.kind is FaultKind.TIMEOUT
+            if urb.stuck:
                 self.ensure_deadline(urb)
         if self.bridge.wedged:
-            urb._stuck = True
+            urb.stuck = True
             urb.message = f"{urb.describe()}: the bridge is wedged by a long 0xF0 stream (reset() power-cycles it)"
             self.ensure_deadline(urb)
             return
         if urb.setup is not None:
             control_ns = self.reserve_firmware(self.bridge.timing.control_ns())
-            urb._moving = self.kernel.schedule(control_ns, lambda: self.ep0.run(urb))
+            urb.moving = self.kernel.schedule(control_ns, lambda: self.ep0.run(urb))
             self.ensure_deadline(urb, self.kernel.now_ns + control_ns)
         elif urb.endpoint in self.halted:
             self.finish(urb, UsbStatus.STALL, f"endpoint {urb.endpoint:#04x} is halted, expected clearHalt first")
@@ -306,7 +306,7 @@ class UsbFront:
 
     # --- control transfers ---
     def _expire(self, urb: Urb) -> None:
-        urb._deadline = None
+        urb.deadline = None
         if urb.status is not None:
             return
         self.bulk.interrupt(urb)
@@ -314,8 +314,8 @@ class UsbFront:
         self.finish(urb, UsbStatus.TIMED_OUT, message)
 
     def _why_waiting(self, urb: Urb) -> str:
-        if urb._fault is not None:
-            return f"fault plan: {urb._fault!r}"
+        if urb.fault is not None:
+            return f"fault plan: {urb.fault!r}"
         if urb in self.arriving[urb.endpoint]:
             latency_ns = self.bridge.timing.usb_latency_ns
             return f"it had not reached the device yet (the timing model's usb_latency_ns is {latency_ns})"
@@ -334,13 +334,13 @@ class UsbFront:
         urb.completed_ns = kernel.now_ns
         if message:
             urb.message = message
-        if urb._deadline is not None:
-            kernel.cancel(urb._deadline)
-            urb._deadline = None
-        if urb._moving is not None:
-            kernel.cancel(urb._moving)
-            urb._moving = None
-        urb._arm = None  # claimed but never moved (power cycle): the bytes are lost
+        if urb.deadline is not None:
+            kernel.cancel(urb.deadline)
+            urb.deadline = None
+        if urb.moving is not None:
+            kernel.cancel(urb.moving)
+            urb.moving = None
+        urb.arm = None  # claimed but never moved (power cycle): the bytes are lost
         ep = urb.endpoint
         if self.active[ep] is urb:  # a transfer is in one place: active, queued or arriving
             self.active[ep] = None

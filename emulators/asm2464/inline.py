@@ -76,7 +76,7 @@ class InlinePath:
         hand it to the queued path's start (which counts the attempt) instead."""
         front = self.front
         kernel = self.kernel
-        urb._started_ns = kernel.now_ns
+        urb.started_ns = kernel.now_ns
         operation = front.operation(urb) if self.bridge.faults.rules else None
         if (paired is not None and moved_on and front.bulk.pairing(urb) != paired) or (
             operation is not None and front.upcoming_fault(operation) is not None
