@@ -230,12 +230,12 @@ class Asm2464:
         if data:
             raise _data_stall(Request.SRAM_ARM, data)
         self.engine._op_sram_arm(value, index)
-        self.front.poke()
+        self.front.bulk.poke()
         return b""
 
     def _op_tlp_out(self, value: int, index: int, data: bytes, length: int) -> bytes:
         self.tlp._op_tlp_out(value, index, data)
-        self.front.poke()
+        self.front.bulk.poke()
         return b""
 
     def _op_tlp_in(self, value: int, index: int, data: bytes, length: int) -> bytes:
@@ -265,7 +265,7 @@ class Asm2464:
 
     def _stream_request(self) -> None:
         self.engine.cancel_streams()
-        self.front.cancel_streams()
+        self.front.bulk.cancel_streams()
 
     def _wedge(self) -> None:
         self.wedged = True
@@ -352,7 +352,7 @@ class Asm2464:
             view[lost_from - pcie_addr : lost_to - pcie_addr] = bytes(lost_to - lost_from)
         if pcie_addr < _CPL_RELEASE_ADDR + _CPL_RELEASE_BYTES and end > _CPL_RELEASE_ADDR:
             self.engine.released = True
-            self.front.poke()
+            self.front.bulk.poke()
         observer = self.observed.observer
         if observer is not None:
             observer.dma_write(pcie_addr, source.nbytes)

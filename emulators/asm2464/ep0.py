@@ -1,9 +1,9 @@
 """The bridge's control endpoint (EP0): the control-transfer step and the USB chapter 9 standard requests.
 
-A control transfer runs on the 8051 once it reaches the head of the EP0 queue (``UsbFront._start`` reserves the
-core and schedules :meth:`_ControlEndpoint._run_control`); vendor requests go to the bridge
-(``Asm2464.vendor_request``), standard requests are answered here. :class:`_ControlEndpoint` is the EP0 part of
-:class:`~tinyhil.emulators.asm2464.front.UsbFront`, which inherits it (no call layer on the transfer path).
+A control transfer runs on the 8051 once it reaches the head of the EP0 queue (the front reserves the core and
+schedules :meth:`ControlEndpoint.run`); vendor requests go to the bridge (``Asm2464.vendor_request``), standard
+requests are answered here, against the device state the front holds (configuration, alternate setting, halts).
+:class:`ControlEndpoint` is the ``ep0`` part of :class:`~tinyhil.emulators.asm2464.front.UsbFront`, which owns it.
 """
 
 from __future__ import annotations
@@ -13,15 +13,13 @@ from typing import TYPE_CHECKING, Final
 
 from tinyhil.emulators.asm2464.errors import UsbStall
 from tinyhil.emulators.asm2464.urb import Urb, UsbStatus
-from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP
+from tinyhil.spec.asm2464 import ENDPOINTS
 
 if TYPE_CHECKING:
-    from tinyhil.emulators.asm2464.device import Asm2464
+    from tinyhil.emulators.asm2464.front import UsbFront
 
-__all__ = ["CONTROL_EP", "StandardRequest"]
+__all__ = ["ControlEndpoint", "StandardRequest"]
 
-CONTROL_EP: Final = 0x00
-_ENDPOINTS: Final = (CONTROL_EP, BULK_OUT_EP, BULK_IN_EP)  # every endpoint of the bridge
 _DIRECTION_IN: Final = 0x80
 _COMPLETED: Final = UsbStatus.COMPLETED
 _TYPE_MASK: Final = 0x60  # bmRequestType bits 6:5: 0 standard, 1 class, 2 vendor
@@ -41,32 +39,26 @@ class StandardRequest(IntEnum):
     SET_INTERFACE = 0x0B
 
 
-class _ControlEndpoint:
-    """EP0 of :class:`~tinyhil.emulators.asm2464.front.UsbFront` (its base): control transfers, standard requests."""
+class ControlEndpoint:
+    """EP0 of a :class:`~tinyhil.emulators.asm2464.front.UsbFront`: control transfers and standard requests."""
 
-    bridge: Asm2464
-    halted: set[int]
-    configuration: int
-    alt_setting: int
+    def __init__(self, front: UsbFront) -> None:
+        self.front = front
 
-    if TYPE_CHECKING:  # defined by UsbFront
-
-        def _ensure_deadline(self, urb: Urb, busy_until_ns: int | None = None) -> None: ...
-
-        def _finish(self, urb: Urb, status: UsbStatus, message: str = "") -> None: ...
-
-    def _run_control(self, urb: Urb) -> None:
-        urb._moving = None
+    def run(self, urb: Urb) -> None:
+        """The control transfer at the head of EP0 has had its 8051 time: run its request, end the transfer."""
+        urb.moving = None
         setup = urb.setup
         assert setup is not None
-        bridge = self.bridge
+        front = self.front
+        bridge = front.bridge
         if bridge.wedged:
-            urb._stuck = True
-            self._ensure_deadline(urb)
+            urb.stuck = True
+            front.ensure_deadline(urb)
             return
         request_type, request, value, index = setup
-        if urb._stuck and not urb.is_in:  # a timed-out control OUT never reaches the firmware
-            urb.actual_length = urb._limit or 0
+        if urb.stuck and not urb.is_in:  # a timed-out control OUT never reaches the firmware
+            urb.actual_length = urb.limit or 0
             return
         payload = urb.payload
         data = payload.tobytes() if payload else b""
@@ -76,44 +68,46 @@ class _ControlEndpoint:
             else:
                 result = self._standard_request(request_type, request, value, index, data, urb.length)
         except UsbStall as stall:
-            self._finish(urb, UsbStatus.STALL, str(stall))
+            front.finish(urb, UsbStatus.STALL, str(stall))
             return
         if urb.is_in:
-            urb.data = result if urb._limit is None else result[: urb._limit]
+            urb.data = result if urb.limit is None else result[: urb.limit]
             urb.actual_length = len(urb.data)
         else:
             urb.actual_length = len(data)
-        if not urb._stuck:
-            self._finish(urb, _COMPLETED)
+        if not urb.stuck:
+            front.finish(urb, _COMPLETED)
 
     def _standard_request(
         self, request_type: int, request: int, value: int, index: int, data: bytes, length: int
     ) -> bytes:
         """EP0 standard requests; CLEAR_FEATURE(HALT), SET_CONFIGURATION and SET_INTERFACE reset the engine."""
+        front = self.front
+        engine = front.bridge.engine
         recipient = request_type & _RECIPIENT_MASK
         is_in = bool(request_type & _DIRECTION_IN)
         setup = (is_in, request, recipient)
         if data:
             pass  # no standard request the bridge answers has an OUT data stage
         elif setup == (False, StandardRequest.CLEAR_FEATURE, _RECIPIENT_ENDPOINT) and value == _FEATURE_ENDPOINT_HALT:
-            if index in _ENDPOINTS:
-                self.halted.discard(index)
-                self.bridge.engine.drop_arms()
+            if index in ENDPOINTS:
+                front.halted.discard(index)
+                engine.drop_arms()
                 return b""
         elif setup == (False, StandardRequest.SET_CONFIGURATION, _RECIPIENT_DEVICE):
             if value in _CONFIGURATIONS and index == 0:
-                self.configuration = value
-                self.bridge.engine.drop_arms()
+                front.configuration = value
+                engine.drop_arms()
                 return b""
         elif setup == (False, StandardRequest.SET_INTERFACE, _RECIPIENT_INTERFACE):
             if (value, index) == (0, 0):
-                self.alt_setting = value
-                self.bridge.engine.drop_arms()
+                front.alt_setting = value
+                engine.drop_arms()
                 return b""
         elif setup == (True, StandardRequest.GET_CONFIGURATION, _RECIPIENT_DEVICE):
-            return bytes([self.configuration])[:length]
+            return bytes([front.configuration])[:length]
         elif is_in and request == StandardRequest.GET_STATUS:
-            halted = recipient == _RECIPIENT_ENDPOINT and index in self.halted
+            halted = recipient == _RECIPIENT_ENDPOINT and index in front.halted
             return int(halted).to_bytes(2, "little")[:length]
         raise UsbStall(
             f"standard request bmRequestType={request_type:#04x} bRequest={request:#04x} wValue={value:#x} "

@@ -17,9 +17,14 @@ Bulk transfers pair with the armed operation of their direction when they reach 
 they wait (the device NAKs) and time out if no matching arm comes. The payload of a bulk OUT is read when its last
 packet has moved, so a host that reuses the buffer before reaping sends what the buffer holds then.
 
-:class:`UsbFront` holds the endpoint queues, the transfer lifecycle and the fault plan's attempts; it inherits the
-EP0 step and standard requests from :mod:`~tinyhil.emulators.asm2464.ep0`, bulk pairing and data movement from
-:mod:`~tinyhil.emulators.asm2464.bulk` and the synchronous fast path from :mod:`~tinyhil.emulators.asm2464.inline`.
+:class:`UsbFront` holds the device's USB state (present, configuration, halts), the endpoint queues, the transfer
+lifecycle (submit, arrive, start, deadline, finish) and the fault plan's attempts. It is built from three parts it
+owns, each in its own module, and hands them transfers: ``ep0``
+(:class:`~tinyhil.emulators.asm2464.ep0.ControlEndpoint`) runs a control transfer's request once it has had its 8051
+time; ``bulk`` (:class:`~tinyhil.emulators.asm2464.bulk.BulkEndpoints`) pairs a bulk transfer at the head of its
+queue with an arm, moves its bytes and stops it mid-flight; ``inline``
+(:class:`~tinyhil.emulators.asm2464.inline.InlinePath`) runs a synchronous transfer without events when nothing can
+interfere. The parts change transfers only through the front's lifecycle steps, so each step has one home.
 """
 
 from __future__ import annotations
@@ -27,17 +32,17 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Final
 
-from tinyhil.emulators.asm2464.bulk import _EP_DIRECTION, _BulkEndpoints
-from tinyhil.emulators.asm2464.ep0 import _ENDPOINTS, CONTROL_EP, StandardRequest, _ControlEndpoint
-from tinyhil.emulators.asm2464.inline import _InlinePath
-from tinyhil.emulators.asm2464.sram import ArmKind
+from tinyhil.emulators.asm2464.bulk import BulkEndpoints
+from tinyhil.emulators.asm2464.ep0 import ControlEndpoint, StandardRequest
+from tinyhil.emulators.asm2464.inline import InlinePath
 from tinyhil.emulators.asm2464.urb import Urb, UsbStatus
 from tinyhil.emulators.faults import Fault, FaultKind, Operation, Transfer
+from tinyhil.spec.asm2464 import CONTROL_EP, ENDPOINTS
 
 if TYPE_CHECKING:
     from tinyhil.emulators.asm2464.device import Asm2464
 
-# CONTROL_EP and StandardRequest are re-exported from ep0 (the usb1 mock imports them from here)
+# CONTROL_EP (the spec's) and StandardRequest (ep0's) are re-exported: the usb1 mock imports them from here
 __all__ = ["CONTROL_EP", "UNBOUNDED_WAIT_NS", "WAIT_CAP_NS", "StandardRequest", "UsbFront"]
 
 UNBOUNDED_WAIT_NS: Final = 3600 * 1_000_000_000  # a libusb timeout of 0 ("forever") gives up after 1 virtual hour
@@ -48,47 +53,51 @@ _COMPLETED: Final = UsbStatus.COMPLETED
 _WAIT_WHAT: Final = "a USB transfer to complete or time out"
 
 
-class UsbFront(_ControlEndpoint, _BulkEndpoints, _InlinePath):
-    """Endpoint queues of one bridge, with EP0 (``ep0``) and bulk pairing (``bulk``); see the module docstring."""
+class UsbFront:
+    """The USB device side of one bridge: its state, endpoint queues and transfer lifecycle, with the parts it owns
+    (``ep0``, ``bulk``, ``inline``); see the module docstring."""
 
     def __init__(self, bridge: Asm2464) -> None:
         self.bridge = bridge
         self.kernel = bridge.kernel
         self._operations: dict[tuple[Transfer, int | None], Operation] = {}
-        self.queues: dict[int, deque[Urb]] = {ep: deque() for ep in _ENDPOINTS}
-        self._arriving: dict[int, set[Urb]] = {ep: set() for ep in _ENDPOINTS}
-        self.active: dict[int, Urb | None] = dict.fromkeys(_ENDPOINTS)
+        self.queues: dict[int, deque[Urb]] = {ep: deque() for ep in ENDPOINTS}
+        self.arriving: dict[int, set[Urb]] = {ep: set() for ep in ENDPOINTS}  # submitted, not yet at the device
+        self.active: dict[int, Urb | None] = dict.fromkeys(ENDPOINTS)
+        self.ep0 = ControlEndpoint(self)
+        self.bulk = BulkEndpoints(self)
+        self.inline = InlinePath(self)
         self.reset()
 
     def reset(self) -> None:
         """Power cycle: every transfer in flight ends with no-device; halts, counters and configuration reset."""
         pending = [
             urb
-            for ep in _ENDPOINTS
-            for urb in (*self.queues[ep], self.active[ep], *self._arriving[ep])
+            for ep in ENDPOINTS
+            for urb in (*self.queues[ep], self.active[ep], *self.arriving[ep])
             if urb is not None
         ]
-        self._arriving = {ep: set() for ep in _ENDPOINTS}
-        self.queues = {ep: deque() for ep in _ENDPOINTS}
-        self.active = dict.fromkeys(_ENDPOINTS)
-        self._busy = 0  # transfers arriving or active on any endpoint (the inline path's "nothing else" check)
+        self.arriving = {ep: set() for ep in ENDPOINTS}
+        self.queues = {ep: deque() for ep in ENDPOINTS}
+        self.active = dict.fromkeys(ENDPOINTS)
+        self.busy = 0  # transfers arriving or active on any endpoint (the inline path's "nothing else" check)
         self.halted: set[int] = set()
         self.counts: dict[Operation, int] = {}
         self.gone = False
         self.configuration = 1
         self.alt_setting = 0
-        self._advancing: set[int] = set()
+        self.advancing: set[int] = set()  # endpoints whose queue is being advanced
         self.firmware_free_ns = 0  # when the 8051 finishes the work it has taken on (EP0 service, bulk DMA)
         for urb in pending:
-            self._finish(urb, UsbStatus.NO_DEVICE, "the board was power-cycled with the transfer in flight")
+            self.finish(urb, UsbStatus.NO_DEVICE, "the board was power-cycled with the transfer in flight")
 
     def state(self) -> tuple[object, ...]:
         """The USB state: device present, halts, configuration, and every transfer still in flight (a request
         that left one behind has changed the device: it will take the next arm)."""
         inflight = tuple(
             (ep, urb.describe())
-            for ep in _ENDPOINTS
-            for urb in (*self._arriving[ep], self.active[ep], *self.queues[ep])
+            for ep in ENDPOINTS
+            for urb in (*self.arriving[ep], self.active[ep], *self.queues[ep])
             if urb is not None
         )
         return self.gone, tuple(sorted(self.halted)), self.configuration, self.alt_setting, inflight
@@ -99,46 +108,46 @@ class UsbFront(_ControlEndpoint, _BulkEndpoints, _InlinePath):
         urb.submitted_ns = self.kernel.now_ns
         latency_ns = self.bridge.timing.usb_latency_ns
         if latency_ns:
-            self._arriving[urb.endpoint].add(urb)
-            self._busy += 1
-            urb._moving = self.kernel.schedule(latency_ns, lambda: self._arrive(urb), label="usb submission")
-            self._ensure_deadline(urb, urb.submitted_ns + latency_ns)
+            self.arriving[urb.endpoint].add(urb)
+            self.busy += 1
+            urb.moving = self.kernel.schedule(latency_ns, lambda: self.arrive(urb), label="usb submission")
+            self.ensure_deadline(urb, urb.submitted_ns + latency_ns)
         else:
-            self._arrive(urb)
+            self.arrive(urb)
         return urb
 
-    def _arrive(self, urb: Urb) -> None:
+    def arrive(self, urb: Urb) -> None:
         """The transfer reaches its endpoint (after the submission latency) and queues there."""
-        urb._moving = None
+        urb.moving = None
         ep = urb.endpoint
-        arriving = self._arriving[ep]
+        arriving = self.arriving[ep]
         if urb in arriving:
             arriving.remove(urb)
-            self._busy -= 1
+            self.busy -= 1
         if urb.status is not None:
             return
-        if self.active[ep] is None and not self.queues[ep] and ep not in self._advancing:
+        if self.active[ep] is None and not self.queues[ep] and ep not in self.advancing:
             self.active[ep] = urb  # the endpoint is idle: start at once
-            self._busy += 1
-            self._start(urb)
+            self.busy += 1
+            self.start(urb)
             return
         self.queues[ep].append(urb)
         if self.active[ep] is not None:  # it waits in the queue, and its timeout runs meanwhile
-            self._ensure_deadline(urb)
+            self.ensure_deadline(urb)
         self._advance(ep)
 
-    def _ensure_deadline(self, urb: Urb, busy_until_ns: int | None = None) -> None:
+    def ensure_deadline(self, urb: Urb, busy_until_ns: int | None = None) -> None:
         """Schedule the transfer's timeout, unless it will be done (``busy_until_ns``) before the timeout.
 
         Deadlines are scheduled only when they can matter, so the event queue holds no dead timeouts.
         """
         deadline_ns = urb.submitted_ns + urb.timeout_ns
-        if urb._deadline is not None or urb.status is not None:
+        if urb.deadline is not None or urb.status is not None:
             return
         if busy_until_ns is not None and busy_until_ns <= deadline_ns:
             return
         delay = max(0, deadline_ns - self.kernel.now_ns)
-        urb._deadline = self.kernel.schedule(delay, lambda: self._expire(urb), label="usb timeout")
+        urb.deadline = self.kernel.schedule(delay, lambda: self._expire(urb), label="usb timeout")
 
     def wait(self, urb: Urb) -> Urb:
         """Run virtual time until ``urb`` is done: by its timeout when that is at most :data:`WAIT_CAP_NS`.
@@ -164,19 +173,19 @@ class UsbFront(_ControlEndpoint, _BulkEndpoints, _InlinePath):
         if urb.status is not None:
             return
         urb.on_complete = None
-        self._interrupt(urb)
-        arm = urb._arm
+        self.bulk.interrupt(urb)
+        arm = urb.arm
         if arm is not None:  # claimed on the inline path and nothing moved yet: the arm stays for the next bulk
-            urb._arm = None
+            urb.arm = None
             self.bridge.engine.give_back(arm, 0)
             self.bridge.engine.finished(arm)
-        self._finish(urb, UsbStatus.CANCELLED, f"abandoned: the host's call raised {type(error).__name__}: {error}")
+        self.finish(urb, UsbStatus.CANCELLED, f"abandoned: the host's call raised {type(error).__name__}: {error}")
 
     def complete(self, urb: Urb) -> Urb:
         """Submit and run virtual time until ``urb`` is done (inline when nothing can interfere); no raise of its
         own (an exception from an event abandons ``urb`` and propagates)."""
         try:
-            if not self._run_inline(urb):
+            if not self.inline.run(urb):
                 self.wait(self.submit(urb))
         except BaseException as exc:
             self.abandon(urb, exc)
@@ -189,7 +198,7 @@ class UsbFront(_ControlEndpoint, _BulkEndpoints, _InlinePath):
         An exception from the events run meanwhile abandons ``urb`` (:meth:`abandon`) and propagates.
         """
         try:
-            if not self._run_inline(urb):  # as complete()
+            if not self.inline.run(urb):  # as complete()
                 self.wait(self.submit(urb))
         except BaseException as exc:
             self.abandon(urb, exc)
@@ -204,25 +213,25 @@ class UsbFront(_ControlEndpoint, _BulkEndpoints, _InlinePath):
         """Cancel a pending transfer (it ends ``CANCELLED`` with what it moved so far); False if already done."""
         if urb.status is not None:
             return False
-        self._interrupt(urb)
-        self._finish(urb, UsbStatus.CANCELLED, "cancelled by the host")
+        self.bulk.interrupt(urb)
+        self.finish(urb, UsbStatus.CANCELLED, "cancelled by the host")
         return True
 
     def _advance(self, ep: int) -> None:
         queue = self.queues[ep]
-        if not queue or ep in self._advancing:
+        if not queue or ep in self.advancing:
             return
-        self._advancing.add(ep)
+        self.advancing.add(ep)
         try:
             while self.active[ep] is None and queue:
                 urb = queue.popleft()
                 self.active[ep] = urb
-                self._busy += 1
-                self._start(urb)
+                self.busy += 1
+                self.start(urb)
         finally:
-            self._advancing.discard(ep)
+            self.advancing.discard(ep)
 
-    def _operation(self, urb: Urb) -> Operation:
+    def operation(self, urb: Urb) -> Operation:
         key: tuple[Transfer, int | None]
         if urb.setup is not None:
             key = (Transfer.CONTROL_IN if urb.is_in else Transfer.CONTROL_OUT, urb.setup[1])
@@ -245,13 +254,13 @@ class UsbFront(_ControlEndpoint, _BulkEndpoints, _InlinePath):
         """The fault the plan has for the next attempt of ``operation``, without counting the attempt."""
         return self.bridge.faults.fault_for(operation, self.counts.get(operation, 0) + 1)
 
-    def _start(self, urb: Urb) -> None:
+    def start(self, urb: Urb) -> None:
         """``urb`` reaches the head of its queue: count the attempt, apply its fault, start or pair it."""
-        urb._started_ns = self.kernel.now_ns
+        urb.started_ns = self.kernel.now_ns
         if self.gone:
-            self._finish(urb, UsbStatus.NO_DEVICE, "the device is gone")
+            self.finish(urb, UsbStatus.NO_DEVICE, "the device is gone")
             return
-        fault = urb._fault = self.next_fault(self._operation(urb)) if self.bridge.faults.rules else None
+        fault = urb.fault = self.next_fault(self.operation(urb)) if self.bridge.faults.rules else None
         if fault is not None:
             if fault.kind is FaultKind.NO_DEVICE:
                 self._unplug(f"the device is gone (fault plan: {fault!r})")
@@ -259,28 +268,28 @@ class UsbFront(_ControlEndpoint, _BulkEndpoints, _InlinePath):
             if fault.kind is FaultKind.STALL:
                 if urb.setup is None:
                     self.halted.add(urb.endpoint)
-                self._finish(urb, UsbStatus.STALL, f"stalled by the fault plan ({fault!r})")
+                self.finish(urb, UsbStatus.STALL, f"stalled by the fault plan ({fault!r})")
                 return
             if fault.kind is not FaultKind.DROP:  # a dropped transfer moves every byte; they just never land
-                urb._limit = min(fault.partial_bytes, urb.length)
-            urb._stuck = fault.kind is FaultKind.TIMEOUT
-            if urb._stuck:
-                self._ensure_deadline(urb)
+                urb.limit = min(fault.partial_bytes, urb.length)
+            urb.stuck = fault.kind is FaultKind.TIMEOUT
+            if urb.stuck:
+                self.ensure_deadline(urb)
         if self.bridge.wedged:
-            urb._stuck = True
+            urb.stuck = True
             urb.message = f"{urb.describe()}: the bridge is wedged by a long 0xF0 stream (reset() power-cycles it)"
-            self._ensure_deadline(urb)
+            self.ensure_deadline(urb)
             return
         if urb.setup is not None:
-            control_ns = self._reserve_firmware(self.bridge.timing.control_ns())
-            urb._moving = self.kernel.schedule(control_ns, lambda: self._run_control(urb))
-            self._ensure_deadline(urb, self.kernel.now_ns + control_ns)
+            control_ns = self.reserve_firmware(self.bridge.timing.control_ns())
+            urb.moving = self.kernel.schedule(control_ns, lambda: self.ep0.run(urb))
+            self.ensure_deadline(urb, self.kernel.now_ns + control_ns)
         elif urb.endpoint in self.halted:
-            self._finish(urb, UsbStatus.STALL, f"endpoint {urb.endpoint:#04x} is halted, expected clearHalt first")
+            self.finish(urb, UsbStatus.STALL, f"endpoint {urb.endpoint:#04x} is halted, expected clearHalt first")
         else:
-            self._try_bulk(urb)
+            self.bulk.start(urb)
 
-    def _reserve_firmware(self, busy_ns: int) -> int:
+    def reserve_firmware(self, busy_ns: int) -> int:
         """Queue ``busy_ns`` of work on the 8051 behind what it already has; returns ns from now until it is done."""
         start_ns = max(self.kernel.now_ns, self.firmware_free_ns)
         self.firmware_free_ns = start_ns + busy_ns
@@ -289,41 +298,34 @@ class UsbFront(_ControlEndpoint, _BulkEndpoints, _InlinePath):
     def _unplug(self, message: str) -> None:
         """The device leaves the bus: every transfer pending on any endpoint ends with no-device."""
         self.gone = True
-        for ep in _ENDPOINTS:
-            for urb in (self.active[ep], *self.queues[ep], *self._arriving[ep]):
+        for ep in ENDPOINTS:
+            for urb in (self.active[ep], *self.queues[ep], *self.arriving[ep]):
                 if urb is not None:
-                    self._interrupt(urb)
-                    self._finish(urb, UsbStatus.NO_DEVICE, message)
+                    self.bulk.interrupt(urb)
+                    self.finish(urb, UsbStatus.NO_DEVICE, message)
 
     # --- control transfers ---
     def _expire(self, urb: Urb) -> None:
-        urb._deadline = None
+        urb.deadline = None
         if urb.status is not None:
             return
-        self._interrupt(urb)
+        self.bulk.interrupt(urb)
         message = urb.message or f"{urb.describe()} timed out after {urb.timeout_ns} ns: {self._why_waiting(urb)}"
-        self._finish(urb, UsbStatus.TIMED_OUT, message)
+        self.finish(urb, UsbStatus.TIMED_OUT, message)
 
     def _why_waiting(self, urb: Urb) -> str:
-        if urb._fault is not None:
-            return f"fault plan: {urb._fault!r}"
-        if urb in self._arriving[urb.endpoint]:
+        if urb.fault is not None:
+            return f"fault plan: {urb.fault!r}"
+        if urb in self.arriving[urb.endpoint]:
             latency_ns = self.bridge.timing.usb_latency_ns
             return f"it had not reached the device yet (the timing model's usb_latency_ns is {latency_ns})"
         if self.bridge.wedged:
             return "the bridge is wedged by a long 0xF0 stream (reset() power-cycles it)"
-        if urb.setup is not None or urb.endpoint not in _EP_DIRECTION:
+        if urb.setup is not None:
             return "the device did not answer"
-        arm = self.bridge.engine.arms[_EP_DIRECTION[urb.endpoint]]
-        if arm is None:
-            return f"no armed operation, expected an 0xF2 or 0xF0 stream arm of exactly {urb.length} bytes first"
-        if arm.remaining != urb.length:
-            return f"the armed operation expects exactly {arm.remaining} bytes, got {urb.length}"
-        if arm.kind is ArmKind.SRAM and urb.is_in:
-            return "copyout not released: the GPU never wrote the completion-queue entry at PCIe 0x822000 + 12"
-        return "the stream's PCIe range has no completer (unsupported request)"
+        return self.bulk.why_waiting(urb)
 
-    def _finish(self, urb: Urb, status: UsbStatus, message: str = "") -> None:
+    def finish(self, urb: Urb, status: UsbStatus, message: str = "") -> None:
         """End ``urb`` now: its outcome, its events cancelled, its endpoint freed, then its ``on_complete``."""
         if urb.status is not None:
             return
@@ -332,22 +334,22 @@ class UsbFront(_ControlEndpoint, _BulkEndpoints, _InlinePath):
         urb.completed_ns = kernel.now_ns
         if message:
             urb.message = message
-        if urb._deadline is not None:
-            kernel.cancel(urb._deadline)
-            urb._deadline = None
-        if urb._moving is not None:
-            kernel.cancel(urb._moving)
-            urb._moving = None
-        urb._arm = None  # claimed but never moved (power cycle): the bytes are lost
+        if urb.deadline is not None:
+            kernel.cancel(urb.deadline)
+            urb.deadline = None
+        if urb.moving is not None:
+            kernel.cancel(urb.moving)
+            urb.moving = None
+        urb.arm = None  # claimed but never moved (power cycle): the bytes are lost
         ep = urb.endpoint
         if self.active[ep] is urb:  # a transfer is in one place: active, queued or arriving
             self.active[ep] = None
-            self._busy -= 1
+            self.busy -= 1
         elif urb in self.queues[ep]:
             self.queues[ep].remove(urb)
-        elif urb in self._arriving[ep]:
-            self._arriving[ep].remove(urb)
-            self._busy -= 1
+        elif urb in self.arriving[ep]:
+            self.arriving[ep].remove(urb)
+            self.busy -= 1
         if urb.on_complete is not None:
             urb.on_complete(urb)
         if self.queues[ep]:

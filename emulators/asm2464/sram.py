@@ -16,6 +16,8 @@ from tinyhil.emulators.observe import Observed
 from tinyhil.spec.asm2464 import (
     ARM_DIRECTION_IN,
     ARM_SECTORS_MASK,
+    ARM_SLOT_COUNT_SHIFT,
+    ARM_SLOT_START_MASK,
     PCIE_SRAM_BASE,
     SECTOR_BYTES,
     SLOT_BYTES,
@@ -26,9 +28,6 @@ from tinyhil.spec.asm2464 import (
 )
 
 __all__ = ["Arm", "ArmKind", "Direction", "SramEngine"]
-
-_SLOT_COUNT_SHIFT: Final = 8
-_BYTE_MASK: Final = 0xFF
 
 
 class Direction(Enum):
@@ -106,7 +105,7 @@ class SramEngine:
     def _op_sram_arm(self, value: int, index: int) -> None:
         """0xF2: validate and arm; a rejected arm stalls and changes nothing."""
         sectors = value & ARM_SECTORS_MASK
-        start, count = index & _BYTE_MASK, index >> _SLOT_COUNT_SHIFT or 1
+        start, count = index & ARM_SLOT_START_MASK, index >> ARM_SLOT_COUNT_SHIFT or 1
         if start + count > SLOTS or sectors > count * SLOT_SECTORS or sectors < 1:
             raise UsbStall(
                 f"0xF2 arm start_slot={start} slot_count={count} sectors={sectors}, expected start_slot + slot_count "

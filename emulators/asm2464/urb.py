@@ -37,9 +37,9 @@ class Urb:
 
     ``length`` is wLength / the bulk length; ``payload`` the OUT bytes (read when they move). On completion
     ``status`` is set, ``data`` holds the IN bytes received (also a partial read) and ``actual_length`` the count.
-    The constructor takes the inputs; the other fields are the outcome and the front's bookkeeping. An IN transfer
-    may name ``into``, the buffer its bytes belong in (an asynchronous libusb transfer on the caller's buffer): the
-    front then delivers them there, and ``data`` is a view of them.
+    The constructor takes the inputs; the other fields are the outcome and the front's bookkeeping (below). An IN
+    transfer may name ``into``, the buffer its bytes belong in (an asynchronous libusb transfer on the caller's
+    buffer): the front then delivers them there, and ``data`` is a view of them.
     """
 
     endpoint: int
@@ -55,14 +55,15 @@ class Urb:
     message: str
     submitted_ns: int
     completed_ns: int
-    _deadline: EventHandle | None
-    _moving: EventHandle | None
-    _arm: Arm | None
-    _started_ns: int
-    _planned: int
-    _limit: int | None  # a fault moves at most this many bytes (short write, partial timeout)
-    _stuck: bool  # the transfer will not complete: its deadline ends it
-    _fault: Fault | None
+    # the front's bookkeeping (emulators/asm2464/front.py and the parts it owns)
+    deadline: EventHandle | None  # the timeout event, scheduled only when it can matter
+    moving: EventHandle | None  # the next event that moves it: arrival, EP0 service, the bulk's last packet
+    arm: Arm | None  # a bulk: the arm it claimed and has not yet delivered against
+    started_ns: int  # when it started moving (a bulk cut short delivers the whole packets since)
+    planned: int  # a paired bulk: the bytes it will move
+    limit: int | None  # a fault moves at most this many bytes (short write, partial timeout)
+    stuck: bool  # the transfer will not complete: its deadline ends it
+    fault: Fault | None
     is_in: bool
 
     def __init__(
@@ -82,11 +83,11 @@ class Urb:
         self.payload = payload
         self.on_complete = on_complete
         self.into = into
-        self.status = self._deadline = self._moving = self._arm = self._limit = self._fault = None
+        self.status = self.deadline = self.moving = self.arm = self.limit = self.fault = None
         self.data = b""
-        self.actual_length = self.submitted_ns = self.completed_ns = self._started_ns = self._planned = 0
+        self.actual_length = self.submitted_ns = self.completed_ns = self.started_ns = self.planned = 0
         self.message = ""
-        self._stuck = False
+        self.stuck = False
         self.is_in = setup[0] & _DIRECTION_IN != 0 if setup is not None else endpoint == BULK_IN_EP
 
     def error(self) -> UsbError | None:

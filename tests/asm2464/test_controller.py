@@ -367,6 +367,17 @@ BAD_CALLS = [
     ("wait_pcie_link", (1.0,), {"poll_s": 0.0}, "poll_s=0.0"),
     ("wait_pcie_link", (1.0,), {"poll_s": float("nan")}, "poll_s=nan"),
     ("wait_pcie_link", (float("inf"),), {}, "timeout_s=inf"),
+    # the asynchronous arm, XDATA read and bulk OUT (test_controller_async.py)
+    ("xdata_read_async", (0xA800, 513), {}, "size=513, expected an int <= 512"),
+    ("xdata_read_async", (0xA800, 0), {}, "size=0"),
+    ("xdata_read_async", (0xFFFC, 8), {}, "past the end 0x10000"),
+    ("xdata_read_async", (1.0, 8), {}, "XDATA read offset=1.0"),
+    ("scsi_write_arm_async", (0x8000, 31), {}, "slot_start + slot_count <= 32"),
+    ("scsi_write_arm_async", (0, 0), {}, "nbytes=0"),
+    ("scsi_write_async", (bytes(1000),), {}, "wire of 0x3e8 bytes, expected a whole number of 512-byte sectors"),
+    ("scsi_write_async", (b"",), {}, "wire of 0x0 bytes"),
+    ("scsi_write_async", ("abc",), {}, "wire=str object, expected a bytes-like object"),
+    ("scsi_write_async", (bytes(512),), {"timeout": 0}, "timeout (ms)=0"),
 ]
 
 

@@ -123,7 +123,7 @@ def _check_call(usb: MockUSB3, ctrl: Asm2464Controller, call: Call) -> None:
         assert not isinstance(error, VirtualTimeout), f"{call}: the emulator's own wait leaked out: {error!r}"
         if isinstance(error, DeviceTimeout):
             assert call.method == "wait_pcie_link", f"{call}: {error!r}, expected a usb1 error from a transfer"
-    assert not front._busy and not any(front.queues.values()), f"{call}: left a transfer in flight"
+    assert not front.busy and not any(front.queues.values()), f"{call}: left a transfer in flight"
     assert usb.in_flight == (), f"{call}: left an asynchronous transfer unreaped"
 
 

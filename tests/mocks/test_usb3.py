@@ -79,7 +79,7 @@ def test_a_bulk_in_into_a_callers_buffer_lands_in_place(mode: str) -> None:
 
         def release() -> None:  # what the bridge does on that write (the PCIe side is not brought up here)
             usb.bridge.engine.released = True
-            usb.bridge.front.poke()
+            usb.bridge.front.bulk.poke()
 
         out = np.full(4096 + 2, 0xEE, dtype=np.uint8)
         read_released(out[1:-1])

@@ -24,6 +24,7 @@ from tinyhil.spec.asm2464 import (
     PCIE_SRAM_BASE,
     SECTOR_BYTES,
     SLOT_BYTES,
+    SLOT_SECTORS,
     SLOTS,
     SRAM_WINDOW_BYTES,
     WINDOW_BYTES,
@@ -266,13 +267,12 @@ def test_config_reads_beyond_unprogrammed_bridges_raise_naming_ur(ctrl: Asm2464C
         ctrl.pcie_cfg_read(4, 0, 0, Config.VENDOR_ID, 2)
 
 
-SECTORS_PER_SLOT = SLOT_BYTES // SECTOR_BYTES
 BAD_ARMS = [
-    ("slots past the end", SECTORS_PER_SLOT, SLOTS - 1 | 2 << 8),
+    ("slots past the end", SLOT_SECTORS, SLOTS - 1 | 2 << 8),
     ("start slot 32", 1, SLOTS),
-    ("more sectors than the slots hold", 2 * SECTORS_PER_SLOT + 1, 0 | 2 << 8),
+    ("more sectors than the slots hold", 2 * SLOT_SECTORS + 1, 0 | 2 << 8),
     ("zero sectors", 0, 0),
-    ("whole SRAM plus one sector", SLOTS * SECTORS_PER_SLOT + 1, 0 | SLOTS << 8),
+    ("whole SRAM plus one sector", SLOTS * SLOT_SECTORS + 1, 0 | SLOTS << 8),
 ]
 
 

@@ -31,12 +31,11 @@ from support.boards import DATA, Board
 from tinyhil.emulators.asm2464 import Quirks
 from tinyhil.emulators.asm2464.sram import Arm, ArmKind, Direction
 from tinyhil.emulators.observe import Observer
-from tinyhil.spec.asm2464 import SLOTS, WINDOW_BYTES
+from tinyhil.spec.asm2464 import WINDOW_BYTES, WINDOW_SLOTS
 from tinyhil.spec.copyin import CHUNK_BYTES, FENCE_BYTES, FENCE_XDATA, SECTOR_CHUNK_BYTES
 from tinyhil.usbgpu.copy import UsbCopy
 
 Factory = Callable[..., Board]
-WINDOW_SLOTS = SLOTS // 2
 
 
 @dataclass

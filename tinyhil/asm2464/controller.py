@@ -5,17 +5,15 @@ Works over any :class:`~tinyhil.usb.bridge_io.BridgeIO` (the real USB3 transport
 
 from __future__ import annotations
 
-import functools
 import struct
-from dataclasses import dataclass
 from typing import Any, Final
 
 from tinyhil._check import as_readonly_bytes, as_writable_bytes, check_int, check_range
 from tinyhil.asm2464.errors import PcieError
-from tinyhil.asm2464.sram import SramArm, pad_to_sectors
-from tinyhil.asm2464.stream import MemPiece, check_mem_access, plan_mem_access
-from tinyhil.asm2464.tlp import TlpCompletion, byte_enables, describe_fmt_type, encode_tlp, has_data, is_posted
-from tinyhil.errors import DeviceTimeout, InvalidArgument
+from tinyhil.asm2464.sram import SramArm, arm_request, pad_to_sectors
+from tinyhil.asm2464.stream import MemPiece, bulk_timeout_ms, check_mem_access, plan_mem_access, plan_write
+from tinyhil.asm2464.tlp import TlpCompletion, describe_fmt_type, encode_tlp, has_data, is_posted
+from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
 from tinyhil.spec.asm2464 import (
     BYTE_ENABLE_SHIFT,
     CPL_BYTES,
@@ -38,7 +36,7 @@ from tinyhil.spec.asm2464 import (
     Xdata,
     config_address,
 )
-from tinyhil.usb.bridge_io import AsyncBridgeIO, BridgeIO, check_timeout_ms
+from tinyhil.usb.bridge_io import AsyncBridgeIO, BridgeIO
 
 __all__ = ["Asm2464Controller"]
 
@@ -55,78 +53,23 @@ MAX_WAIT_S: Final = 60.0
 # The shortest pause between link polls: a poll is a control round trip (tens of us on hardware), so a shorter
 # pause only spins; with MAX_WAIT_S it bounds a wait to MAX_WAIT_S / MIN_POLL_S + 1 polls.
 MIN_POLL_S: Final = 0.001
-BASE_BULK_TIMEOUT_MS: Final = 1000
-SLOWEST_BYTES_PER_MS: Final = 1000  # 1 MB/s: below the 0xF0 stream rate ("a few MB/s"), the slowest path
 _CPL_STATUS_MEANINGS: Final = {
     CplStatus.UR: "unsupported request",
     CplStatus.CRS: "configuration request retry status",
     CplStatus.CA: "completer abort",
 }
 
-
 _TLP_REQUEST: Final = struct.Struct(TLP_REQUEST_FORMAT)
 ADDR32_LIMIT: Final = 1 << 32
 
 
-def _arm_fields(arm: SramArm) -> tuple[SramArm, int, int, int]:
-    return arm, arm.value, arm.index, arm.wire_bytes
-
-
-@functools.lru_cache(maxsize=256)
-def _cached_sram_arm(nbytes: int, slot_start: int, device_to_host: bool) -> tuple[SramArm, int, int, int]:
-    return _arm_fields(SramArm.for_bytes(nbytes, slot_start, device_to_host=device_to_host))
-
-
-def _sram_arm(nbytes: Any, slot_start: Any, device_to_host: bool) -> tuple[SramArm, int, int, int]:
-    """The (frozen, validated) arm for a transfer with its wValue, wIndex and wire bytes: a copy loop arms the same
-    few shapes over and over, so plain-int shapes are cached; anything else (bools, floats, unhashables) goes to
-    ``SramArm`` to be rejected by name."""
-    if type(nbytes) is int and type(slot_start) is int:
-        return _cached_sram_arm(nbytes, slot_start, device_to_host)
-    return _arm_fields(SramArm.for_bytes(nbytes, slot_start, device_to_host=device_to_host))
-
-
-def _bulk_timeout_ms(nbytes: int) -> int:
-    return BASE_BULK_TIMEOUT_MS + nbytes // SLOWEST_BYTES_PER_MS
-
-
-@dataclass(frozen=True, slots=True)
-class _WriteStep:
-    """One transaction of a PCIe memory write: data bytes ``[offset, end)`` at the write's address + ``offset``."""
-
-    offset: int
-    end: int
-    stream: bool  # True: an 0xF0 stream of ``dwords``; False: one single TLP
-    byte_enables: int  # shifted into wValue's high byte
-    lane: int  # single TLP: the first byte's offset within its dword
-    dwords: int  # stream: its length in dwords
-    timeout_ms: int  # stream: of the bulk OUT
-
-
-@functools.lru_cache(maxsize=1024)
-def _plan_write(lane: int, size: int, stream_chunk_bytes: int) -> tuple[_WriteStep, ...]:
-    """The steps of a PCIe memory write of ``size`` bytes at an address ``a`` with ``a % 4 == lane``: how
-    :func:`plan_mem_access` cuts it depends on nothing else (a ring write moves along the ring every time)."""
-    steps = []
-    pieces = plan_mem_access(lane, size, stream_chunk_bytes=stream_chunk_bytes, single_max_bytes=SINGLE_TLP_MAX_BYTES)
-    for piece in pieces:
-        end = piece.offset + piece.size
-        if piece.stream:
-            enables = TLP_BYTE_ENABLE_ALL << BYTE_ENABLE_SHIFT
-            steps.append(
-                _WriteStep(piece.offset, end, True, enables, 0, piece.size // DWORD_BYTES, _bulk_timeout_ms(piece.size))
-            )
-        else:
-            piece_lane = piece.address % DWORD_BYTES
-            enables = byte_enables(piece_lane, piece.size) << BYTE_ENABLE_SHIFT
-            steps.append(_WriteStep(piece.offset, end, False, enables, piece_lane, 0, 0))
-    return tuple(steps)
-
-
-def _timeout_ms(timeout: object, wire_bytes: int) -> int:
-    """The bulk timeout of an SRAM transfer: the caller's, checked before the first request goes out, or the default
-    for ``wire_bytes``."""
-    return _bulk_timeout_ms(wire_bytes) if timeout is None else check_timeout_ms(timeout)
+def _check_xdata_read(address: Any, size: Any, max_size: int | None = None) -> None:
+    """The one check of an 0xE4 read: ``size`` bytes (at most ``max_size`` in one request) inside XDATA."""
+    fits = type(address) is int and type(size) is int and address >= 0 and 1 <= size <= XDATA_BYTES - address
+    if fits and (max_size is None or size <= max_size):
+        return
+    check_int("size", size, min_value=1, max_value=max_size)
+    check_range("XDATA read", address, size, XDATA_BYTES)
 
 
 def _check_seconds(name: str, value: object, *, minimum: float, inclusive: bool = True) -> float:
@@ -158,6 +101,11 @@ class Asm2464Controller:
     8-byte completion for non-posted requests, and streams for bulk memory access (``pcie_mem_read/write``).
     ``retry_delay_s`` is the pause between re-issues of a TLP the firmware reported as ERROR/TIMEOUT; it goes
     through the transport's ``pause`` (so an emulated clock advances instead of the wall clock).
+
+    Over an :class:`~tinyhil.usb.bridge_io.AsyncBridgeIO` (``asynchronous``), an 0xF2 arm, an XDATA read and an armed
+    bulk OUT can be submitted without waiting (``scsi_write_arm_async``, ``xdata_read_async``, ``scsi_write_async``,
+    each returning a tag) and reaped together (``reap``), so an arm and a fence read share one round trip; over a
+    synchronous transport these raise ``StateError``.
     """
 
     def __init__(
@@ -194,13 +142,22 @@ class Asm2464Controller:
     # --- XDATA (0xE4 / 0xE5) ---
     def xdata_read(self, address: int, size: int) -> bytes:
         """Read ``size`` bytes of XDATA from ``address``, in requests of at most ``xdata_read_max`` bytes."""
-        check_int("size", size, min_value=1)
-        check_range("XDATA read", address, size, XDATA_BYTES)
+        _check_xdata_read(address, size)
         out = bytearray(size)
         for offset in range(0, size, self.xdata_read_max):
             n = min(self.xdata_read_max, size - offset)
             out[offset : offset + n] = self.transport.control_read(Request.XDATA_READ, n, address + offset, 0)
         return bytes(out)
+
+    def xdata_read_async(self, address: int, size: int) -> tuple[int, bytearray]:
+        """Submit one 0xE4 read of ``size`` bytes (at most ``xdata_read_max``) at ``address``; returns ``(tag,
+        buffer)``, the buffer filled once the tag is reaped. A bad ``address`` or ``size`` raises ``InvalidArgument``
+        (as :meth:`xdata_read`) and sends nothing."""
+        transport = self._async
+        if transport is None:
+            raise self._not_async("xdata_read_async")
+        _check_xdata_read(address, size, self.xdata_read_max)
+        return transport.control_read_async(Request.XDATA_READ, size, address, 0)
 
     def xdata_write(self, address: int, data: Any) -> None:
         """Write ``data`` (bytes-like) to XDATA at ``address``: one 0xE5 request per byte, as the firmware takes it."""
@@ -225,16 +182,73 @@ class Asm2464Controller:
         view = as_readonly_bytes("buf", buf)
         if not len(view):
             raise InvalidArgument("buf of 0 bytes, expected at least 1 byte")
-        arm, value, index, wire_bytes = _sram_arm(len(view), slot_start, False)
-        wait_ms = _timeout_ms(timeout, wire_bytes)
+        arm, value, index, wire_bytes = arm_request(len(view), slot_start, False)
+        wait_ms = bulk_timeout_ms(wire_bytes, timeout)
         wire = pad_to_sectors(view)
         self.transport.control_write(Request.SRAM_ARM, value, index)
         self.transport.bulk_write(wire, wait_ms)
         return arm
 
+    def scsi_write_arm(self, size: int, slot_start: int = 0) -> SramArm:
+        """Arm a host-to-device 0xF2 transfer of ``size`` bytes (rounded up to sectors) into ``slot_start``; the bulk
+        OUT that follows (:meth:`scsi_write_async`) must be exactly the arm's ``wire_bytes``."""
+        arm, value, index, _ = arm_request(size, slot_start, False)
+        self.transport.control_write(Request.SRAM_ARM, value, index)
+        return arm
+
+    def scsi_write_arm_async(self, size: int, slot_start: int = 0) -> int:
+        """:meth:`scsi_write_arm` as an asynchronous control transfer; returns its tag. A bad ``size`` or
+        ``slot_start`` raises ``InvalidArgument`` (as :meth:`scsi_write`) and sends nothing."""
+        transport = self._async
+        if transport is None:
+            raise self._not_async("scsi_write_arm_async")
+        _, value, index, _ = arm_request(size, slot_start, False)
+        return transport.control_write_async(Request.SRAM_ARM, value, index)
+
+    def scsi_write_async(self, wire: Any, *, timeout: int | None = None) -> int:
+        """Submit the bulk OUT of an armed wire image (the arm's ``wire_bytes``, whole sectors, else
+        ``InvalidArgument``); returns its tag. ``wire`` is read when the transfer moves: leave it unchanged until it
+        is reaped. ``timeout`` defaults to the transport's for asynchronous transfers."""
+        transport = self._async
+        if transport is None:
+            raise self._not_async("scsi_write_async")
+        view = wire if type(wire) is memoryview else as_readonly_bytes("wire", wire)
+        if not view.nbytes or view.nbytes % SECTOR_BYTES:
+            raise InvalidArgument(
+                f"wire of {view.nbytes:#x} bytes, expected a whole number of {SECTOR_BYTES}-byte sectors"
+            )
+        return transport.bulk_write_async(view) if timeout is None else transport.bulk_write_async(view, timeout)
+
+    def reap(self, *tags: int) -> None:
+        """Wait for the asynchronous transfers ``tags``, in order, and reap them; the oldest failure of any
+        asynchronous transfer raises (``usb1.USBError``, ``ShortTransfer``), once."""
+        transport = self._async
+        if transport is None:
+            raise self._not_async("reap")
+        for tag in tags:
+            transport.bulk_wait(tag)
+
+    def clear_error(self) -> tuple[BaseException, ...]:
+        """Drop the asynchronous failures that have not surfaced (after recovering from one); returns them."""
+        transport = self._async
+        if transport is None:
+            raise self._not_async("clear_error")
+        return transport.clear_error()
+
+    @property
+    def asynchronous(self) -> bool:
+        """Whether the transport is an :class:`~tinyhil.usb.bridge_io.AsyncBridgeIO` (see the class docstring)."""
+        return self._async is not None
+
+    def _not_async(self, method: str) -> StateError:
+        return StateError(
+            f"{type(self).__name__}.{method} needs asynchronous transfers, and {self.transport!r} is not an "
+            "AsyncBridgeIO (bulk_write_async, control_write_async, control_read_async, bulk_wait)"
+        )
+
     def scsi_read_arm(self, size: int, slot_start: int = 0) -> SramArm:
         """Arm a device-to-host 0xF2 transfer of ``size`` bytes (rounded up to sectors) from ``slot_start``."""
-        arm, value, index, _ = _sram_arm(size, slot_start, True)
+        arm, value, index, _ = arm_request(size, slot_start, True)
         self.transport.control_write(Request.SRAM_ARM, value, index)
         return arm
 
@@ -247,8 +261,8 @@ class Asm2464Controller:
         Raises:
             InvalidArgument: a bad ``size``, ``slot_start`` or ``timeout`` (as :meth:`scsi_write`), before the arm.
         """
-        _, value, index, wire_bytes = _sram_arm(size, slot_start, True)
-        wait_ms = _timeout_ms(timeout, wire_bytes)
+        _, value, index, wire_bytes = arm_request(size, slot_start, True)
+        wait_ms = bulk_timeout_ms(wire_bytes, timeout)
         if arm:
             self.transport.control_write(Request.SRAM_ARM, value, index)
         data = self.transport.bulk_read(wire_bytes, wait_ms)
@@ -271,8 +285,8 @@ class Asm2464Controller:
         if transport is None or size % SECTOR_BYTES or not size:
             view[:] = self.scsi_read(size, slot_start, arm=arm, timeout=timeout)
             return
-        _, value, index, wire_bytes = _sram_arm(size, slot_start, True)
-        wait_ms = _timeout_ms(timeout, wire_bytes)
+        _, value, index, wire_bytes = arm_request(size, slot_start, True)
+        wait_ms = bulk_timeout_ms(wire_bytes, timeout)
         if arm:
             transport.control_write(Request.SRAM_ARM, value, index)
         transport.bulk_read_into(view, wait_ms)
@@ -374,7 +388,7 @@ class Asm2464Controller:
             fmt_type = piece.fmt_type(write=False)
             if piece.stream:
                 self._stream_start(fmt_type, piece, TlpMode.STREAM_READ)
-                data = self.transport.bulk_read(piece.size, _bulk_timeout_ms(piece.size))
+                data = self.transport.bulk_read(piece.size, bulk_timeout_ms(piece.size))
             else:
                 value = self.pcie_request(fmt_type, piece.address, size=piece.size)
                 assert value is not None
@@ -393,7 +407,7 @@ class Asm2464Controller:
             address, size, stream_chunk_bytes=self.stream_chunk_bytes, single_max_bytes=SINGLE_TLP_MAX_BYTES
         )
         transport = self.transport
-        for step in _plan_write(address % DWORD_BYTES, size, self.stream_chunk_bytes):
+        for step in plan_write(address % DWORD_BYTES, size, self.stream_chunk_bytes, SINGLE_TLP_MAX_BYTES):
             piece_address = address + step.offset
             wide = piece_address + step.end - step.offset > ADDR32_LIMIT  # as MemPiece.fmt_type
             fmt_type = FmtType.MWR64 if wide else FmtType.MWR32

@@ -7,8 +7,9 @@ SRAM is 512 KB = 32 slots of 16 KB, addressed in 512 B sectors. An arm with star
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Final
+from typing import Any
 
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
@@ -18,13 +19,12 @@ from tinyhil.spec.asm2464 import (
     ARM_SLOT_COUNT_SHIFT,
     SECTOR_BYTES,
     SLOT_BYTES,
+    SLOT_SECTORS,
     SLOTS,
     SRAM_BYTES,
 )
 
-__all__ = ["SramArm", "pad_to_sectors", "sectors_for"]
-
-SECTORS_PER_SLOT: Final = SLOT_BYTES // SECTOR_BYTES
+__all__ = ["SramArm", "arm_request", "pad_to_sectors", "sectors_for"]
 
 
 def sectors_for(nbytes: int) -> int:
@@ -50,13 +50,13 @@ class SramArm:
         check_int("slot_start", self.slot_start, min_value=0, max_value=SLOTS - 1)
         check_int("slot_count", self.slot_count, min_value=0, max_value=SLOTS)
         if not self.slot_count:
-            object.__setattr__(self, "slot_count", -(-self.sectors // SECTORS_PER_SLOT))
+            object.__setattr__(self, "slot_count", -(-self.sectors // SLOT_SECTORS))
         end_slot = self.slot_start + self.slot_count
-        if end_slot > SLOTS or self.sectors > self.slot_count * SECTORS_PER_SLOT:
+        if end_slot > SLOTS or self.sectors > self.slot_count * SLOT_SECTORS:
             raise InvalidArgument(
                 f"SRAM arm of {self.sectors} sectors ({self.wire_bytes:#x} bytes) from slot {self.slot_start} over "
                 f"{self.slot_count} slots, expected slot_start + slot_count <= {SLOTS} and sectors <= slot_count * "
-                f"{SECTORS_PER_SLOT} (SRAM is {SRAM_BYTES:#x} bytes: {SLOTS} slots of {SLOT_BYTES:#x})"
+                f"{SLOT_SECTORS} (SRAM is {SRAM_BYTES:#x} bytes: {SLOTS} slots of {SLOT_BYTES:#x})"
             )
 
     @classmethod
@@ -94,3 +94,25 @@ def pad_to_sectors(data: memoryview) -> memoryview:
     padded = bytearray(len(data) + SECTOR_BYTES - remainder)
     padded[: len(data)] = data
     return memoryview(padded)
+
+
+def _arm_fields(arm: SramArm) -> tuple[SramArm, int, int, int]:
+    return arm, arm.value, arm.index, arm.wire_bytes
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_arm_request(nbytes: int, slot_start: int, device_to_host: bool) -> tuple[SramArm, int, int, int]:
+    return _arm_fields(SramArm.for_bytes(nbytes, slot_start, device_to_host=device_to_host))
+
+
+def arm_request(nbytes: Any, slot_start: Any, device_to_host: bool) -> tuple[SramArm, int, int, int]:
+    """The (frozen, validated) arm for a transfer with its wValue, wIndex and wire bytes: the controller's one cache
+    of arms. A copy loop arms the same few shapes over and over, so plain-int shapes are validated once and cached;
+    anything else (bools, floats, unhashables) goes to ``SramArm`` to be rejected by name.
+
+    Raises:
+        InvalidArgument: as :meth:`SramArm.for_bytes`.
+    """
+    if type(nbytes) is int and type(slot_start) is int:
+        return _cached_arm_request(nbytes, slot_start, device_to_host)
+    return _arm_fields(SramArm.for_bytes(nbytes, slot_start, device_to_host=device_to_host))

@@ -22,16 +22,43 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tinyhil._check import check_int
+from tinyhil.asm2464.tlp import byte_enables
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.asm2464 import FmtType
+from tinyhil.spec.asm2464 import BYTE_ENABLE_SHIFT, TLP_BYTE_ENABLE_ALL, FmtType
+from tinyhil.usb.bridge_io import check_timeout_ms
 
-__all__ = ["MAX_MEM_ACCESS_BYTES", "MAX_PLAN_PIECES", "MemPiece", "check_mem_access", "plan_mem_access"]
+__all__ = [
+    "BASE_BULK_TIMEOUT_MS",
+    "MAX_MEM_ACCESS_BYTES",
+    "MAX_PLAN_PIECES",
+    "SLOWEST_BYTES_PER_MS",
+    "MemPiece",
+    "WriteStep",
+    "bulk_timeout_ms",
+    "check_mem_access",
+    "plan_mem_access",
+    "plan_write",
+]
 
 DWORD_BYTES: Final = 4
 ADDR32_LIMIT: Final = 1 << 32
 ADDR64_LIMIT: Final = 1 << 64
 MAX_MEM_ACCESS_BYTES: Final = 1 << 30  # the largest access planned (module docstring): 1024 streams of 1 MB
 MAX_PLAN_PIECES: Final = (1 << 16) + 2  # the most transactions one plan holds: 1 GiB in 16 KB streams, head, tail
+BASE_BULK_TIMEOUT_MS: Final = 1000
+SLOWEST_BYTES_PER_MS: Final = 1000  # 1 MB/s: below the 0xF0 stream rate ("a few MB/s"), the slowest path
+
+
+def bulk_timeout_ms(nbytes: int, timeout: object = None) -> int:
+    """The timeout of a bulk transfer of ``nbytes``: the caller's ``timeout``, checked (so a bad one fails before the
+    first request goes out), or by default one at the slowest path's rate (0xF2 and 0xF0 alike).
+
+    Raises:
+        InvalidArgument: ``timeout`` is not ``None`` or an int of milliseconds in ``1..MAX_TIMEOUT_MS``.
+    """
+    if timeout is None:
+        return BASE_BULK_TIMEOUT_MS + nbytes // SLOWEST_BYTES_PER_MS
+    return check_timeout_ms(timeout)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,3 +169,36 @@ def _plan(address: int, size: int, stream_chunk_bytes: int, single_max_bytes: in
     if offset < size:
         pieces.append(MemPiece(address + offset, offset, size - offset, stream=False))
     return tuple(pieces)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteStep:
+    """One transaction of a PCIe memory write: data bytes ``[offset, end)`` at the write's address + ``offset``."""
+
+    offset: int
+    end: int
+    stream: bool  # True: an 0xF0 stream of ``dwords``; False: one single TLP
+    byte_enables: int  # shifted into wValue's high byte
+    lane: int  # single TLP: the first byte's offset within its dword
+    dwords: int  # stream: its length in dwords
+    timeout_ms: int  # stream: of the bulk OUT
+
+
+@functools.lru_cache(maxsize=1024)
+def plan_write(lane: int, size: int, stream_chunk_bytes: int, single_max_bytes: int) -> tuple[WriteStep, ...]:
+    """The steps of a PCIe memory write of ``size`` bytes at an address ``a`` with ``a % 4 == lane``: how
+    :func:`plan_mem_access` cuts it depends on nothing else (a ring write moves along the ring every time)."""
+    steps = []
+    pieces = plan_mem_access(lane, size, stream_chunk_bytes=stream_chunk_bytes, single_max_bytes=single_max_bytes)
+    for piece in pieces:
+        end = piece.offset + piece.size
+        if piece.stream:
+            enables = TLP_BYTE_ENABLE_ALL << BYTE_ENABLE_SHIFT
+            steps.append(
+                WriteStep(piece.offset, end, True, enables, 0, piece.size // DWORD_BYTES, bulk_timeout_ms(piece.size))
+            )
+        else:
+            piece_lane = piece.address % DWORD_BYTES
+            enables = byte_enables(piece_lane, piece.size) << BYTE_ENABLE_SHIFT
+            steps.append(WriteStep(piece.offset, end, False, enables, piece_lane, 0, 0))
+    return tuple(steps)

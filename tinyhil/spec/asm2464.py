@@ -13,6 +13,7 @@ __all__ = [
     "ARM_DIRECTION_IN",
     "ARM_SECTORS_MASK",
     "ARM_SLOT_COUNT_SHIFT",
+    "ARM_SLOT_START_MASK",
     "BRIDGE_CONFIGURATION",
     "BRIDGE_INTERFACE",
     "BRIDGE_VID_PIDS",
@@ -20,11 +21,13 @@ __all__ = [
     "BULK_OUT_EP",
     "BYTE_ENABLE_SHIFT",
     "CONFIG_REG_MASK",
+    "CONTROL_EP",
     "CPL_BYTES",
     "CPL_FORMAT",
     "CPL_RELEASE_OFFSET",
     "CPL_STATUS_SHIFT",
     "CQ_WINDOW_BYTES",
+    "ENDPOINTS",
     "GPU_BUS",
     "LTSSM_L0",
     "PCIE_ADMIN_WINDOW",
@@ -74,6 +77,8 @@ BRIDGE_VID_PIDS: Final = ((0xADD1, 0x0001), (0x3801, 0x0001))
 PRODUCT_PREFIXES: Final = ("custom", "AS2462")
 BULK_OUT_EP: Final = 0x02
 BULK_IN_EP: Final = 0x81
+CONTROL_EP: Final = 0x00  # EP0, the default control endpoint (USB 2.0 chapter 9)
+ENDPOINTS: Final = (CONTROL_EP, BULK_OUT_EP, BULK_IN_EP)  # every endpoint of the bridge
 BRIDGE_CONFIGURATION: Final = 1
 BRIDGE_INTERFACE: Final = 0
 LTSSM_L0: Final = 0x78  # XDATA 0xB450 reads this when the PCIe link is up
@@ -192,6 +197,8 @@ SLOT_BYTES: Final = 0x4000
 SECTOR_BYTES: Final = 512
 ARM_SECTORS_MASK: Final = 0x7FFF  # wValue bits 0-14: sectors
 ARM_DIRECTION_IN: Final = 0x8000  # wValue bit 15: device-to-host
+ARM_SLOT_START_MASK: Final = 0xFF  # wIndex low byte: the start slot
+ARM_SLOT_COUNT_SHIFT: Final = 8  # wIndex high byte: the slot count (0 means 1)
 SLOT_SECTORS: Final = SLOT_BYTES // SECTOR_BYTES  # 32 sectors per slot: an arm of n slots holds at most n*32
 WINDOW_SLOTS: Final = 16  # spec/copyin.md: a copyin window is 16 slots, window 0 = slots 0-15, window 1 = 16-31
 WINDOW_BYTES: Final = WINDOW_SLOTS * SLOT_BYTES  # 256 KB
@@ -202,4 +209,3 @@ SRAM_WINDOW_BYTES: Final = 0x1000  # 0x8000-0x8FFF (and 0xF000-0xFFFF) onto SRAM
 SYS_BUF_BYTES: Final = 0x1000  # 0xA000-0xAFFF onto PCIe 0x820000-0x820FFF
 ADMIN_WINDOW_BYTES: Final = 0x200  # 0xB000-0xB1FF onto PCIe 0x800000-0x8001FF
 CQ_WINDOW_BYTES: Final = 0x800  # 0xB800-0xBFFF onto PCIe 0x822000-0x8227FF
-ARM_SLOT_COUNT_SHIFT: Final = 8  # wIndex: low byte start slot, high byte slot count (0 means 1)

@@ -25,7 +25,6 @@ that never drains ends the copyin with :class:`DrainError` after ``drain_polls``
 from __future__ import annotations
 
 import contextlib
-import functools
 import struct
 from enum import StrEnum
 from typing import Any, Final
@@ -36,10 +35,9 @@ from tinyhil._check import as_readonly_bytes, check_int
 from tinyhil.amdgpu.queue import AmdQueue
 from tinyhil.amdgpu.sdma import sdma_const_fill, sdma_copy_linear, sdma_write
 from tinyhil.asm2464.controller import Asm2464Controller
-from tinyhil.asm2464.sram import SramArm
 from tinyhil.errors import DeviceTimeout, InvalidArgument
 from tinyhil.spec.amdgpu import SYS_APERTURE, QueueKind
-from tinyhil.spec.asm2464 import PCIE_SRAM_BASE, SECTOR_BYTES, WINDOW_BYTES, Request
+from tinyhil.spec.asm2464 import PCIE_SRAM_BASE, SECTOR_BYTES, WINDOW_BYTES, WINDOW_SLOTS
 from tinyhil.spec.copyin import (
     CHUNK_BYTES,
     COPYOUT_PIECE_BYTES,
@@ -53,7 +51,6 @@ from tinyhil.spec.copyin import (
     sentinel,
     window_pcie,
 )
-from tinyhil.usb.bridge_io import AsyncBridgeIO
 from tinyhil.usbgpu.usb_gpu import UsbGpu
 
 from .program import ChunkPlan, copyin_program, copyout_program
@@ -61,7 +58,6 @@ from .program import ChunkPlan, copyin_program, copyout_program
 __all__ = ["CopyRevision", "DrainError", "UsbCopy"]
 
 DEFAULT_DRAIN_POLLS: Final = 2000  # fence reads before giving up: ~0.2 s at a ~100 us USB control round trip
-WINDOW_SLOTS: Final = 16
 _FENCE: Final = struct.Struct("<Q")
 _FENCE_UNSET: Final = (1 << 64) - 1  # the fence while the GPU zeroes the windows: above every seq (< 2**63)
 _SENTINEL: Final = struct.Struct("<I")
@@ -98,13 +94,6 @@ class DrainError(DeviceTimeout):
 
 def _round_up(value: int, unit: int) -> int:
     return -(-value // unit) * unit
-
-
-@functools.lru_cache(maxsize=64)
-def _arm_request(wire: int, slot_start: int) -> tuple[int, int]:
-    """wValue and wIndex of the 0xF2 arm for a ``wire``-byte image at ``slot_start`` (a few distinct per copy)."""
-    arm = SramArm.for_bytes(wire, slot_start)
-    return arm.value, arm.index
 
 
 def _plans(revision: CopyRevision, nbytes: int, seq: int) -> list[ChunkPlan]:
@@ -174,12 +163,10 @@ class UsbCopy:
         self.sdma = sdma
         self.drain_polls = check_int("drain_polls", drain_polls, min_value=1)
         self.seq = check_int("seq", seq, min_value=0, max_value=(1 << 63) - 1)
-        transport = controller.transport
-        self.transport: AsyncBridgeIO | None = transport if isinstance(transport, AsyncBridgeIO) else None
-        if self.revision is not CopyRevision.NAIVE and self.transport is None:
+        if self.revision is not CopyRevision.NAIVE and not controller.asynchronous:
             raise InvalidArgument(
-                f"the {self.revision.value} revision needs asynchronous transfers, and {transport!r} is not an "
-                "AsyncBridgeIO (bulk_write_async, control_write_async, control_read_async, bulk_wait)"
+                f"the {self.revision.value} revision needs asynchronous transfers, and {controller.transport!r} is "
+                "not an AsyncBridgeIO (bulk_write_async, control_write_async, control_read_async, bulk_wait)"
             )
         self._staging = [np.zeros(WINDOW_BYTES, dtype=np.uint8) for _ in range(WINDOWS)]
         self._inflight: list[int | None] = [None] * WINDOWS
@@ -265,17 +252,16 @@ class UsbCopy:
         batch = max(1, self.sdma.ring_bytes // 2 // per_chunk)  # leave the ring room for the next batch
         batched = self.revision is CopyRevision.PIPELINED
         images = [image.data for image in self._staging]
-        transport = self.transport
-        assert transport is not None  # the constructor refuses a pipelined revision without one
+        controller = self.controller
         try:
             for first in range(0, len(plans), batch):
                 part = plans[first : first + batch]
                 self.sdma.submit(copyin_program(part, dest_va))  # built before anything is sent, one doorbell
                 for plan in part:
-                    self._send_chunk(transport, plan, src, images, seq_start, batched=batched)
-            self._reap_all(transport)
+                    self._send_chunk(controller, plan, src, images, seq_start, batched=batched)
+            self._reap_all(controller)
         except BaseException:
-            self._abandon(transport)
+            self._abandon(controller)
             # The failed copy's seqs are spent: its program may still poll for one of their sentinels, and a later
             # copyin that reused that seq would feed this copy's destination with its data.
             self.seq = plans[-1].seq + 1
@@ -285,7 +271,7 @@ class UsbCopy:
 
     def _send_chunk(
         self,
-        t: AsyncBridgeIO,
+        c: Asm2464Controller,
         plan: ChunkPlan,
         src: memoryview,
         images: list[memoryview],
@@ -299,41 +285,40 @@ class UsbCopy:
         tag = inflight[window]
         if tag is not None:  # the window's previous chunk must be fully sent before its staging buffer is reused
             inflight[window] = None
-            t.bulk_wait(tag)
+            c.reap(tag)
         image = images[window]
         offset = plan.offset
         image[:size] = src[offset : offset + size]
         if wire - size > SENTINEL_BYTES:  # padding to zero (a full pipelined chunk's sentinel directly follows)
             self._staging[window][size:wire] = 0
         _SENTINEL.pack_into(image, plan.sentinel_offset, sentinel(seq))
-        arm_value, arm_index = _arm_request(wire, window * WINDOW_SLOTS)
+        slot_start = window * WINDOW_SLOTS
         if batched:  # arm and fence read in one round trip
-            arm_tag = t.control_write_async(Request.SRAM_ARM, arm_value, arm_index)
-            fence_tag, fence_buffer = t.control_read_async(Request.XDATA_READ, FENCE_BYTES, FENCE_XDATA, 0)
-            t.bulk_wait(arm_tag)
-            t.bulk_wait(fence_tag)
+            arm_tag = c.scsi_write_arm_async(wire, slot_start)
+            fence_tag, fence_buffer = c.xdata_read_async(FENCE_XDATA, FENCE_BYTES)
+            c.reap(arm_tag, fence_tag)
             fence: int = _FENCE.unpack(fence_buffer)[0]
             if fence < seq - 1:  # usually the fence read already shows the previous chunk drained
                 self._wait_drained(seq - 1, seq_start, fence)
         else:  # spin on the fence, then arm: two synchronous round trips
             self._wait_drained(seq - 1, seq_start)
-            t.control_write(Request.SRAM_ARM, arm_value, arm_index)
-        inflight[window] = t.bulk_write_async(image[:wire])
+            c.scsi_write_arm(wire, slot_start)
+        inflight[window] = c.scsi_write_async(image[:wire])
 
-    def _reap_all(self, transport: AsyncBridgeIO) -> None:
+    def _reap_all(self, controller: Asm2464Controller) -> None:
         for window, tag in enumerate(self._inflight):
             if tag is not None:
                 self._inflight[window] = None
-                transport.bulk_wait(tag)
+                controller.reap(tag)
 
-    def _abandon(self, transport: AsyncBridgeIO) -> None:
+    def _abandon(self, controller: Asm2464Controller) -> None:
         """After a failure: reap what is still in flight, dropping its errors (the first error is what raised)."""
         for window, tag in enumerate(self._inflight):
             self._inflight[window] = None
             if tag is not None:
                 with contextlib.suppress(Exception):  # the copyin already failed with a better error
-                    transport.bulk_wait(tag)
-        transport.clear_error()
+                    controller.reap(tag)
+        controller.clear_error()
 
     # --- copyout ---
     def copyout(self, dest: Any, src_va: int) -> None:

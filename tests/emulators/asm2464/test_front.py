@@ -1,11 +1,19 @@
 """The USB front: endpoint queues on the virtual clock, control during bulk, payload read at completion,
-cancellation, faults (stall halts a bulk endpoint until CLEAR_FEATURE, partial timeouts, no-device, short writes)."""
+cancellation, faults (stall halts a bulk endpoint until CLEAR_FEATURE, partial timeouts, no-device, short writes), and
+the front's composition from the parts it owns."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
-from tinyhil.emulators.asm2464 import WAIT_CAP_NS, Urb, UsbNoDevice, UsbStall, UsbStatus, UsbTimeout
+from tinyhil.emulators import asm2464
+from tinyhil.emulators.asm2464 import WAIT_CAP_NS, Asm2464, Urb, UsbFront, UsbNoDevice, UsbStall, UsbStatus, UsbTimeout
+from tinyhil.emulators.asm2464.bulk import BulkEndpoints
+from tinyhil.emulators.asm2464.ep0 import ControlEndpoint
+from tinyhil.emulators.asm2464.inline import InlinePath
 from tinyhil.emulators.faults import Fault, FaultPlan, Operation
 from tinyhil.emulators.kernel import VirtualTimeout
 
@@ -241,3 +249,23 @@ def test_an_event_that_raises_during_a_synchronous_bulk_abandons_it_and_keeps_th
     assert host.bridge.engine.inflight == 0
     assert host.bulk_out(b"\x22" * 512).status is UsbStatus.COMPLETED
     assert host.bridge.read_sram(0, 512) == b"\x22" * 512
+
+
+def test_the_front_is_composed_of_the_parts_it_owns() -> None:
+    """UsbFront has no mixin bases: it owns an ep0, a bulk and an inline part, each bound to it for the board's life
+    (a power cycle resets the front's state, not its parts), and no module of the bridge declares another class's
+    methods under TYPE_CHECKING."""
+    bridge = Asm2464()
+    front = bridge.front
+    assert UsbFront.__bases__ == (object,)
+    parts = {"ep0": ControlEndpoint, "bulk": BulkEndpoints, "inline": InlinePath}
+    before = {name: getattr(front, name) for name in parts}
+    bridge.reset()
+    for name, kind in parts.items():
+        part = getattr(front, name)
+        assert type(part) is kind and part is before[name] and part.front is front
+    for module in Path(asm2464.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+                stubs = [n.name for n in ast.walk(node) if isinstance(n, ast.FunctionDef)]
+                assert not stubs, f"{module.name} declares {stubs} under TYPE_CHECKING"

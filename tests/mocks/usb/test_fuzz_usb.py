@@ -336,7 +336,7 @@ def _check_one(usb: MockUSB3, r: UsbRequest) -> None:
     else:
         error = None
         assert not r.refusals, f"{r}: accepted, though its {r.refusals} fields must be refused"
-    assert not front._busy and not any(front.queues.values()), f"{r}: left a transfer in flight"
+    assert not front.busy and not any(front.queues.values()), f"{r}: left a transfer in flight"
     assert not usb._handle._inflight, f"{r}: the handle still counts a transfer in flight"
     if error is None:
         return

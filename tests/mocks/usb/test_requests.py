@@ -244,7 +244,7 @@ def test_a_timeout_beyond_the_wait_cap_is_refused_naming_the_limit_and_the_longe
         with pytest.raises(usb1.USBErrorInvalidParam) as raised:
             b.handle.bulkWrite(0x02, b"\x11" * 512, MAX_TIMEOUT_MS + 1)
         assert "expected at most 7200000 ms (2 h, the emulator's virtual wait cap" in str(raised.value.__notes__)
-        assert not b.bridge.front._busy, "nothing was submitted"
+        assert not b.bridge.front.busy, "nothing was submitted"
         start_ns = b.kernel.now_ns
         with pytest.raises(usb1.USBErrorTimeout):  # the longest timeout it takes ends as a timeout, in virtual time
             b.handle.bulkWrite(0x02, b"\x11" * 512, MAX_TIMEOUT_MS)
