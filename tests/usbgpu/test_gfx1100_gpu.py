@@ -23,8 +23,11 @@ from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.spec.amdgpu import SYS_APERTURE, ErrorCode, QueueKind, QueueStatus
 from tinyhil.spec.amdgpu_sdma import SdmaOp
 from tinyhil.spec.asm2464 import PCIE_SRAM_BASE
-from tinyhil.spec.gfx1100_boot import BOOTED_SCRATCH_REG7, IH_RING_BYTES, PteFlag, SmuDebugMsg
+from tinyhil.spec.gfx1100_gmc import PteFlag
+from tinyhil.spec.gfx1100_ih import IH_RING_BYTES
 from tinyhil.spec.gfx1100_regs import Reg
+from tinyhil.spec.gfx1100_smu import SmuDebugMsg
+from tinyhil.spec.gfx1100_soc import BOOTED_SCRATCH_REG7
 from tinyhil.spec.pci import Command
 from tinyhil.usbgpu.amd_device import UsbAmdDevice
 from tinyhil.usbgpu.gfx1100_gpu import Gfx1100UsbGpu, open_usb_gpu

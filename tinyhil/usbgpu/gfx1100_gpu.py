@@ -48,7 +48,7 @@ from tinyhil.spec.amdgpu import DOORBELL_SLOT_BYTES, SYS_APERTURE, ErrorCode, Qu
 from tinyhil.spec.amdgpu_pm4 import PM4_HEADER_OPCODE, PM4_HEADER_TYPE, PM4_TYPE_3, Pm4Op
 from tinyhil.spec.amdgpu_sdma import SDMA_HEADER_OP, SDMA_HEADER_SUB_OP, SdmaOp
 from tinyhil.spec.asm2464 import CQ_WINDOW_BYTES, PCIE_ADMIN_WINDOW, PCIE_CQ_WINDOW, PCIE_SRAM_BASE, SRAM_BYTES
-from tinyhil.spec.gfx1100_boot import IH_RING_BYTES
+from tinyhil.spec.gfx1100_ih import IH_RING_BYTES
 from tinyhil.usbgpu.gfx1100.boot import Gfx1100Boot
 from tinyhil.usbgpu.gfx1100.ih import IhReader, IvMeaning, Report, queue_of
 from tinyhil.usbgpu.gfx1100.mec import MEC_DOORBELL
