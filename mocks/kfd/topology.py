@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from tinyhil.kfd.kernel_abi import DRM_RENDER_MINOR_BASE, KFD_DEVICE_PATH, KFD_TOPOLOGY_PATH, render_node_path
 from tinyhil.kfd.topology import gfx_arch_name
+from tinyhil.spec.kfd_topology import DRM_RENDER_MINOR_BASE, KFD_DEVICE_PATH, KFD_TOPOLOGY_PATH, render_node_path
 
 __all__ = [
     "CPU_CORES",
