@@ -17,7 +17,7 @@ from .executor import HostNativeExecutor, KernelExecutor, KernelMemory, Launch
 from .gpu import AmdGpu
 from .mappings import FlatTranslation, Mapping
 from .memory import AddressSpace, HostSpan, IoRegion, Run, Translation, Vram
-from .pcie import DEFAULT_GFX_TARGET_VERSION, DEVICE_IDS, BridgedFunction
+from .pcie import DEFAULT_GFX_TARGET_VERSION, BridgedFunction
 from .pm4 import Pm4Engine
 from .queues import Queue
 from .sdma import SdmaEngine
@@ -27,7 +27,6 @@ from .timing import DEFAULT_TIMING, GpuTiming
 __all__ = [
     "DEFAULT_GFX_TARGET_VERSION",
     "DEFAULT_TIMING",
-    "DEVICE_IDS",
     "SYS_APERTURE",
     "AddressSpace",
     "AmdGpu",
