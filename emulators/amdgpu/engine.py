@@ -24,9 +24,10 @@ from typing import ClassVar, Final
 
 import numpy as np
 
-from tinyhil.spec.amdgpu import COMPARE_OPERATORS, CompareFunction, ErrorCode, QueueKind, QueueStatus
+from tinyhil.spec.amdgpu import COMPARE_OPERATORS, CompareFunction, QueueKind
 
 from .errors import GpuMemoryFault
+from .model_choices import ErrorCode, QueueStatus
 from .nop_scan import NOP_SCAN_MAX_DWORDS, NOP_SCAN_MIN_DWORDS, walk_nops
 from .packets import DONE, ENTER, PREFETCH_BYTES, WAIT, IbFrame, OpResult, Packet, PacketError, PollWait
 from .services import EngineServices, Interrupt, InterruptKind, QueueConfig

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
-from tinyhil.spec.amdgpu import CompareFunction, ErrorCode, QueueStatus
+from tinyhil.spec.amdgpu import CompareFunction
+
+from .model_choices import ErrorCode, QueueStatus
 
 __all__ = [
     "DONE",

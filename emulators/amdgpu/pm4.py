@@ -7,7 +7,7 @@ from typing import ClassVar, Final
 
 import numpy as np
 
-from tinyhil.spec.amdgpu import ErrorCode, QueueKind
+from tinyhil.spec.amdgpu import QueueKind
 from tinyhil.spec.amdgpu_pm4 import (
     COMPUTE_NUM_THREAD_FULL,
     COMPUTE_PGM_ADDR_SHIFT,
@@ -45,6 +45,7 @@ from tinyhil.spec.amdgpu_pm4 import (
 from .engine import RingEngine
 from .errors import KernelError
 from .executor import Launch
+from .model_choices import ErrorCode
 from .packets import DONE, OpResult, Packet, PacketError, dword_bytes
 from .services import Interrupt, InterruptKind
 

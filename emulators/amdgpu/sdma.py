@@ -10,7 +10,6 @@ import numpy as np
 from tinyhil.spec.amdgpu import (
     COMPARE_OPERATORS,
     POLL_RETRY_FOREVER,
-    ErrorCode,
     QueueKind,
 )
 from tinyhil.spec.amdgpu_sdma import (
@@ -41,6 +40,7 @@ from tinyhil.spec.amdgpu_sdma import (
 
 from ..observe import Observed
 from .engine import RingEngine
+from .model_choices import ErrorCode
 from .packets import DONE, WAIT, OpResult, Packet, PacketError, dword_bytes
 from .services import Interrupt, InterruptKind
 
