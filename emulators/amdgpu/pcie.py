@@ -23,12 +23,12 @@ from ..pcie.function import PcieHost, PcieUnsupportedRequest
 from ..pcie.type0 import Type0Function
 from .gpu import AmdGpu
 
-__all__ = ["DEFAULT_GFX_TARGET_VERSION", "BridgedFunction", "RegisterAccess"]
+__all__ = ["DEFAULT_GFX_TARGET_VERSION", "BridgedFunction", "HostPort", "RegisterAccess"]
 
 DEFAULT_GFX_TARGET_VERSION: Final = 110000  # gfx1100: the only register interface the USB path models
 
 
-class _HostPort:
+class HostPort:
     """The GPU's PCIe master port: forwards its system-page accesses to the bridge once it is attached.
 
     Before :meth:`BridgedFunction.attach_host` every access is an unsupported request, which the GPU reports as a
@@ -64,7 +64,7 @@ class BridgedFunction(Type0Function):
     its GPU (``gpu``), plugging in (:meth:`attach_host`). Subclasses set ``gpu``, ``_port`` and ``_config``."""
 
     gpu: AmdGpu
-    _port: _HostPort
+    _port: HostPort
 
     @staticmethod
     def _check_board(kernel: object, vram_bytes: int, *, min_vram: int, shown_min: str) -> None:

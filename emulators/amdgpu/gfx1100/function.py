@@ -31,7 +31,7 @@ from tinyhil.spec.pci import CLASS_DISPLAY_VGA, VENDOR_ID_AMD
 from ...kernel import EventKernel
 from ...pcie.type0 import BarSpec, Type0Config
 from ..executor import KernelExecutor
-from ..pcie import BridgedFunction, _HostPort
+from ..pcie import BridgedFunction, HostPort
 from ..timing import DEFAULT_TIMING, GpuTiming
 from .bar5 import Bar5
 from .front import Gfx1100Front
@@ -84,7 +84,7 @@ class Gfx1100Function(BridgedFunction):
         name: str = "gpu0",
     ) -> None:
         self._check_board(kernel, vram_bytes, min_vram=64 << 20, shown_min="64 MB")
-        self._port = _HostPort()
+        self._port = HostPort()
         self.front = Gfx1100Front.build(
             kernel, vram_bytes=vram_bytes, pcie=self._port, name=name, timing=timing, executor=executor
         )
