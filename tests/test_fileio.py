@@ -19,9 +19,11 @@ from hypothesis import strategies as st
 
 from tinyhil.errors import InvalidArgument
 from tinyhil.fileio import FileIO, MappedBuffer, RealFileIO
-from tinyhil.kfd import uapi
-from tinyhil.kfd.ioctls import KfdIoctl
-from tinyhil.kfd.kernel_abi import KFD_DEVICE_PATH, KFD_MMAP_TYPE_DOORBELL
+from tinyhil.spec.kfd_events import kfd_ioctl_wait_events_args
+from tinyhil.spec.kfd_ioctls import KfdIoctl
+from tinyhil.spec.kfd_memory import KFD_MMAP_TYPE_DOORBELL
+from tinyhil.spec.kfd_process import kfd_ioctl_get_version_args
+from tinyhil.spec.kfd_topology import KFD_DEVICE_PATH
 
 
 @pytest.fixture
@@ -46,7 +48,7 @@ def test_a_kfd_ioctl_on_a_regular_file_is_enotty(real: RealFileIO, tmp_path: Pat
     fd = real.open(str(path), os.O_RDONLY)
     try:
         with pytest.raises(OSError) as caught:
-            real.ioctl(fd, KfdIoctl.AMDKFD_IOC_GET_VERSION, uapi.kfd_ioctl_get_version_args())
+            real.ioctl(fd, KfdIoctl.AMDKFD_IOC_GET_VERSION, kfd_ioctl_get_version_args())
         assert caught.value.errno == errno.ENOTTY
     finally:
         real.close(fd)
@@ -152,7 +154,7 @@ def test_fcntl_request_numbers_above_2_31_are_accepted(real: RealFileIO) -> None
     read_fd, write_fd = os.pipe()
     try:
         with pytest.raises(OSError) as caught:
-            real.ioctl(read_fd, KfdIoctl.AMDKFD_IOC_WAIT_EVENTS, uapi.kfd_ioctl_wait_events_args())
+            real.ioctl(read_fd, KfdIoctl.AMDKFD_IOC_WAIT_EVENTS, kfd_ioctl_wait_events_args())
         assert caught.value.errno == errno.ENOTTY
     finally:
         os.close(read_fd)

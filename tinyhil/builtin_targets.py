@@ -20,7 +20,6 @@ from tinyhil.device import Device
 from tinyhil.errors import TargetUnavailable
 from tinyhil.fileio import FileIO, RealFileIO
 from tinyhil.kfd.amd_device import KfdAmdDevice
-from tinyhil.kfd.kernel_abi import KFD_DEVICE_PATH
 from tinyhil.null_device import NullDevice
 from tinyhil.nv.target import nv
 from tinyhil.qemu.toolchains import (
@@ -31,6 +30,7 @@ from tinyhil.qemu.toolchains import (
 )
 from tinyhil.registry import Target, check_choice, check_option, target
 from tinyhil.spec.amdgpu_firmware import FIRMWARE_PACKAGE, GFX1100_FIRMWARE
+from tinyhil.spec.kfd_topology import KFD_DEVICE_PATH
 from tinyhil.usb.backend import open_usb3, probe_usb3
 from tinyhil.usb.errors import BridgeUnavailable
 

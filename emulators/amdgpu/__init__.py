@@ -2,14 +2,15 @@
 
 Modules by block: ``memory`` (the address space, VRAM, the system bus region, the translation seam),
 ``mappings`` (the flat translation: mappings and the system aperture), ``engine`` (what the engines share), ``sdma``,
-``pm4``, ``queues`` (scheduling on the event kernel), ``executor`` (kernels), ``timing``, ``gpu`` (the core),
+``pm4``, ``queues`` (scheduling on the event kernel), ``model_choices`` (the engine model's own queue status and
+error codes), ``executor`` (kernels), ``timing``, ``gpu`` (the core),
 ``pcie`` (what a GPU PCIe function behind the ASM2464 bridge shares). The GPU behind the bridge presents Navi 31's
 real register interface: :mod:`tinyhil.emulators.amdgpu.gfx1100` (docs/gfx1100.md).
 """
 
 from __future__ import annotations
 
-from tinyhil.spec.amdgpu import SYS_APERTURE, QueueKind, QueueStatus
+from tinyhil.spec.amdgpu import SYS_APERTURE, QueueKind
 
 from .engine import EngineServices, Interrupt, InterruptKind, QueueConfig, RingEngine
 from .errors import GpuMemoryFault, GpuQueueError, KernelError
@@ -17,7 +18,8 @@ from .executor import HostNativeExecutor, KernelExecutor, KernelMemory, Launch
 from .gpu import AmdGpu
 from .mappings import FlatTranslation, Mapping
 from .memory import AddressSpace, HostSpan, IoRegion, Run, Translation, Vram
-from .pcie import DEFAULT_GFX_TARGET_VERSION, DEVICE_IDS, BridgedFunction
+from .model_choices import ErrorCode, QueueStatus
+from .pcie import DEFAULT_GFX_TARGET_VERSION, BridgedFunction
 from .pm4 import Pm4Engine
 from .queues import Queue
 from .sdma import SdmaEngine
@@ -27,12 +29,12 @@ from .timing import DEFAULT_TIMING, GpuTiming
 __all__ = [
     "DEFAULT_GFX_TARGET_VERSION",
     "DEFAULT_TIMING",
-    "DEVICE_IDS",
     "SYS_APERTURE",
     "AddressSpace",
     "AmdGpu",
     "BridgedFunction",
     "EngineServices",
+    "ErrorCode",
     "FlatTranslation",
     "GpuMemoryFault",
     "GpuQueueError",

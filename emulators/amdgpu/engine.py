@@ -5,10 +5,10 @@ An engine drains one queue. :meth:`RingEngine.execute` runs at most one packet a
 stopped). The :class:`~tinyhil.emulators.amdgpu.queues.Queue` calls it on the event kernel and charges
 ``cost_ns`` of virtual time per packet. Packets take effect at the instant they execute; the engine is then busy
 for their cost. Queue configuration, engine services and interrupts live in ``services``; the packet vocabulary
-(results, errors, IB frames, poll waits) in ``_packets``.
+(results, errors, IB frames, poll waits) in ``packets``.
 
 A run of NOPs (in the ring or an IB) is one step: the engine finds where the run ends with a vectorised scan of
-the packet headers (numpy, in chunks that double from 64 to 64 Ki dwords: ``_nop_runs``) and charges
+the packet headers (numpy, in chunks that double from 64 to 64 Ki dwords: ``nop_scan``) and charges
 ``packet_ns`` per NOP, as if it had run them one by one. A NOP does nothing but take time (its body is skipped,
 never fetched), so the queue's state and every virtual timestamp come out the same (``bulk_nops = False`` runs
 them one by one; a property test holds the two paths equal); only the read pointer moves to the end of the run at
@@ -24,19 +24,14 @@ from typing import ClassVar, Final
 
 import numpy as np
 
-from tinyhil.spec.amdgpu import COMPARE_OPERATORS, CompareFunction, ErrorCode, QueueKind, QueueStatus
+from tinyhil.spec.amdgpu import COMPARE_OPERATORS, CompareFunction, QueueKind
 
-from ._nop_runs import run_nops
-from ._packets import _DONE as _DONE
-from ._packets import _ENTER, _PREFETCH_BYTES, _WAIT, _Frame, _Wait
-from ._packets import Packet as Packet
-from ._packets import _dword_bytes as _dword_bytes
-from ._packets import _PacketError as _PacketError
-from ._packets import _Result as _Result
 from .errors import GpuMemoryFault
+from .model_choices import ErrorCode, QueueStatus
+from .nop_scan import NOP_SCAN_MAX_DWORDS, NOP_SCAN_MIN_DWORDS, walk_nops
+from .packets import DONE, ENTER, PREFETCH_BYTES, WAIT, IbFrame, OpResult, Packet, PacketError, PollWait
 from .services import EngineServices, Interrupt, InterruptKind, QueueConfig
 
-# The ``X as X`` imports above are re-exports: the SDMA and PM4 ops import them from here.
 __all__ = ["EngineServices", "Interrupt", "InterruptKind", "QueueConfig", "RingEngine"]
 
 _NO_ERROR: Final = ErrorCode.NONE
@@ -115,20 +110,20 @@ class RingEngine:
         self.error_sub_op = 0
         self.fault_va: int | None = None
         self.error_message = ""
-        self.wait: _Wait | None = None
-        self._ibs: list[_Frame] = []
+        self.wait: PollWait | None = None
+        self._ibs: list[IbFrame] = []
         self._opcode: int | None = None  # of the packet being executed
         self._activity = "packet fetch"  # what the engine does while no opcode is decoded
         self._sub_op = 0
         self._packet_bytes = 0  # of the packet being executed
-        self._ops: dict[int, Callable[[Packet], _Result]] = self._op_table()
+        self._ops: dict[int, Callable[[Packet], OpResult]] = self._op_table()
         # Live views of the ring and pointers (None: not one mapping); retaken when AddressSpace.generation moves.
         self._views_generation = -1
         self._ring_words: memoryview | None = None
         self._rptr_word: memoryview | None = None
         self._wptr_word: memoryview | None = None
 
-    def _op_table(self) -> dict[int, Callable[[Packet], _Result]]:
+    def _op_table(self) -> dict[int, Callable[[Packet], OpResult]]:
         raise NotImplementedError
 
     def _packet_dwords(self, header: int, prefetched: Packet) -> int | None:
@@ -207,7 +202,7 @@ class RingEngine:
                 f"{fault} in {self._opcode_name()} at {self._where()}",
                 fault_va=fault.va,
             )
-        except _PacketError as error:
+        except PacketError as error:
             self._stop(error.status, error.code, f"{error} at {self._where()}")
         return 0
 
@@ -239,16 +234,16 @@ class RingEngine:
         ``_sub_op`` and its size into ``_packet_bytes``; returns the dwords read, or None while the rest of the
         packet has not arrived (``stall`` says so)."""
         self._opcode, self._sub_op, self._activity = _NO_OPCODE, 0, "packet fetch"
-        prefetched = self._read_packet(_PREFETCH_BYTES if available >= _PREFETCH_BYTES else available // 4 * 4)
+        prefetched = self._read_packet(PREFETCH_BYTES if available >= PREFETCH_BYTES else available // 4 * 4)
         if not prefetched:
-            raise _PacketError(ErrorCode.BAD_WPTR, f"write pointer {self.wptr:#x} ends inside a dword")
+            raise PacketError(ErrorCode.BAD_WPTR, f"write pointer {self.wptr:#x} ends inside a dword")
         dwords = self._packet_dwords(prefetched[0], prefetched)
         if dwords is None or dwords * 4 > available:
             ibs = self._ibs
             room = ibs[-1].size_bytes - ibs[-1].pos_bytes if ibs else self._ring_bytes  # >= available
             if dwords is not None and dwords * 4 > room:
                 what = "the rest of the IB" if ibs else f"the {room:#x}-byte ring"
-                raise _PacketError(
+                raise PacketError(
                     ErrorCode.BAD_PACKET, f"{self._opcode_name()} packet of {dwords} dwords is longer than {what}"
                 )
             self.stall = f"waiting for the rest of a {self._opcode_name()} packet at {self._where()}"
@@ -264,7 +259,7 @@ class RingEngine:
         fetched = len(prefetched)
         if self._opcode == self.NOP_OPCODE:  # its body is skipped, not fetched
             if self.bulk_nops:
-                return run_nops(self, packet_bytes, available)
+                return self._run_nops(packet_bytes, available)
             packet = prefetched
         elif dwords == fetched:
             packet = prefetched
@@ -274,23 +269,70 @@ class RingEngine:
             packet = self._read_packet(packet_bytes)
         assert self._opcode is not None  # _decode decoded it
         result = self._ops[self._opcode](packet)
-        if result is _WAIT:
+        if result is WAIT:
             return 0
         self.cost_ns += self._packet_ns
         self.wait = None
-        if result is _DONE:
+        if result is DONE:
             self._advance(packet_bytes)
         self.stall = "running"
         return packet_bytes // self.unit_bytes
 
-    def _bad_wptr(self, wptr: int) -> _PacketError:
-        return _PacketError(
+    def _run_nops(self, first_bytes: int, available_bytes: int) -> int:
+        """Run the NOP at the read position (``first_bytes`` long, complete) and every whole NOP right after it
+        that the IB or the ring (up to its end: a run does not wrap) holds, as one step; return the units consumed.
+
+        Costs ``packet_ns`` per NOP, and reads what one NOP at a time would have read (each header's prefetch, never
+        a NOP's body): a dword the run cannot read ends it, and the packet there faults when the engine reaches it
+        on its own. A ring that is not one live view (in the system aperture, or split) runs its NOPs one by one.
+        """
+        at, packets = first_bytes // 4, 1
+        ring_words: np.ndarray | None = None
+        if self._ibs:
+            frame = self._ibs[-1]
+            base_va, limit = frame.base_va + frame.pos_bytes, available_bytes // 4
+        elif self._ring_words is not None:
+            offset = (self.rptr * self.unit_bytes) % self._ring_bytes
+            limit = min(available_bytes, self._ring_bytes - offset) // 4
+            ring_words = np.frombuffer(self._ring_words, np.uint32)[offset // 4 : offset // 4 + limit]
+        else:
+            limit = at
+        chunk = NOP_SCAN_MIN_DWORDS
+        while at < limit:
+            count = min(chunk, limit - at)
+            if ring_words is not None:
+                words = ring_words[at : at + count]
+            else:
+                # The read reaches the prefetch of the chunk's last header, as a one-by-one fetch would.
+                lookahead = min(PREFETCH_BYTES // 4 - 1, limit - at - count)
+                try:
+                    words = np.frombuffer(self._memory.read(base_va + at * 4, (count + lookahead) * 4), "<u4")
+                except GpuMemoryFault:
+                    if count == 1:
+                        break
+                    chunk = count // 2  # close in on the first dword the run cannot read
+                    continue
+                words = words[:count]
+            run_dwords, run_packets, more = walk_nops(self._nop_dwords(words), limit - at)
+            at += run_dwords
+            packets += run_packets
+            if not more:
+                break
+            chunk = min(2 * chunk, NOP_SCAN_MAX_DWORDS)
+        self.cost_ns += packets * self._packet_ns
+        self.wait = None
+        self._advance(at * 4)
+        self.stall = "running"
+        return at * 4 // self.unit_bytes
+
+    def _bad_wptr(self, wptr: int) -> PacketError:
+        return PacketError(
             ErrorCode.BAD_WPTR,
             f"write pointer {wptr:#x} at {self.config.wptr_va:#x} is unusable: read pointer {self.rptr:#x}, "
             f"expected rptr <= wptr <= rptr + ring size, whole dwords apart",
         )
 
-    def _recheck(self, wait: _Wait) -> int:
+    def _recheck(self, wait: PollWait) -> int:
         """Re-evaluate the poll the engine waits on (its packet stays decoded); return the units it consumed."""
         self._opcode, self._sub_op = wait.opcode, wait.sub_op
         value = self._memory.read_u32(wait.va) & wait.mask
@@ -363,26 +405,26 @@ class RingEngine:
         self.services.interrupt(Interrupt(kind, self.queue_id, now, fault_va=fault_va, message=self.error_message))
 
     # --- helpers for the ops ---
-    def _bad(self, message: str) -> _PacketError:
-        return _PacketError(ErrorCode.BAD_PACKET, f"{self._opcode_name()}: {message}")
+    def _bad(self, message: str) -> PacketError:
+        return PacketError(ErrorCode.BAD_PACKET, f"{self._opcode_name()}: {message}")
 
     def _aligned(self, what: str, va: int, alignment: int) -> int:
         if va % alignment:
             raise self._bad(f"{what}={va:#x}, expected a multiple of {alignment}")
         return va
 
-    def _enter_ib(self, va: int, nbytes: int, caller_units: int) -> _Result:
+    def _enter_ib(self, va: int, nbytes: int, caller_units: int) -> OpResult:
         if len(self._ibs) >= self.MAX_IB_DEPTH:
             raise self._bad(f"indirect buffers nest at most {self.MAX_IB_DEPTH} deep")
         self._aligned("IB address", va, 4)
         if not nbytes:
-            return _DONE
-        self._ibs.append(_Frame(va, nbytes, 0, caller_units))
-        return _ENTER
+            return DONE
+        self._ibs.append(IbFrame(va, nbytes, 0, caller_units))
+        return ENTER
 
     def _poll(
         self, va: int, reference: int, mask: int, function: int, interval: int, retry_count: int | None
-    ) -> _Result:
+    ) -> OpResult:
         """Evaluate a memory poll; on failure wait (``retry_count`` None: forever) or, past the retries, hang."""
         if not 0 <= function < len(COMPARE_OPERATORS):
             raise self._bad(f"function={function}, expected 0..6")
@@ -391,7 +433,7 @@ class RingEngine:
         compare = COMPARE_OPERATORS[function]
         value = self._memory.read_u32(va) & mask
         if compare(value, reference):
-            return _DONE
+            return DONE
         now = self._kernel.now_ns
         ibs = self._ibs
         key = (len(ibs), self.rptr, ibs[-1].pos_bytes if ibs else 0)
@@ -399,7 +441,7 @@ class RingEngine:
         if wait is None or wait.key != key:
             interval_ns = self.services.timing.poll_interval_ns(interval)
             deadline = None if retry_count is None else now + retry_count * interval_ns
-            wait = _Wait(
+            wait = PollWait(
                 key,
                 va,
                 4,
@@ -418,12 +460,12 @@ class RingEngine:
             self.wait = wait
         elif wait.deadline_ns is not None and now >= wait.deadline_ns:
             raise self._hung(wait, value)
-        return _WAIT
+        return WAIT
 
-    def _hung(self, wait: _Wait, value: int) -> _PacketError:
+    def _hung(self, wait: PollWait, value: int) -> PacketError:
         """The error of a poll whose retries ran out with ``value`` (masked) still failing its condition."""
         expected = f"expected {CompareFunction(wait.function).name} {wait.reference:#x}"
-        return _PacketError(
+        return PacketError(
             ErrorCode.POLL_TIMEOUT,
             f"queue hung: {self._opcode_name()} on {wait.va:#x} still unsatisfied after {wait.retry_count} retries "
             f"(mem & {wait.mask:#x} = {value:#x}, {expected})",

@@ -4,10 +4,9 @@ The GPU core (:class:`~tinyhil.emulators.amdgpu.gpu.AmdGpu`) knows nothing of PC
 :class:`BridgedFunction` subclass: :class:`~tinyhil.emulators.amdgpu.gfx1100.Gfx1100Function` (Navi 31's config
 space and its real register interface, docs/gfx1100.md) is the one the USB path builds. This module holds what such
 a card needs beyond its own registers: the port that makes the bridge's
-:class:`~tinyhil.emulators.pcie.function.PcieHost` the GPU's PCIe master, the PCI device id of each
-``gfx_target_version`` (:data:`DEVICE_IDS`), and :class:`RegisterAccess`, the access size a register BAR declares
-(narrower accesses are widened to it). The core
-stays reusable by the KFD front door, which has no config space and no bridge.
+:class:`~tinyhil.emulators.pcie.function.PcieHost` the GPU's PCIe master, and :class:`RegisterAccess`, the access
+size a register BAR declares (narrower accesses are widened to it). The core stays reusable by the KFD front door,
+which has no config space and no bridge. Each board's PCI device id is :data:`tinyhil.spec.amd_pci_ids.DEVICE_IDS`.
 """
 
 from __future__ import annotations
@@ -24,25 +23,12 @@ from ..pcie.function import PcieHost, PcieUnsupportedRequest
 from ..pcie.type0 import Type0Function
 from .gpu import AmdGpu
 
-__all__ = ["DEFAULT_GFX_TARGET_VERSION", "DEVICE_IDS", "BridgedFunction", "RegisterAccess"]
+__all__ = ["DEFAULT_GFX_TARGET_VERSION", "BridgedFunction", "HostPort", "RegisterAccess"]
 
 DEFAULT_GFX_TARGET_VERSION: Final = 110000  # gfx1100: the only register interface the USB path models
-# gfx_target_version (KFD's encoding: major * 10000 + minor * 100 + stepping) -> the PCI device id of a board with
-# that GPU (public PCI ID lists). Only the identity the bring-up reads; the model's behaviour does not depend on it.
-DEVICE_IDS: Final[dict[int, int]] = {
-    90008: 0x738C,  # gfx908, MI100
-    90010: 0x740F,  # gfx90a, MI210
-    90402: 0x74A1,  # gfx942, MI300X
-    90500: 0x75A0,  # gfx950, MI350X
-    100300: 0x73BF,  # gfx1030, Navi 21 (RX 6800/6900)
-    110000: 0x744C,  # gfx1100, Navi 31 (RX 7900 XTX)
-    110001: 0x747E,  # gfx1101, Navi 32 (RX 7800 XT)
-    110002: 0x7480,  # gfx1102, Navi 33 (RX 7600)
-    120001: 0x7550,  # gfx1201, Navi 48 (RX 9070 XT)
-}
 
 
-class _HostPort:
+class HostPort:
     """The GPU's PCIe master port: forwards its system-page accesses to the bridge once it is attached.
 
     Before :meth:`BridgedFunction.attach_host` every access is an unsupported request, which the GPU reports as a
@@ -78,7 +64,7 @@ class BridgedFunction(Type0Function):
     its GPU (``gpu``), plugging in (:meth:`attach_host`). Subclasses set ``gpu``, ``_port`` and ``_config``."""
 
     gpu: AmdGpu
-    _port: _HostPort
+    _port: HostPort
 
     @staticmethod
     def _check_board(kernel: object, vram_bytes: int, *, min_vram: int, shown_min: str) -> None:

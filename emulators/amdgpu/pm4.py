@@ -7,7 +7,7 @@ from typing import ClassVar, Final
 
 import numpy as np
 
-from tinyhil.spec.amdgpu import ErrorCode, QueueKind
+from tinyhil.spec.amdgpu import QueueKind
 from tinyhil.spec.amdgpu_pm4 import (
     COMPUTE_NUM_THREAD_FULL,
     COMPUTE_PGM_ADDR_SHIFT,
@@ -42,9 +42,12 @@ from tinyhil.spec.amdgpu_pm4 import (
     WriteDataDw,
 )
 
-from .engine import _DONE, Interrupt, InterruptKind, Packet, RingEngine, _dword_bytes, _PacketError, _Result
+from .engine import RingEngine
 from .errors import KernelError
 from .executor import Launch
+from .model_choices import ErrorCode
+from .packets import DONE, OpResult, Packet, PacketError, dword_bytes
+from .services import Interrupt, InterruptKind
 
 __all__ = ["Pm4Engine"]
 
@@ -87,7 +90,7 @@ class Pm4Engine(RingEngine):
         self.sh_regs = np.zeros(SH_REG_END - SH_REG_BASE, np.uint32)
         self.uconfig_regs = np.zeros(UCONFIG_REG_END - UCONFIG_REG_BASE, np.uint32)
 
-    def _op_table(self) -> dict[int, Callable[[Packet], _Result]]:
+    def _op_table(self) -> dict[int, Callable[[Packet], OpResult]]:
         return {
             Pm4Op.NOP: self._op_nop,
             Pm4Op.SET_SH_REG: self._op_set_sh_reg,
@@ -105,12 +108,12 @@ class Pm4Engine(RingEngine):
         self._opcode = opcode = PM4_HEADER_OPCODE.get(header)
         if packet_type != PM4_TYPE_3:
             self._opcode = None
-            raise _PacketError(
+            raise PacketError(
                 ErrorCode.UNKNOWN_OPCODE,
                 f"type-{packet_type} PM4 packet (header {header:#010x}), expected type 3 (GC 9-11 compute rings)",
             )
         if opcode not in self._ops:
-            raise _PacketError(ErrorCode.UNKNOWN_OPCODE, f"unknown PM4 opcode {opcode:#x} (header {header:#010x})")
+            raise PacketError(ErrorCode.UNKNOWN_OPCODE, f"unknown PM4 opcode {opcode:#x} (header {header:#010x})")
         count = PM4_HEADER_COUNT.get(header)
         if opcode == Pm4Op.NOP and count == PM4_NOP_HEADER_ONLY_COUNT:
             return 1
@@ -132,7 +135,7 @@ class Pm4Engine(RingEngine):
         return np.where(nop, np.where(counts == PM4_NOP_HEADER_ONLY_COUNT, 1, counts + 2), 0)
 
     # --- registers ---
-    def _set_regs(self, regs: np.ndarray, base: int, packet: Packet) -> _Result:
+    def _set_regs(self, regs: np.ndarray, base: int, packet: Packet) -> OpResult:
         offset = packet[1] & 0xFFFF
         values = packet[2:]
         if offset + len(values) > len(regs):
@@ -141,26 +144,26 @@ class Pm4Engine(RingEngine):
                 f"{base:#x}..{base + len(regs) - 1:#x}"
             )
         regs[offset : offset + len(values)] = values
-        return _DONE
+        return DONE
 
     def sh_reg(self, reg: int) -> int:
         """The value of SH register ``reg`` (a dword register index such as ``ShReg.COMPUTE_PGM_LO``)."""
         return int(self.sh_regs[reg - SH_REG_BASE])
 
-    def _op_nop(self, packet: Packet) -> _Result:
-        return _DONE
+    def _op_nop(self, packet: Packet) -> OpResult:
+        return DONE
 
-    def _op_set_sh_reg(self, packet: Packet) -> _Result:
+    def _op_set_sh_reg(self, packet: Packet) -> OpResult:
         return self._set_regs(self.sh_regs, SH_REG_BASE, packet)
 
-    def _op_set_uconfig_reg(self, packet: Packet) -> _Result:
+    def _op_set_uconfig_reg(self, packet: Packet) -> OpResult:
         return self._set_regs(self.uconfig_regs, UCONFIG_REG_BASE, packet)
 
-    def _op_acquire_mem(self, packet: Packet) -> _Result:
-        return _DONE
+    def _op_acquire_mem(self, packet: Packet) -> OpResult:
+        return DONE
 
     # --- memory ---
-    def _op_release_mem(self, packet: Packet) -> _Result:
+    def _op_release_mem(self, packet: Packet) -> OpResult:
         control = packet[ReleaseMemDw.DATA_CNTL]
         try:
             data_sel = ReleaseMemDataSel(RELEASE_MEM_DATA_SEL.get(control))
@@ -185,9 +188,9 @@ class Pm4Engine(RingEngine):
             context = packet[ReleaseMemDw.INT_CTXID]
             now = self.services.kernel.now_ns
             self.services.interrupt(Interrupt(InterruptKind.END_OF_PIPE, self.queue_id, now, context, value))
-        return _DONE
+        return DONE
 
-    def _op_wait_reg_mem(self, packet: Packet) -> _Result:
+    def _op_wait_reg_mem(self, packet: Packet) -> OpResult:
         control = packet[WaitRegMemDw.CONTROL]
         if WAIT_REG_MEM_MEM_SPACE.get(control) != MemSpace.MEMORY or WAIT_REG_MEM_OPERATION.get(control):
             raise self._bad(f"control {control:#010x}: only memory waits are modelled (mem_space 1, operation 0)")
@@ -200,24 +203,24 @@ class Pm4Engine(RingEngine):
             None,
         )
 
-    def _op_indirect_buffer(self, packet: Packet) -> _Result:
+    def _op_indirect_buffer(self, packet: Packet) -> OpResult:
         base = _addr(packet, IndirectBufferDw.IB_BASE_LO)
         ib_dwords = INDIRECT_BUFFER_IB_SIZE.get(packet[IndirectBufferDw.CONTROL])
         return self._enter_ib(base, ib_dwords * 4, len(packet))
 
-    def _op_write_data(self, packet: Packet) -> _Result:
+    def _op_write_data(self, packet: Packet) -> OpResult:
         control = packet[WriteDataDw.CONTROL]
         if WRITE_DATA_DST_SEL.get(control) != WriteDataDstSel.MEMORY:
             dst_sel = WRITE_DATA_DST_SEL.get(control)
             raise self._bad(f"dst_sel={dst_sel}, expected {WriteDataDstSel.MEMORY} (memory)")
         dst = self._aligned("destination", _addr(packet, WriteDataDw.DST_ADDR_LO), 4)
-        data = _dword_bytes(packet[WriteDataDw.DATA :])
+        data = dword_bytes(packet[WriteDataDw.DATA :])
         self.services.memory.write(dst, data)
         self.cost_ns += self.services.timing.transfer_ns(len(data))
-        return _DONE
+        return DONE
 
     # --- dispatch ---
-    def _op_dispatch_direct(self, packet: Packet) -> _Result:
+    def _op_dispatch_direct(self, packet: Packet) -> OpResult:
         grid = (
             packet[DispatchDirectDw.DIM_X],
             packet[DispatchDirectDw.DIM_Y],
@@ -234,12 +237,12 @@ class Pm4Engine(RingEngine):
         args = self.sh_reg(ShReg.COMPUTE_USER_DATA_1) << 32 | self.sh_reg(ShReg.COMPUTE_USER_DATA_0)
         launch = Launch(program, grid, (group_size[0], group_size[1], group_size[2]), args)
         if not launch.workgroups:
-            return _DONE
+            return DONE
         try:
             written = self.services.executor.dispatch(self.services.memory, launch)
         except KernelError as error:
-            raise _PacketError(ErrorCode.KERNEL_ERROR, f"DISPATCH_DIRECT: {error}") from None
+            raise PacketError(ErrorCode.KERNEL_ERROR, f"DISPATCH_DIRECT: {error}") from None
         for va, nbytes in written:
             self.services.memory.notify_written(va, nbytes)
         self.cost_ns += self.services.timing.dispatch_cost_ns(launch.workgroups)
-        return _DONE
+        return DONE

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from tinyhil.spec.amdgpu import ErrorCode, QueueKind, QueueStatus
+from tinyhil.spec.amdgpu import QueueKind
 
 from .engine import QueueConfig, RingEngine
 from .errors import GpuQueueError
+from .model_choices import ErrorCode, QueueStatus
 
 if TYPE_CHECKING:
     from tinyhil.emulators.kernel import EventHandle, EventKernel

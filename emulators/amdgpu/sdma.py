@@ -10,7 +10,6 @@ import numpy as np
 from tinyhil.spec.amdgpu import (
     COMPARE_OPERATORS,
     POLL_RETRY_FOREVER,
-    ErrorCode,
     QueueKind,
 )
 from tinyhil.spec.amdgpu_sdma import (
@@ -40,8 +39,10 @@ from tinyhil.spec.amdgpu_sdma import (
 )
 
 from ..observe import Observed
-from ._packets import _WAIT
-from .engine import _DONE, Interrupt, InterruptKind, Packet, RingEngine, _dword_bytes, _PacketError, _Result
+from .engine import RingEngine
+from .model_choices import ErrorCode
+from .packets import DONE, WAIT, OpResult, Packet, PacketError, dword_bytes
+from .services import Interrupt, InterruptKind
 
 __all__ = ["SdmaEngine"]
 
@@ -117,7 +118,7 @@ class SdmaEngine(RingEngine):
     OPCODE_NAMES: ClassVar[type[SdmaOp]] = SdmaOp
     NOP_OPCODE: ClassVar[int] = _OP_NOP
 
-    def _op_table(self) -> dict[int, Callable[[Packet], _Result]]:
+    def _op_table(self) -> dict[int, Callable[[Packet], OpResult]]:
         return {
             SdmaOp.NOP: self._op_nop,
             SdmaOp.COPY_LINEAR: self._op_copy_linear,
@@ -137,7 +138,7 @@ class SdmaEngine(RingEngine):
         if dwords is not None:
             return dwords
         if op not in self._ops:
-            raise _PacketError(ErrorCode.UNKNOWN_OPCODE, f"unknown SDMA opcode {op:#x} (header {header:#010x})")
+            raise PacketError(ErrorCode.UNKNOWN_OPCODE, f"unknown SDMA opcode {op:#x} (header {header:#010x})")
         if op == _OP_NOP:
             return 1 + SDMA_NOP_COUNT.get(header)
         if op == _OP_WRITE:
@@ -155,10 +156,10 @@ class SdmaEngine(RingEngine):
         if self._sub_op != expected:
             raise self._bad(f"sub-op {self._sub_op} is not modelled, expected {expected} ({meaning})")
 
-    def _op_nop(self, packet: Packet) -> _Result:
-        return _DONE
+    def _op_nop(self, packet: Packet) -> OpResult:
+        return DONE
 
-    def _op_copy_linear(self, packet: Packet) -> _Result:
+    def _op_copy_linear(self, packet: Packet) -> OpResult:
         if self._sub_op != SDMA_SUBOP_COPY_LINEAR:
             self._check_sub_op(SDMA_SUBOP_COPY_LINEAR, "linear copy")
         _header, count, _parameter, src_lo, src_hi, dst_lo, dst_hi = packet  # SdmaCopyLinearDw order (hot)
@@ -167,35 +168,35 @@ class SdmaEngine(RingEngine):
         dst = dst_lo | dst_hi << 32
         system = self._memory.copy(dst, src, nbytes)  # whether it reads or writes the bridge's memory, as translated
         self.cost_ns += self.services.timing.transfer_ns(nbytes, system=system)
-        return _DONE
+        return DONE
 
-    def _op_write(self, packet: Packet) -> _Result:
+    def _op_write(self, packet: Packet) -> OpResult:
         if self._sub_op != SDMA_SUBOP_WRITE_LINEAR:
             self._check_sub_op(SDMA_SUBOP_WRITE_LINEAR, "linear write")
         dst = packet[_WRITE_DST_DW] | packet[_WRITE_DST_DW + 1] << 32
         if dst % 4:
             self._aligned("destination", dst, 4)
-        data = _dword_bytes(packet[_WRITE_DATA_DW:])
+        data = dword_bytes(packet[_WRITE_DATA_DW:])
         self._memory.write(dst, data)
         self.cost_ns += self.services.timing.transfer_ns(len(data))
-        return _DONE
+        return DONE
 
-    def _op_indirect(self, packet: Packet) -> _Result:
+    def _op_indirect(self, packet: Packet) -> OpResult:
         base = _addr(packet, SdmaIndirectDw.IB_BASE_LO)
         return self._enter_ib(base, packet[SdmaIndirectDw.IB_SIZE] * 4, len(packet) * 4)
 
-    def _op_fence(self, packet: Packet) -> _Result:
+    def _op_fence(self, packet: Packet) -> OpResult:
         dst = self._aligned("fence address", _addr(packet, SdmaFenceDw.ADDR_LO), 4)
         self.services.memory.write_u32(dst, packet[SdmaFenceDw.DATA])
-        return _DONE
+        return DONE
 
-    def _op_trap(self, packet: Packet) -> _Result:
+    def _op_trap(self, packet: Packet) -> OpResult:
         services = self.services
         context = packet[SdmaTrapDw.INT_CONTEXT]
         services.interrupt(Interrupt(InterruptKind.TRAP, self.queue_id, services.kernel.now_ns, context=context))
-        return _DONE
+        return DONE
 
-    def _op_poll_regmem(self, packet: Packet) -> _Result:
+    def _op_poll_regmem(self, packet: Packet) -> OpResult:
         header, addr_lo, addr_hi, reference, mask, dw5 = packet  # SdmaPollRegmemDw order
         if not header & _MEM_POLL_MASK:
             raise self._bad("mem_poll=0 (register poll) is not modelled, expected mem_poll=1")
@@ -211,13 +212,13 @@ class SdmaEngine(RingEngine):
         )
         observed = self.services.observed
         if observed.observer is not None:
-            observed.observer.gpu_polled(va, self._memory.read_u32(va) & mask, result is _DONE)
+            observed.observer.gpu_polled(va, self._memory.read_u32(va) & mask, result is DONE)
             wait = self.wait
-            if result is _WAIT and wait is not None and wait.compare in COMPARE_OPERATORS:  # not yet reporting
+            if result is WAIT and wait is not None and wait.compare in COMPARE_OPERATORS:  # not yet reporting
                 wait.compare = _reporting(observed, va, wait.compare)
         return result
 
-    def _op_const_fill(self, packet: Packet) -> _Result:
+    def _op_const_fill(self, packet: Packet) -> OpResult:
         fill_size = SDMA_CONST_FILL_FILL_SIZE.get(packet[SdmaConstFillDw.HEADER])
         if fill_size not in (FillSize.BYTE, FillSize.DWORD):
             raise self._bad(f"fill_size={fill_size}, expected {FillSize.BYTE} (byte) or {FillSize.DWORD} (dword)")
@@ -232,10 +233,10 @@ class SdmaEngine(RingEngine):
         else:
             self.services.memory.fill(dst, nbytes, data & 0xFF, dword=False)
         self.cost_ns += self.services.timing.transfer_ns(nbytes)
-        return _DONE
+        return DONE
 
-    def _op_timestamp(self, packet: Packet) -> _Result:
+    def _op_timestamp(self, packet: Packet) -> OpResult:
         self._check_sub_op(SDMA_SUBOP_TIMESTAMP_GET_GLOBAL, "get global timestamp")
         dst = self._aligned("timestamp address", _addr(packet, SdmaTimestampDw.ADDR_LO), 8)
         self.services.memory.write_u64(dst, self.services.timestamp())
-        return _DONE
+        return DONE

@@ -39,19 +39,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from tinyhil.fileio.arguments import user_memory
-from tinyhil.kfd import uapi as u
-from tinyhil.kfd.ioctls import (
+from tinyhil.mocks.kfd._errno import fail
+from tinyhil.spec.kfd_ioctls import (
     AMDKFD_COMMAND_END,
     AMDKFD_COMMAND_START,
     IOCTLS,
-    IocDir,
+    KFD_IOCTL_MAJOR_VERSION,
+    KFD_IOCTL_MINOR_VERSION,
     IoctlDef,
     KfdIoctl,
-    ioc_dir,
-    ioc_nr,
-    ioc_size,
 )
-from tinyhil.mocks.kfd._errno import fail
+from tinyhil.spec.kfd_memory import kfd_ioctl_set_xnack_mode_args
+from tinyhil.spec.kfd_process import kfd_ioctl_get_clock_counters_args, kfd_ioctl_get_version_args
+from tinyhil.spec.linux_ioctl import IocDir, ioc_dir, ioc_nr, ioc_size
 
 if TYPE_CHECKING:
     from tinyhil.mocks.kfd.device import MockKFD
@@ -106,7 +106,7 @@ class IoctlDispatcher:
         if definition is None or not AMDKFD_COMMAND_START <= nr < AMDKFD_COMMAND_END:
             fail(
                 errno.ENOTTY,
-                f"request {request:#x} (nr {nr:#x}) is not an amdkfd ioctl of KFD 1.{u.KFD_IOCTL_MINOR_VERSION}",
+                f"request {request:#x} (nr {nr:#x}) is not an amdkfd ioctl of KFD 1.{KFD_IOCTL_MINOR_VERSION}",
             )
         user_size = ioc_size(request)
         direction = ioc_dir(definition.request)  # the kernel's own, whatever the caller encoded
@@ -142,18 +142,18 @@ class IoctlDispatcher:
             fail(errno.ENOTTY, f"{definition.name} is not emulated by MOCKKFD")
 
     # --- the ioctls that belong to no part ---------------------------------------------------------------------------
-    def _op_get_version(self, args: u.kfd_ioctl_get_version_args) -> None:
-        args.major_version = u.KFD_IOCTL_MAJOR_VERSION
-        args.minor_version = u.KFD_IOCTL_MINOR_VERSION
+    def _op_get_version(self, args: kfd_ioctl_get_version_args) -> None:
+        args.major_version = KFD_IOCTL_MAJOR_VERSION
+        args.minor_version = KFD_IOCTL_MINOR_VERSION
 
-    def _op_get_clock_counters(self, args: u.kfd_ioctl_get_clock_counters_args) -> None:
+    def _op_get_clock_counters(self, args: kfd_ioctl_get_clock_counters_args) -> None:
         pdd = self.kfd.process.pdds.get(args.gpu_id)
         args.gpu_clock_counter = 0 if pdd is None else pdd.gpu.port.timestamp()
         now = self.kfd.kernel.now_ns
         args.cpu_clock_counter = args.system_clock_counter = now
         args.system_clock_freq = _NS_PER_SECOND
 
-    def _op_set_xnack_mode(self, args: u.kfd_ioctl_set_xnack_mode_args) -> None:
+    def _op_set_xnack_mode(self, args: kfd_ioctl_set_xnack_mode_args) -> None:
         what = "AMDKFD_IOC_SET_XNACK_MODE"
         process = self.kfd.process
         if args.xnack_enabled < 0:

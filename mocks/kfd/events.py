@@ -21,22 +21,28 @@ import errno
 from typing import TYPE_CHECKING, Any, Final
 
 from tinyhil.emulators.kernel import MAX_EVENTS_PER_WAIT, NoProgress, VirtualTimeout
-from tinyhil.kfd import uapi as u
-from tinyhil.kfd.kernel_abi import (
+from tinyhil.mocks.kfd._errno import LOG, fail
+from tinyhil.mocks.kfd.gpu_port import InterruptKind
+from tinyhil.mocks.kfd.state import Event, GpuDevice, MemKind, Waiter, lowest_free
+from tinyhil.spec.kfd_events import (
     EVENT_ID_BITS_END_OF_PIPE,
     EVENT_ID_BITS_SDMA_TRAP,
     KFD_EVENT_TIMEOUT_INFINITE,
     KFD_FIRST_NONSIGNAL_EVENT_ID,
-    KFD_MMAP_TYPE_EVENTS,
+    KFD_SIGNAL_EVENT_LIMIT,
     KFD_SIGNAL_PAGE_BYTES,
-    PAGE_SIZE,
     UNSIGNALED_EVENT_SLOT,
-    handle_gpu_id,
-    handle_idr,
+    EventType,
+    WaitResult,
+    kfd_event_data,
+    kfd_hsa_memory_exception_data,
+    kfd_ioctl_create_event_args,
+    kfd_ioctl_destroy_event_args,
+    kfd_ioctl_reset_event_args,
+    kfd_ioctl_set_event_args,
+    kfd_ioctl_wait_events_args,
 )
-from tinyhil.mocks.kfd._errno import LOG, fail
-from tinyhil.mocks.kfd.gpu_port import InterruptKind
-from tinyhil.mocks.kfd.state import Event, GpuDevice, MemKind, Waiter, lowest_free
+from tinyhil.spec.kfd_memory import KFD_MMAP_TYPE_EVENTS, PAGE_SIZE, handle_gpu_id, handle_idr
 
 if TYPE_CHECKING:
     from tinyhil.mocks.kfd.device import MockKFD
@@ -47,12 +53,12 @@ IMMEDIATE_POLL_NS: Final = 1_000
 _NS_PER_MS: Final = 1_000_000
 _SLOT_BYTES: Final = 8
 _DRIVER_PAGE_SLOTS: Final = 256  # "oldest user mode expects 256 event slots"
-_EVENT_DATA_BYTES: Final = ctypes.sizeof(u.kfd_event_data)
+_EVENT_DATA_BYTES: Final = ctypes.sizeof(kfd_event_data)
 _WAITER_BYTES: Final = 56  # sizeof(struct kfd_event_waiter) on x86-64
 _KMALLOC_MAX_BYTES: Final = 4 << 20
-_E = u.EventType
+_E = EventType
 _SIGNAL_TYPES: Final = (_E.KFD_IOC_EVENT_SIGNAL, _E.KFD_IOC_EVENT_DEBUG_EVENT)
-_R = u.WaitResult
+_R = WaitResult
 
 
 class EventIoctls:
@@ -91,7 +97,7 @@ class EventIoctls:
         process.signal_handle = handle
 
     # --- create / destroy / set / reset ------------------------------------------------------------------------------
-    def _op_create_event(self, args: u.kfd_ioctl_create_event_args) -> None:
+    def _op_create_event(self, args: kfd_ioctl_create_event_args) -> None:
         what = "AMDKFD_IOC_CREATE_EVENT"
         if args.event_page_offset:
             self._kmap_event_page(what, args.event_page_offset)
@@ -103,7 +109,7 @@ class EventIoctls:
             if process.signal_page is None:
                 process.signal_page = memoryview(bytearray(b"\xff" * KFD_SIGNAL_PAGE_BYTES))
                 process.signal_mapped_size = _DRIVER_PAGE_SLOTS * _SLOT_BYTES
-            slots = min(process.signal_mapped_size // _SLOT_BYTES, u.KFD_SIGNAL_EVENT_LIMIT)
+            slots = min(process.signal_mapped_size // _SLOT_BYTES, KFD_SIGNAL_EVENT_LIMIT)
             event_id = lowest_free(process.events, 1, slots)
             if event_id is None:
                 fail(errno.ENOSPC, f"{what}: no free signal event slot below {slots}")
@@ -128,7 +134,7 @@ class EventIoctls:
             fail(errno.EINVAL, f"{what}: event_id={event_id} names no event of this process")
         return event
 
-    def _op_destroy_event(self, args: u.kfd_ioctl_destroy_event_args) -> None:
+    def _op_destroy_event(self, args: kfd_ioctl_destroy_event_args) -> None:
         event = self._event("AMDKFD_IOC_DESTROY_EVENT", args.event_id)
         for waiter in event.waiters:
             waiter.event = None
@@ -145,10 +151,10 @@ class EventIoctls:
             )
         return event
 
-    def _op_set_event(self, args: u.kfd_ioctl_set_event_args) -> None:
+    def _op_set_event(self, args: kfd_ioctl_set_event_args) -> None:
         self.set_event(self._cpu_signalable("AMDKFD_IOC_SET_EVENT", args.event_id))
 
-    def _op_reset_event(self, args: u.kfd_ioctl_reset_event_args) -> None:
+    def _op_reset_event(self, args: kfd_ioctl_reset_event_args) -> None:
         self._cpu_signalable("AMDKFD_IOC_RESET_EVENT", args.event_id).signaled = False
 
     @staticmethod
@@ -159,7 +165,7 @@ class EventIoctls:
             waiter.activated = True
 
     # --- wait ----------------------------------------------------------------------------------------------------
-    def _op_wait_events(self, args: u.kfd_ioctl_wait_events_args) -> None:
+    def _op_wait_events(self, args: kfd_ioctl_wait_events_args) -> None:
         waiters: list[Waiter] = []
         try:
             self._wait(args, waiters)
@@ -173,14 +179,14 @@ class EventIoctls:
         if args.wait_result == _R.KFD_IOC_WAIT_RESULT_FAIL:
             fail(errno.EIO, "AMDKFD_IOC_WAIT_EVENTS: an awaited event was destroyed")
 
-    def _wait(self, args: u.kfd_ioctl_wait_events_args, waiters: list[Waiter]) -> None:
+    def _wait(self, args: kfd_ioctl_wait_events_args, waiters: list[Waiter]) -> None:
         what = "AMDKFD_IOC_WAIT_EVENTS"
         if args.num_events * _WAITER_BYTES > _KMALLOC_MAX_BYTES:
             fail(errno.ENOMEM, f"{what}: num_events={args.num_events} is too many to wait on")
         for index in range(args.num_events):
             raw = self.kfd.user.read(f"{what} events_ptr[{index}]", args.events_ptr + index * _EVENT_DATA_BYTES,
                                      _EVENT_DATA_BYTES)  # fmt: skip
-            event = self._event(what, u.kfd_event_data.from_buffer_copy(raw).event_id)
+            event = self._event(what, kfd_event_data.from_buffer_copy(raw).event_id)
             waiter = Waiter(event, event.signaled)
             event.signaled = event.signaled and not event.auto_reset
             if not waiter.activated:
@@ -260,16 +266,16 @@ class EventIoctls:
             self._set_from_interrupt(event)
             return
         for event_id, candidate in sorted(self.kfd.process.events.items()):
-            if event_id < u.KFD_SIGNAL_EVENT_LIMIT and self._slot(event_id) != UNSIGNALED_EVENT_SLOT:
+            if event_id < KFD_SIGNAL_EVENT_LIMIT and self._slot(event_id) != UNSIGNALED_EVENT_SLOT:
                 self._set_from_interrupt(candidate)
 
     def _signaled_by_partial_id(self, event_id: int, bits: int) -> Event | None:
         events = self.kfd.process.events
-        if bits > 31 or (1 << bits) >= u.KFD_SIGNAL_EVENT_LIMIT:
-            if event_id >= u.KFD_SIGNAL_EVENT_LIMIT or self._slot(event_id) == UNSIGNALED_EVENT_SLOT:
+        if bits > 31 or (1 << bits) >= KFD_SIGNAL_EVENT_LIMIT:
+            if event_id >= KFD_SIGNAL_EVENT_LIMIT or self._slot(event_id) == UNSIGNALED_EVENT_SLOT:
                 return None
             return events.get(event_id)
-        for candidate in range(event_id, u.KFD_SIGNAL_EVENT_LIMIT, 1 << bits):
+        for candidate in range(event_id, KFD_SIGNAL_EVENT_LIMIT, 1 << bits):
             if self._slot(candidate) != UNSIGNALED_EVENT_SLOT and candidate in events:
                 return events[candidate]
         return None
@@ -281,7 +287,7 @@ class EventIoctls:
 
     def vm_fault(self, gpu: GpuDevice, va: int) -> None:
         """``kfd_signal_vm_fault_event``: every memory event fires carrying the faulting page."""
-        data = u.kfd_hsa_memory_exception_data(va=va & ~(PAGE_SIZE - 1), gpu_id=gpu.gpu_id, ErrorType=0)
+        data = kfd_hsa_memory_exception_data(va=va & ~(PAGE_SIZE - 1), gpu_id=gpu.gpu_id, ErrorType=0)
         data.failure.NotPresent, data.failure.imprecise = 1, 1
         self.kfd.faults.append((gpu.gpu_id, va))
         memory_events = [

@@ -25,9 +25,9 @@ from typing import Final
 
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
-from tinyhil.kfd.kernel_abi import PAGE_SIZE
 from tinyhil.mocks.kfd.state import MemKind
 from tinyhil.spec.amdgpu import QueueKind
+from tinyhil.spec.kfd_memory import PAGE_SIZE
 
 __all__ = ["AllocFailure", "KfdFault", "KfdFaultPlan", "KfdFaults", "MemoryFaultAt", "QueueHang"]
 

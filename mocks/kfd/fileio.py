@@ -26,20 +26,20 @@ from typing import TYPE_CHECKING, Any
 
 from tinyhil.fileio import IoctlArg, MappedBuffer
 from tinyhil.fileio.arguments import as_int, check_fd, check_mapped_buffer, check_mmap, check_path, ioctl_request
-from tinyhil.kfd.kernel_abi import (
-    KFD_DEVICE_PATH,
-    KFD_DOORBELL_PROCESS_SLICE_BYTES,
+from tinyhil.mocks.kfd._errno import fail
+from tinyhil.mocks.kfd.state import Allocation, GpuDevice
+from tinyhil.mocks.kfd.topology import SysfsTree
+from tinyhil.spec.kfd_events import KFD_SIGNAL_PAGE_BYTES
+from tinyhil.spec.kfd_memory import (
     KFD_MMAP_TYPE_DOORBELL,
     KFD_MMAP_TYPE_EVENTS,
     KFD_MMAP_TYPE_MASK,
     KFD_MMAP_TYPE_MMIO,
-    KFD_SIGNAL_PAGE_BYTES,
     PAGE_SIZE,
     kfd_mmap_get_gpu_id,
 )
-from tinyhil.mocks.kfd._errno import fail
-from tinyhil.mocks.kfd.state import Allocation, GpuDevice
-from tinyhil.mocks.kfd.topology import SysfsTree
+from tinyhil.spec.kfd_queues import KFD_DOORBELL_PROCESS_SLICE_BYTES
+from tinyhil.spec.kfd_topology import KFD_DEVICE_PATH
 
 if TYPE_CHECKING:
     from tinyhil.mocks.kfd.device import MockKFD

@@ -15,16 +15,6 @@ from typing import TYPE_CHECKING, Final
 
 from tinyhil.allocator import OutOfMemory
 from tinyhil.errors import InvalidArgument
-from tinyhil.kfd import uapi as u
-from tinyhil.kfd.kernel_abi import (
-    KFD_DOORBELL_PROCESS_SLICE_BYTES,
-    KFD_MMAP_TYPE_MMIO,
-    PAGE_SIZE,
-    handle_gpu_id,
-    handle_idr,
-    kfd_mmap_gpu_id,
-    make_handle,
-)
 from tinyhil.mocks.kfd._errno import fail
 from tinyhil.mocks.kfd.state import (
     GPUVM_BASE,
@@ -38,13 +28,37 @@ from tinyhil.mocks.kfd.state import (
     aperture_limit,
     lowest_free,
 )
+from tinyhil.spec.kfd_memory import (
+    KFD_MMAP_TYPE_MMIO,
+    PAGE_SIZE,
+    AllocMemFlags,
+    CachePolicy,
+    handle_gpu_id,
+    handle_idr,
+    kfd_ioctl_acquire_vm_args,
+    kfd_ioctl_alloc_memory_of_gpu_args,
+    kfd_ioctl_free_memory_of_gpu_args,
+    kfd_ioctl_get_available_memory_args,
+    kfd_ioctl_get_process_apertures_args,
+    kfd_ioctl_get_process_apertures_new_args,
+    kfd_ioctl_map_memory_to_gpu_args,
+    kfd_ioctl_set_memory_policy_args,
+    kfd_ioctl_set_scratch_backing_va_args,
+    kfd_ioctl_unmap_memory_from_gpu_args,
+    kfd_mmap_gpu_id,
+    kfd_process_device_apertures,
+    make_handle,
+)
+from tinyhil.spec.kfd_process import kfd_ioctl_set_trap_handler_args
+from tinyhil.spec.kfd_queues import KFD_DOORBELL_PROCESS_SLICE_BYTES
+from tinyhil.spec.kfd_topology import NUM_OF_SUPPORTED_GPUS
 
 if TYPE_CHECKING:
     from tinyhil.mocks.kfd.device import MockKFD
 
 __all__ = ["MemoryIoctls"]
 
-_F = u.AllocMemFlags
+_F = AllocMemFlags
 # The kernel tries the memory types in this order; the first bit set wins.
 _KINDS: Final = (
     (_F.KFD_IOC_ALLOC_MEM_FLAGS_VRAM, MemKind.VRAM),
@@ -96,7 +110,7 @@ class MemoryIoctls:
         return list((ctypes.c_uint32 * count).from_buffer_copy(raw))
 
     # --- VM and apertures ----------------------------------------------------------------------------------------
-    def _op_acquire_vm(self, args: u.kfd_ioctl_acquire_vm_args) -> None:
+    def _op_acquire_vm(self, args: kfd_ioctl_acquire_vm_args) -> None:
         what = "AMDKFD_IOC_ACQUIRE_VM"
         file = self.kfd.fileio.file_of(args.drm_fd)
         if file is None:
@@ -111,32 +125,32 @@ class MemoryIoctls:
         pdd.drm_file = file
 
     @staticmethod
-    def _apertures(pdd: ProcessDevice, out: u.kfd_process_device_apertures) -> None:
+    def _apertures(pdd: ProcessDevice, out: kfd_process_device_apertures) -> None:
         out.lds_base, out.lds_limit = LDS_BASE, aperture_limit(LDS_BASE)
         out.scratch_base, out.scratch_limit = SCRATCH_BASE, aperture_limit(SCRATCH_BASE)
         out.gpuvm_base, out.gpuvm_limit = GPUVM_BASE, GPUVM_LIMIT
         out.gpu_id = pdd.gpu.gpu_id
 
-    def _op_get_process_apertures(self, args: u.kfd_ioctl_get_process_apertures_args) -> None:
-        pdds = list(self.kfd.process.pdds.values())[: u.NUM_OF_SUPPORTED_GPUS]
+    def _op_get_process_apertures(self, args: kfd_ioctl_get_process_apertures_args) -> None:
+        pdds = list(self.kfd.process.pdds.values())[:NUM_OF_SUPPORTED_GPUS]
         for index, pdd in enumerate(pdds):
             self._apertures(pdd, args.process_apertures[index])
         args.num_of_nodes = len(pdds)
 
-    def _op_get_process_apertures_new(self, args: u.kfd_ioctl_get_process_apertures_new_args) -> None:
+    def _op_get_process_apertures_new(self, args: kfd_ioctl_get_process_apertures_new_args) -> None:
         pdds = list(self.kfd.process.pdds.values())
         if args.num_of_nodes == 0:
             args.num_of_nodes = len(pdds)
             return
         count = min(len(pdds), args.num_of_nodes)
-        table = (u.kfd_process_device_apertures * count)()
+        table = (kfd_process_device_apertures * count)()
         for index in range(count):
             self._apertures(pdds[index], table[index])
         self.kfd.user.write("kfd_process_device_apertures_ptr", args.kfd_process_device_apertures_ptr, bytes(table))
         args.num_of_nodes = count
 
     # --- allocate / free -----------------------------------------------------------------------------------------
-    def _op_alloc_memory_of_gpu(self, args: u.kfd_ioctl_alloc_memory_of_gpu_args) -> None:
+    def _op_alloc_memory_of_gpu(self, args: kfd_ioctl_alloc_memory_of_gpu_args) -> None:
         what = "AMDKFD_IOC_ALLOC_MEMORY_OF_GPU"
         if args.size == 0:
             fail(errno.EINVAL, f"{what}: size=0, expected a size > 0")
@@ -163,7 +177,7 @@ class MemoryIoctls:
         args.mmap_offset = allocation.mmap_offset
 
     def _allocate(
-        self, what: str, gpu: GpuDevice, kind: MemKind, size: int, args: u.kfd_ioctl_alloc_memory_of_gpu_args
+        self, what: str, gpu: GpuDevice, kind: MemKind, size: int, args: kfd_ioctl_alloc_memory_of_gpu_args
     ) -> Allocation:
         def made(
             backing: memoryview,
@@ -211,7 +225,7 @@ class MemoryIoctls:
         drm_offset = gpu.drm_offsets.alloc(size)
         return made(memoryview(keepalive), drm_offset, drm_offset=drm_offset, keepalive=keepalive)
 
-    def _op_free_memory_of_gpu(self, args: u.kfd_ioctl_free_memory_of_gpu_args) -> None:
+    def _op_free_memory_of_gpu(self, args: kfd_ioctl_free_memory_of_gpu_args) -> None:
         what = "AMDKFD_IOC_FREE_MEMORY_OF_GPU"
         process = self.kfd.process
         if process.signal_handle and process.signal_handle == args.handle:
@@ -233,7 +247,7 @@ class MemoryIoctls:
         del pdd.allocations[allocation.idr]
 
     # --- map / unmap ---------------------------------------------------------------------------------------------
-    def _op_map_memory_to_gpu(self, args: u.kfd_ioctl_map_memory_to_gpu_args) -> None:
+    def _op_map_memory_to_gpu(self, args: kfd_ioctl_map_memory_to_gpu_args) -> None:
         what = "AMDKFD_IOC_MAP_MEMORY_TO_GPU"
         self._check_counts(what, args.n_devices, args.n_success)
         ids = self.device_ids(what, args.device_ids_array_ptr, args.n_devices)
@@ -278,7 +292,7 @@ class MemoryIoctls:
             gpu.port.unmap_memory(allocation.va + offset)
         allocation.mapped_on.remove(gpu.gpu_id)
 
-    def _op_unmap_memory_from_gpu(self, args: u.kfd_ioctl_unmap_memory_from_gpu_args) -> None:
+    def _op_unmap_memory_from_gpu(self, args: kfd_ioctl_unmap_memory_from_gpu_args) -> None:
         what = "AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU"
         self._check_counts(what, args.n_devices, args.n_success)
         ids = self.device_ids(what, args.device_ids_array_ptr, args.n_devices)
@@ -301,26 +315,26 @@ class MemoryIoctls:
             fail(errno.EINVAL, f"{what}: n_success={n_success} exceeds n_devices={n_devices}")
 
     # --- policies and per-GPU settings ---------------------------------------------------------------------------
-    def _op_set_memory_policy(self, args: u.kfd_ioctl_set_memory_policy_args) -> None:
+    def _op_set_memory_policy(self, args: kfd_ioctl_set_memory_policy_args) -> None:
         what = "AMDKFD_IOC_SET_MEMORY_POLICY"
         for name in ("default_policy", "alternate_policy"):
-            if getattr(args, name) not in tuple(u.CachePolicy):
+            if getattr(args, name) not in tuple(CachePolicy):
                 fail(errno.EINVAL, f"{what}: {name}={getattr(args, name)}, expected 0 (coherent) or 1 (noncoherent)")
         pdd = self.pdd(args.gpu_id, what)
         self.bind(pdd, what, errno.ESRCH)
         pdd.default_policy, pdd.alternate_policy = args.default_policy, args.alternate_policy
         pdd.alternate_aperture = (args.alternate_aperture_base, args.alternate_aperture_size)
 
-    def _op_available_memory(self, args: u.kfd_ioctl_get_available_memory_args) -> None:
+    def _op_available_memory(self, args: kfd_ioctl_get_available_memory_args) -> None:
         args.available = self.pdd(args.gpu_id, "AMDKFD_IOC_AVAILABLE_MEMORY").gpu.vram.free_bytes
 
-    def _op_set_scratch_backing_va(self, args: u.kfd_ioctl_set_scratch_backing_va_args) -> None:
+    def _op_set_scratch_backing_va(self, args: kfd_ioctl_set_scratch_backing_va_args) -> None:
         what = "AMDKFD_IOC_SET_SCRATCH_BACKING_VA"
         pdd = self.pdd(args.gpu_id, what)
         self.bind(pdd, what)
         pdd.scratch_backing_va = args.va_addr
 
-    def _op_set_trap_handler(self, args: u.kfd_ioctl_set_trap_handler_args) -> None:
+    def _op_set_trap_handler(self, args: kfd_ioctl_set_trap_handler_args) -> None:
         what = "AMDKFD_IOC_SET_TRAP_HANDLER"
         pdd = self.pdd(args.gpu_id, what)
         self.bind(pdd, what, errno.ESRCH)

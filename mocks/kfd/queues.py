@@ -15,16 +15,20 @@ import errno
 from typing import TYPE_CHECKING, Final
 
 from tinyhil.errors import InvalidArgument, TinyHilError
-from tinyhil.kfd import uapi as u
-from tinyhil.kfd.kernel_abi import (
-    KFD_DOORBELL_BYTES,
-    KFD_MAX_NUM_OF_QUEUES_PER_PROCESS,
-    KFD_MMAP_TYPE_DOORBELL,
-    kfd_mmap_gpu_id,
-)
 from tinyhil.mocks.kfd._errno import ENOTSUPP, LOG, fail
 from tinyhil.mocks.kfd.gpu_port import QueueKind
 from tinyhil.mocks.kfd.state import GpuDevice, ProcessDevice, Queue, lowest_free
+from tinyhil.spec.kfd_memory import KFD_MMAP_TYPE_DOORBELL, kfd_mmap_gpu_id
+from tinyhil.spec.kfd_queues import (
+    KFD_DOORBELL_BYTES,
+    KFD_MAX_NUM_OF_QUEUES_PER_PROCESS,
+    KFD_MAX_QUEUE_PERCENTAGE,
+    KFD_MAX_QUEUE_PRIORITY,
+    KFD_MIN_QUEUE_RING_SIZE,
+    QueueType,
+    kfd_ioctl_create_queue_args,
+    kfd_ioctl_destroy_queue_args,
+)
 
 if TYPE_CHECKING:
     from tinyhil.mocks.kfd.device import MockKFD
@@ -33,7 +37,7 @@ __all__ = ["TASK_SIZE", "QueueIoctls"]
 
 # The top of x86-64 user space: access_ok() rejects pointers whose range ends above it.
 TASK_SIZE: Final = 0x7FFF_FFFF_F000
-_Q = u.QueueType
+_Q = QueueType
 _KINDS: Final[dict[int, QueueKind]] = {
     _Q.KFD_IOC_QUEUE_TYPE_COMPUTE: QueueKind.COMPUTE,
     _Q.KFD_IOC_QUEUE_TYPE_SDMA: QueueKind.SDMA,
@@ -53,17 +57,17 @@ class QueueIoctls:
     def __init__(self, kfd: MockKFD) -> None:
         self.kfd = kfd
 
-    def _op_create_queue(self, args: u.kfd_ioctl_create_queue_args) -> None:
+    def _op_create_queue(self, args: kfd_ioctl_create_queue_args) -> None:
         what = "AMDKFD_IOC_CREATE_QUEUE"
-        if args.queue_percentage & _PERCENTAGE_MASK > u.KFD_MAX_QUEUE_PERCENTAGE:
+        if args.queue_percentage & _PERCENTAGE_MASK > KFD_MAX_QUEUE_PERCENTAGE:
             fail(errno.EINVAL, f"{what}: queue_percentage={args.queue_percentage & _PERCENTAGE_MASK}, expected <= 100")
-        if args.queue_priority > u.KFD_MAX_QUEUE_PRIORITY:
+        if args.queue_priority > KFD_MAX_QUEUE_PRIORITY:
             fail(errno.EINVAL, f"{what}: queue_priority={args.queue_priority}, expected <= 15")
         if args.ring_base_address and not _access_ok(args.ring_base_address, _POINTER_BYTES):
             fail(errno.EFAULT, f"{what}: ring_base_address={args.ring_base_address:#x} is not a user address")
         if args.ring_size & (args.ring_size - 1):
             fail(errno.EINVAL, f"{what}: ring_size={args.ring_size:#x}, expected a power of two (or 0)")
-        args.ring_size = max(args.ring_size, u.KFD_MIN_QUEUE_RING_SIZE)
+        args.ring_size = max(args.ring_size, KFD_MIN_QUEUE_RING_SIZE)
         for name in ("read_pointer_address", "write_pointer_address", "eop_buffer_address", "ctx_save_restore_address"):
             address = getattr(args, name)
             if (address or name.endswith("pointer_address")) and not _access_ok(address, 4):
@@ -109,7 +113,7 @@ class QueueIoctls:
         args.queue_id = queue_id
         args.doorbell_offset = KFD_MMAP_TYPE_DOORBELL | kfd_mmap_gpu_id(gpu.gpu_id) | doorbell_id * KFD_DOORBELL_BYTES
 
-    def _check_buffers(self, what: str, pdd: ProcessDevice, args: u.kfd_ioctl_create_queue_args) -> None:
+    def _check_buffers(self, what: str, pdd: ProcessDevice, args: kfd_ioctl_create_queue_args) -> None:
         """Like ``kfd_queue_acquire_buffers``: the ring and both pointers must lie in buffers mapped on this GPU."""
         gpu_id = pdd.gpu.gpu_id
         buffers = [(args.ring_base_address, args.ring_size, "ring"), (args.read_pointer_address, _POINTER_BYTES,
@@ -122,7 +126,7 @@ class QueueIoctls:
                     f"{what}: {name} {va:#x}+{nbytes:#x} is not inside one buffer mapped on gpu_id={gpu_id:#x}",
                 )
 
-    def _op_destroy_queue(self, args: u.kfd_ioctl_destroy_queue_args) -> None:
+    def _op_destroy_queue(self, args: kfd_ioctl_destroy_queue_args) -> None:
         queue = self.kfd.process.queues.get(args.queue_id)
         if queue is None:
             fail(errno.EINVAL, f"AMDKFD_IOC_DESTROY_QUEUE: queue_id={args.queue_id} matches no queue of this process")

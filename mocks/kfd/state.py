@@ -13,9 +13,10 @@ from enum import Enum
 from typing import Any, Final
 
 from tinyhil.allocator import RangeAllocator
-from tinyhil.kfd.kernel_abi import KFD_DOORBELL_PROCESS_SLICE_BYTES, PAGE_SIZE
 from tinyhil.mocks.kfd.gpu_port import GpuPort, QueueKind
 from tinyhil.mocks.kfd.topology import GpuIdentity, GpuModel
+from tinyhil.spec.kfd_memory import PAGE_SIZE
+from tinyhil.spec.kfd_queues import KFD_DOORBELL_PROCESS_SLICE_BYTES
 
 __all__ = [
     "DRM_OFFSET_BASE",

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 from hypothesis import strategies as st
 
-from tinyhil.kfd.kernel_abi import PAGE_SIZE
 from tinyhil.mocks.kfd.faults import AllocFailure, KfdFault, KfdFaultPlan, MemoryFaultAt, QueueHang
 from tinyhil.mocks.kfd.state import GPUVM_BASE, MemKind
 from tinyhil.spec.amdgpu import QueueKind
+from tinyhil.spec.kfd_memory import PAGE_SIZE
 
 __all__ = ["kfd_fault_plans", "kfd_fault_rules"]
 

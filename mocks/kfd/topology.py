@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from tinyhil.kfd.kernel_abi import DRM_RENDER_MINOR_BASE, KFD_DEVICE_PATH, KFD_TOPOLOGY_PATH, render_node_path
 from tinyhil.kfd.topology import gfx_arch_name
+from tinyhil.spec.amd_pci_ids import DEVICE_IDS
+from tinyhil.spec.kfd_topology import DRM_RENDER_MINOR_BASE, KFD_DEVICE_PATH, KFD_TOPOLOGY_PATH, render_node_path
 
 __all__ = [
     "CPU_CORES",
@@ -67,9 +68,9 @@ class GpuModel:
 
 
 GPU_MODELS: Final[dict[int, GpuModel]] = {
-    110000: GpuModel("Radeon RX 7900 XTX", 0x744C, 192, 2, 12, 2, 8, 16, 32, 64, 2, 0, 6, 8, 2371),
-    120001: GpuModel("Radeon RX 9070 XT", 0x7550, 128, 2, 8, 2, 8, 16, 32, 64, 2, 0, 6, 8, 2970),
-    90500: GpuModel("Instinct MI355X", 0x75A3, 1024, 4, 32, 1, 8, 8, 64, 160, 2, 14, 8, 24, 2400, num_xcc=8),
+    110000: GpuModel("Radeon RX 7900 XTX", DEVICE_IDS[110000], 192, 2, 12, 2, 8, 16, 32, 64, 2, 0, 6, 8, 2371),
+    120001: GpuModel("Radeon RX 9070 XT", DEVICE_IDS[120001], 128, 2, 8, 2, 8, 16, 32, 64, 2, 0, 6, 8, 2970),
+    90500: GpuModel("Instinct MI355X", DEVICE_IDS[90500], 1024, 4, 32, 1, 8, 8, 64, 160, 2, 14, 8, 24, 2400, num_xcc=8),
 }
 
 

@@ -26,7 +26,7 @@ from tinyhil.spec.amdgpu_firmware import (
     parse_signed_image,
     psp_sos_components,
 )
-from tinyhil.spec.gfx1100_boot import PspFwBinType, PspFwType
+from tinyhil.spec.gfx1100_psp import PspFwBinType, PspFwType
 
 REAL_FILES = pytest.mark.skipif(
     not all(Path(FIRMWARE_DIR, name).is_file() for name in GFX1100_FIRMWARE),

@@ -82,7 +82,7 @@ def test_the_gpu_reports_its_polls_and_the_bridge_what_landed_where(board: Board
     recorder = Recorder()
     polled = SYS_APERTURE + PCIE_SRAM_BASE + 5 * SLOT_BYTES
     queue = board.gpu.create_queue(
-        QueueKind.SDMA, ring_va=0x300000, ring_bytes=4096, rptr_va=0x2000, wptr_va=0x2008, doorbell_index=1, index=1
+        QueueKind.SDMA, ring_va=0x300000, ring_bytes=4096, rptr_va=0x2000, wptr_va=0x2008, index=1
     )
     with board.usb.gpu.observe(recorder), board.usb.bridge.observe(recorder):
         queue.submit(sdma_poll_regmem(polled, FLAG), sdma_write(SYS_APERTURE + SIGNAL, (0xC0DE).to_bytes(4, "little")))

@@ -10,10 +10,10 @@ import pytest
 
 from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
 from tinyhil.fileio import RealFileIO
-from tinyhil.kfd import KFD, KfdMemoryFault, MemoryDomain, QueueEngine, cwsr_sizes, uapi
-from tinyhil.kfd.ioctls import KfdIoctl
-from tinyhil.kfd.kernel_abi import PAGE_SIZE
+from tinyhil.kfd import KFD, KfdMemoryFault, MemoryDomain, QueueEngine, cwsr_sizes
 from tinyhil.mocks.kfd import MockKFD
+from tinyhil.spec.kfd_ioctls import KfdIoctl
+from tinyhil.spec.kfd_memory import PAGE_SIZE, kfd_ioctl_free_memory_of_gpu_args
 
 MS = 1_000_000
 
@@ -263,5 +263,5 @@ def test_a_raw_ioctl_of_no_kfd_request_is_invalid_argument(kfd: KFD, mock: MockK
 
 def test_a_raw_ioctl_by_number_names_the_request_when_it_fails(kfd: KFD) -> None:
     with pytest.raises(OSError, match="AMDKFD_IOC_FREE_MEMORY_OF_GPU") as caught:  # used to be AttributeError: .name
-        kfd.ioctl(int(KfdIoctl.AMDKFD_IOC_FREE_MEMORY_OF_GPU), uapi.kfd_ioctl_free_memory_of_gpu_args(handle=0))
+        kfd.ioctl(int(KfdIoctl.AMDKFD_IOC_FREE_MEMORY_OF_GPU), kfd_ioctl_free_memory_of_gpu_args(handle=0))
     assert caught.value.errno == errno.EINVAL

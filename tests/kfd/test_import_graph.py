@@ -47,14 +47,14 @@ def _graph() -> dict[str, set[str]]:
 
 
 def test_the_graph_sees_type_checking_and_relative_imports() -> None:
-    known = {"tinyhil.kfd", "tinyhil.kfd.gpu", "tinyhil.kfd.client", "tinyhil.kfd.uapi"}
+    known = {"tinyhil.kfd", "tinyhil.kfd.gpu", "tinyhil.kfd.client", "tinyhil.kfd.queue"}
     source = (
         "from typing import TYPE_CHECKING\n"
-        "from . import uapi\n"
+        "from . import queue\n"
         "if TYPE_CHECKING:\n"
         "    from tinyhil.kfd.client import KFD\n"
     )
-    assert _imported(source, "tinyhil.kfd.gpu", known) == {"tinyhil.kfd.client", "tinyhil.kfd.uapi"}
+    assert _imported(source, "tinyhil.kfd.gpu", known) == {"tinyhil.kfd.client", "tinyhil.kfd.queue"}
 
 
 def test_the_graph_covers_the_client_gpu_and_queue() -> None:

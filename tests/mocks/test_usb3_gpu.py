@@ -38,18 +38,19 @@ from tinyhil.asm2464 import Asm2464Controller
 from tinyhil.compiler import HostCCompiler
 from tinyhil.emulators.amdgpu import AmdGpu
 from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Function
+from tinyhil.emulators.amdgpu.model_choices import ErrorCode
 from tinyhil.emulators.asm2464 import Asm2464
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
 from tinyhil.mocks.usb3 import MockUSB3
-from tinyhil.spec.amdgpu import SYS_APERTURE, ErrorCode, QueueKind, QueueStatus
+from tinyhil.spec.amdgpu import SYS_APERTURE, QueueKind
 from tinyhil.spec.amdgpu_sdma import SdmaOp
 from tinyhil.spec.asm2464 import PCIE_SRAM_BASE, SLOT_BYTES
 from tinyhil.spec.code_object import ArgKind, CodeObject, pack_code_object
+from tinyhil.spec.gfx1100_ih import IhClientId, IhSourceId
 from tinyhil.spec.pci import Config
-from tinyhil.usbgpu import UsbGpu
-from tinyhil.usbgpu.gfx1100_gpu import open_usb_gpu
+from tinyhil.usbgpu.gfx1100_gpu import Gfx1100UsbGpu, open_usb_gpu
 
 VRAM_BYTES = 64 << 20
 SDMA_RING, COMPUTE_RING, RING_BYTES = 0x100000, 0x110000, 0x10000
@@ -72,7 +73,7 @@ void vadd(uint64_t *args, const uint32_t group_id[3], const uint32_t group_size[
 class Board:
     usb: MockUSB3
     controller: Asm2464Controller
-    driver: UsbGpu
+    driver: Gfx1100UsbGpu
 
     @property
     def gpu(self) -> AmdGpu:
@@ -80,13 +81,12 @@ class Board:
 
     def sdma(self) -> AmdQueue:
         return self.driver.create_queue(
-            QueueKind.SDMA, ring_va=SDMA_RING, ring_bytes=RING_BYTES, rptr_va=0x1000, wptr_va=0x1008, doorbell_index=2
+            QueueKind.SDMA, ring_va=SDMA_RING, ring_bytes=RING_BYTES, rptr_va=0x1000, wptr_va=0x1008
         )
 
     def compute(self) -> AmdQueue:
         return self.driver.create_queue(
             QueueKind.COMPUTE, ring_va=COMPUTE_RING, ring_bytes=RING_BYTES, rptr_va=0x1040, wptr_va=0x1048,
-            doorbell_index=3,
         )  # fmt: skip
 
 
@@ -243,7 +243,7 @@ def test_a_memory_fault_on_gfx1100_is_the_gc_hub_protection_fault_at_the_next_wa
             QueueStopped, match=r"SDMA0 queue 0: GC hub protection fault at GPU address 0x900000000"
         ) as error:
             board.driver.wait(lambda: board.driver.read_u32(DATA) == 1, "the second fence")
-        assert error.value.status == QueueStatus.MEMORY_FAULT and error.value.fault_addr == 0x9_0000_0000
+        assert error.value.error_code == IhSourceId.UTCL2_FAULT and error.value.fault_addr == 0x9_0000_0000
         assert (error.value.opcode, error.value.ring_offset) == (5, 0), "the FENCE at the ring's start"
         assert board.driver.read_u32(DATA) == 0, "nothing after the fault ran"
         assert board.gpu.queues[0].error_code == ErrorCode.MEMORY_FAULT
@@ -263,7 +263,7 @@ def test_random_dwords_in_an_sdma_ring_over_usb_end_in_idle_a_wait_or_a_reasoned
         try:
             driver.wait(lambda: queue.read_rptr() >= queue.wptr, "the ring to drain", timeout_s=0.003)
         except QueueStopped as stopped:  # gfx1100: only a memory fault reaches the host (the GC hub's status)
-            assert stopped.error_code != ErrorCode.NONE or "protection fault" in str(stopped)
+            assert stopped.status == IhClientId.GFX and stopped.error_code in set(IhSourceId)  # the IV, as it came
             assert stopped.queue in str(stopped) and 0 <= stopped.ring_offset < RING_BYTES
         except DeviceTimeout:  # gfx1100 has no per-queue STATUS: a queue stopped by a bad packet shows as a timeout
             engine_queue = board.gpu.queues[0]

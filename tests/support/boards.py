@@ -26,8 +26,7 @@ from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.spec.amdgpu import QueueKind
 from tinyhil.spec.copyin import SDMA_RING_BYTES
 from tinyhil.usbgpu.copy import UsbCopy
-from tinyhil.usbgpu.gfx1100_gpu import open_usb_gpu
-from tinyhil.usbgpu.usb_gpu import UsbGpu
+from tinyhil.usbgpu.gfx1100_gpu import Gfx1100UsbGpu, open_usb_gpu
 
 VRAM_BYTES = 64 << 20  # the smallest gfx1100 board: the driver's boot memory takes the top 32 MB
 DATA = 0x400000
@@ -39,7 +38,7 @@ PATTERN = 0xA5
 class Board:
     usb: MockUSB3
     ctrl: Asm2464Controller
-    gpu: UsbGpu
+    gpu: Gfx1100UsbGpu
     sdma: AmdQueue
 
     def __enter__(self) -> Board:
@@ -76,9 +75,7 @@ def make_board(
     usb = MockUSB3(mode=mode, quirks=quirks, seed=seed, faults=faults, vram_bytes=VRAM_BYTES)
     ctrl = Asm2464Controller(usb)
     gpu = open_usb_gpu(ctrl, firmware=GeneratedFirmware())
-    sdma = gpu.create_queue(
-        QueueKind.SDMA, ring_va=0x100000, ring_bytes=ring_bytes, rptr_va=0x1000, wptr_va=0x1008, doorbell_index=0
-    )
+    sdma = gpu.create_queue(QueueKind.SDMA, ring_va=0x100000, ring_bytes=ring_bytes, rptr_va=0x1000, wptr_va=0x1008)
     return Board(usb, ctrl, gpu, sdma)
 
 

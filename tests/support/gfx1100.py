@@ -27,20 +27,18 @@ from tinyhil.amdgpu.firmware import FirmwareSource, GeneratedFirmware
 from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Front
 from tinyhil.spec.amdgpu_firmware import GFX1100_IP_FIRMWARE, ip_firmware, psp_sos_components
 from tinyhil.spec.amdgpu_sdma import SDMA_COPY_LINEAR_COUNT, SDMA_HEADER_OP, SdmaOp
-from tinyhil.spec.gfx1100_boot import (
+from tinyhil.spec.gfx1100_gmc import VMID0_VA_START, PteFlag
+from tinyhil.spec.gfx1100_psp import (
     PSP_BL_READY,
     PSP_CMD_RESP_OFFSET,
     PSP_RESPONSE_READY,
-    VMID0_VA_START,
     GfxCmdId,
     GfxCtrlCmd,
     PspBootloaderCmd,
     PspFwType,
-    PteFlag,
-    SmuClock,
-    SmuMsg,
 )
 from tinyhil.spec.gfx1100_regs import BAR5_DWORDS, Reg
+from tinyhil.spec.gfx1100_smu import SmuClock, SmuMsg
 
 VRAM_BYTES = 64 << 20
 PSP_RING, PSP_CMD, PSP_FENCE, MSG1 = 0x100000, 0x110000, 0x120000, 0x200000

@@ -68,9 +68,7 @@ def make_gfx1100_board(mode: str = "sync", *, ring_bytes: int = 1 << 16, **optio
     ctrl = Asm2464Controller(usb)
     gpu = open_usb_gpu(ctrl, firmware=GeneratedFirmware())
     assert isinstance(gpu, Gfx1100UsbGpu)
-    sdma = gpu.create_queue(
-        QueueKind.SDMA, ring_va=0x100000, ring_bytes=ring_bytes, rptr_va=0x1000, wptr_va=0x1008, doorbell_index=0
-    )
+    sdma = gpu.create_queue(QueueKind.SDMA, ring_va=0x100000, ring_bytes=ring_bytes, rptr_va=0x1000, wptr_va=0x1008)
     return Board(usb, ctrl, gpu, sdma)
 
 

@@ -84,10 +84,9 @@ def run_the_driver() -> None:
     with MockUSB3(vram_bytes=64 << 20) as usb:
         gpu = open_usb_gpu(Asm2464Controller(usb), firmware=GeneratedFirmware())
         sdma = [gpu.create_queue(QueueKind.SDMA, ring_va=0x100000 + 0x10000 * index, ring_bytes=1 << 12,
-                                 rptr_va=0x1000 + 0x20 * index, wptr_va=0x1008 + 0x20 * index, doorbell_index=0,
+                                 rptr_va=0x1000 + 0x20 * index, wptr_va=0x1008 + 0x20 * index,
                                  index=index) for index in (0, 1)]  # fmt: skip
-        gpu.create_queue(QueueKind.COMPUTE, ring_va=0x140000, ring_bytes=1 << 12, rptr_va=0x1100, wptr_va=0x1108,
-                         doorbell_index=0)  # fmt: skip
+        gpu.create_queue(QueueKind.COMPUTE, ring_va=0x140000, ring_bytes=1 << 12, rptr_va=0x1100, wptr_va=0x1108)
         sdma[0].submit(sdma_copy_linear(0x500000, SYS_APERTURE + 0x40_0000, 64))  # no PTE there: a VM fault
         with pytest.raises(QueueStopped, match="protection fault"):
             sdma[0].wait_idle()

@@ -20,11 +20,14 @@ from tinyhil.emulators.observe import Observer
 from tinyhil.emulators.pcie.endpoint import PlainEndpoint
 from tinyhil.errors import DeviceError, InvalidArgument, StateError
 from tinyhil.mocks.usb3 import MockUSB3
-from tinyhil.spec.amdgpu import SYS_APERTURE, ErrorCode, QueueKind, QueueStatus
+from tinyhil.spec.amdgpu import SYS_APERTURE, QueueKind
 from tinyhil.spec.amdgpu_sdma import SdmaOp
 from tinyhil.spec.asm2464 import PCIE_SRAM_BASE
-from tinyhil.spec.gfx1100_boot import BOOTED_SCRATCH_REG7, IH_RING_BYTES, PteFlag, SmuDebugMsg
+from tinyhil.spec.gfx1100_gmc import PteFlag
+from tinyhil.spec.gfx1100_ih import IH_RING_BYTES, IhClientId, IhSourceId
 from tinyhil.spec.gfx1100_regs import Reg
+from tinyhil.spec.gfx1100_smu import SmuDebugMsg
+from tinyhil.spec.gfx1100_soc import BOOTED_SCRATCH_REG7
 from tinyhil.spec.pci import Command
 from tinyhil.usbgpu.amd_device import UsbAmdDevice
 from tinyhil.usbgpu.gfx1100_gpu import Gfx1100UsbGpu, open_usb_gpu
@@ -141,8 +144,9 @@ def test_the_page_table_maps_vram_at_its_offset_and_the_bridge_sram_through_syst
 
 def test_sdma_copies_between_vram_and_the_bridge_sram_through_the_page_table(usb: MockUSB3) -> None:
     gpu = open_gpu(usb)
-    sdma = gpu.create_queue(QueueKind.SDMA, ring_va=0x100000, ring_bytes=1 << 12, rptr_va=0x1000, wptr_va=0x1008,
-                            doorbell_index=0, index=1)  # fmt: skip
+    sdma = gpu.create_queue(
+        QueueKind.SDMA, ring_va=0x100000, ring_bytes=1 << 12, rptr_va=0x1000, wptr_va=0x1008, index=1
+    )
     from tinyhil.amdgpu.sdma import sdma_copy_linear
 
     data = np.random.default_rng(3).integers(0, 256, 0x3000, dtype=np.uint8)
@@ -154,8 +158,7 @@ def test_sdma_copies_between_vram_and_the_bridge_sram_through_the_page_table(usb
 
 def test_an_unmapped_gpu_address_is_a_protection_fault_the_driver_reports(usb: MockUSB3) -> None:
     gpu = open_gpu(usb)
-    sdma = gpu.create_queue(QueueKind.SDMA, ring_va=0x100000, ring_bytes=1 << 12, rptr_va=0x1000, wptr_va=0x1008,
-                            doorbell_index=0)  # fmt: skip
+    sdma = gpu.create_queue(QueueKind.SDMA, ring_va=0x100000, ring_bytes=1 << 12, rptr_va=0x1000, wptr_va=0x1008)
     from tinyhil.amdgpu.errors import QueueStopped
     from tinyhil.amdgpu.sdma import sdma_copy_linear
 
@@ -304,13 +307,13 @@ def test_a_boot_sends_the_spec_s_23_smu_messages_and_31_with_shutdown(usb: MockU
 # --- stopped queues reach the driver through IH ring 0 ---
 def _sdma(gpu: Gfx1100UsbGpu, index: int = 0) -> AmdQueue:
     return gpu.create_queue(QueueKind.SDMA, ring_va=0x100000 + 0x10000 * index, ring_bytes=1 << 12,
-                            rptr_va=0x1000 + 0x100 * index, wptr_va=0x1008 + 0x100 * index, doorbell_index=0,
+                            rptr_va=0x1000 + 0x100 * index, wptr_va=0x1008 + 0x100 * index,
                             index=index)  # fmt: skip
 
 
 def _compute(gpu: Gfx1100UsbGpu) -> AmdQueue:
     return gpu.create_queue(QueueKind.COMPUTE, ring_va=0x200000, ring_bytes=1 << 12, rptr_va=0x3000,
-                            wptr_va=0x3008, doorbell_index=0)  # fmt: skip
+                            wptr_va=0x3008)  # fmt: skip
 
 
 def _raises_within(usb: MockUSB3, gpu: Gfx1100UsbGpu, queue: AmdQueue) -> QueueStopped:
@@ -334,10 +337,10 @@ def test_an_sdma_packet_the_engine_does_not_know_stops_the_next_wait_naming_opco
     sdma.submit(np.array([0x7F], np.uint32))
     error = _raises_within(usb, gpu, sdma)
     assert (error.queue, error.opcode, error.ring_offset) == (f"SDMA{index} queue 0", 0x7F, 8)
-    assert (error.status, error.error_code) == (QueueStatus.PACKET_ERROR, ErrorCode.UNKNOWN_OPCODE)
+    assert (error.status, error.error_code) == (IhClientId.GFX, IhSourceId.SDMA_QUEUE_HANG)  # the IV, as it came
     assert error.fault_addr is None
     assert "opcode 0x7f (unknown" in str(error) and "ring offset 0x8" in str(error)
-    assert gpu.queue_status(sdma) == QueueStatus.PACKET_ERROR
+    assert gpu.stop_of(sdma) is error
     with pytest.raises(QueueStopped):  # the queue stays stopped for every later wait, until destroyed
         gpu.check_queues()
     gpu.destroy_queue(sdma)
@@ -349,12 +352,12 @@ def test_a_pm4_packet_the_cp_does_not_know_stops_the_next_wait_naming_opcode_que
     compute = _compute(gpu)
     compute.submit(pm4_nop(2))  # header + 2 body dwords, then the bad header at byte 12
     compute.wait_idle()
-    assert gpu.queue_status(compute) == QueueStatus.IDLE
+    assert gpu.stop_of(compute) is None and compute.read_rptr() == compute.wptr
     compute.submit(np.array([3 << 30 | 0x7E << 8], np.uint32))  # type 3, opcode 0x7E
     error = _raises_within(usb, gpu, compute)
     assert (error.queue, error.opcode, error.ring_offset) == ("compute HQD me 1 pipe 0 queue 0", 0x7E, 12)
-    assert (error.status, error.error_code) == (QueueStatus.PACKET_ERROR, ErrorCode.UNKNOWN_OPCODE)
-    assert gpu.queue_status(compute) == QueueStatus.PACKET_ERROR
+    assert (error.status, error.error_code) == (IhClientId.GFX, IhSourceId.CP_BAD_OPCODE_ERROR)
+    assert gpu.stop_of(compute) is error
 
 
 def test_a_fault_on_an_unmapped_va_names_its_page_and_the_queue_and_clears_the_fault_status(usb: MockUSB3) -> None:
@@ -364,11 +367,10 @@ def test_a_fault_on_an_unmapped_va_names_its_page_and_the_queue_and_clears_the_f
     sdma.submit(sdma_copy_linear(0x500000, unmapped, 64))
     error = _raises_within(usb, gpu, sdma)
     assert error.fault_addr == unmapped & ~0xFFF  # the IV carries the page
-    assert (error.queue, error.status, error.error_code) == ("SDMA0 queue 0", QueueStatus.MEMORY_FAULT,
-                                                             ErrorCode.MEMORY_FAULT)  # fmt: skip
+    assert (error.queue, error.status, error.error_code) == ("SDMA0 queue 0", IhClientId.GFX, IhSourceId.UTCL2_FAULT)
     assert (error.opcode, error.ring_offset) == (SdmaOp.COPY_LINEAR, 0)
     assert f"{unmapped & ~0xFFF:#x}" in str(error) and "protection fault" in str(error)
-    assert gpu.queue_status(sdma) == QueueStatus.MEMORY_FAULT
+    assert gpu.stop_of(sdma) is error
     regs = front_of(usb).front.regs
     assert regs.stored(Reg.GCVM_L2_PROTECTION_FAULT_STATUS) == 0  # the driver cleared it, as Linux does
     assert regs.stored(Reg.IH_RB_RPTR) == regs.stored(Reg.IH_RB_WPTR) == 32  # one IV, read
@@ -399,7 +401,8 @@ def test_ivs_that_wrap_the_ih_ring_are_all_read_and_each_stopped_queue_keeps_its
     with pytest.raises(QueueStopped, match="SDMA0 queue 0"):  # the first report, of the first queue that stopped
         gpu.check_queues()
     assert regs.stored(Reg.IH_RB_RPTR) == 32 and gpu.ih.read_offset == 32
-    assert (gpu.queue_status(first), gpu.queue_status(second)) == (QueueStatus.PACKET_ERROR, QueueStatus.MEMORY_FAULT)
+    stops = [(s.error_code, s.fault_addr) for s in (gpu.stop_of(first), gpu.stop_of(second)) if s is not None]
+    assert stops == [(IhSourceId.SDMA_QUEUE_HANG, None), (IhSourceId.UTCL2_FAULT, SYS_APERTURE + 0x40_0000)]
     gpu.destroy_queue(first)
     with pytest.raises(
         QueueStopped, match=f"SDMA1 queue 0: GC hub protection fault at GPU address {SYS_APERTURE + 0x40_0000:#x}"
@@ -470,7 +473,7 @@ def test_map_makes_a_range_reachable_and_unmap_faults_the_next_access_after_one_
     sdma.submit(sdma_fence(va + 0x1010, 1))
     error = _raises_within(usb, gpu, sdma)
     assert error.fault_addr == va + 0x1000  # the page of the access
-    assert (error.status, error.error_code) == (QueueStatus.MEMORY_FAULT, ErrorCode.MEMORY_FAULT)
+    assert (error.status, error.error_code) == (IhClientId.GFX, IhSourceId.UTCL2_FAULT)
     assert f"{va + 0x1000:#x}" in str(error)
 
 

@@ -145,7 +145,7 @@ def test_sys_buf_collision_loses_low_sys_buf_signals_and_not_vram_ones(
     quirks = Quirks(sys_buf_collision=quirk, landing_delay_ns=1_000_000)
     with board_factory(mode, quirks=quirks) as board:
         signaller = board.gpu.create_queue(
-            QueueKind.SDMA, ring_va=0x300000, ring_bytes=4096, rptr_va=0x2000, wptr_va=0x2008, doorbell_index=1, index=1
+            QueueKind.SDMA, ring_va=0x300000, ring_bytes=4096, rptr_va=0x2000, wptr_va=0x2008, index=1
         )
         values = {name: 0xC0DE0000 + index for index, name in enumerate(SIGNALS)}
         signaller.submit(

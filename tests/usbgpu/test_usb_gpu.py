@@ -1,5 +1,6 @@
-"""UsbGpu, the base of the USB-path GPU drivers, on a gfx1100 board (its only driver, ``Gfx1100UsbGpu``; the chip's
-own side is tested in ``test_gfx1100_gpu.py``): BAR access over the bridge, waits, the checks of its arguments."""
+"""``Gfx1100UsbGpu``'s access to the GPU over the bridge (the chip's bring-up and queues are tested in
+``test_gfx1100_gpu.py``): BAR0 / BAR2 / BAR5, waits, the checks of its arguments, and the ``UsbGpu`` protocol it
+satisfies for the copy protocol."""
 
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ LAYOUT: dict[str, int] = {
     "ring_bytes": 0x1000,
     "rptr_va": 0x1000,
     "wptr_va": 0x1008,
-    "doorbell_index": 1,
 }
 
 
@@ -34,24 +34,24 @@ def usb() -> Iterator[MockUSB3]:
 
 
 @pytest.fixture
-def driver(usb: MockUSB3) -> UsbGpu:
+def driver(usb: MockUSB3) -> Gfx1100UsbGpu:
     return open_usb_gpu(Asm2464Controller(usb), firmware=GeneratedFirmware())
 
 
-def test_it_is_the_queue_transport_of_its_queues(driver: UsbGpu) -> None:
+def test_it_is_the_queue_transport_of_its_queues(driver: Gfx1100UsbGpu) -> None:
     assert isinstance(driver, QueueTransport)
     queue = driver.create_queue(QueueKind.SDMA, **LAYOUT)
     assert isinstance(queue, AmdQueue) and queue.transport is driver and driver.queues == (queue,)
     assert "64 MB VRAM" in repr(driver)
 
 
-def test_vram_writes_and_reads_go_through_bar0(usb: MockUSB3, driver: UsbGpu) -> None:
+def test_vram_writes_and_reads_go_through_bar0(usb: MockUSB3, driver: Gfx1100UsbGpu) -> None:
     driver.write_memory(0x40_0000, b"\x01\x02\x03\x04\x05\x06\x07\x08")
     assert bytes(usb.gpu.vram[0x40_0000:0x40_0008]) == b"\x01\x02\x03\x04\x05\x06\x07\x08"
     assert (driver.read_u32(0x40_0000), driver.read_u64(0x40_0000)) == (0x04030201, 0x0807060504030201)
 
 
-def test_registers_read_and_write_through_bar5(driver: UsbGpu) -> None:
+def test_registers_read_and_write_through_bar5(driver: Gfx1100UsbGpu) -> None:
     scratch = 0x1000  # BAR5 dword 0x400: no named register, so the register file only keeps what is written
     before = driver.read_registers(scratch, 2)
     driver.write_registers(scratch, 0x1234_5678, 0x9ABC_DEF0)
@@ -59,13 +59,13 @@ def test_registers_read_and_write_through_bar5(driver: UsbGpu) -> None:
     assert driver.read_register(scratch + 4) == 0x9ABC_DEF0
 
 
-def test_a_wait_that_times_out_names_what_and_the_queues(driver: UsbGpu) -> None:
+def test_a_wait_that_times_out_names_what_and_the_queues(driver: Gfx1100UsbGpu) -> None:
     driver.create_queue(QueueKind.SDMA, **LAYOUT)
     with pytest.raises(DeviceTimeout, match=r"never: not reached after 6 polls over 0.005s \(.*SDMA.*\)"):
         driver.wait(lambda: False, "never", timeout_s=0.005)
 
 
-def test_a_wait_ends_when_its_condition_holds(driver: UsbGpu) -> None:
+def test_a_wait_ends_when_its_condition_holds(driver: Gfx1100UsbGpu) -> None:
     polls: list[int] = []
 
     def third_poll() -> bool:
@@ -76,10 +76,9 @@ def test_a_wait_ends_when_its_condition_holds(driver: UsbGpu) -> None:
     assert len(polls) == 3
 
 
-def test_the_base_is_abstract_and_says_what_a_driver_implements(usb: MockUSB3) -> None:
-    controller = Asm2464Controller(usb)
-    with pytest.raises(TypeError, match=r"abstract.*check_queues.*create_queue"):
-        UsbGpu(controller, pcie_bringup(controller))  # type: ignore[abstract]
+def test_it_is_the_gpu_the_copy_protocol_drives(driver: Gfx1100UsbGpu) -> None:
+    assert isinstance(driver, UsbGpu) and driver.vram_bar.size == VRAM_BYTES
+    assert not isinstance(object(), UsbGpu)
 
 
 def test_a_topology_without_all_three_bars_is_refused(usb: MockUSB3) -> None:
@@ -90,11 +89,11 @@ def test_a_topology_without_all_three_bars_is_refused(usb: MockUSB3) -> None:
         Gfx1100UsbGpu(controller, partial, firmware=GeneratedFirmware())
 
 
-def _open(driver: UsbGpu, **options: Any) -> Callable[[], Any]:
+def _open(driver: Gfx1100UsbGpu, **options: Any) -> Callable[[], Any]:
     return lambda: Gfx1100UsbGpu(driver.controller, driver.topology, firmware=GeneratedFirmware(), **options)
 
 
-def _bad_calls(driver: UsbGpu) -> dict[str, Callable[[], Any]]:
+def _bad_calls(driver: Gfx1100UsbGpu) -> dict[str, Callable[[], Any]]:
     return {
         "register offset unaligned": lambda: driver.read_register(2),
         "register offset past BAR5": lambda: driver.write_registers(1 << 20, 0),
@@ -138,7 +137,7 @@ BAD = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
-def test_bad_input_raises_invalid_argument_and_changes_nothing(usb: MockUSB3, driver: UsbGpu, case: str) -> None:
+def test_bad_input_raises_invalid_argument_and_changes_nothing(usb: MockUSB3, driver: Gfx1100UsbGpu, case: str) -> None:
     before = usb.bridge.state_digest()
     queues = usb.gpu.queues
     with pytest.raises(InvalidArgument, match=BAD[case]):

@@ -1,8 +1,8 @@
 """Reference driver pieces for AMD GPUs: SDMA and PM4 packet builders and the ring-buffer queue object.
 
 The same code drives the emulated GPU directly, over BAR0/BAR2 on the USB path, and over mmaps on the KFD path;
-only the :class:`QueueTransport` differs. The USB-path drivers that program a GPU's BARs over the bridge derive
-from :class:`tinyhil.usbgpu.UsbGpu` (the gfx1100 one: :class:`tinyhil.usbgpu.gfx1100_gpu.Gfx1100UsbGpu`).
+only the :class:`QueueTransport` differs. On the USB path the transport is the gfx1100 driver,
+:class:`tinyhil.usbgpu.gfx1100_gpu.Gfx1100UsbGpu`, which reaches the GPU's BARs over the bridge.
 """
 
 from __future__ import annotations

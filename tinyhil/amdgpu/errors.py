@@ -12,11 +12,12 @@ __all__ = ["KernelLoadError", "QueueStopped"]
 
 @dataclass(eq=False, repr=False)
 class QueueStopped(DetailedDeviceError):
-    """A GPU queue stopped (BAR5 STATUS: hung, packet error or memory fault), as the driver read it back.
+    """A GPU queue stopped (hung, a packet it could not run, or a memory fault), as the driver read it back.
 
-    ``queue`` names the queue (``"SDMA queue 0 (BAR5 0x1000)"``); ``status`` and ``error_code`` are the raw register
-    values; ``opcode`` / ``sub_op`` the packet that stopped it; ``ring_offset`` its byte offset in the ring;
-    ``fault_addr`` the faulting GPU address of a memory fault (else ``None``).
+    ``queue`` names the queue (``"SDMA0 queue 0"``); ``status`` and ``error_code`` are the raw values the chip
+    reported (gfx1100: the interrupt vector's client id and source id); ``opcode`` / ``sub_op`` the packet that
+    stopped it; ``ring_offset`` its byte offset in the ring; ``fault_addr`` the faulting GPU address of a memory
+    fault (else ``None``).
     """
 
     OP: ClassVar[str] = "queue"

@@ -37,7 +37,7 @@ from tinyhil.spec.amdgpu_firmware import (
     pack_versioned,
     parse_firmware_header,
 )
-from tinyhil.spec.gfx1100_boot import PspFwBinType
+from tinyhil.spec.gfx1100_psp import PspFwBinType
 
 __all__ = ["DirectoryFirmware", "FirmwareMissing", "FirmwareSource", "GeneratedFirmware", "make_image"]
 

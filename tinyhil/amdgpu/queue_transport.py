@@ -1,7 +1,7 @@
 """The queue-transport seam: how a driver-side queue (:class:`~tinyhil.amdgpu.queue.AmdQueue`) reaches the GPU.
 
 Three implementations: the emulated GPU driven directly, BAR0/BAR2 writes over the USB bridge
-(:class:`~tinyhil.usbgpu.UsbGpu`), and mmaps on the KFD path. Addresses are GPU virtual addresses.
+(:class:`~tinyhil.usbgpu.gfx1100_gpu.Gfx1100UsbGpu`), and mmaps on the KFD path. Addresses are GPU virtual addresses.
 """
 
 from __future__ import annotations

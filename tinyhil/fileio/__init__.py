@@ -5,8 +5,8 @@ A KFD client takes a :class:`FileIO` and never touches ``os`` itself, so the sam
 (``tinyhil.mocks.kfd.MockKFD(...).fileio``).
 
 Modules: :mod:`~tinyhil.fileio.file_io` (the seam), :mod:`~tinyhil.fileio.arguments` (the argument rules every
-implementation applies), :mod:`~tinyhil.fileio.ioc` (Linux's ioctl request encoding), :mod:`~tinyhil.fileio.buffers`
-(what ``mmap`` returns) and :mod:`~tinyhil.fileio.real`.
+implementation applies, with Linux's ioctl request encoding from :mod:`tinyhil.spec.linux_ioctl`),
+:mod:`~tinyhil.fileio.buffers` (what ``mmap`` returns) and :mod:`~tinyhil.fileio.real`.
 """
 
 from __future__ import annotations

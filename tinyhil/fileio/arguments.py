@@ -28,7 +28,7 @@ import os
 from typing import Any, Final, NoReturn
 
 from tinyhil.fileio.buffers import MappedBuffer
-from tinyhil.fileio.ioc import IOC_REQUEST_MASK
+from tinyhil.spec.linux_ioctl import IOC_REQUEST_MASK
 
 __all__ = [
     "FD_LIMIT",

@@ -21,7 +21,7 @@ from tinyhil.fileio.arguments import (
 )
 from tinyhil.fileio.buffers import MappedBuffer
 from tinyhil.fileio.file_io import IoctlArg
-from tinyhil.fileio.ioc import ioc_size
+from tinyhil.spec.linux_ioctl import ioc_size
 
 __all__ = ["RealFileIO"]
 

@@ -1,4 +1,4 @@
-"""The KFD path: amdkfd's uapi as ctypes, and the reference client that drives /dev/kfd through the file-I/O seam.
+"""The KFD path: the reference client that drives /dev/kfd through the file-I/O seam.
 
 ::
 
@@ -9,20 +9,20 @@
         queue.submit(packets)                      # ring + write pointer + doorbell
         kfd.wait(kfd.create_event(), timeout_ms=1000)
 
-Modules: :mod:`~tinyhil.kfd.uapi` (structures and constants of ``linux/kfd_ioctl.h``), :mod:`~tinyhil.kfd.ioctls`
-(request numbers), :mod:`~tinyhil.kfd.kernel_abi` (mmap offsets, handles, event slots, paths), the client
-(:mod:`~tinyhil.kfd.client`), and the GPU (:mod:`~tinyhil.kfd.gpu`), which depends on the client only through the
-:class:`~tinyhil.kfd.process.KfdProcess` protocol.
+The ABI it speaks (``linux/kfd_ioctl.h`` as ctypes, request numbers, mmap offsets, handles, event slots, paths) is
+the kernel's, shared with MOCKKFD: :mod:`tinyhil.spec.kfd_ioctls` and the ``tinyhil.spec.kfd_*`` modules beside it.
+Modules: the client (:mod:`~tinyhil.kfd.client`), and the GPU (:mod:`~tinyhil.kfd.gpu`), which depends on the client
+only through the :class:`~tinyhil.kfd.process.KfdProcess` protocol.
 """
 
 from __future__ import annotations
 
 from tinyhil.kfd.client import KFD, ClockCounters, KfdEvent, KfdMemoryFault
 from tinyhil.kfd.gpu import VA_WINDOW_BASE, VA_WINDOW_BYTES, Allocation, KfdGpu, MemoryDomain
-from tinyhil.kfd.ioctls import KfdIoctl
 from tinyhil.kfd.process import KfdProcess
 from tinyhil.kfd.queue import CwsrSizes, KfdQueue, QueueEngine, QueueMemory, cwsr_sizes
 from tinyhil.kfd.topology import KfdNode, Topology, gfx_arch_name, parse_properties, read_topology
+from tinyhil.spec.kfd_ioctls import KfdIoctl
 
 __all__ = [
     "KFD",

@@ -21,16 +21,26 @@ from tinyhil._state import requires_open
 from tinyhil.allocator import RangeAllocator
 from tinyhil.errors import DeviceError, DeviceTimeout, InvalidArgument
 from tinyhil.fileio import FileIO, IoctlArg, RealFileIO
-from tinyhil.kfd import uapi as u
 from tinyhil.kfd.gpu import VA_WINDOW_BASE, VA_WINDOW_BYTES, Allocation, KfdGpu, MemoryDomain
-from tinyhil.kfd.ioctls import KfdIoctl
-from tinyhil.kfd.kernel_abi import (
-    KFD_DEVICE_PATH,
+from tinyhil.kfd.topology import KfdNode, Topology, read_topology
+from tinyhil.spec.kfd_events import (
     KFD_EVENT_TIMEOUT_IMMEDIATE,
     KFD_EVENT_TIMEOUT_INFINITE,
     KFD_SIGNAL_PAGE_BYTES,
+    EventType,
+    WaitResult,
+    kfd_event_data,
+    kfd_hsa_memory_exception_data,
+    kfd_ioctl_create_event_args,
+    kfd_ioctl_destroy_event_args,
+    kfd_ioctl_reset_event_args,
+    kfd_ioctl_set_event_args,
+    kfd_ioctl_wait_events_args,
 )
-from tinyhil.kfd.topology import KfdNode, Topology, read_topology
+from tinyhil.spec.kfd_ioctls import KFD_IOCTL_MAJOR_VERSION, KfdIoctl
+from tinyhil.spec.kfd_memory import kfd_ioctl_get_process_apertures_new_args, kfd_process_device_apertures
+from tinyhil.spec.kfd_process import kfd_ioctl_get_clock_counters_args, kfd_ioctl_get_version_args
+from tinyhil.spec.kfd_topology import KFD_DEVICE_PATH
 
 __all__ = ["KFD", "ClockCounters", "KfdEvent", "KfdMemoryFault"]
 
@@ -40,7 +50,7 @@ _R = TypeVar("_R")
 _VA_ALIGNMENT: Final = 0x10000
 _SLOT_BYTES: Final = 8
 _NS_PER_MS: Final = 1_000_000
-_E = u.EventType
+_E = EventType
 
 
 def _kfd_request(request: Any) -> KfdIoctl:
@@ -57,7 +67,7 @@ def _kfd_request(request: Any) -> KfdIoctl:
 class KfdMemoryFault(DeviceError):
     """A GPU accessed an address no buffer is mapped at; amdkfd reported it on the memory-exception event."""
 
-    def __init__(self, gpu_id: int, va: int, data: u.kfd_hsa_memory_exception_data) -> None:
+    def __init__(self, gpu_id: int, va: int, data: kfd_hsa_memory_exception_data) -> None:
         failure = data.failure
         flags = (
             ("page not present", failure.NotPresent),
@@ -98,14 +108,14 @@ class KfdEvent:
     destroyed: bool = False
 
     def set(self) -> None:
-        self.kfd.ioctl(KfdIoctl.AMDKFD_IOC_SET_EVENT, u.kfd_ioctl_set_event_args(event_id=self.event_id))
+        self.kfd.ioctl(KfdIoctl.AMDKFD_IOC_SET_EVENT, kfd_ioctl_set_event_args(event_id=self.event_id))
 
     def reset(self) -> None:
-        self.kfd.ioctl(KfdIoctl.AMDKFD_IOC_RESET_EVENT, u.kfd_ioctl_reset_event_args(event_id=self.event_id))
+        self.kfd.ioctl(KfdIoctl.AMDKFD_IOC_RESET_EVENT, kfd_ioctl_reset_event_args(event_id=self.event_id))
 
     def destroy(self) -> None:
         if not self.destroyed:
-            self.kfd.ioctl(KfdIoctl.AMDKFD_IOC_DESTROY_EVENT, u.kfd_ioctl_destroy_event_args(event_id=self.event_id))
+            self.kfd.ioctl(KfdIoctl.AMDKFD_IOC_DESTROY_EVENT, kfd_ioctl_destroy_event_args(event_id=self.event_id))
             self.destroyed = True
 
 
@@ -125,9 +135,9 @@ class KFD:
         self.faults: list[KfdMemoryFault] = []
         self._event_page: Allocation | None = None
         try:
-            version = self.ioctl(KfdIoctl.AMDKFD_IOC_GET_VERSION, u.kfd_ioctl_get_version_args())
+            version = self.ioctl(KfdIoctl.AMDKFD_IOC_GET_VERSION, kfd_ioctl_get_version_args())
             self.version = (version.major_version, version.minor_version)
-            if version.major_version != u.KFD_IOCTL_MAJOR_VERSION:
+            if version.major_version != KFD_IOCTL_MAJOR_VERSION:
                 raise DeviceError(f"amdkfd speaks interface {self.version}, this client needs major version 1")
             self.topology: Topology = read_topology(self.fileio)
             self._check_apertures()
@@ -155,9 +165,9 @@ class KFD:
         return args
 
     def _check_apertures(self) -> None:
-        count = self.ioctl(KfdIoctl.AMDKFD_IOC_GET_PROCESS_APERTURES_NEW, u.kfd_ioctl_get_process_apertures_new_args())
-        table = (u.kfd_process_device_apertures * max(count.num_of_nodes, 1))()
-        args = u.kfd_ioctl_get_process_apertures_new_args(
+        count = self.ioctl(KfdIoctl.AMDKFD_IOC_GET_PROCESS_APERTURES_NEW, kfd_ioctl_get_process_apertures_new_args())
+        table = (kfd_process_device_apertures * max(count.num_of_nodes, 1))()
+        args = kfd_ioctl_get_process_apertures_new_args(
             kfd_process_device_apertures_ptr=ctypes.addressof(table), num_of_nodes=count.num_of_nodes
         )
         self.ioctl(KfdIoctl.AMDKFD_IOC_GET_PROCESS_APERTURES_NEW, args)
@@ -191,7 +201,7 @@ class KFD:
     @requires_open
     def clock_counters(self, device: KfdGpu | None = None) -> ClockCounters:
         gpu_id = 0 if device is None else device.gpu_id
-        args = self.ioctl(KfdIoctl.AMDKFD_IOC_GET_CLOCK_COUNTERS, u.kfd_ioctl_get_clock_counters_args(gpu_id=gpu_id))
+        args = self.ioctl(KfdIoctl.AMDKFD_IOC_GET_CLOCK_COUNTERS, kfd_ioctl_get_clock_counters_args(gpu_id=gpu_id))
         return ClockCounters(args.gpu_clock_counter, args.cpu_clock_counter, args.system_clock_counter,
                              args.system_clock_freq)  # fmt: skip
 
@@ -203,7 +213,7 @@ class KFD:
 
     # --- events --------------------------------------------------------------------------------------------------
     def _create_event(self, event_type: int, *, auto_reset: bool, page_handle: int = 0) -> KfdEvent:
-        args = u.kfd_ioctl_create_event_args(event_type=event_type, auto_reset=int(auto_reset),
+        args = kfd_ioctl_create_event_args(event_type=event_type, auto_reset=int(auto_reset),
                                              event_page_offset=page_handle)  # fmt: skip
         self.ioctl(KfdIoctl.AMDKFD_IOC_CREATE_EVENT, args)
         event = KfdEvent(self, args.event_id, event_type, auto_reset)
@@ -223,10 +233,10 @@ class KFD:
         return self._create_event(_E.KFD_IOC_EVENT_SIGNAL, auto_reset=auto_reset, page_handle=handle)
 
     def _wait_raw(self, events: Sequence[KfdEvent], timeout_ms: int, wait_all: bool) -> bool:
-        table = (u.kfd_event_data * max(len(events), 1))()
+        table = (kfd_event_data * max(len(events), 1))()
         for entry, event in zip(table, events, strict=False):
             entry.event_id = event.event_id
-        args = u.kfd_ioctl_wait_events_args(events_ptr=ctypes.addressof(table), num_events=len(events),
+        args = kfd_ioctl_wait_events_args(events_ptr=ctypes.addressof(table), num_events=len(events),
                                             wait_for_all=int(wait_all), timeout=timeout_ms)  # fmt: skip
         self.ioctl(KfdIoctl.AMDKFD_IOC_WAIT_EVENTS, args)
         for entry, event in zip(table, events, strict=False):
@@ -235,7 +245,7 @@ class KFD:
                 fault = KfdMemoryFault(data.gpu_id, data.va, data)
                 self.faults.append(fault)
                 raise fault
-        return args.wait_result == u.WaitResult.KFD_IOC_WAIT_RESULT_COMPLETE
+        return args.wait_result == WaitResult.KFD_IOC_WAIT_RESULT_COMPLETE
 
     @requires_open
     def wait_events(self, events: Sequence[KfdEvent], *, timeout_ms: int, wait_all: bool = False) -> bool:

@@ -18,12 +18,26 @@ from typing import Final
 from tinyhil._check import as_readonly_bytes, check_int, check_range
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.fileio import MappedBuffer
-from tinyhil.kfd import uapi as u
-from tinyhil.kfd.ioctls import KfdIoctl
-from tinyhil.kfd.kernel_abi import KFD_DOORBELL_PROCESS_SLICE_BYTES, PAGE_SIZE, render_node_path
 from tinyhil.kfd.process import KfdProcess
 from tinyhil.kfd.queue import KfdQueue, QueueEngine, cwsr_sizes
 from tinyhil.kfd.topology import KfdNode
+from tinyhil.spec.kfd_ioctls import KfdIoctl
+from tinyhil.spec.kfd_memory import (
+    PAGE_SIZE,
+    AllocMemFlags,
+    kfd_ioctl_acquire_vm_args,
+    kfd_ioctl_alloc_memory_of_gpu_args,
+    kfd_ioctl_free_memory_of_gpu_args,
+    kfd_ioctl_map_memory_to_gpu_args,
+    kfd_ioctl_unmap_memory_from_gpu_args,
+)
+from tinyhil.spec.kfd_queues import (
+    KFD_DOORBELL_PROCESS_SLICE_BYTES,
+    KFD_MIN_QUEUE_RING_SIZE,
+    kfd_ioctl_create_queue_args,
+    kfd_ioctl_destroy_queue_args,
+)
+from tinyhil.spec.kfd_topology import render_node_path
 
 __all__ = ["VA_WINDOW_BASE", "VA_WINDOW_BYTES", "Allocation", "KfdGpu", "MemoryDomain"]
 
@@ -31,7 +45,7 @@ __all__ = ["VA_WINDOW_BASE", "VA_WINDOW_BYTES", "Allocation", "KfdGpu", "MemoryD
 # (userptr buffers use their CPU addresses as GPU VAs, so the two must not collide).
 VA_WINDOW_BASE: Final = 0x1000_0000_0000
 VA_WINDOW_BYTES: Final = 0x1000_0000_0000
-_F = u.AllocMemFlags
+_F = AllocMemFlags
 _DEFAULT_RING_BYTES: Final = 1 << 16
 _QUEUE_PERCENTAGE: Final = 100
 _QUEUE_PRIORITY: Final = 7
@@ -101,9 +115,7 @@ class KfdGpu:
         self.allocations: list[Allocation] = []
         self.queues: list[KfdQueue] = []
         self._queue_buffers: dict[KfdQueue, tuple[Allocation, ...]] = {}
-        kfd.ioctl(
-            KfdIoctl.AMDKFD_IOC_ACQUIRE_VM, u.kfd_ioctl_acquire_vm_args(drm_fd=self.render_fd, gpu_id=self.gpu_id)
-        )
+        kfd.ioctl(KfdIoctl.AMDKFD_IOC_ACQUIRE_VM, kfd_ioctl_acquire_vm_args(drm_fd=self.render_fd, gpu_id=self.gpu_id))
 
     @property
     def gpu_id(self) -> int:
@@ -136,7 +148,7 @@ class KfdGpu:
             va = cpu_address = ctypes.addressof(ctypes.c_char.from_buffer(host))
         else:
             va, cpu_address = self.kfd.va_space.alloc(size), 0
-        args = u.kfd_ioctl_alloc_memory_of_gpu_args(va_addr=va, size=size, gpu_id=self.gpu_id, flags=int(flags),
+        args = kfd_ioctl_alloc_memory_of_gpu_args(va_addr=va, size=size, gpu_id=self.gpu_id, flags=int(flags),
                                                     mmap_offset=cpu_address)  # fmt: skip
         try:
             self.kfd.ioctl(KfdIoctl.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, args)
@@ -168,7 +180,7 @@ class KfdGpu:
         if not todo:
             return
         ids = self._device_ids(todo)
-        args = u.kfd_ioctl_map_memory_to_gpu_args(handle=allocation.handle, device_ids_array_ptr=ctypes.addressof(ids),
+        args = kfd_ioctl_map_memory_to_gpu_args(handle=allocation.handle, device_ids_array_ptr=ctypes.addressof(ids),
                                                   n_devices=len(todo))  # fmt: skip
         try:
             self.kfd.ioctl(KfdIoctl.AMDKFD_IOC_MAP_MEMORY_TO_GPU, args)
@@ -185,7 +197,7 @@ class KfdGpu:
         if not todo:
             return
         ids = self._device_ids(todo)
-        args = u.kfd_ioctl_unmap_memory_from_gpu_args(
+        args = kfd_ioctl_unmap_memory_from_gpu_args(
             handle=allocation.handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=len(todo)
         )
         try:
@@ -205,7 +217,7 @@ class KfdGpu:
                 allocation.cpu.release()
         self.unmap(allocation)
         self.kfd.ioctl(
-            KfdIoctl.AMDKFD_IOC_FREE_MEMORY_OF_GPU, u.kfd_ioctl_free_memory_of_gpu_args(handle=allocation.handle)
+            KfdIoctl.AMDKFD_IOC_FREE_MEMORY_OF_GPU, kfd_ioctl_free_memory_of_gpu_args(handle=allocation.handle)
         )
         if allocation.host is None:
             self.kfd.va_space.free(allocation.va)
@@ -224,14 +236,14 @@ class KfdGpu:
     ) -> KfdQueue:
         """Create a queue: ring and read/write pointers in host memory, doorbell mapped from /dev/kfd; compute
         queues also get an EOP buffer and (``cwsr``) a context save area in VRAM, sized from the topology."""
-        check_int("ring_bytes", ring_bytes, min_value=u.KFD_MIN_QUEUE_RING_SIZE)
+        check_int("ring_bytes", ring_bytes, min_value=KFD_MIN_QUEUE_RING_SIZE)
         if ring_bytes & (ring_bytes - 1):
             raise InvalidArgument(f"ring_bytes={ring_bytes:#x}, expected a power of two")
         made: list[Allocation] = []
         try:
             ring, rptr, wptr = (self.alloc(n, MemoryDomain.USERPTR) for n in (ring_bytes, PAGE_SIZE, PAGE_SIZE))
             made += [ring, rptr, wptr]
-            args = u.kfd_ioctl_create_queue_args(
+            args = kfd_ioctl_create_queue_args(
                 ring_base_address=ring.va, ring_size=ring_bytes, gpu_id=self.gpu_id, queue_type=engine.value,
                 queue_percentage=_QUEUE_PERCENTAGE, queue_priority=_QUEUE_PRIORITY,
                 read_pointer_address=rptr.va, write_pointer_address=wptr.va,
@@ -268,7 +280,7 @@ class KfdGpu:
             return
         if queue not in self._queue_buffers:
             raise InvalidArgument(f"queue={queue!r}, expected a queue created on {self!r}")
-        self.kfd.ioctl(KfdIoctl.AMDKFD_IOC_DESTROY_QUEUE, u.kfd_ioctl_destroy_queue_args(queue_id=queue.queue_id))
+        self.kfd.ioctl(KfdIoctl.AMDKFD_IOC_DESTROY_QUEUE, kfd_ioctl_destroy_queue_args(queue_id=queue.queue_id))
         queue.destroyed = True
         self.queues.remove(queue)
         for allocation in self._queue_buffers.pop(queue):

@@ -10,7 +10,7 @@ from typing import Protocol, TypeVar
 
 from tinyhil.allocator import RangeAllocator
 from tinyhil.fileio import FileIO, IoctlArg
-from tinyhil.kfd.ioctls import KfdIoctl
+from tinyhil.spec.kfd_ioctls import KfdIoctl
 
 __all__ = ["KfdProcess"]
 

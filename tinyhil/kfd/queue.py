@@ -16,9 +16,9 @@ from typing import Final, Protocol
 from tinyhil._check import as_readonly_bytes
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.fileio import MappedBuffer
-from tinyhil.kfd.kernel_abi import PAGE_SIZE
 from tinyhil.kfd.topology import KfdNode
-from tinyhil.kfd.uapi import QueueType
+from tinyhil.spec.kfd_memory import PAGE_SIZE
+from tinyhil.spec.kfd_queues import QueueType
 
 __all__ = ["CwsrSizes", "KfdQueue", "QueueEngine", "QueueMemory", "cwsr_sizes"]
 

@@ -18,7 +18,7 @@ from types import MappingProxyType
 
 from tinyhil.errors import InvalidArgument
 from tinyhil.fileio import FileIO
-from tinyhil.kfd.kernel_abi import KFD_TOPOLOGY_PATH
+from tinyhil.spec.kfd_topology import KFD_TOPOLOGY_PATH
 
 __all__ = ["KfdNode", "Topology", "gfx_arch_name", "parse_properties", "read_topology"]
 

@@ -10,7 +10,7 @@ import dataclasses
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import IntEnum, IntFlag
+from enum import IntEnum
 from typing import Final
 
 from tinyhil.errors import InvalidArgument
@@ -36,10 +36,8 @@ __all__ = [
     "TIMESTAMP_PERIOD_NS",
     "Bar",
     "CompareFunction",
-    "ErrorCode",
     "Field",
     "QueueKind",
-    "QueueStatus",
     "RegFields",
     "compare",
 ]
@@ -197,27 +195,6 @@ DOORBELL_BAR_BYTES: Final = 8 << 10
 DOORBELL_SLOT_BYTES: Final = 8
 DOORBELL_SLOTS: Final = DOORBELL_BAR_BYTES // DOORBELL_SLOT_BYTES
 REGS_BAR_BYTES: Final = 2 << 20  # a register BAR of this size (the plain PCIe endpoint's); gfx1100's is 1 MB
-
-
-class QueueStatus(IntFlag):
-    """A queue's state in the engine model (``Queue.status``; what a stopped queue's error reports)."""
-
-    IDLE = 1 << 0  # everything up to the write pointer has executed
-    HUNG = 1 << 1  # a POLL_REGMEM ran out of retries
-    PACKET_ERROR = 1 << 2  # unknown opcode or malformed packet
-    MEMORY_FAULT = 1 << 3  # an access to an unmapped GPU address
-
-
-class ErrorCode(IntEnum):
-    """What stopped a queue in the engine model (this model's own encoding, carried by its errors)."""
-
-    NONE = 0
-    UNKNOWN_OPCODE = 1
-    BAD_PACKET = 2  # a field out of range, a misaligned address, a packet longer than its ring or IB
-    MEMORY_FAULT = 3
-    POLL_TIMEOUT = 4  # queue hung
-    BAD_WPTR = 5  # the write pointer moved backwards or ran more than a ring ahead of the read pointer
-    KERNEL_ERROR = 7  # DISPATCH_DIRECT: the program is not a loadable code object
 
 
 # --- Polls (spec/amdgpu.md "SDMA packets", POLL_REGMEM functions) ---

@@ -22,7 +22,7 @@ from enum import Enum
 from typing import Final
 
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.gfx1100_boot import PspFwType
+from tinyhil.spec.gfx1100_psp import PspFwType
 
 __all__ = [
     "COMMON_HEADER_BYTES",

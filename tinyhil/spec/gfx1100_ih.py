@@ -23,11 +23,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
+from types import MappingProxyType
 from typing import Final
 
 from tinyhil.errors import InvalidArgument
 
 from .amdgpu import Field
+from .gfx1100_reg_updates import FieldUpdate, RegUpdate
 
 __all__ = [
     "CP_CTXID0_DOORBELL_ID",
@@ -44,6 +46,8 @@ __all__ = [
     "FAULT_STATUS_RW",
     "FAULT_STATUS_VMID",
     "FAULT_STATUS_WALKER_ERROR",
+    "IH_ENABLE",
+    "IH_INTERRUPT_CONTROLS",
     "IH_RB_BASE_HI_ADDR",
     "IH_RB_BASE_SHIFT",
     "IH_RB_CNTL_ENABLE_INTR",
@@ -52,9 +56,12 @@ __all__ = [
     "IH_RB_CNTL_WPTR_OVERFLOW_CLEAR",
     "IH_RB_CNTL_WPTR_OVERFLOW_ENABLE",
     "IH_RB_CNTL_WPTR_WRITEBACK_ENABLE",
+    "IH_RB_SETUP",
+    "IH_RB_SIZE",
     "IH_RB_WPTR_ADDR_HI_ADDR",
     "IH_RB_WPTR_ADDR_LO_ADDR",
     "IH_RB_WPTR_RB_OVERFLOW",
+    "IH_RING_BYTES",
     "IV_BYTES",
     "PERMISSION_FAULT_VALID",
     "RING_ID_CP_ME",
@@ -89,6 +96,28 @@ IH_RB_BASE_SHIFT: Final = 8  # IH_RB_BASE = MC address bits 39:8 ...
 IH_RB_BASE_HI_ADDR: Final = Field("addr", 0, 8)  # ... IH_RB_BASE_HI bits 47:40
 IH_RB_WPTR_ADDR_LO_ADDR: Final = Field("addr", 2, 30)  # raw value = the write-back address's low dword
 IH_RB_WPTR_ADDR_HI_ADDR: Final = Field("addr", 0, 16)
+
+# The IH rings of the bring-up (AM's values, tinygrad ``ip.py``, docs/gfx1100.md)
+IH_RING_BYTES: Final = 256 << 10  # AM's IH ring size (both rings)
+IH_RB_SIZE: Final = (IH_RING_BYTES // 4).bit_length() - 1  # IH_RB_CNTL.rb_size: log2(ring dwords) = 16
+
+# Step 7 (section 10): IH_RB_CNTL of ring 0 / ring 1 (rb_enable last, below; no write-pointer write-back, as AM),
+# then the storm / flood controls.
+_IH_RB_CNTL_COMMON: Final = MappingProxyType({"mc_space": 4, "wptr_overflow_clear": 1, "mc_snoop": 1,
+                                              "rb_size": IH_RB_SIZE, "wptr_writeback_enable": 0})  # fmt: skip
+IH_RB_SETUP: Final[tuple[FieldUpdate, FieldUpdate]] = (
+    FieldUpdate.of("IH_RB_CNTL", whole=True, **_IH_RB_CNTL_COMMON, wptr_overflow_enable=1, rptr_rearm=1),
+    FieldUpdate.of("IH_RB_CNTL_RING1", whole=True, **_IH_RB_CNTL_COMMON, rb_full_drain_enable=1),
+)
+IH_INTERRUPT_CONTROLS: Final[tuple[RegUpdate, ...]] = (
+    RegUpdate("IH_STORM_CLIENT_LIST_CNTL", 1 << 18, 1 << 18),  # client18_is_storm_client
+    RegUpdate("IH_INT_FLOOD_CNTL", 1 << 3, 1 << 3),  # flood_cntl_enable
+    RegUpdate("IH_MSI_STORM_CTRL", 3, 0xFFF),  # delay 3
+)
+IH_ENABLE: Final[tuple[FieldUpdate, ...]] = (
+    FieldUpdate.of("IH_RB_CNTL", rb_enable=1, enable_intr=1),
+    FieldUpdate.of("IH_RB_CNTL_RING1", rb_enable=1),
+)
 
 # IV dwords 0, 2, 3
 _IV_CLIENT_ID: Final = Field("client_id", 0, 8)

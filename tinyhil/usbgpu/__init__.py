@@ -2,7 +2,7 @@
 
 - :mod:`tinyhil.usbgpu.copy`: ``UsbCopy`` (three protocol revisions, copyout), ``CopyRevision``, ``DrainError``.
 - :mod:`tinyhil.usbgpu.program`: the SDMA program of a copyin, stamped from packet-builder templates.
-- :mod:`tinyhil.usbgpu.usb_gpu`: ``UsbGpu``, the base of the USB-path GPU drivers: the BARs over the bridge, waits.
+- :mod:`tinyhil.usbgpu.usb_gpu`: ``UsbGpu``, the protocol of what the copy protocol needs of the GPU driver.
 - :mod:`tinyhil.usbgpu.gfx1100_gpu`: ``Gfx1100UsbGpu`` and ``open_usb_gpu``, the gfx1100 driver (docs/gfx1100.md),
   built from the IP blocks of :mod:`tinyhil.usbgpu.gfx1100` (SOC, GMC, IH, PSP, SMU, MEC, SDMA, in boot order).
 - :mod:`tinyhil.usbgpu.amd_device`: ``UsbAmdDevice``, the device runtime of ``MOCKUSB+AMD`` and ``USB+AMD``.

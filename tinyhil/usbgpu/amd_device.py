@@ -57,10 +57,8 @@ _PAGE: Final = 0x1000
 _POINTERS_VA: Final = 0x0
 _RING_BYTES: Final = 256 << 10
 _RINGS: Final = {QueueKind.SDMA: 0x100000, QueueKind.COMPUTE: 0x140000}
-_DOORBELLS: Final = {QueueKind.SDMA: 0, QueueKind.COMPUTE: 1}
 _COPY_RING_VA: Final = 0x200000
 _COPY_RING_BYTES: Final = 1 << 20
-_COPY_DOORBELL: Final = 2
 _HEAP_VA: Final = 0x400000
 _POINTER_SLOTS: Final = {(QueueKind.SDMA, 0): 0, (QueueKind.SDMA, 1): 1, (QueueKind.COMPUTE, 0): 2}
 
@@ -120,7 +118,7 @@ class UsbAmdDevice(AmdDeviceBase):
         return f"<UsbAmdDevice {self.name} {self.copier.revision.value if hasattr(self, 'copier') else ''}>"
 
     def _copy_engine(self, revision: CopyRevision | str, *, seq: int) -> UsbCopy:
-        queue = self._queue(QueueKind.SDMA, _COPY_RING_VA, _COPY_RING_BYTES, _COPY_DOORBELL, index=1)
+        queue = self._queue(QueueKind.SDMA, _COPY_RING_VA, _COPY_RING_BYTES, index=1)
         return UsbCopy(self.controller, self.gpu, queue, revision=revision, seq=seq)
 
     def _recover_copy_engine(self) -> None:
@@ -147,10 +145,10 @@ class UsbAmdDevice(AmdDeviceBase):
             raise
         self._record_range(name, start, self._now_ns(), queue="copy", nbytes=nbytes)
 
-    def _queue(self, kind: QueueKind, ring_va: int, ring_bytes: int, doorbell: int, *, index: int = 0) -> AmdQueue:
+    def _queue(self, kind: QueueKind, ring_va: int, ring_bytes: int, *, index: int = 0) -> AmdQueue:
         pointers = _POINTERS_VA + 16 * _POINTER_SLOTS[kind, index]  # fixed per queue: a recreated queue reuses its own
         return self.gpu.create_queue(kind, ring_va=ring_va, ring_bytes=ring_bytes, rptr_va=pointers,
-                                     wptr_va=pointers + 8, doorbell_index=doorbell, index=index)  # fmt: skip
+                                     wptr_va=pointers + 8, index=index)  # fmt: skip
 
     # --- AmdDeviceBase hooks -------------------------------------------------------------------------------------
     def _gpu_alloc(self, nbytes: int, use: MemoryUse) -> GpuRegion:
@@ -181,7 +179,7 @@ class UsbAmdDevice(AmdDeviceBase):
         return self.gpu.read_memory(region.va + offset, nbytes)
 
     def _create_queue(self, kind: QueueKind) -> AmdRing:
-        return self._queue(kind, _RINGS[kind], _RING_BYTES, _DOORBELLS[kind])
+        return self._queue(kind, _RINGS[kind], _RING_BYTES)
 
     def _wait(self, condition: Callable[[], bool], what: str) -> None:
         self.gpu.wait(condition, what, timeout_s=self.wait_timeout_ms / 1000)

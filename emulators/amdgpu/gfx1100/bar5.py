@@ -18,8 +18,8 @@ from typing import Final
 
 from tinyhil._check import check_range
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.gfx1100_boot import HDP_FLUSH_BYTE_OFFSET, MM_INDEX_HI_SHIFT, MM_INDEX_VRAM_FLAG
 from tinyhil.spec.gfx1100_regs import BAR5_BYTES, Reg
+from tinyhil.spec.gfx1100_soc import HDP_FLUSH_BYTE_OFFSET, MM_INDEX_HI_SHIFT, MM_INDEX_VRAM_FLAG
 
 from ..pcie import RegisterAccess
 from .regfile import RegisterFile

@@ -20,7 +20,7 @@ from typing import Final
 
 import numpy as np
 
-from tinyhil.spec.gfx1100_boot import (
+from tinyhil.spec.gfx1100_discovery import (
     BINARY_SIGNATURE,
     DISCOVERY_TMR_SIZE,
     DISCOVERY_VERSION_MAJOR,

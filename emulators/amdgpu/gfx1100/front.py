@@ -30,7 +30,8 @@ from tinyhil._check import as_readonly_bytes, check_range
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES, DOORBELL_BAR_BYTES, DOORBELL_SLOT_BYTES
 from tinyhil.spec.amdgpu_pm4 import Pm4Op
-from tinyhil.spec.gfx1100_boot import DISCOVERY_TMR_OFFSET, FB_BLOCK_BYTES, NAVI31_FB_BASE, PspFwType
+from tinyhil.spec.gfx1100_discovery import DISCOVERY_TMR_OFFSET
+from tinyhil.spec.gfx1100_gmc import FB_BLOCK_BYTES, NAVI31_FB_BASE
 from tinyhil.spec.gfx1100_ih import (
     CP_CTXID0_DOORBELL_ID,
     RING_ID_CP_ME,
@@ -41,6 +42,7 @@ from tinyhil.spec.gfx1100_ih import (
     IhSourceId,
     Utcl2ClientId,
 )
+from tinyhil.spec.gfx1100_psp import PspFwType
 from tinyhil.spec.gfx1100_regs import (
     BIF_DOORBELL_INT_CNTL_RAS_ATHUB_ERR_EVENT_INTERRUPT_STATUS,
     BIF_DOORBELL_INT_CNTL_RAS_CNTLR_INTERRUPT_STATUS,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from tinyhil.spec.amd_pci_ids import DEVICE_IDS
 from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES, DOORBELL_BAR_BYTES, Bar
 from tinyhil.spec.gfx1100_regs import BAR5_BYTES
 from tinyhil.spec.pci import CLASS_DISPLAY_VGA, VENDOR_ID_AMD
@@ -30,7 +31,7 @@ from tinyhil.spec.pci import CLASS_DISPLAY_VGA, VENDOR_ID_AMD
 from ...kernel import EventKernel
 from ...pcie.type0 import BarSpec, Type0Config
 from ..executor import KernelExecutor
-from ..pcie import DEVICE_IDS, BridgedFunction, _HostPort
+from ..pcie import BridgedFunction, HostPort
 from ..timing import DEFAULT_TIMING, GpuTiming
 from .bar5 import Bar5
 from .front import Gfx1100Front
@@ -83,7 +84,7 @@ class Gfx1100Function(BridgedFunction):
         name: str = "gpu0",
     ) -> None:
         self._check_board(kernel, vram_bytes, min_vram=64 << 20, shown_min="64 MB")
-        self._port = _HostPort()
+        self._port = HostPort()
         self.front = Gfx1100Front.build(
             kernel, vram_bytes=vram_bytes, pcie=self._port, name=name, timing=timing, executor=executor
         )

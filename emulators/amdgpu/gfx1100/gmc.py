@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from tinyhil.spec.amdgpu import PAGE_BYTES
-from tinyhil.spec.gfx1100_boot import (
+from tinyhil.spec.gfx1100_gmc import (
     FB_BLOCK_BYTES,
     PDE_ADDRESS_MASK,
     PT_ENTRIES,

@@ -24,7 +24,7 @@ from typing import Final
 
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu_firmware import SIGNED_IMAGE_HEADER_BYTES, parse_signed_image
-from tinyhil.spec.gfx1100_boot import (
+from tinyhil.spec.gfx1100_psp import (
     PSP_BL_READY,
     PSP_CMD_BYTES,
     PSP_CMD_RESP_OFFSET,

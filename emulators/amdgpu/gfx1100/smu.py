@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Final
 
-from tinyhil.spec.gfx1100_boot import SMU_DPM_LEVEL_COUNT_INDEX, SmuClock, SmuDebugMsg, SmuMsg, SmuResult
 from tinyhil.spec.gfx1100_regs import Reg
+from tinyhil.spec.gfx1100_smu import SMU_DPM_LEVEL_COUNT_INDEX, SmuClock, SmuDebugMsg, SmuMsg, SmuResult
 
 from .regfile import RegisterFile
 

@@ -22,8 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tinyhil.emulators.amdgpu import AmdGpu, GpuQueueError, QueueKind
+from tinyhil.emulators.amdgpu.model_choices import ErrorCode
 from tinyhil.emulators.kernel import EventKernel
-from tinyhil.spec.amdgpu import SYS_APERTURE, ErrorCode
+from tinyhil.spec.amdgpu import SYS_APERTURE
 from tinyhil.spec.amdgpu_pm4 import PM4_HEADER_COUNT, PM4_TYPE_3, Pm4Op, ShReg
 from tinyhil.spec.amdgpu_sdma import SdmaOp
 

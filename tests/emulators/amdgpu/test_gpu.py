@@ -23,10 +23,10 @@ from tinyhil.emulators.amdgpu import (
     InterruptKind,
     QueueKind,
 )
+from tinyhil.emulators.amdgpu.model_choices import ErrorCode, QueueStatus
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.errors import InvalidArgument
 from tinyhil.mocks.amdgpu import DirectQueueTransport
-from tinyhil.spec.amdgpu import ErrorCode, QueueStatus
 
 RING, RPTR, WPTR, DOORBELL = 0x100000, 0x1000, 0x1008, 5
 DATA = 0x400000

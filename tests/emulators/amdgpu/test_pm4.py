@@ -22,8 +22,9 @@ from tinyhil.amdgpu import (
 )
 from tinyhil.compiler import HostCCompiler
 from tinyhil.emulators.amdgpu import AmdGpu, GpuQueueError, Interrupt, InterruptKind, QueueStatus
+from tinyhil.emulators.amdgpu.model_choices import ErrorCode
 from tinyhil.emulators.kernel import EventKernel, VirtualTimeout
-from tinyhil.spec.amdgpu import CompareFunction, ErrorCode
+from tinyhil.spec.amdgpu import CompareFunction
 from tinyhil.spec.amdgpu_pm4 import UCONFIG_REG_BASE, Pm4Op, ReleaseMemDataSel, ReleaseMemIntSel, ShReg
 from tinyhil.spec.code_object import ArgKind, CodeObject, pack_code_object
 

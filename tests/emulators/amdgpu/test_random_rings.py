@@ -34,8 +34,9 @@ from tinyhil.amdgpu import (
     sdma_write,
 )
 from tinyhil.emulators.amdgpu import AmdGpu, GpuQueueError, QueueKind
+from tinyhil.emulators.amdgpu.model_choices import ErrorCode
 from tinyhil.emulators.kernel import EventKernel
-from tinyhil.spec.amdgpu import CompareFunction, ErrorCode
+from tinyhil.spec.amdgpu import CompareFunction
 from tinyhil.spec.amdgpu_pm4 import ReleaseMemDataSel, ReleaseMemIntSel, ShReg
 
 VRAM_BYTES = 4 << 20

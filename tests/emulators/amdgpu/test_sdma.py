@@ -22,8 +22,9 @@ from tinyhil.amdgpu import (
     sdma_write,
 )
 from tinyhil.emulators.amdgpu import AmdGpu, GpuQueueError, Interrupt, InterruptKind, QueueKind, QueueStatus
+from tinyhil.emulators.amdgpu.model_choices import ErrorCode
 from tinyhil.emulators.kernel import EventKernel, VirtualTimeout
-from tinyhil.spec.amdgpu import POLL_INTERVAL_CYCLES, POLL_RETRY_FOREVER, SYS_APERTURE, CompareFunction, ErrorCode
+from tinyhil.spec.amdgpu import POLL_INTERVAL_CYCLES, POLL_RETRY_FOREVER, SYS_APERTURE, CompareFunction
 from tinyhil.spec.amdgpu_sdma import FillSize, SdmaOp
 
 DATA = 0x400000

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from tinyhil.amdgpu import AmdQueue, sdma_copy_linear, sdma_fence, sdma_poll_regmem
 from tinyhil.emulators.amdgpu import SYS_APERTURE, AmdGpu, BridgedFunction, QueueKind
-from tinyhil.emulators.amdgpu.pcie import _HostPort
+from tinyhil.emulators.amdgpu.pcie import HostPort
 from tinyhil.emulators.asm2464 import Asm2464, Quirks, Urb, UsbStatus
 from tinyhil.emulators.faults import Fault, FaultPlan, Operation
 from tinyhil.emulators.kernel import EventKernel
@@ -51,7 +51,7 @@ class DmaGpu(BridgedFunction):
 
     def __init__(self, kernel: EventKernel) -> None:
         self._check_board(kernel, VRAM_BYTES, min_vram=1 << 20, shown_min="1 MB")
-        self._port = _HostPort()
+        self._port = HostPort()
         self.gpu = AmdGpu(kernel, vram_bytes=VRAM_BYTES, system_bus=self._port, vram_at_zero=True)
         self._config = Type0Config(vendor_id=VENDOR_ID_AMD, device_id=0x744C, class_code=CLASS_DISPLAY_VGA,
                                    bars=gpu_bars(VRAM_BYTES))  # fmt: skip

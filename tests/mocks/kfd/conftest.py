@@ -14,9 +14,16 @@ import pytest
 from support.scripts import load_script
 
 from tinyhil.emulators.kernel import EventKernel
-from tinyhil.kfd import KFD, uapi
-from tinyhil.kfd.ioctls import KfdIoctl
+from tinyhil.kfd import KFD
 from tinyhil.mocks.kfd import MockKFD
+from tinyhil.spec.kfd_ioctls import KfdIoctl
+from tinyhil.spec.kfd_memory import (
+    AllocMemFlags,
+    kfd_ioctl_acquire_vm_args,
+    kfd_ioctl_alloc_memory_of_gpu_args,
+    kfd_ioctl_map_memory_to_gpu_args,
+    kfd_ioctl_unmap_memory_from_gpu_args,
+)
 
 
 def load_fake_gpu() -> ModuleType:
@@ -59,8 +66,8 @@ def kfd(mock: MockKFD) -> Iterator[KFD]:
     client.close()
 
 
-VRAM = int(uapi.AllocMemFlags.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | uapi.AllocMemFlags.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE)
-GTT = int(uapi.AllocMemFlags.KFD_IOC_ALLOC_MEM_FLAGS_GTT | uapi.AllocMemFlags.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE)
+VRAM = int(AllocMemFlags.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | AllocMemFlags.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE)
+GTT = int(AllocMemFlags.KFD_IOC_ALLOC_MEM_FLAGS_GTT | AllocMemFlags.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE)
 VA = 0x1000_0000_0000
 
 
@@ -92,18 +99,18 @@ class RawKfd:
         gpu = self.mock.gpus[index]
         fd = self.mock.fileio.open(gpu.identity.render_path, os.O_RDWR)
         self.render_fds[index] = fd
-        self.ioctl(KfdIoctl.AMDKFD_IOC_ACQUIRE_VM, uapi.kfd_ioctl_acquire_vm_args(drm_fd=fd, gpu_id=gpu.gpu_id))
+        self.ioctl(KfdIoctl.AMDKFD_IOC_ACQUIRE_VM, kfd_ioctl_acquire_vm_args(drm_fd=fd, gpu_id=gpu.gpu_id))
         return gpu.gpu_id
 
     def alloc(self, index: int, size: int, va: int, flags: int = VRAM, mmap_offset: int = 0) -> Any:
-        args = uapi.kfd_ioctl_alloc_memory_of_gpu_args(
+        args = kfd_ioctl_alloc_memory_of_gpu_args(
             va_addr=va, size=size, gpu_id=self.gpu_id(index), flags=flags, mmap_offset=mmap_offset
         )
         return self.ioctl(KfdIoctl.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, args)
 
     def map_args(self, handle: int, gpu_ids: list[int], *, unmap: bool = False) -> tuple[Any, Any]:
         ids = (ctypes.c_uint32 * max(len(gpu_ids), 1))(*gpu_ids)
-        kind = uapi.kfd_ioctl_unmap_memory_from_gpu_args if unmap else uapi.kfd_ioctl_map_memory_to_gpu_args
+        kind = kfd_ioctl_unmap_memory_from_gpu_args if unmap else kfd_ioctl_map_memory_to_gpu_args
         args = kind(handle=handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=len(gpu_ids))
         args.keepalive = ids  # the kernel reads the array through the raw pointer: it must outlive the call
         return args, ids

@@ -14,6 +14,7 @@ from tinyhil.kfd import read_topology
 from tinyhil.mocks.kfd import GPU_MODELS, GpuPort, MockKFD
 from tinyhil.mocks.kfd.device import _PORT_MEMBERS
 from tinyhil.mocks.targets import AMD_ARCHS, GFX_TARGET_VERSIONS, MOCKKFD_MAX_GPUS, MOCKKFD_VRAM_BYTES
+from tinyhil.spec.amd_pci_ids import DEVICE_IDS
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology"
 
@@ -115,6 +116,16 @@ def test_gpu_properties_are_the_kernels_lines_in_the_kernels_order(mock: MockKFD
     model = GPU_MODELS[110000]
     assert values["simd_count"] == str(model.simd_count) and values["gfx_target_version"] == "110000"
     assert values["drm_render_minor"] == "128" and values["vendor_id"] == str(0x1002)
+
+
+@pytest.mark.parametrize("arch", AMD_ARCHS)
+def test_each_node_names_its_board_by_the_one_device_id_table(arch: str) -> None:
+    version = GFX_TARGET_VERSIONS[arch]
+    with MockKFD(gpus=1, arch=arch) as mock:
+        text = mock.fileio.read(f"{TOPOLOGY}/nodes/1/properties").decode()
+    values = dict(line.split() for line in text.splitlines())
+    assert values["device_id"] == str(DEVICE_IDS[version]) == str(GPU_MODELS[version].device_id)
+    assert DEVICE_IDS[90500] == 0x75A3  # gfx950 is modelled as the Instinct MI355X (mesa/drm data/amdgpu.ids)
 
 
 def test_memory_banks_io_links_and_system_properties(mock: MockKFD) -> None:

@@ -12,10 +12,12 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tinyhil.emulators.kernel import EventKernel
-from tinyhil.kfd import uapi
-from tinyhil.kfd.ioctls import AMDKFD_IOCTL_BASE, IOCTLS, IocDir, KfdIoctl, ioc, ioc_nr, ioc_size
 from tinyhil.mocks.kfd import MockKFD
 from tinyhil.mocks.kfd.dispatch import DEPRECATED
+from tinyhil.spec.kfd_events import kfd_ioctl_create_event_args, kfd_ioctl_set_event_args
+from tinyhil.spec.kfd_ioctls import AMDKFD_IOCTL_BASE, IOCTLS, KfdIoctl
+from tinyhil.spec.kfd_memory import kfd_ioctl_acquire_vm_args, kfd_ioctl_alloc_memory_of_gpu_args
+from tinyhil.spec.linux_ioctl import IocDir, ioc, ioc_nr, ioc_size
 
 K = KfdIoctl
 RW = IocDir.IOC_READ | IocDir.IOC_WRITE
@@ -90,7 +92,7 @@ def test_the_handler_table_is_keyed_by_the_specs_request_names(mock: MockKFD) ->
 
 def test_unknown_errors_carry_the_request_name(raw: Any) -> None:
     with pytest.raises(OSError, match=r"AMDKFD_IOC_SET_EVENT: event_id=77 names no event"):
-        raw.ioctl(K.AMDKFD_IOC_SET_EVENT, uapi.kfd_ioctl_set_event_args(event_id=77))
+        raw.ioctl(K.AMDKFD_IOC_SET_EVENT, kfd_ioctl_set_event_args(event_id=77))
 
 
 # --- fuzzing -------------------------------------------------------------------------------------------------------
@@ -144,11 +146,11 @@ def test_random_requests_raise_only_oserror_and_keep_the_state_consistent(helper
         fd = mock.fileio.open("/dev/kfd", os.O_RDWR)
         render = mock.fileio.open(mock.gpus[0].identity.render_path, os.O_RDWR)
         mock.fileio.ioctl(
-            fd, K.AMDKFD_IOC_ACQUIRE_VM, uapi.kfd_ioctl_acquire_vm_args(drm_fd=render, gpu_id=mock.gpus[0].gpu_id)
+            fd, K.AMDKFD_IOC_ACQUIRE_VM, kfd_ioctl_acquire_vm_args(drm_fd=render, gpu_id=mock.gpus[0].gpu_id)
         )
         handles = []
         for index in range(2):
-            args = uapi.kfd_ioctl_alloc_memory_of_gpu_args(va_addr=0x1000_0000_0000 + index * 0x2000, size=0x2000,
+            args = kfd_ioctl_alloc_memory_of_gpu_args(va_addr=0x1000_0000_0000 + index * 0x2000, size=0x2000,
                                                            gpu_id=mock.gpus[0].gpu_id, flags=1)  # fmt: skip
             mock.fileio.ioctl(fd, K.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, args)
             handles.append(args.handle)
@@ -196,5 +198,5 @@ def test_a_request_whose_result_cannot_be_copied_back_changes_nothing(mock: Mock
     before = mock.state_digest()
     assert raw.errno(K.AMDKFD_IOC_CREATE_EVENT, argument) == errno.EFAULT
     assert mock.state_digest() == before and mock.process.events == {}
-    created = raw.ioctl(K.AMDKFD_IOC_CREATE_EVENT, uapi.kfd_ioctl_create_event_args())
+    created = raw.ioctl(K.AMDKFD_IOC_CREATE_EVENT, kfd_ioctl_create_event_args())
     assert created.event_id in mock.process.events

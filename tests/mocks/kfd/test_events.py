@@ -8,28 +8,40 @@ from typing import Any
 
 import pytest
 
-from tinyhil.kfd import uapi
-from tinyhil.kfd.ioctls import KfdIoctl as K
-from tinyhil.kfd.kernel_abi import KFD_EVENT_TIMEOUT_INFINITE, KFD_MMAP_TYPE_EVENTS, UNSIGNALED_EVENT_SLOT
 from tinyhil.mocks.kfd import MockKFD
+from tinyhil.spec.kfd_events import (
+    KFD_EVENT_TIMEOUT_INFINITE,
+    UNSIGNALED_EVENT_SLOT,
+    EventType,
+    WaitResult,
+    kfd_event_data,
+    kfd_ioctl_create_event_args,
+    kfd_ioctl_destroy_event_args,
+    kfd_ioctl_reset_event_args,
+    kfd_ioctl_set_event_args,
+    kfd_ioctl_wait_events_args,
+)
+from tinyhil.spec.kfd_ioctls import KfdIoctl as K
+from tinyhil.spec.kfd_memory import KFD_MMAP_TYPE_EVENTS, AllocMemFlags, kfd_ioctl_free_memory_of_gpu_args
+from tinyhil.spec.kfd_process import kfd_ioctl_get_clock_counters_args
 
-E = uapi.EventType
-R = uapi.WaitResult
-F = uapi.AllocMemFlags
+E = EventType
+R = WaitResult
+F = AllocMemFlags
 MS = 1_000_000
 VA = 0x1000_0000_0000
 
 
 def _create(raw: Any, event_type: int = E.KFD_IOC_EVENT_SIGNAL, auto_reset: int = 1, page: int = 0) -> Any:
-    args = uapi.kfd_ioctl_create_event_args(event_type=event_type, auto_reset=auto_reset, event_page_offset=page)
+    args = kfd_ioctl_create_event_args(event_type=event_type, auto_reset=auto_reset, event_page_offset=page)
     return raw.ioctl(K.AMDKFD_IOC_CREATE_EVENT, args)
 
 
 def _wait(raw: Any, ids: list[int], timeout_ms: int, wait_all: bool = False) -> tuple[Any, Any]:
-    table = (uapi.kfd_event_data * max(len(ids), 1))()
+    table = (kfd_event_data * max(len(ids), 1))()
     for entry, event_id in zip(table, ids, strict=False):
         entry.event_id = event_id
-    args = uapi.kfd_ioctl_wait_events_args(events_ptr=ctypes.addressof(table), num_events=len(ids),
+    args = kfd_ioctl_wait_events_args(events_ptr=ctypes.addressof(table), num_events=len(ids),
                                            wait_for_all=int(wait_all), timeout=timeout_ms)  # fmt: skip
     raw.ioctl(K.AMDKFD_IOC_WAIT_EVENTS, args)
     return args, table
@@ -50,7 +62,7 @@ def test_signal_events_count_from_1_and_others_from_4096(raw: Any) -> None:
     assert [first.event_id, second.event_id, memory.event_id, hw.event_id] == [1, 2, 4096, 4097]
     assert first.event_trigger_data == 1 and first.event_slot_index == 1
     assert first.event_page_offset == KFD_MMAP_TYPE_EVENTS and memory.event_page_offset == 0
-    raw.ioctl(K.AMDKFD_IOC_DESTROY_EVENT, uapi.kfd_ioctl_destroy_event_args(event_id=1))
+    raw.ioctl(K.AMDKFD_IOC_DESTROY_EVENT, kfd_ioctl_destroy_event_args(event_id=1))
     assert _create(raw).event_id == 1
 
 
@@ -58,22 +70,22 @@ def test_the_driver_signal_page_holds_255_events(mock: MockKFD, raw: Any) -> Non
     for _ in range(255):
         _create(raw)
     before = mock.state_digest()
-    assert raw.errno(K.AMDKFD_IOC_CREATE_EVENT, uapi.kfd_ioctl_create_event_args()) == errno.ENOSPC
+    assert raw.errno(K.AMDKFD_IOC_CREATE_EVENT, kfd_ioctl_create_event_args()) == errno.ENOSPC
     assert mock.state_digest() == before
 
 
 def test_set_and_reset_only_apply_to_signal_events(raw: Any) -> None:
     memory = _create(raw, E.KFD_IOC_EVENT_MEMORY).event_id
-    for request, args in ((K.AMDKFD_IOC_SET_EVENT, uapi.kfd_ioctl_set_event_args), (K.AMDKFD_IOC_RESET_EVENT,
-                          uapi.kfd_ioctl_reset_event_args)):  # fmt: skip
+    for request, args in ((K.AMDKFD_IOC_SET_EVENT, kfd_ioctl_set_event_args), (K.AMDKFD_IOC_RESET_EVENT,
+                          kfd_ioctl_reset_event_args)):  # fmt: skip
         assert raw.errno(request, args(event_id=memory)) == errno.EINVAL
-    assert raw.errno(K.AMDKFD_IOC_DESTROY_EVENT, uapi.kfd_ioctl_destroy_event_args(event_id=99)) == errno.EINVAL
+    assert raw.errno(K.AMDKFD_IOC_DESTROY_EVENT, kfd_ioctl_destroy_event_args(event_id=99)) == errno.EINVAL
 
 
 def test_waits_consume_auto_reset_events_and_time_out_in_virtual_time(mock: MockKFD, raw: Any) -> None:
     auto, manual = _create(raw).event_id, _create(raw, auto_reset=0).event_id
     for event_id in (auto, manual):
-        raw.ioctl(K.AMDKFD_IOC_SET_EVENT, uapi.kfd_ioctl_set_event_args(event_id=event_id))
+        raw.ioctl(K.AMDKFD_IOC_SET_EVENT, kfd_ioctl_set_event_args(event_id=event_id))
     assert _wait(raw, [auto, manual], 10, wait_all=True)[0].wait_result == R.KFD_IOC_WAIT_RESULT_COMPLETE
     assert mock.kernel.now_ns == 0
     assert _wait(raw, [manual], 10)[0].wait_result == R.KFD_IOC_WAIT_RESULT_COMPLETE
@@ -86,7 +98,7 @@ def test_waits_consume_auto_reset_events_and_time_out_in_virtual_time(mock: Mock
 
 def test_a_set_during_a_wait_wakes_it_and_auto_reset_stays_clear(mock: MockKFD, raw: Any) -> None:
     event_id = _create(raw).event_id
-    set_args = uapi.kfd_ioctl_set_event_args(event_id=event_id)
+    set_args = kfd_ioctl_set_event_args(event_id=event_id)
     mock.kernel.schedule(3 * MS, lambda: mock.dispatcher.ioctl(K.AMDKFD_IOC_SET_EVENT, set_args))
     assert _wait(raw, [event_id], 100)[0].wait_result == R.KFD_IOC_WAIT_RESULT_COMPLETE
     assert mock.kernel.now_ns == 3 * MS and not mock.process.events[event_id].signaled
@@ -94,7 +106,7 @@ def test_a_set_during_a_wait_wakes_it_and_auto_reset_stays_clear(mock: MockKFD, 
 
 def test_infinite_waits_end_when_the_gpu_signals_and_fail_when_nothing_can(mock: MockKFD, raw: Any) -> None:
     event_id = _create(raw).event_id
-    set_args = uapi.kfd_ioctl_set_event_args(event_id=event_id)
+    set_args = kfd_ioctl_set_event_args(event_id=event_id)
     mock.kernel.schedule(50 * MS, lambda: mock.dispatcher.ioctl(K.AMDKFD_IOC_SET_EVENT, set_args))
     assert _wait(raw, [event_id], KFD_EVENT_TIMEOUT_INFINITE)[0].wait_result == R.KFD_IOC_WAIT_RESULT_COMPLETE
     with pytest.raises(OSError, match="no GPU work is pending") as caught:
@@ -103,12 +115,12 @@ def test_infinite_waits_end_when_the_gpu_signals_and_fail_when_nothing_can(mock:
 
 
 def test_wait_errors_report_fail(raw: Any) -> None:
-    table = (uapi.kfd_event_data * 1)()
+    table = (kfd_event_data * 1)()
     table[0].event_id = 1234
-    args = uapi.kfd_ioctl_wait_events_args(events_ptr=ctypes.addressof(table), num_events=1, timeout=1)
+    args = kfd_ioctl_wait_events_args(events_ptr=ctypes.addressof(table), num_events=1, timeout=1)
     assert raw.errno(K.AMDKFD_IOC_WAIT_EVENTS, args) == errno.EINVAL
     assert args.wait_result == R.KFD_IOC_WAIT_RESULT_FAIL
-    bad_pointer = uapi.kfd_ioctl_wait_events_args(events_ptr=16, num_events=1, timeout=1)
+    bad_pointer = kfd_ioctl_wait_events_args(events_ptr=16, num_events=1, timeout=1)
     assert raw.errno(K.AMDKFD_IOC_WAIT_EVENTS, bad_pointer) == errno.EFAULT
 
 
@@ -118,15 +130,12 @@ def test_the_event_page_must_be_a_large_enough_gtt_buffer_given_once(mock: MockK
     for handle in (vram, small, page + 77):
         before = mock.state_digest()
         assert (
-            raw.errno(K.AMDKFD_IOC_CREATE_EVENT, uapi.kfd_ioctl_create_event_args(event_page_offset=handle))
-            == errno.EINVAL
+            raw.errno(K.AMDKFD_IOC_CREATE_EVENT, kfd_ioctl_create_event_args(event_page_offset=handle)) == errno.EINVAL
         )
         assert mock.state_digest() == before
     _create(raw, page=page)
-    assert (
-        raw.errno(K.AMDKFD_IOC_CREATE_EVENT, uapi.kfd_ioctl_create_event_args(event_page_offset=page)) == errno.EINVAL
-    )
-    free = uapi.kfd_ioctl_free_memory_of_gpu_args(handle=page)
+    assert raw.errno(K.AMDKFD_IOC_CREATE_EVENT, kfd_ioctl_create_event_args(event_page_offset=page)) == errno.EINVAL
+    free = kfd_ioctl_free_memory_of_gpu_args(handle=page)
     assert raw.errno(K.AMDKFD_IOC_FREE_MEMORY_OF_GPU, free) == errno.EPERM
 
 
@@ -185,7 +194,7 @@ def test_interrupts_before_any_process_are_dropped(mock: MockKFD) -> None:
 
 def test_clock_counters(mock: MockKFD, raw: Any) -> None:
     mock.kernel.run_for(5_000)
-    args = uapi.kfd_ioctl_get_clock_counters_args(gpu_id=raw.gpu_id(1))
+    args = kfd_ioctl_get_clock_counters_args(gpu_id=raw.gpu_id(1))
     raw.ioctl(K.AMDKFD_IOC_GET_CLOCK_COUNTERS, args)
     assert (args.gpu_clock_counter, args.cpu_clock_counter, args.system_clock_counter, args.system_clock_freq) == (
         500, 5_000, 5_000, 1_000_000_000)  # fmt: skip

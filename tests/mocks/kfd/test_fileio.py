@@ -11,17 +11,17 @@ from typing import Any
 import pytest
 
 from tinyhil.fileio import FileIO, RealFileIO
-from tinyhil.kfd import uapi
-from tinyhil.kfd.ioctls import KfdIoctl
-from tinyhil.kfd.kernel_abi import (
-    KFD_DOORBELL_PROCESS_SLICE_BYTES,
+from tinyhil.mocks.kfd import MockKFD
+from tinyhil.spec.kfd_events import kfd_ioctl_create_event_args
+from tinyhil.spec.kfd_ioctls import KFD_IOCTL_MINOR_VERSION, KfdIoctl
+from tinyhil.spec.kfd_memory import (
     KFD_MMAP_TYPE_DOORBELL,
     KFD_MMAP_TYPE_EVENTS,
     KFD_MMAP_TYPE_MMIO,
     KFD_MMAP_TYPE_RESERVED_MEM,
     kfd_mmap_gpu_id,
 )
-from tinyhil.mocks.kfd import MockKFD
+from tinyhil.spec.kfd_queues import KFD_DOORBELL_PROCESS_SLICE_BYTES
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology"
 
@@ -114,7 +114,7 @@ def test_mmio_and_event_pages(mock: MockKFD, raw: Any) -> None:
     mmio = mock.fileio.mmap(raw.fd, 4096, KFD_MMAP_TYPE_MMIO | _gpu(mock))
     mmio[0:4] = b"\x01\x00\x00\x00"  # HDP_MEM_FLUSH_CNTL: accepted, no effect in the model
     assert mock.gpus[0].mmio_page[:4] == b"\x01\x00\x00\x00"
-    raw.ioctl(KfdIoctl.AMDKFD_IOC_CREATE_EVENT, uapi.kfd_ioctl_create_event_args())
+    raw.ioctl(KfdIoctl.AMDKFD_IOC_CREATE_EVENT, kfd_ioctl_create_event_args())
     events = mock.fileio.mmap(raw.fd, 4096, KFD_MMAP_TYPE_EVENTS)
     assert events[8:16] == b"\xff" * 8 and mock.process.signal_mapped_size == 4096
     mock.fileio.munmap(events)
@@ -218,7 +218,7 @@ def test_the_request_reaches_the_kernel_as_32_bits(mock: MockKFD, raw: Any) -> N
     # the kernel's ioctl takes an unsigned int cmd (and Python 3.11's fcntl.ioctl truncates the same way)
     buf = bytearray(8)
     mock.fileio.ioctl(raw.fd, (7 << 32) | KfdIoctl.AMDKFD_IOC_GET_VERSION, buf)
-    assert (int.from_bytes(buf[:4], "little"), int.from_bytes(buf[4:], "little")) == (1, uapi.KFD_IOCTL_MINOR_VERSION)
+    assert (int.from_bytes(buf[:4], "little"), int.from_bytes(buf[4:], "little")) == (1, KFD_IOCTL_MINOR_VERSION)
 
 
 def test_bytes_and_path_like_paths_work_as_with_os(mock: MockKFD) -> None:

@@ -25,27 +25,34 @@ from hypothesis import strategies as st
 from support.scripts import load_script
 
 from tinyhil.emulators.kernel import EventKernel
-from tinyhil.kfd import uapi
-from tinyhil.kfd.ioctls import AMDKFD_IOCTL_BASE, IOC_SIZEBITS, IOCTLS, IoctlDef, KfdIoctl, ioc, ioc_nr, ioc_size
-from tinyhil.kfd.kernel_abi import (
-    KFD_DOORBELL_PROCESS_SLICE_BYTES,
-    KFD_EVENT_TIMEOUT_INFINITE,
+from tinyhil.mocks.kfd import MockKFD
+from tinyhil.spec.kfd_events import KFD_EVENT_TIMEOUT_INFINITE, KFD_SIGNAL_PAGE_BYTES, kfd_ioctl_wait_events_args
+from tinyhil.spec.kfd_ioctls import AMDKFD_IOCTL_BASE, IOCTLS, KFD_IOCTL_MINOR_VERSION, IoctlDef, KfdIoctl
+from tinyhil.spec.kfd_memory import (
     KFD_MMAP_TYPE_DOORBELL,
     KFD_MMAP_TYPE_EVENTS,
     KFD_MMAP_TYPE_MMIO,
     KFD_MMAP_TYPE_RESERVED_MEM,
-    KFD_SIGNAL_PAGE_BYTES,
     PAGE_SIZE,
+    AllocMemFlags,
+    kfd_ioctl_acquire_vm_args,
+    kfd_ioctl_alloc_memory_of_gpu_args,
+    kfd_ioctl_free_memory_of_gpu_args,
+    kfd_ioctl_get_available_memory_args,
+    kfd_ioctl_map_memory_to_gpu_args,
+    kfd_ioctl_unmap_memory_from_gpu_args,
     kfd_mmap_gpu_id,
 )
-from tinyhil.mocks.kfd import MockKFD
+from tinyhil.spec.kfd_process import kfd_ioctl_get_version_args
+from tinyhil.spec.kfd_queues import KFD_DOORBELL_PROCESS_SLICE_BYTES
+from tinyhil.spec.linux_ioctl import IOC_SIZEBITS, ioc, ioc_nr, ioc_size
 
 K = KfdIoctl
 SCRATCH_BYTES: Final = 0x4000
 VRAM_BYTES: Final = 4 << 20
 GTT_LIMIT_BYTES: Final = 8 << 20
 VA_BASE: Final = 0x1000_0000_0000
-VRAM = int(uapi.AllocMemFlags.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | uapi.AllocMemFlags.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE)
+VRAM = int(AllocMemFlags.KFD_IOC_ALLOC_MEM_FLAGS_VRAM | AllocMemFlags.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE)
 # Requests the kernel may refuse after part of the work is done, reporting it: MAP / UNMAP count the GPUs done in
 # n_success; WAIT_EVENTS consumes an auto-reset event's signal while it reads the event list (init_event_waiter),
 # before a later entry faults.
@@ -117,11 +124,9 @@ def _machine(scratch: Scratch, prepared: bool) -> Machine:
     machine = Machine(mock, fds, [])
     if prepared:  # a VM on GPU 0 and two buffers, so random requests can name real handles and offsets
         gpu_id = mock.gpus[0].gpu_id
-        io.ioctl(
-            fds["kfd"], K.AMDKFD_IOC_ACQUIRE_VM, uapi.kfd_ioctl_acquire_vm_args(drm_fd=fds["render0"], gpu_id=gpu_id)
-        )
+        io.ioctl(fds["kfd"], K.AMDKFD_IOC_ACQUIRE_VM, kfd_ioctl_acquire_vm_args(drm_fd=fds["render0"], gpu_id=gpu_id))
         for index in range(2):
-            args = uapi.kfd_ioctl_alloc_memory_of_gpu_args(va_addr=VA_BASE + index * 0x2000, size=0x2000,
+            args = kfd_ioctl_alloc_memory_of_gpu_args(va_addr=VA_BASE + index * 0x2000, size=0x2000,
                                                            gpu_id=gpu_id, flags=VRAM)  # fmt: skip
             io.ioctl(fds["kfd"], K.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, args)
             machine.handles.append(args.handle)
@@ -218,7 +223,7 @@ def ioctl_calls(draw: st.DrawFn, machine: Machine, scratch: Scratch) -> Call:
     size = ioc_size(definition.request)
     argument = draw(_arguments(definition, size, _values(machine, scratch)), label="argument")
     if isinstance(argument, bytearray) and ioc_nr(definition.request) == ioc_nr(K.AMDKFD_IOC_WAIT_EVENTS):
-        timeout_at = uapi.kfd_ioctl_wait_events_args.timeout.offset
+        timeout_at = kfd_ioctl_wait_events_args.timeout.offset
         if len(argument) >= timeout_at + 4:  # an infinite wait with nothing pending is EDEADLK at once; keep it
             timeout = draw(st.sampled_from([0, 1, 5, KFD_EVENT_TIMEOUT_INFINITE]), label="timeout_ms")
             argument[timeout_at : timeout_at + 4] = timeout.to_bytes(4, "little")
@@ -338,15 +343,15 @@ def _follow_up(machine: Machine, scratch: Scratch, files_before: dict[str, bytes
     """Valid requests after the random ones: each must work."""
     mock, io = machine.mock, machine.mock.fileio
     fd = io.open("/dev/kfd", os.O_RDWR)
-    version = _ioctl(machine, fd, K.AMDKFD_IOC_GET_VERSION, uapi.kfd_ioctl_get_version_args())
-    assert (version.major_version, version.minor_version) == (1, uapi.KFD_IOCTL_MINOR_VERSION)
+    version = _ioctl(machine, fd, K.AMDKFD_IOC_GET_VERSION, kfd_ioctl_get_version_args())
+    assert (version.major_version, version.minor_version) == (1, KFD_IOCTL_MINOR_VERSION)
     gpu = mock.gpus[0]
     if mock.process.pdds[gpu.gpu_id].drm_file is None:
         render = io.open(gpu.identity.render_path, os.O_RDWR)
-        _ioctl(machine, fd, K.AMDKFD_IOC_ACQUIRE_VM, uapi.kfd_ioctl_acquire_vm_args(drm_fd=render, gpu_id=gpu.gpu_id))
+        _ioctl(machine, fd, K.AMDKFD_IOC_ACQUIRE_VM, kfd_ioctl_acquire_vm_args(drm_fd=render, gpu_id=gpu.gpu_id))
     available = _ioctl(machine, fd, K.AMDKFD_IOC_AVAILABLE_MEMORY,
-                       uapi.kfd_ioctl_get_available_memory_args(gpu_id=gpu.gpu_id)).available  # fmt: skip
-    alloc = uapi.kfd_ioctl_alloc_memory_of_gpu_args(va_addr=_free_va(machine, gpu.gpu_id), size=PAGE_SIZE,
+                       kfd_ioctl_get_available_memory_args(gpu_id=gpu.gpu_id)).available  # fmt: skip
+    alloc = kfd_ioctl_alloc_memory_of_gpu_args(va_addr=_free_va(machine, gpu.gpu_id), size=PAGE_SIZE,
                                                     gpu_id=gpu.gpu_id, flags=VRAM)  # fmt: skip
     if available < PAGE_SIZE:  # random allocations took all VRAM: then the answer must be ENOMEM
         with pytest.raises(OSError) as caught:
@@ -355,15 +360,13 @@ def _follow_up(machine: Machine, scratch: Scratch, files_before: dict[str, bytes
     else:
         _ioctl(machine, fd, K.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, alloc)
         scratch.reset([gpu.gpu_id])
-        mapping = uapi.kfd_ioctl_map_memory_to_gpu_args(handle=alloc.handle, device_ids_array_ptr=scratch.address,
+        mapping = kfd_ioctl_map_memory_to_gpu_args(handle=alloc.handle, device_ids_array_ptr=scratch.address,
                                                         n_devices=1)  # fmt: skip
         assert _ioctl(machine, fd, K.AMDKFD_IOC_MAP_MEMORY_TO_GPU, mapping).n_success == 1
-        unmapping = uapi.kfd_ioctl_unmap_memory_from_gpu_args(handle=alloc.handle, device_ids_array_ptr=scratch.address,
+        unmapping = kfd_ioctl_unmap_memory_from_gpu_args(handle=alloc.handle, device_ids_array_ptr=scratch.address,
                                                               n_devices=1)  # fmt: skip
         assert _ioctl(machine, fd, K.AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, unmapping).n_success == 1
-        _ioctl(
-            machine, fd, K.AMDKFD_IOC_FREE_MEMORY_OF_GPU, uapi.kfd_ioctl_free_memory_of_gpu_args(handle=alloc.handle)
-        )
+        _ioctl(machine, fd, K.AMDKFD_IOC_FREE_MEMORY_OF_GPU, kfd_ioctl_free_memory_of_gpu_args(handle=alloc.handle))
     doorbells = io.mmap(fd, KFD_DOORBELL_PROCESS_SLICE_BYTES, KFD_MMAP_TYPE_DOORBELL | kfd_mmap_gpu_id(gpu.gpu_id))
     assert len(doorbells) == KFD_DOORBELL_PROCESS_SLICE_BYTES
     io.munmap(doorbells)

@@ -16,21 +16,24 @@ from typing import Any
 
 import pytest
 
-from tinyhil.kfd import uapi
-from tinyhil.kfd.ioctls import (
+from tinyhil.mocks.kfd import MockKFD
+from tinyhil.spec.kfd_ioctls import (
     AMDKFD_COMMAND_END,
     AMDKFD_IOCTL_BASE,
-    IOC_SIZEBITS,
     IOCTLS,
-    IocDir,
+    KFD_IOCTL_MAJOR_VERSION,
+    KFD_IOCTL_MINOR_VERSION,
     IoctlDef,
     KfdIoctl,
-    ioc,
-    ioc_dir,
-    ioc_nr,
-    ioc_size,
 )
-from tinyhil.mocks.kfd import MockKFD
+from tinyhil.spec.kfd_memory import (
+    AllocMemFlags,
+    kfd_ioctl_acquire_vm_args,
+    kfd_ioctl_alloc_memory_of_gpu_args,
+    kfd_ioctl_free_memory_of_gpu_args,
+)
+from tinyhil.spec.kfd_process import kfd_ioctl_get_clock_counters_args
+from tinyhil.spec.linux_ioctl import IOC_SIZEBITS, IocDir, ioc, ioc_dir, ioc_nr, ioc_size
 
 K = KfdIoctl
 DIRECTIONS = {
@@ -244,20 +247,20 @@ def version(buf: bytes) -> tuple[int, int]:
 def test_get_version_answers_whatever_direction_and_type_the_caller_encodes(raw: Any, request_: int) -> None:
     buf = bytearray(b"\xaa" * 8)
     raw.ioctl(request_, buf)
-    assert version(buf) == (uapi.KFD_IOCTL_MAJOR_VERSION, uapi.KFD_IOCTL_MINOR_VERSION)
+    assert version(buf) == (KFD_IOCTL_MAJOR_VERSION, KFD_IOCTL_MINOR_VERSION)
 
 
 def test_get_version_with_a_12_byte_size_returns_the_version_and_zeros(raw: Any) -> None:
     buf = bytearray(b"\xaa" * 12)
     raw.ioctl(ioc(IocDir.IOC_READ, AMDKFD_IOCTL_BASE, 0x01, 12), buf)
-    assert version(buf) == (uapi.KFD_IOCTL_MAJOR_VERSION, uapi.KFD_IOCTL_MINOR_VERSION)
+    assert version(buf) == (KFD_IOCTL_MAJOR_VERSION, KFD_IOCTL_MINOR_VERSION)
     assert buf[8:] == bytes(4), "a read-only request's buffer beyond its struct is zeros, copied back too"
 
 
 def test_get_version_with_a_4_byte_size_returns_the_major_version_only(raw: Any) -> None:
     buf = bytearray(b"\xaa" * 8)
     raw.ioctl(ioc(IocDir.IOC_READ, AMDKFD_IOCTL_BASE, 0x01, 4), buf)
-    assert int.from_bytes(buf[:4], "little") == uapi.KFD_IOCTL_MAJOR_VERSION and buf[4:] == b"\xaa" * 4
+    assert int.from_bytes(buf[:4], "little") == KFD_IOCTL_MAJOR_VERSION and buf[4:] == b"\xaa" * 4
 
 
 def sized(request: int, size: int) -> int:
@@ -265,20 +268,20 @@ def sized(request: int, size: int) -> int:
 
 
 def test_clock_counters_from_an_older_smaller_struct(raw: Any, mock: MockKFD) -> None:
-    args = uapi.kfd_ioctl_get_clock_counters_args(gpu_id=raw.acquire(0))
-    old = bytearray(bytes(args)[: uapi.kfd_ioctl_get_clock_counters_args.gpu_id.offset])  # no gpu_id field yet
+    args = kfd_ioctl_get_clock_counters_args(gpu_id=raw.acquire(0))
+    old = bytearray(bytes(args)[: kfd_ioctl_get_clock_counters_args.gpu_id.offset])  # no gpu_id field yet
     raw.ioctl(sized(K.AMDKFD_IOC_GET_CLOCK_COUNTERS, len(old)), old)
-    back = uapi.kfd_ioctl_get_clock_counters_args.from_buffer_copy(old + bytes(ctypes.sizeof(args) - len(old)))
+    back = kfd_ioctl_get_clock_counters_args.from_buffer_copy(old + bytes(ctypes.sizeof(args) - len(old)))
     assert back.gpu_clock_counter == 0, "gpu_id reads as 0 (zero-filled): no GPU's clock"
     assert back.cpu_clock_counter == back.system_clock_counter == mock.kernel.now_ns
     assert back.system_clock_freq == 1_000_000_000
 
 
 def test_clock_counters_from_a_newer_bigger_struct(raw: Any) -> None:
-    args = uapi.kfd_ioctl_get_clock_counters_args(gpu_id=raw.acquire(0))
+    args = kfd_ioctl_get_clock_counters_args(gpu_id=raw.acquire(0))
     new = bytearray(bytes(args) + b"\x5a" * 16)
     raw.ioctl(sized(K.AMDKFD_IOC_GET_CLOCK_COUNTERS, len(new)), new)
-    back = uapi.kfd_ioctl_get_clock_counters_args.from_buffer_copy(new[: ctypes.sizeof(args)])
+    back = kfd_ioctl_get_clock_counters_args.from_buffer_copy(new[: ctypes.sizeof(args)])
     assert back.gpu_id == args.gpu_id and back.system_clock_freq == 1_000_000_000
     assert new[ctypes.sizeof(args) :] == b"\x5a" * 16, "the new fields come back as the caller wrote them"
 
@@ -286,16 +289,14 @@ def test_clock_counters_from_a_newer_bigger_struct(raw: Any) -> None:
 def test_acquire_vm_and_alloc_with_bigger_structs_work_and_a_smaller_one_misses_its_gpu_id(raw: Any) -> None:
     gpu = raw.mock.gpus[0]
     fd = raw.mock.fileio.open(gpu.identity.render_path, os.O_RDWR)
-    acquire = bytes(uapi.kfd_ioctl_acquire_vm_args(drm_fd=fd, gpu_id=gpu.gpu_id))
+    acquire = bytes(kfd_ioctl_acquire_vm_args(drm_fd=fd, gpu_id=gpu.gpu_id))
     assert raw.errno(sized(K.AMDKFD_IOC_ACQUIRE_VM, 4), bytearray(acquire[:4])) == errno.EINVAL  # gpu_id 0
     raw.ioctl(sized(K.AMDKFD_IOC_ACQUIRE_VM, len(acquire) + 8), bytearray(acquire + bytes(8)))
-    vram = int(uapi.AllocMemFlags.KFD_IOC_ALLOC_MEM_FLAGS_VRAM)
-    alloc = uapi.kfd_ioctl_alloc_memory_of_gpu_args(
-        va_addr=0x1000_0000_0000, size=0x2000, gpu_id=gpu.gpu_id, flags=vram
-    )
+    vram = int(AllocMemFlags.KFD_IOC_ALLOC_MEM_FLAGS_VRAM)
+    alloc = kfd_ioctl_alloc_memory_of_gpu_args(va_addr=0x1000_0000_0000, size=0x2000, gpu_id=gpu.gpu_id, flags=vram)
     bigger = bytearray(bytes(alloc) + b"\x77" * 8)
     raw.ioctl(sized(K.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, len(bigger)), bigger)
-    back = uapi.kfd_ioctl_alloc_memory_of_gpu_args.from_buffer_copy(bigger[: ctypes.sizeof(alloc)])
+    back = kfd_ioctl_alloc_memory_of_gpu_args.from_buffer_copy(bigger[: ctypes.sizeof(alloc)])
     assert back.handle != 0 and bigger[ctypes.sizeof(alloc) :] == b"\x77" * 8
-    free = uapi.kfd_ioctl_free_memory_of_gpu_args(handle=back.handle)
+    free = kfd_ioctl_free_memory_of_gpu_args(handle=back.handle)
     raw.ioctl(K.AMDKFD_IOC_FREE_MEMORY_OF_GPU, free)

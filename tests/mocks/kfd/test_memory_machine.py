@@ -21,10 +21,15 @@ from hypothesis.stateful import (
 )
 
 from tinyhil.emulators.kernel import EventKernel
-from tinyhil.kfd import KFD, Allocation, MemoryDomain, uapi
-from tinyhil.kfd.ioctls import KfdIoctl
-from tinyhil.kfd.kernel_abi import PAGE_SIZE
+from tinyhil.kfd import KFD, Allocation, MemoryDomain
 from tinyhil.mocks.kfd import MockKFD
+from tinyhil.spec.kfd_ioctls import KfdIoctl
+from tinyhil.spec.kfd_memory import (
+    PAGE_SIZE,
+    kfd_ioctl_alloc_memory_of_gpu_args,
+    kfd_ioctl_free_memory_of_gpu_args,
+    kfd_ioctl_map_memory_to_gpu_args,
+)
 
 VRAM_BYTES = 1 << 20
 
@@ -102,19 +107,19 @@ def machine_class(helpers: Any) -> type[RuleBasedStateMachine]:
             victim = data.draw(st.sampled_from(mapped))
             target = victim.mapped_on[0]
             va = victim.va + data.draw(st.integers(0, victim.size // PAGE_SIZE - 1)) * PAGE_SIZE
-            args = uapi.kfd_ioctl_alloc_memory_of_gpu_args(va_addr=va, size=PAGE_SIZE, gpu_id=target.gpu_id,
+            args = kfd_ioctl_alloc_memory_of_gpu_args(va_addr=va, size=PAGE_SIZE, gpu_id=target.gpu_id,
                                                            flags=int(MemoryDomain.GTT.value))  # fmt: skip
             self.kfd.ioctl(KfdIoctl.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, args)
             before = self.mock.state_digest(), [f.state() for f in self.fakes]
             ids = (ctypes.c_uint32 * 1)(target.gpu_id)
-            mapping = uapi.kfd_ioctl_map_memory_to_gpu_args(handle=args.handle, n_devices=1,
+            mapping = kfd_ioctl_map_memory_to_gpu_args(handle=args.handle, n_devices=1,
                                                             device_ids_array_ptr=ctypes.addressof(ids))  # fmt: skip
             with pytest.raises(OSError) as caught:
                 self.kfd.ioctl(KfdIoctl.AMDKFD_IOC_MAP_MEMORY_TO_GPU, mapping)
             assert caught.value.errno == errno.EINVAL and "overlaps" in str(caught.value)
             assert (self.mock.state_digest(), [f.state() for f in self.fakes]) == before
             self.kfd.ioctl(
-                KfdIoctl.AMDKFD_IOC_FREE_MEMORY_OF_GPU, uapi.kfd_ioctl_free_memory_of_gpu_args(handle=args.handle)
+                KfdIoctl.AMDKFD_IOC_FREE_MEMORY_OF_GPU, kfd_ioctl_free_memory_of_gpu_args(handle=args.handle)
             )
 
         @invariant()

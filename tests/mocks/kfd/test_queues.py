@@ -9,13 +9,23 @@ from typing import Any
 
 import pytest
 
-from tinyhil.kfd import uapi
-from tinyhil.kfd.ioctls import KfdIoctl as K
-from tinyhil.kfd.kernel_abi import KFD_DOORBELL_PROCESS_SLICE_BYTES, KFD_MMAP_TYPE_DOORBELL, kfd_mmap_gpu_id
 from tinyhil.mocks.kfd import MockKFD
+from tinyhil.spec.kfd_ioctls import KfdIoctl as K
+from tinyhil.spec.kfd_memory import (
+    KFD_MMAP_TYPE_DOORBELL,
+    AllocMemFlags,
+    kfd_ioctl_set_xnack_mode_args,
+    kfd_mmap_gpu_id,
+)
+from tinyhil.spec.kfd_queues import (
+    KFD_DOORBELL_PROCESS_SLICE_BYTES,
+    QueueType,
+    kfd_ioctl_create_queue_args,
+    kfd_ioctl_destroy_queue_args,
+)
 
-F = uapi.AllocMemFlags
-Q = uapi.QueueType
+F = AllocMemFlags
+Q = QueueType
 VA = 0x1000_0000_0000
 
 
@@ -31,11 +41,11 @@ def ring(mock: MockKFD, raw: Any) -> dict[str, int]:
     return {"gpu_id": gpu_id, "ring": VA, "rptr": address, "wptr": address + 8}
 
 
-def _create(ring: dict[str, int], **fields: int) -> uapi.kfd_ioctl_create_queue_args:
+def _create(ring: dict[str, int], **fields: int) -> kfd_ioctl_create_queue_args:
     values = {"ring_base_address": ring["ring"], "ring_size": 0x10000, "gpu_id": ring["gpu_id"],
               "queue_type": Q.KFD_IOC_QUEUE_TYPE_SDMA, "queue_percentage": 100, "read_pointer_address": ring["rptr"],
               "write_pointer_address": ring["wptr"]} | fields  # fmt: skip
-    return uapi.kfd_ioctl_create_queue_args(**values)
+    return kfd_ioctl_create_queue_args(**values)
 
 
 def test_create_queue_returns_id_and_doorbell_offset(mock: MockKFD, raw: Any, ring: dict[str, int]) -> None:
@@ -109,20 +119,18 @@ def test_doorbell_stores_ring_the_queue_and_free_slots_are_dropped(
 def test_destroy_queue_frees_its_id_and_doorbell(mock: MockKFD, raw: Any, ring: dict[str, int]) -> None:
     first = raw.ioctl(K.AMDKFD_IOC_CREATE_QUEUE, _create(ring))
     raw.ioctl(K.AMDKFD_IOC_CREATE_QUEUE, _create(ring))
-    raw.ioctl(K.AMDKFD_IOC_DESTROY_QUEUE, uapi.kfd_ioctl_destroy_queue_args(queue_id=first.queue_id))
+    raw.ioctl(K.AMDKFD_IOC_DESTROY_QUEUE, kfd_ioctl_destroy_queue_args(queue_id=first.queue_id))
     assert [q.doorbell_index for q in mock.gpus[0].port.queues] == [1]
     again = raw.ioctl(K.AMDKFD_IOC_CREATE_QUEUE, _create(ring))
     assert (again.queue_id, again.doorbell_offset & 0xFFF) == (0, 0)
-    assert raw.errno(K.AMDKFD_IOC_DESTROY_QUEUE, uapi.kfd_ioctl_destroy_queue_args(queue_id=7)) == errno.EINVAL
+    assert raw.errno(K.AMDKFD_IOC_DESTROY_QUEUE, kfd_ioctl_destroy_queue_args(queue_id=7)) == errno.EINVAL
 
 
 def test_xnack_mode_can_be_queried_and_only_changed_without_queues(raw: Any, ring: dict[str, int]) -> None:
-    assert (
-        raw.ioctl(K.AMDKFD_IOC_SET_XNACK_MODE, uapi.kfd_ioctl_set_xnack_mode_args(xnack_enabled=-1)).xnack_enabled == 0
-    )
-    assert raw.errno(K.AMDKFD_IOC_SET_XNACK_MODE, uapi.kfd_ioctl_set_xnack_mode_args(xnack_enabled=1)) == errno.EPERM
+    assert raw.ioctl(K.AMDKFD_IOC_SET_XNACK_MODE, kfd_ioctl_set_xnack_mode_args(xnack_enabled=-1)).xnack_enabled == 0
+    assert raw.errno(K.AMDKFD_IOC_SET_XNACK_MODE, kfd_ioctl_set_xnack_mode_args(xnack_enabled=1)) == errno.EPERM
     raw.ioctl(K.AMDKFD_IOC_CREATE_QUEUE, _create(ring))
-    assert raw.errno(K.AMDKFD_IOC_SET_XNACK_MODE, uapi.kfd_ioctl_set_xnack_mode_args(xnack_enabled=0)) == errno.EBUSY
+    assert raw.errno(K.AMDKFD_IOC_SET_XNACK_MODE, kfd_ioctl_set_xnack_mode_args(xnack_enabled=0)) == errno.EBUSY
 
 
 def test_process_exit_destroys_queues_and_unmaps(mock: MockKFD, raw: Any, ring: dict[str, int]) -> None:

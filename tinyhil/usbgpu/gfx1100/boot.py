@@ -17,7 +17,8 @@ no driver closed cleanly, then runs its block list:
 
 then every clock to its top level (the SMU), every block's clock gating in list order (SOC, then MEC), and the
 booted mark. :meth:`Gfx1100Boot.shutdown` runs every block's fini in reverse order and marks the board cleanly
-closed. The register values of sections 4 and 10 are tables of :mod:`tinyhil.spec.gfx1100_boot`.
+closed. The register values of sections 4 and 10 are tables of the spec module of each block
+(:mod:`tinyhil.spec.gfx1100_gmc`, ``_ih``, ``_mec``, ``_sdma``, ``_soc``).
 """
 
 from __future__ import annotations
@@ -28,17 +29,12 @@ from typing import Final
 
 from tinyhil.amdgpu.firmware import FirmwareSource
 from tinyhil.errors import DeviceError, DeviceTimeout
-from tinyhil.spec import gfx1100_boot as values
-from tinyhil.spec.gfx1100_boot import (
-    BINARY_SIGNATURE,
-    BOOTED_SCRATCH_REG7,
-    DISCOVERY_TMR_OFFSET,
-    FB_BLOCK_BYTES,
-    IP_DISCOVERY_SIGNATURE,
-    SmuDebugMsg,
-    SmuMsg,
-)
+from tinyhil.spec import gfx1100_smu as values
+from tinyhil.spec.gfx1100_discovery import BINARY_SIGNATURE, DISCOVERY_TMR_OFFSET, IP_DISCOVERY_SIGNATURE
+from tinyhil.spec.gfx1100_gmc import FB_BLOCK_BYTES
 from tinyhil.spec.gfx1100_regs import Reg
+from tinyhil.spec.gfx1100_smu import SmuDebugMsg, SmuMsg
+from tinyhil.spec.gfx1100_soc import BOOTED_SCRATCH_REG7
 from tinyhil.usbgpu.gfx1100.block import BootState, IpBlock
 from tinyhil.usbgpu.gfx1100.gmc import GmcBlock
 from tinyhil.usbgpu.gfx1100.ih import IhBlock

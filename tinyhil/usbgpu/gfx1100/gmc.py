@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from tinyhil.spec import gfx1100_boot as values
-from tinyhil.spec.gfx1100_boot import FB_BLOCK_BYTES, VM_CONTEXT0_CNTL_FAULT_ENABLES
+from tinyhil.spec import gfx1100_gmc as values
+from tinyhil.spec.gfx1100_gmc import FB_BLOCK_BYTES, VM_CONTEXT0_CNTL_FAULT_ENABLES
 from tinyhil.spec.gfx1100_ih import FAULT_STATUS_CID, Utcl2ClientId
 from tinyhil.spec.gfx1100_regs import Reg
 from tinyhil.usbgpu.gfx1100.block import BootState

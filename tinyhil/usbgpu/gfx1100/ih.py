@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
-from tinyhil.spec import gfx1100_boot as values
+from tinyhil.spec import gfx1100_ih as values
 from tinyhil.spec.gfx1100_ih import (
     IH_RB_BASE_SHIFT,
     IH_RB_WPTR_RB_OVERFLOW,

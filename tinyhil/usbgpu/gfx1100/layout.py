@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from tinyhil.spec.gfx1100_boot import IH_RING_BYTES, PSP_CMD_BYTES
+from tinyhil.spec.gfx1100_ih import IH_RING_BYTES
+from tinyhil.spec.gfx1100_psp import PSP_CMD_BYTES
 
 __all__ = ["BOOT_BYTES", "PSP_RING_BYTES", "BootLayout"]
 

@@ -14,7 +14,7 @@ from typing import Final
 from tinyhil.amdgpu._packet import hi32, lo32
 from tinyhil.amdgpu.queue import AmdQueue
 from tinyhil.errors import DeviceError
-from tinyhil.spec import gfx1100_boot as values
+from tinyhil.spec import gfx1100_mec as values
 from tinyhil.spec.gfx1100_regs import Reg
 from tinyhil.usbgpu.gfx1100.block import BootState
 from tinyhil.usbgpu.gfx1100.gmc import GmcBlock

@@ -27,7 +27,7 @@ from typing import Final
 import numpy as np
 
 from tinyhil.errors import DeviceError, InvalidArgument, StateError
-from tinyhil.spec.gfx1100_boot import PDE_ADDRESS_MASK, PT_ENTRIES, PT_INDEX_BITS, PteFlag
+from tinyhil.spec.gfx1100_gmc import PDE_ADDRESS_MASK, PT_ENTRIES, PT_INDEX_BITS, PteFlag
 
 __all__ = ["HUGE_BYTES", "PAGE_BYTES", "PageTables", "check_range"]
 

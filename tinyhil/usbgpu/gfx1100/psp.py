@@ -14,7 +14,7 @@ from typing import Final
 
 from tinyhil.errors import DeviceError
 from tinyhil.spec.amdgpu_firmware import GFX1100_IP_FIRMWARE, IpFirmware, ip_firmware, psp_sos_components
-from tinyhil.spec.gfx1100_boot import (
+from tinyhil.spec.gfx1100_psp import (
     PSP_BL_READY,
     PSP_CMD_BYTES,
     PSP_CMD_RESP_OFFSET,

@@ -17,8 +17,8 @@ from typing import Final
 
 from tinyhil.asm2464.controller import Asm2464Controller
 from tinyhil.errors import DeviceTimeout, StateError
-from tinyhil.spec.gfx1100_boot import FieldUpdate, RegUpdate
 from tinyhil.spec.gfx1100_fields import fields_of
+from tinyhil.spec.gfx1100_reg_updates import FieldUpdate, RegUpdate
 from tinyhil.spec.gfx1100_regs import BAR5_DWORDS, Reg
 from tinyhil.spec.pci import Command, Config
 

@@ -12,7 +12,7 @@ from typing import Final
 from tinyhil.amdgpu._packet import hi32, lo32
 from tinyhil.amdgpu.queue import AmdQueue
 from tinyhil.errors import DeviceError
-from tinyhil.spec import gfx1100_boot as values
+from tinyhil.spec import gfx1100_sdma as values
 from tinyhil.spec.amdgpu import DOORBELL_SLOT_BYTES
 from tinyhil.spec.gfx1100_regs import SDMA1_REGISTER_STRIDE, Reg
 from tinyhil.usbgpu.gfx1100.block import BootState

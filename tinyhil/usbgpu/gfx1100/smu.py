@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Final
 
 from tinyhil.errors import DeviceError
-from tinyhil.spec.gfx1100_boot import (
+from tinyhil.spec.gfx1100_regs import Reg
+from tinyhil.spec.gfx1100_smu import (
     SMU_DPM_LEVEL_COUNT_INDEX,
     SMU_RESPONSE_FLAG,
     SmuClock,
@@ -18,7 +19,6 @@ from tinyhil.spec.gfx1100_boot import (
     SmuMsg,
     SmuResult,
 )
-from tinyhil.spec.gfx1100_regs import Reg
 from tinyhil.usbgpu.gfx1100.block import BootState
 
 __all__ = ["SmuBlock"]

@@ -6,7 +6,7 @@ Linux's ``nbio_v4_3_init_registers``) and opens the BAR2 doorbell aperture.
 
 from __future__ import annotations
 
-from tinyhil.spec import gfx1100_boot as values
+from tinyhil.spec import gfx1100_soc as values
 from tinyhil.spec.gfx1100_regs import Reg
 from tinyhil.usbgpu.gfx1100.block import BootState
 

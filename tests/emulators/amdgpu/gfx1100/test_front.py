@@ -20,8 +20,9 @@ from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Front, Gmc, RegisterFile
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.emulators.observe import Observed, Observer
 from tinyhil.errors import InvalidArgument, StateError
-from tinyhil.spec.gfx1100_boot import NAVI31_FB_BASE, VMID0_VA_START, SmuMsg
+from tinyhil.spec.gfx1100_gmc import NAVI31_FB_BASE, VMID0_VA_START
 from tinyhil.spec.gfx1100_regs import Reg
+from tinyhil.spec.gfx1100_smu import SmuMsg
 
 RING_VA = VMID0_VA_START + 0x10_0000
 RPTR_VA = VMID0_VA_START + 0x20_0000

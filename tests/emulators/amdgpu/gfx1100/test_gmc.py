@@ -11,7 +11,7 @@ from support.scripts import load_benchmark
 from tinyhil.emulators.amdgpu import GpuMemoryFault, GpuQueueError
 from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Front
 from tinyhil.emulators.kernel import EventKernel
-from tinyhil.spec.gfx1100_boot import VMID0_VA_START, PteFlag
+from tinyhil.spec.gfx1100_gmc import VMID0_VA_START, PteFlag
 from tinyhil.spec.gfx1100_regs import Reg
 
 RING_VA = VMID0_VA_START + 0x10_0000

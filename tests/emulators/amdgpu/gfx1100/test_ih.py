@@ -11,7 +11,7 @@ from support.gfx1100 import IH_RING, IH_RING_BYTES, IH_WPTR, SDMA_RING, SDMA_RPT
 from tinyhil.emulators.amdgpu.errors import GpuQueueError
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu_sdma import SDMA_HEADER_OP
-from tinyhil.spec.gfx1100_boot import VMID0_VA_START
+from tinyhil.spec.gfx1100_gmc import VMID0_VA_START
 from tinyhil.spec.gfx1100_ih import (
     IhClientId,
     IhSourceId,

@@ -11,7 +11,7 @@ from support.gfx1100 import BOOTLOADER_ORDER, IP_FW_ORDER, MSG1, TMR, TOC_TYPE, 
 
 from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource, GeneratedFirmware, make_image
 from tinyhil.spec.amdgpu_firmware import FIRMWARE_DIR, FIRMWARE_PACKAGE, GFX1100_FIRMWARE
-from tinyhil.spec.gfx1100_boot import (
+from tinyhil.spec.gfx1100_psp import (
     PSP_BL_READY,
     PSP_RESPONSE_READY,
     GfxCmdId,

@@ -27,7 +27,7 @@ from tinyhil.spec.amdgpu_pm4 import (
     WriteDataDstSel,
 )
 from tinyhil.spec.amdgpu_sdma import SDMA_HEADER_OP, SdmaOp
-from tinyhil.spec.gfx1100_boot import VMID0_VA_START
+from tinyhil.spec.gfx1100_gmc import VMID0_VA_START
 from tinyhil.spec.gfx1100_regs import Reg
 
 MEC_RING_VA = VMID0_VA_START + 0x60_0000

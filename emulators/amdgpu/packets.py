@@ -1,9 +1,9 @@
 """The ring engines' packet vocabulary: packet dwords, op results, packet errors, IB frames and poll waits.
 
 What :class:`~tinyhil.emulators.amdgpu.engine.RingEngine` and the SDMA / PM4 ops built on it pass between them
-while a packet runs: an op gets the packet's dwords (:data:`Packet`) and returns a result (``_DONE``, ``_WAIT``,
-``_ENTER``) or raises a ``_PacketError`` that stops the queue; the engine keeps an ``_Frame`` per indirect buffer it
-is in and a ``_Wait`` for the poll it waits on.
+while a packet runs: an op gets the packet's dwords (:data:`Packet`) and returns an :class:`OpResult` (``DONE``,
+``WAIT``, ``ENTER``) or raises a :class:`PacketError` that stops the queue; the engine keeps an :class:`IbFrame` per
+indirect buffer it is in and a :class:`PollWait` for the poll it waits on.
 """
 
 from __future__ import annotations
@@ -14,19 +14,32 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
-from tinyhil.spec.amdgpu import CompareFunction, ErrorCode, QueueStatus
+from tinyhil.spec.amdgpu import CompareFunction
 
-__all__ = ["Packet"]
+from .model_choices import ErrorCode, QueueStatus
+
+__all__ = [
+    "DONE",
+    "ENTER",
+    "PREFETCH_BYTES",
+    "WAIT",
+    "IbFrame",
+    "OpResult",
+    "Packet",
+    "PacketError",
+    "PollWait",
+    "dword_bytes",
+]
 
 Packet = list[int]  # a packet's dwords as Python ints
 # One ring read per packet covers every fixed-size packet of both engines (8 dwords at most: RELEASE_MEM,
 # ACQUIRE_MEM), and no more: each prefetched dword becomes a Python int.
-_PREFETCH_BYTES: Final = 32
+PREFETCH_BYTES: Final = 32
 # packers for the data of short packets (a WRITE of a fence or a completion entry)
 _DWORD_PACKERS: Final = tuple(struct.Struct(f"<{count}I") for count in range(17))
 
 
-def _dword_bytes(dwords: Packet) -> bytes:
+def dword_bytes(dwords: Packet) -> bytes:
     """Packet dwords (a slice of a packet used as data) as little-endian bytes."""
     count = len(dwords)
     if count < len(_DWORD_PACKERS):
@@ -34,18 +47,20 @@ def _dword_bytes(dwords: Packet) -> bytes:
     return struct.pack(f"<{count}I", *dwords)
 
 
-class _Result(Enum):
+class OpResult(Enum):
+    """What an op returns: the packet is done, waits on a poll, or entered an indirect buffer."""
+
     DONE = "done"  # the packet completed: advance past it
     WAIT = "wait"  # a poll is unsatisfied: stay on the packet
     ENTER = "enter"  # an indirect buffer was entered: the packet completes when the IB does
 
 
-_DONE: Final = _Result.DONE
-_WAIT: Final = _Result.WAIT
-_ENTER: Final = _Result.ENTER
+DONE: Final = OpResult.DONE
+WAIT: Final = OpResult.WAIT
+ENTER: Final = OpResult.ENTER
 
 
-class _PacketError(Exception):
+class PacketError(Exception):
     """Stops the queue; carries the status bit and error code."""
 
     def __init__(self, code: ErrorCode, message: str, status: QueueStatus = QueueStatus.PACKET_ERROR) -> None:
@@ -55,7 +70,7 @@ class _PacketError(Exception):
 
 
 @dataclass(slots=True)
-class _Frame:
+class IbFrame:
     """An indirect buffer being executed: its base, size and the offset of its next packet (bytes)."""
 
     base_va: int
@@ -65,7 +80,7 @@ class _Frame:
 
 
 @dataclass(slots=True)
-class _Wait:
+class PollWait:
     """An unsatisfied poll: the packet it belongs to, what it watches, and when it gives up. The engine keeps the
     decoded poll while it waits (as the hardware holds the fetched packet): a re-check reads only the polled memory."""
 

@@ -3,7 +3,8 @@
 The encoding is asm-generic's (x86, arm, arm64, riscv): bits 0-7 number, 8-15 type, 16-29 the argument size in
 bytes, 30-31 the direction (1 write = to the kernel, 2 read = from the kernel). The kernel's ``ioctl(2)`` takes the
 request as an ``unsigned int``: :data:`IOC_REQUEST_MASK` is the part of a number that reaches a driver. The seam
-(which checks that an argument holds the encoded size) and the KFD request table (:mod:`tinyhil.kfd.ioctls`) share it.
+(which checks that an argument holds the encoded size) and the KFD request table (:mod:`tinyhil.spec.kfd_ioctls`) share
+it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The ctypes uapi matches ``linux/kfd_ioctl.h`` byte for byte: sizes, field offsets, request numbers, constants.
+"""The ctypes KFD ABI (``tinyhil.spec.kfd_*``) matches ``linux/kfd_ioctl.h`` byte for byte: sizes, field offsets,
+request numbers, constants.
 
 A C program compiled against the installed header prints what the C compiler computes; the Python side must agree.
 On a header of another KFD minor version, structures may only have grown at the end (the kernel's ABI rule), so
@@ -16,30 +17,41 @@ from pathlib import Path
 
 import pytest
 
-from tinyhil.kfd import uapi
-from tinyhil.kfd.ioctls import AMDKFD_COMMAND_END, AMDKFD_COMMAND_START, AMDKFD_IOCTL_BASE, KfdIoctl, ioc_nr, ioc_size
+from tinyhil.spec import kfd_events, kfd_ioctls, kfd_process, kfd_queues, kfd_topology
+from tinyhil.spec.kfd_events import EventType, HwExceptionResetCause, HwExceptionResetType, MemErrorType, WaitResult
+from tinyhil.spec.kfd_ioctls import (
+    AMDKFD_COMMAND_END,
+    AMDKFD_COMMAND_START,
+    AMDKFD_IOCTL_BASE,
+    KFD_IOCTL_MINOR_VERSION,
+    STRUCTS,
+    KfdIoctl,
+)
+from tinyhil.spec.kfd_memory import AllocMemFlags, CachePolicy, MmioRemap
+from tinyhil.spec.kfd_queues import QueueType
+from tinyhil.spec.linux_ioctl import ioc_nr, ioc_size
 
 HEADER = Path("/usr/include/linux/kfd_ioctl.h")
 COMPILER = shutil.which("cc") or shutil.which("gcc")
-SCALARS = (
-    "KFD_IOCTL_MAJOR_VERSION",
-    "KFD_IOCTL_MINOR_VERSION",
-    "KFD_MAX_QUEUE_PERCENTAGE",
-    "KFD_MAX_QUEUE_PRIORITY",
-    "KFD_MIN_QUEUE_RING_SIZE",
-    "NUM_OF_SUPPORTED_GPUS",
-    "KFD_INVALID_FD",
-    "KFD_SIGNAL_EVENT_LIMIT",
-)
+SCALARS = {
+    "KFD_IOCTL_MAJOR_VERSION": kfd_ioctls.KFD_IOCTL_MAJOR_VERSION,
+    "KFD_IOCTL_MINOR_VERSION": kfd_ioctls.KFD_IOCTL_MINOR_VERSION,
+    "KFD_MAX_QUEUE_PERCENTAGE": kfd_queues.KFD_MAX_QUEUE_PERCENTAGE,
+    "KFD_MAX_QUEUE_PRIORITY": kfd_queues.KFD_MAX_QUEUE_PRIORITY,
+    "KFD_MIN_QUEUE_RING_SIZE": kfd_queues.KFD_MIN_QUEUE_RING_SIZE,
+    "NUM_OF_SUPPORTED_GPUS": kfd_topology.NUM_OF_SUPPORTED_GPUS,
+    "KFD_INVALID_FD": kfd_process.KFD_INVALID_FD,
+    "KFD_SIGNAL_EVENT_LIMIT": kfd_events.KFD_SIGNAL_EVENT_LIMIT,
+}
 ENUMS: tuple[type[IntEnum], ...] = (
-    uapi.QueueType,
-    uapi.CachePolicy,
-    uapi.EventType,
-    uapi.WaitResult,
-    uapi.HwExceptionResetType,
-    uapi.HwExceptionResetCause,
-    uapi.MemErrorType,
-    uapi.MmioRemap,
+    QueueType,
+    CachePolicy,
+    EventType,
+    WaitResult,
+    HwExceptionResetType,
+    HwExceptionResetCause,
+    MemErrorType,
+    MmioRemap,
 )
 EXTRA_MACROS = {"AMDKFD_IOCTL_BASE": AMDKFD_IOCTL_BASE, "AMDKFD_COMMAND_START": AMDKFD_COMMAND_START}
 
@@ -56,8 +68,8 @@ def _fields(struct: type[ctypes.Structure]) -> Iterator[tuple[str, int]]:
 
 
 def _constants() -> dict[str, int]:
-    found = {name: getattr(uapi, name) for name in SCALARS}
-    for enum in (*ENUMS, uapi.AllocMemFlags):
+    found = dict(SCALARS)
+    for enum in (*ENUMS, AllocMemFlags):
         found.update({member.name: int(member) for member in enum})  # type: ignore[attr-defined]
     return found | EXTRA_MACROS
 
@@ -69,7 +81,7 @@ def _probe_source() -> str:
         f"#include <{HEADER.parent.name}/{HEADER.name}>",
         "int main(void) {",
     ]
-    for name, struct in uapi.STRUCTS.items():
+    for name, struct in STRUCTS.items():
         lines.append(f'printf("size {name} %zu\\n", sizeof(struct {name}));')
         for field, _ in _fields(struct):
             lines.append(f'printf("offset {name}.{field} %zu\\n", offsetof(struct {name}, {field}));')
@@ -107,12 +119,12 @@ def header_abi(tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
 
 
 def _same_version(header_abi: dict[str, int]) -> bool:
-    return header_abi["const KFD_IOCTL_MINOR_VERSION"] == uapi.KFD_IOCTL_MINOR_VERSION
+    return header_abi["const KFD_IOCTL_MINOR_VERSION"] == KFD_IOCTL_MINOR_VERSION
 
 
-@pytest.mark.parametrize("name", sorted(uapi.STRUCTS))
+@pytest.mark.parametrize("name", sorted(STRUCTS))
 def test_struct_layout_matches_the_header(header_abi: dict[str, int], name: str) -> None:
-    struct = uapi.STRUCTS[name]
+    struct = STRUCTS[name]
     for field, offset in _fields(struct):
         assert offset == header_abi[f"offset {name}.{field}"], f"{name}.{field} at {offset}, header says otherwise"
     c_size, py_size = header_abi[f"size {name}"], ctypes.sizeof(struct)

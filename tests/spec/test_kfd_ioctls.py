@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tinyhil.kfd.ioctls import AMDKFD_IOCTL_BASE, IOCTLS, IocDir, KfdIoctl, ioc, ioc_dir, ioc_nr, ioc_size, ioc_type
+from tinyhil.spec.kfd_ioctls import AMDKFD_IOCTL_BASE, IOCTLS, KfdIoctl
+from tinyhil.spec.linux_ioctl import IocDir, ioc, ioc_dir, ioc_nr, ioc_size, ioc_type
 
 
 @pytest.mark.parametrize(
