@@ -278,15 +278,15 @@ def _worker(args: argparse.Namespace, registry: TargetRegistry) -> int:
     listening = Listening(args.host, args.port, args.dashboard_port if args.dashboard else None)
     if not args.connect_timeout > 0:
         raise InvalidArgument(f"--connect-timeout {args.connect_timeout:g}, expected seconds > 0")
+    host = args.name or socket.gethostname()
+    hwmap = _hwmap(args.hwmap, registry, host)
+    state = farm_state_dir(args.state)  # this host's own arguments first, then the network
     _warn("worker", warning)
     try:
         reach_scheduler(args.scheduler, timeout_s=args.connect_timeout, tls=tls)
     except SchedulerUnreachable as exc:
         print(f"tinyhil farm worker: {exc}", file=sys.stderr)
         return EXIT_UNREACHABLE
-    host = args.name or socket.gethostname()
-    hwmap = _hwmap(args.hwmap, registry, host)
-    state = farm_state_dir(args.state)
     book = HealthBook(hwmap.boards, clock=time.time, state_dir=state)
     good = []
     for board in hwmap.boards:
