@@ -23,9 +23,9 @@ from typing import Any, Final
 from tinyhil.device_farm.hwmap import BoardKind, KfdLocator, Locator, NvLocator, UsbLocator, normalize_pci
 from tinyhil.errors import InvalidArgument
 from tinyhil.fileio import RealFileIO
-from tinyhil.kfd.kernel_abi import KFD_TOPOLOGY_PATH
 from tinyhil.kfd.topology import read_topology
 from tinyhil.spec.asm2464 import BRIDGE_VID_PIDS
+from tinyhil.spec.kfd_topology import KFD_TOPOLOGY_PATH
 
 __all__ = ["Discovery", "FoundBoard", "discover", "discover_kfd", "discover_nv", "discover_usb"]
 
