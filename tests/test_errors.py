@@ -59,3 +59,12 @@ def test_detailed_errors_need_their_fields_and_compare_by_identity() -> None:
 def test_the_other_errors_pickle_as_before(error: Exception) -> None:
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is type(error) and str(copy) == str(error) and vars(copy) == vars(error)
+
+
+@pytest.mark.parametrize("error", [DeviceTimeout("late", op="wait"), DeviceError("lost", op="copyin")], ids=repr)
+def test_errors_survive_tblib_pickling_as_dask_ships_them(error: Exception) -> None:
+    """Dask installs tblib's exception pickling for every class; its rebuild calls ``cls.__new__(cls, *args)``."""
+    tblib = pytest.importorskip("tblib.pickling_support", reason="tblib comes with the farm extra (distributed)")
+    rebuild, args = tblib.pickle_exception(error)[:2]
+    copy = rebuild(*args)
+    assert type(copy) is type(error) and str(copy) == str(error) and vars(copy) == vars(error)

@@ -7,7 +7,7 @@ with a Linux errno on the file seam): these classes are for tinyhil's own API.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 __all__ = [
     "CapabilityMissing",
@@ -90,6 +90,12 @@ def _restore_detailed(
 
 class DeviceTimeout(DeviceError, TimeoutError):
     """A wait on the device ran out of (virtual or wall) time; the message names what was awaited."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> DeviceTimeout:
+        # The instance layout is OSError's. Unpicklers that rebuild an exception as ``cls.__new__(cls, *args)`` (tblib,
+        # which Dask installs for every exception class) would otherwise find RuntimeError's ``__new__`` first in the
+        # MRO, which refuses an OSError-shaped class.
+        return TimeoutError.__new__(cls, *args)
 
 
 class CompileError(TinyHilError, RuntimeError):
