@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from tinyhil.trace import TraceFormatError, load_trace
 from tinyhil.trace.jsonl import parse_jsonl
-from tinyhil.trace.pcapng import dump_pcapng, parse_pcapng
+from tinyhil.trace.pcapng import dump_pcapng
+from tinyhil.trace.pcapng_reader import parse_pcapng
 
 pytestmark = pytest.mark.fuzz
 
