@@ -154,10 +154,14 @@ def _edited(where: str, **changes: Any) -> Build:
     return lambda path, header: _jsonl(path, *_edit(header, where, **changes))
 
 
-def _pcapng(blob: bytes) -> Build:
+def _pcapng(packets: bytes) -> Build:
+    """A capture of ``packets`` whose section comment carries a recording's header (so a replay may start)."""
+
     def build(path: Path, header: dict[str, Any]) -> Path:
+        comment = json.dumps(header).encode()
+        options = struct.pack("<HH", 1, len(comment)) + comment + bytes(-len(comment) % 4) + struct.pack("<HH", 0, 0)
         target = path.with_name(path.name.replace(".hiltrace.jsonl", ".pcapng"))
-        target.write_bytes(blob)
+        target.write_bytes(_block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1) + options) + IDB + packets)
         return target
 
     return build
@@ -228,8 +232,8 @@ MALFORMED: dict[str, tuple[Build, str, tuple[str, ...]]] = {
         PAIRED,
     ),
     "vram-2-62": (_edited("options", vram_bytes=1 << 62), "options.vram_bytes=0x4000000000000000", ("drift",)),
-    "pcapng-4-gib": (_pcapng(SHB + IDB + _usbmon("S", 0xFFFF_FFFF)), "field 'length': length=4294967295", READ_TIME),
-    "pcapng-bad-urb-status": (_pcapng(SHB + IDB + _usbmon("X", 4)), "usbmon event 0x58", READ_TIME),
+    "pcapng-4-gib": (_pcapng(_usbmon("S", 0xFFFF_FFFF)), "field 'length': length=4294967295", READ_TIME),
+    "pcapng-bad-urb-event": (_pcapng(_usbmon("X", 4)), "usbmon event 0x58", READ_TIME),
 }
 
 

@@ -31,6 +31,7 @@ from tinyhil.trace.records import (
     Transfer,
     TransferStatus,
 )
+from tinyhil.trace.source import TraceSource
 from tinyhil.usb import _usb1
 
 __all__ = ["HOST_QUEUE", "Exchange", "ReplayOrder", "ReplayScript", "WireRequest", "err_class", "exchanges",
@@ -238,13 +239,14 @@ def _first_difference(expected: Payload, actual: Payload) -> str:
 class ReplayScript:
     """The exchanges left, consumed by each call (shared by a handle and its transfers)."""
 
-    def __init__(self, trace: Trace, order: ReplayOrder, name: str) -> None:
+    def __init__(self, trace: Trace | TraceSource, order: ReplayOrder, name: str) -> None:
         self.name = name
         self.order = order
         self.host_ops = trace.header.host_ops
         self.total = 0
         self.queues: dict[int, deque[Exchange]] = {}
-        all_exchanges = exchanges(trace)
+        records = trace.records if isinstance(trace, Trace) else trace.records()  # a source: streamed
+        all_exchanges = list(iter_exchanges(records, host_ops=trace.header.host_ops))
         self.total = len(all_exchanges)
         if order is ReplayOrder.STRICT:
             self.queues[0] = deque(all_exchanges)

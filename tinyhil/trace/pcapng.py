@@ -44,7 +44,7 @@ __all__ = ["LINKTYPE_USB_LINUX", "LINKTYPE_USB_LINUX_MMAPPED", "PCAPNG_SUFFIX", 
 PCAPNG_SUFFIX: Final = ".pcapng"
 LINKTYPE_USB_LINUX: Final = 189  # 48-byte usbmon header
 LINKTYPE_USB_LINUX_MMAPPED: Final = 220  # 64-byte usbmon header
-_HEADER_BYTES: Final = {LINKTYPE_USB_LINUX: 48, LINKTYPE_USB_LINUX_MMAPPED: 64}
+LINKTYPE2HEADER_BYTES: Final = {LINKTYPE_USB_LINUX: 48, LINKTYPE_USB_LINUX_MMAPPED: 64}
 BLOCK_SHB: Final = 0x0A0D0D0A
 BLOCK_IDB: Final = 1
 BLOCK_EPB: Final = 6
@@ -53,21 +53,21 @@ BYTE_ORDER_MAGIC: Final = 0x1A2B3C4D
 OPT_ENDOFOPT: Final = 0
 OPT_COMMENT: Final = 1
 OPT_IF_TSRESOL: Final = 9
-_TSRESOL_NS: Final = 9  # tinyhil writes nanosecond timestamps (if_tsresol = 10**-9)
-_TSRESOL_DEFAULT: Final = 6  # without the option: microseconds
-_TSRESOL_BINARY: Final = 0x80
+TSRESOL_NS: Final = 9  # tinyhil writes nanosecond timestamps (if_tsresol = 10**-9)
+TSRESOL_DEFAULT: Final = 6  # without the option: microseconds
+TSRESOL_BINARY: Final = 0x80
 _MIN_BLOCK: Final = 12
 _EPB_FIXED: Final = 20  # interface id, timestamp high and low, captured and original length
 # struct mon_bin_hdr (mon_bin.c): id, type, xfer_type, epnum, devnum, busnum, flag_setup, flag_data, ts_sec, ts_usec,
 # status, len_urb, len_cap, setup[8] (or iso error_count, numdesc), interval, start_frame, xfer_flags, ndesc.
-_USBMON_FORMAT: Final = "QBBBBHBBqiiII8siiII"
+USBMON_FORMAT: Final = "QBBBBHBBqiiII8siiII"
 USBMON_FIELDS: Final = ("urb_id", "event", "xfer_type", "epnum", "devnum", "busnum", "flag_setup", "flag_data",
                         "ts_sec", "ts_usec", "status", "len_urb", "len_cap", "setup", "interval", "start_frame",
                         "xfer_flags", "ndesc")  # fmt: skip
 _CODE_RANGES: Final = {"Q": (0, (1 << 64) - 1), "q": (-(1 << 63), (1 << 63) - 1), "I": (0, (1 << 32) - 1),
                        "i": (-(1 << 31), (1 << 31) - 1), "H": (0, 0xFFFF), "B": (0, 0xFF), "8s": (0, 0)}  # fmt: skip
 # Each field's range as its struct code holds it (``setup`` is 8 bytes): a value read back from JSONL is checked here.
-_CODES: Final = re.findall(r"\d*[A-Za-z]", _USBMON_FORMAT)
+_CODES: Final = re.findall(r"\d*[A-Za-z]", USBMON_FORMAT)
 USBMON_RANGES: Final = dict(zip(USBMON_FIELDS, (_CODE_RANGES[code] for code in _CODES), strict=True))
 EVENT_SUBMIT: Final = ord("S")
 EVENT_COMPLETE: Final = ord("C")
@@ -97,7 +97,7 @@ _CLEAR_FEATURE: Final = (0x02, 0x01)  # standard OUT to an endpoint, CLEAR_FEATU
 _SET_CONFIGURATION: Final = (0x00, 0x09)
 
 
-def _pad(length: int) -> int:
+def pad4(length: int) -> int:
     return -length % 4
 
 
@@ -107,7 +107,7 @@ class _Writer:
         self.meta: dict[str, Any] = header.pcapng or {}
         self.order = ">" if self.meta.get("big_endian") else "<"
         self.linktype = int(self.meta.get("linktype", LINKTYPE_USB_LINUX_MMAPPED))
-        self.tsresol = int(self.meta.get("tsresol", _TSRESOL_NS))
+        self.tsresol = int(self.meta.get("tsresol", TSRESOL_NS))
         self.bus = int(header.device.get("bus", 2))
         self.address = int(header.device.get("address", 2))
         self.out = out
@@ -116,7 +116,7 @@ class _Writer:
         self.header_json = header_to_json(header)
 
     def block(self, kind: int, body: bytes) -> None:
-        body += bytes(_pad(len(body)))
+        body += bytes(pad4(len(body)))
         total = len(body) + _MIN_BLOCK
         self.out.write(struct.pack(f"{self.order}II", kind, total))
         self.out.write(body)
@@ -129,26 +129,26 @@ class _Writer:
         else:  # a tinyhil recording: its header rides along as the section's comment (Wireshark shows it)
             comment = json.dumps(self.header_json, separators=(",", ":")).encode()
             shb_options = (struct.pack(f"{self.order}HH", OPT_COMMENT, len(comment)) + comment
-                           + bytes(_pad(len(comment))) + struct.pack(f"{self.order}HH", OPT_ENDOFOPT, 0))  # fmt: skip
+                           + bytes(pad4(len(comment))) + struct.pack(f"{self.order}HH", OPT_ENDOFOPT, 0))  # fmt: skip
         self.block(BLOCK_SHB, struct.pack(f"{self.order}IHHq", BYTE_ORDER_MAGIC, major, minor,
                                           int(self.meta.get("section_length", -1))) + shb_options)  # fmt: skip
         if "idb_options" in self.meta:
             idb_options = bytes.fromhex(self.meta["idb_options"])
         else:
-            idb_options = struct.pack(f"{self.order}HHB3xHH", OPT_IF_TSRESOL, 1, _TSRESOL_NS, OPT_ENDOFOPT, 0)
+            idb_options = struct.pack(f"{self.order}HHB3xHH", OPT_IF_TSRESOL, 1, TSRESOL_NS, OPT_ENDOFOPT, 0)
         self.block(BLOCK_IDB, struct.pack(f"{self.order}HHI", self.linktype, int(self.meta.get("idb_reserved", 0)),
                                           int(self.meta.get("snaplen", 0))) + idb_options)  # fmt: skip
 
     def packet(self, t_ns: int, fields: dict[str, Any], data: Payload, usbmon: UsbmonFields | None) -> None:
         values = dict(usbmon.raw) if usbmon is not None else fields
         values = {**values, "len_cap": len(data)} if usbmon is None else values
-        header = struct.pack(self.order + _USBMON_FORMAT, *(values[name] for name in USBMON_FIELDS))
-        packet = header[: _HEADER_BYTES[self.linktype]] + data
-        ts = t_ns // 10 ** (_TSRESOL_NS - self.tsresol)
+        header = struct.pack(self.order + USBMON_FORMAT, *(values[name] for name in USBMON_FIELDS))
+        packet = header[: LINKTYPE2HEADER_BYTES[self.linktype]] + data
+        ts = t_ns // 10 ** (TSRESOL_NS - self.tsresol)
         orig = usbmon.orig_len if usbmon is not None and usbmon.orig_len is not None else len(packet)
         options = usbmon.options if usbmon is not None else b""
         fixed = struct.pack(f"{self.order}IIIII", 0, ts >> 32, ts & 0xFFFFFFFF, len(packet), orig)
-        self.block(BLOCK_EPB, fixed + packet + bytes(_pad(len(packet))) + options)
+        self.block(BLOCK_EPB, fixed + packet + bytes(pad4(len(packet))) + options)
 
     def event(self, t_ns: int, urb: int, event: int, ep: int, setup: tuple[int, ...] | None, length: int,
               status: int, data: Payload, is_in: bool) -> None:  # fmt: skip

@@ -22,11 +22,6 @@ from typing import IO, Any, Final
 from tinyhil.loading import LIMITS, FileFormatError, parse_json
 from tinyhil.trace.errors import TraceFormatError
 from tinyhil.trace.pcapng import (
-    _HEADER_BYTES,
-    _TSRESOL_BINARY,
-    _TSRESOL_DEFAULT,
-    _TSRESOL_NS,
-    _USBMON_FORMAT,
     BLOCK_EPB,
     BLOCK_IDB,
     BLOCK_SHB,
@@ -35,14 +30,19 @@ from tinyhil.trace.pcapng import (
     EVENT_COMPLETE,
     EVENT_ERROR,
     EVENT_SUBMIT,
+    LINKTYPE2HEADER_BYTES,
     LINKTYPE_USB_LINUX,
     LINKTYPE_USB_LINUX_MMAPPED,
     OPT_COMMENT,
     OPT_ENDOFOPT,
     OPT_IF_TSRESOL,
+    TSRESOL_BINARY,
+    TSRESOL_DEFAULT,
+    TSRESOL_NS,
     USBMON_FIELDS,
+    USBMON_FORMAT,
     XFER_CONTROL,
-    _pad,
+    pad4,
 )
 from tinyhil.trace.records import (
     ENDPOINT_IN,
@@ -74,7 +74,7 @@ def _option(options: bytes, order: str, wanted: int) -> bytes | None:
             break
         if code == wanted:
             return options[position + 4 : position + 4 + length]
-        position += 4 + length + _pad(length)
+        position += 4 + length + pad4(length)
     return None
 
 
@@ -82,10 +82,10 @@ def _options_tsresol(options: bytes, order: str, where: str) -> int:
     """The if_tsresol exponent (10**-n s) among an IDB's options; 6 when absent."""
     value = _option(options, order, OPT_IF_TSRESOL)
     if not value:
-        return _TSRESOL_DEFAULT
-    if value[0] & _TSRESOL_BINARY or value[0] > _TSRESOL_NS:
+        return TSRESOL_DEFAULT
+    if value[0] & TSRESOL_BINARY or value[0] > TSRESOL_NS:
         raise TraceFormatError(where, f"if_tsresol={value[0]:#x}, expected a power of ten 10**-n with n <= "
-                                      f"{_TSRESOL_NS}")  # fmt: skip
+                                      f"{TSRESOL_NS}")  # fmt: skip
     return int(value[0])
 
 
@@ -165,7 +165,7 @@ class _Interface:
     def __init__(self) -> None:
         self.meta: dict[str, Any] = {}
         self.header_bytes = 0
-        self.tsresol = _TSRESOL_DEFAULT
+        self.tsresol = TSRESOL_DEFAULT
 
     def section(self, where: str, offset: int, order: str, body: bytes) -> None:
         if offset:
@@ -183,7 +183,7 @@ class _Interface:
         if len(body) < 8:
             raise TraceFormatError(where, f"bad block length {len(body) + 12}, expected >= 20 for an interface block")
         linktype, reserved, snaplen = struct.unpack_from(f"{order}HHI", body)
-        if linktype not in _HEADER_BYTES:
+        if linktype not in LINKTYPE2HEADER_BYTES:
             expected = (f"expected {LINKTYPE_USB_LINUX_MMAPPED} (LINKTYPE_USB_LINUX_MMAPPED) or {LINKTYPE_USB_LINUX} "
                         "(LINKTYPE_USB_LINUX)")  # fmt: skip
             raise TraceFormatError(where, f"link type {linktype}, {expected}")
@@ -191,12 +191,12 @@ class _Interface:
         self.tsresol = _options_tsresol(options, order, where)
         self.meta.update(linktype=linktype, idb_reserved=reserved, snaplen=snaplen, idb_options=options.hex(),
                          tsresol=self.tsresol)  # fmt: skip
-        self.header_bytes = _HEADER_BYTES[linktype]
+        self.header_bytes = LINKTYPE2HEADER_BYTES[linktype]
 
 
 def _event_record(seq: int, t_ns: int, packet: bytes, header_bytes: int, order: str, orig: int | None,
                   options: bytes, where: str) -> Submit | Complete:  # fmt: skip
-    values = struct.unpack(order + _USBMON_FORMAT, packet[:header_bytes] + bytes(64 - header_bytes))
+    values = struct.unpack(order + USBMON_FORMAT, packet[:header_bytes] + bytes(64 - header_bytes))
     raw = dict(zip(USBMON_FIELDS, values, strict=True))
     data = packet[header_bytes:]
     if len(data) != raw["len_cap"]:
@@ -224,15 +224,15 @@ def _packet(seq: int, body: bytes, interface: _Interface, order: str, where: str
     number, ts_hi, ts_lo, captured, orig = struct.unpack_from(f"{order}IIIII", body)
     if number:
         raise TraceFormatError(where, f"interface id {number}, expected 0 (one interface)")
-    if _EPB_FIXED + captured + _pad(captured) > len(body):
+    if _EPB_FIXED + captured + pad4(captured) > len(body):
         raise TraceFormatError(where, f"packet cut short: captured length {captured} does not fit the block of "
                                       f"{len(body) + 12} bytes")  # fmt: skip
     if captured < interface.header_bytes:
         raise TraceFormatError(where, f"packet cut short: {captured} bytes, expected at least the "
                                       f"{interface.header_bytes}-byte usbmon header")  # fmt: skip
     packet = body[_EPB_FIXED : _EPB_FIXED + captured]
-    options = body[_EPB_FIXED + captured + _pad(captured) :]
-    t_ns = ((ts_hi << 32) | ts_lo) * 10 ** (_TSRESOL_NS - interface.tsresol)
+    options = body[_EPB_FIXED + captured + pad4(captured) :]
+    t_ns = ((ts_hi << 32) | ts_lo) * 10 ** (TSRESOL_NS - interface.tsresol)
     try:
         return _event_record(seq, t_ns, packet, interface.header_bytes, order, orig if orig != captured else None,
                              options, where)  # fmt: skip

@@ -31,6 +31,7 @@ from tinyhil.errors import InvalidArgument
 from tinyhil.trace.errors import ReplayMismatch, TraceNotConsumed
 from tinyhil.trace.exchanges import Exchange, ReplayOrder, ReplayScript, WireRequest, err_class, host_request
 from tinyhil.trace.records import ENDPOINT_IN, Op, Payload, Trace, TransferStatus
+from tinyhil.trace.source import TraceSource
 from tinyhil.usb import _usb1
 
 __all__ = ["ReplayContext", "ReplayHandle", "ReplayTransfer"]
@@ -273,14 +274,15 @@ class ReplayContext:
     """A ``usb1.USBContext``-like bus with one device, the recorded one, whose handle replays ``trace``.
 
     Args:
-        trace: the trace to serve.
+        trace: the trace to serve: a whole :class:`Trace`, or a :class:`TraceSource`, read once, streamed, keeping
+            only its exchanges.
         order: ``"strict"`` (default) or ``"endpoint"``.
         name: how errors name the trace (its file name).
         check_consumed: closing the handle raises :class:`TraceNotConsumed` when exchanges are left (default).
     """
 
-    def __init__(self, trace: Trace, *, order: ReplayOrder | str = ReplayOrder.STRICT, name: str = "the trace",
-                 check_consumed: bool = True) -> None:  # fmt: skip
+    def __init__(self, trace: Trace | TraceSource, *, order: ReplayOrder | str = ReplayOrder.STRICT,
+                 name: str = "the trace", check_consumed: bool = True) -> None:  # fmt: skip
         try:
             chosen = ReplayOrder(order)
         except ValueError:
