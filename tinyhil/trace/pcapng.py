@@ -39,7 +39,7 @@ from tinyhil.trace.records import (
 )
 
 __all__ = ["LINKTYPE_USB_LINUX", "LINKTYPE_USB_LINUX_MMAPPED", "PCAPNG_SUFFIX", "USBMON_FIELDS", "USBMON_RANGES",
-           "dump_pcapng", "save_pcapng", "write_pcapng"]  # fmt: skip
+           "dump_pcapng", "pad4", "save_pcapng", "write_pcapng"]  # fmt: skip
 
 PCAPNG_SUFFIX: Final = ".pcapng"
 LINKTYPE_USB_LINUX: Final = 189  # 48-byte usbmon header
