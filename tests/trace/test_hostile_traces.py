@@ -136,6 +136,19 @@ def test_the_pcapng_reader_streams_a_24_mib_file_of_small_blocks(tmp_path: Path)
     assert result["rss_bytes"] < 1.5 * baseline["rss_bytes"], (result, baseline)
 
 
+def test_trace_convert_streams_a_capture_of_small_blocks(tmp_path: Path) -> None:
+    """``convert`` writes as it reads: converting 4 MiB of small blocks to JSONL peaks within a small multiple of
+    converting one pair, and the output holds every record."""
+    small, large = tmp_path / "small.pcapng", tmp_path / "large.pcapng"
+    _small_blocks(small, 256)
+    count = _small_blocks(large, 4 * MIB)
+    baseline, _, _ = _run_child("trace", "convert", str(small), str(tmp_path / "small.hiltrace.jsonl"))
+    result, out, _ = _run_child("trace", "convert", str(large), str(tmp_path / "large.hiltrace.jsonl"))
+    assert result["status"] == 0 and f"({count} records)" in out
+    assert result["rss_bytes"] < 1.5 * baseline["rss_bytes"], (result, baseline)
+    assert sum(1 for _ in open_trace(tmp_path / "large.hiltrace.jsonl").records()) == count
+
+
 # --- one typed error for every malformed input, in every consumer ---------------------------------------------
 Build = Callable[[Path, dict[str, Any]], Path]
 
