@@ -1,7 +1,8 @@
 """USB traces: record a handle, store the trace as JSONL or usbmon pcapng, replay it as a handle.
 
 - :mod:`tinyhil.trace.records`: ``TraceHeader``, ``Transfer``, ``Submit``, ``Complete``, ``HostCall``, ``Trace``.
-- :mod:`tinyhil.trace.jsonl` / :mod:`tinyhil.trace.pcapng`: the two formats; :mod:`tinyhil.trace.convert` picks one
+- :mod:`tinyhil.trace.jsonl` / :mod:`tinyhil.trace.pcapng` (writing) and :mod:`tinyhil.trace.pcapng_reader`: the two
+  formats, both read streamed (:mod:`tinyhil.trace.source`); :mod:`tinyhil.trace.convert` picks one
   by file name (``open_trace``, a :class:`~tinyhil.trace.source.TraceSource` streaming its records; ``load_trace``,
   ``save_trace``, ``write_trace``, ``convert_trace``); :mod:`tinyhil.trace.limits`: the bounds of every field.
 - :mod:`tinyhil.trace.recorder`: ``TraceRecorder`` and the recording wrappers (handle, transfer, context).
@@ -10,7 +11,7 @@
 - :mod:`tinyhil.trace.summary`: ``summarize``, what ``tinyhil trace show`` prints.
 - :mod:`tinyhil.trace.errors`: ``TraceFormatError``, ``ReplayMismatch``, ``ReplayExhausted``, ``TraceNotConsumed``.
 
-The formats are described in ``docs/traces.md``.
+The formats, and what a trace can and cannot make tinyhil do (its bounds), are described in ``docs/traces.md``.
 """
 
 from __future__ import annotations

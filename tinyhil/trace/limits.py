@@ -38,8 +38,8 @@ TIME_MAX_NS: Final = 1 << 62
 # A USB string descriptor is at most 255 bytes: 2 of header, then UTF-16LE (USB 2.0 section 9.6.7): 126 code units.
 STRING_MAX_UNITS: Final = (U8 - 2) // 2
 _TEXT_MAX: Final = 4096  # target strings, version strings, clock
-# libusb's SPEED_UNKNOWN .. SPEED_SUPER_PLUS (libusb.h, enum libusb_speed).
-_SPEED_MAX: Final = 5
+# libusb's SPEED_UNKNOWN .. SPEED_SUPER_PLUS_X2 (libusb.h, enum libusb_speed; 6 since libusb 1.0.27).
+_SPEED_MAX: Final = 6
 _DEVADDR_MAX: Final = 127  # a USB device address is 7 bits
 _TSRESOL_MAX: Final = 9  # pcapng if_tsresol as 10**-n seconds, n <= 9 (nanoseconds) here
 _LINKTYPES: Final = (189, 220)  # LINKTYPE_USB_LINUX, LINKTYPE_USB_LINUX_MMAPPED
