@@ -8,7 +8,8 @@ tinyhil repro BUNDLE            run a failing test's repro bundle again (on REPL
                                 emulator from the same options); exit 0 when the failure reproduces, 1 when not
 
 A malformed trace, an unknown extension or an unreadable file is a usage error (exit status 2) in one line that
-names the file and the line or byte offset.
+names the file and the line or byte offset. Traces are streamed (``open_trace``): show, convert and drift hold one
+record at a time. Everything printed that came from a trace has its control characters escaped (``printable``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, Final
 from tinyhil.errors import InvalidArgument
 from tinyhil.printable import printable
 from tinyhil.registry import TargetRegistry
-from tinyhil.trace.convert import convert_trace, load_trace, trace_format
+from tinyhil.trace.convert import convert_trace, load_trace, open_trace, trace_format
 from tinyhil.trace.summary import summarize
 
 __all__ = ["add_repro_command", "add_trace_commands"]
@@ -47,28 +48,32 @@ def _io(call: Callable[[], Any]) -> Any:
         raise InvalidArgument(f"{exc.filename or ''}: {exc.strerror or exc}") from None
 
 
+def _print(lines: list[str]) -> None:
+    """Print lines that hold text from a trace, every control or reordering character escaped."""
+    print("\n".join(printable(line, newlines=False) for line in lines))
+
+
 def _convert(args: argparse.Namespace, registry: TargetRegistry) -> int:
     trace_format(args.source)
     trace_format(args.destination)  # both names are checked before anything is read
-    trace = _io(lambda: convert_trace(args.source, args.destination))
-    print(f"tinyhil trace: {args.source} -> {args.destination} ({len(trace.records)} records)")
+    count = _io(lambda: convert_trace(args.source, args.destination))
+    _print([f"tinyhil trace: {args.source} -> {args.destination} ({count} records)"])
     return 0
 
 
 def _show(args: argparse.Namespace, registry: TargetRegistry) -> int:
-    trace = _io(lambda: load_trace(args.file))
-    print("\n".join(summarize(trace, name=args.file)))
+    source = _io(lambda: open_trace(args.file))
+    _print(_io(lambda: summarize(source, name=args.file)))
     return 0
 
 
 def _drift(args: argparse.Namespace, registry: TargetRegistry) -> int:
-    from tinyhil.mocks.drift import drift
+    from tinyhil.mocks.drift import drift_report
     from tinyhil.trace.drift import drift_lines
-    from tinyhil.trace.exchanges import exchanges
 
-    trace = _io(lambda: load_trace(args.file))
-    found = drift(trace, path=args.file)
-    print("\n".join(drift_lines(found, name=args.file, total=len(exchanges(trace)))))
+    source = _io(lambda: open_trace(args.file))
+    found, total = _io(lambda: drift_report(source, path=args.file))
+    _print(drift_lines(found, name=args.file, total=total))
     return EXIT_DIFFERS if found else 0
 
 

@@ -17,24 +17,31 @@ import dataclasses
 import enum
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
+from tinyhil.emulators.pcie.endpoint import MIN_VRAM_BYTES
 from tinyhil.errors import InvalidArgument
 from tinyhil.registry import Target, default_registry
 from tinyhil.trace.drift import Divergence, Reply, compare
 from tinyhil.trace.errors import TraceFormatError
-from tinyhil.trace.exchanges import exchanges
-from tinyhil.trace.records import Complete, HostCall, Op, Submit, Trace, TraceHeader, Transfer, TransferStatus
+from tinyhil.trace.exchanges import exchanges, iter_exchanges
+from tinyhil.trace.records import Complete, HostCall, Op, Record, Submit, Trace, TraceHeader, Transfer, TransferStatus
+from tinyhil.trace.source import TraceSource
 from tinyhil.usb import _usb1
 
-__all__ = ["DRIFT_TARGET", "board_options", "drift", "emulator_replies", "from_jsonable", "options_from_json"]
+__all__ = ["DRIFT_TARGET", "MAX_VRAM_BYTES", "board_options", "drift", "drift_report", "emulator_replies",
+           "from_jsonable", "options_from_json"]  # fmt: skip
 
 DRIFT_TARGET: Final = "MOCKUSB+AMD"  # the emulator a trace's requests are fed to
+# The most VRAM a trace may ask the emulated gfx1100 for: Navi 31 boards carry at most 24 GiB, and the emulator's VRAM
+# is a power of two (emulators.pcie.endpoint), so 16 GiB.
+MAX_VRAM_BYTES: Final = 16 << 30
 _PUMP_S: Final = 60.0  # one event pump: libusb's handle_events wait, in virtual seconds
 _PUMPS: Final = 8  # pumps before a completion the trace holds counts as never coming
 # usb1's TRANSFER_* status -> TransferStatus, by the rule its names follow (records.TransferStatus)
 _STATUS: Final = {getattr(_usb1, f"TRANSFER_{status.value}"): status for status in TransferStatus}
+_MISSING: Final = Reply(TransferStatus.ERROR, note="the emulator was never asked")
 
 
 def from_jsonable(hint: Any, value: Any, where: str, names: Mapping[str, Any] | None = None) -> Any:
@@ -102,9 +109,15 @@ def board_options(header: TraceHeader, *, path: str = "") -> Any:
     data = dict(header.options)
     data.pop("record", None)
     try:
-        return from_jsonable(MockUsbOptions, {"type": MockUsbOptions.__name__, **data}, "options", names)
+        chosen = from_jsonable(MockUsbOptions, {"type": MockUsbOptions.__name__, **data}, "options", names)
     except InvalidArgument as exc:
         raise TraceFormatError("line 1", f"header {exc}", path=path) from None
+    vram = chosen.vram_bytes
+    if vram is not None and not (MIN_VRAM_BYTES <= vram <= MAX_VRAM_BYTES and vram & (vram - 1) == 0):
+        raise TraceFormatError("line 1", f"header options.vram_bytes={vram:#x}, expected a power of two from "
+                                         f"{MIN_VRAM_BYTES:#x} to {MAX_VRAM_BYTES:#x} (the VRAM of a gfx1100 "
+                                         "board)", path=path, field="options.vram_bytes")  # fmt: skip
+    return chosen
 
 
 def options_from_json(target: Target, data: Mapping[str, Any], *, path: str = "") -> dict[str, Any]:
@@ -221,6 +234,17 @@ class _Walk:
         data = bytes(memoryview(transfer.getBuffer())[:actual]) if is_in else b""
         self.replies[seq] = Reply(status, actual, data)  # an async outcome is its status (no usb1 class raised)
 
+    def step(self, record: Record) -> None:
+        """Make ``record``'s call on the emulated handle."""
+        if isinstance(record, Transfer):
+            self.transfer(record)
+        elif isinstance(record, Submit):
+            self.submit(record)
+        elif isinstance(record, Complete):
+            self.complete(record)
+        else:
+            self.host(record)
+
     def host(self, record: HostCall) -> None:
         h, value = self.handle, record.value
         calls = {Op.CLAIM: lambda: h.claimInterface(value), Op.RELEASE: lambda: h.releaseInterface(value),
@@ -241,6 +265,31 @@ class _Walk:
         self.call(record.seq, False, lambda: (calls[record.op](), 0)[1])
 
 
+def _open_walk(header: TraceHeader, options: Any, path: str) -> _Walk:
+    """A fresh board built from ``options`` (default: the header's, :func:`board_options`), ready to walk."""
+    from tinyhil.mocks.targets import GFX_TARGET_VERSIONS
+
+    chosen = board_options(header, path=path) if options is None else options
+    arch = None
+    if header.target:
+        try:
+            arch = default_registry().resolve(header.target).arch
+        except (InvalidArgument, LookupError):
+            arch = None
+    try:
+        board = _bare_class()(gfx_target_version=GFX_TARGET_VERSIONS.get(arch or "", None), **chosen.board())
+    except OSError as exc:  # the host refused the board's memory (its VRAM is one anonymous mapping)
+        raise InvalidArgument(f"{path or 'the trace'}: cannot build the board its header describes "
+                              f"(vram_bytes={chosen.vram_bytes}): {exc.strerror or exc}") from None  # fmt: skip
+    device = board.context.getDeviceList()[0]
+    return _Walk(device.open(), board.context)
+
+
+def _close(walk: _Walk) -> None:
+    with contextlib.suppress(Exception):  # transfers the trace left in flight: nothing waits on them
+        walk.handle.close()
+
+
 def emulator_replies(trace: Trace, options: Any = None, *, path: str = "") -> list[Reply]:
     """The emulator's reply to each of ``trace``'s exchanges, in their order, on a fresh board built from
     ``options`` (a :class:`~tinyhil.mocks.targets.MockUsbOptions`; default: the header's, :func:`board_options`).
@@ -248,34 +297,43 @@ def emulator_replies(trace: Trace, options: Any = None, *, path: str = "") -> li
     Raises:
         TraceFormatError: the header's options cannot be read back.
     """
-    from tinyhil.mocks.targets import GFX_TARGET_VERSIONS
-
-    chosen = board_options(trace.header, path=path) if options is None else options
-    arch = None
-    if trace.header.target:
-        try:
-            arch = default_registry().resolve(trace.header.target).arch
-        except (InvalidArgument, LookupError):
-            arch = None
-    board = _bare_class()(gfx_target_version=GFX_TARGET_VERSIONS.get(arch or "", None), **chosen.board())
-    device = board.context.getDeviceList()[0]
-    handle = device.open()
-    walk = _Walk(handle, board.context)
+    walk = _open_walk(trace.header, options, path)
     for record in trace.records:
-        if isinstance(record, Transfer):
-            walk.transfer(record)
-        elif isinstance(record, Submit):
-            walk.submit(record)
-        elif isinstance(record, Complete):
-            walk.complete(record)
-        else:
-            walk.host(record)
-    with contextlib.suppress(Exception):  # transfers the trace left in flight: nothing waits on them
-        handle.close()
-    missing = Reply(TransferStatus.ERROR, note="the emulator was never asked")
-    return [walk.replies.get(exchange.seq, missing) for exchange in exchanges(trace)]
+        walk.step(record)
+    _close(walk)
+    return [walk.replies.get(exchange.seq, _MISSING) for exchange in exchanges(trace)]
 
 
-def drift(trace: Trace, options: Any = None, *, path: str = "") -> list[Divergence]:
+def drift_report(trace: Trace | TraceSource, options: Any = None, *, path: str = "") -> tuple[list[Divergence], int]:
+    """Every reply of the emulator that differs from the trace's (in ``seq`` order), and the number of exchanges.
+
+    The trace is walked once, streamed: each record is made on the board as it is read and each exchange compared
+    as soon as it is complete, so memory holds the transfers in flight and the divergences, not the trace.
+
+    Raises:
+        TraceFormatError: a malformed trace, or header options that cannot be read back.
+    """
+    walk = _open_walk(trace.header, options, path)
+    records = trace.records if isinstance(trace, Trace) else trace.records()
+
+    def walked() -> Iterator[Record]:
+        for record in records:
+            walk.step(record)
+            yield record
+
+    found: list[Divergence] = []
+    count = 0
+    try:
+        for exchange in iter_exchanges(walked(), host_ops=trace.header.host_ops, ordered=False):
+            count += 1
+            found += compare([exchange], [walk.replies.pop(exchange.seq, _MISSING)])
+    except TraceFormatError as exc:
+        raise exc.at(path) from None
+    finally:
+        _close(walk)
+    return sorted(found, key=lambda divergence: divergence.seq), count
+
+
+def drift(trace: Trace | TraceSource, options: Any = None, *, path: str = "") -> list[Divergence]:
     """Every reply of the emulator (built from ``trace``'s header, or ``options``) that differs from the trace's."""
-    return compare(exchanges(trace), emulator_replies(trace, options, path=path))
+    return drift_report(trace, options, path=path)[0]

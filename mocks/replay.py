@@ -34,14 +34,17 @@ from tinyhil.mocks.targets import (
     replay_unavailable_reason,
 )
 from tinyhil.registry import Target, default_registry
-from tinyhil.trace.convert import load_trace
+from tinyhil.trace.convert import open_trace
 from tinyhil.trace.errors import TraceFormatError
+from tinyhil.trace.exchanges import iter_exchanges
 from tinyhil.trace.recorder import RecordingContext, TraceRecorder
 from tinyhil.trace.records import Trace, TraceHeader
 from tinyhil.trace.replay import ReplayContext
+from tinyhil.trace.source import TraceSource
 
-__all__ = ["ENV_REPLAY", "REPLAY_TARGET", "ReplayOptions", "jsonable", "open_recorded_usb3", "open_replay",
-           "open_replay_target", "recording_header", "replay_device", "replay_unavailable_reason"]  # fmt: skip
+__all__ = ["ENV_REPLAY", "REPLAY_TARGET", "ReplayOptions", "check_replay_trace", "jsonable", "open_recorded_usb3",
+           "open_replay", "open_replay_target", "recording_header", "replay_device",
+           "replay_unavailable_reason"]  # fmt: skip
 
 _HARDWARE_TARGET: Final = "USB+AMD"  # a trace of a real board, booted with the real firmware files
 
@@ -118,14 +121,41 @@ def open_replay_target(resolved: Target, options: ReplayOptions) -> Device:
     if not path or Path(path).is_dir():
         raise InvalidArgument(f"{resolved.name}: trace={path!r}, expected a trace file (a directory is for "
                               "--hil-replay, which picks each test's file)")  # fmt: skip
-    trace = load_trace(path)
-    if "vendor_id" not in trace.header.device:
-        raise TraceFormatError("line 1", f"{path}: the header names no device (vendor_id, product_id: a capture "
-                                         "taken without tinyhil), expected the recorded bridge's identity")  # fmt: skip
-    return replay_device(resolved, trace, order=options.order, name=Path(path).name)
+    trace = open_trace(path)  # streamed into the replay's exchanges: the records are not kept
+    _check_identity(trace.header, str(path))
+    try:
+        return replay_device(resolved, trace, order=options.order, name=Path(path).name)
+    except TraceFormatError as exc:  # found pairing the records into exchanges
+        raise exc.at(str(path)) from None
 
 
-def replay_device(resolved: Target, trace: Trace, *, order: str = "strict", name: str = "the trace") -> Device:
+def _check_identity(header: TraceHeader, path: str) -> None:
+    if "vendor_id" not in header.device or "product_id" not in header.device:
+        raise TraceFormatError("header", "names no device (vendor_id, product_id: a capture taken without tinyhil), "
+                                         "expected the recorded bridge's identity", path=path,
+                               field="device.vendor_id")  # fmt: skip
+
+
+def check_replay_trace(path: str | Path) -> None:
+    """Check that ``path`` is a trace REPLAY+AMD can serve, reading it once, streamed (what ``--hil-replay`` does at
+    session start, so a bad trace is one usage error, not an error in every test).
+
+    Raises:
+        InvalidArgument: an unknown extension; TraceFormatError: a malformed trace (any record), a completion larger
+            than its request, or a header that names no device.
+    """
+    source = open_trace(path)
+    _check_identity(source.header, str(path))
+    try:
+        for _ in iter_exchanges(source.records(), host_ops=source.header.host_ops, ordered=False):
+            pass
+    except TraceFormatError as exc:
+        raise exc.at(str(path)) from None
+
+
+def replay_device(
+    resolved: Target, trace: Trace | TraceSource, *, order: str = "strict", name: str = "the trace"
+) -> Device:
     """The USB device runtime over the real transport, discovered on a :class:`ReplayContext` serving ``trace``
     (the copy protocol revision from the trace header's options). A gfx1100 boot sends its firmware over USB, so
     the replay sends what the recording did: the files of ``/lib/firmware/amdgpu/`` for a trace of ``USB+AMD``,

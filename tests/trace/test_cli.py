@@ -29,8 +29,8 @@ def test_convert_both_ways_and_show(recorded: Path, tmp_path: Path, capsys: pyte
     ("args", "message"),
     [
         (["convert", "{rec}", "out.txt"], "unknown extension, expected '*.hiltrace.jsonl' or '*.pcapng'"),
-        (["show", "missing.pcapng"], "missing.pcapng: No such file or directory"),
-        (["show", "{bad}"], "line 1: field 'format'=missing, expected 'tinyhil-trace'"),
+        (["show", "missing.pcapng"], "missing.pcapng: file: cannot read it: No such file or directory"),
+        (["show", "{bad}"], "line 1: field 'format': None, expected 'tinyhil-trace'"),
     ],
 )
 def test_mistakes_are_one_line_usage_errors(

@@ -50,15 +50,21 @@ def _edit(lines: list[str], number: int, **changes: object) -> list[str]:
 
 BAD = {
     "empty": (lambda lines: [], "line 1: the file is empty"),
-    "not-a-trace": (lambda lines: ['{"hello": 1}\n', *lines[1:]], "line 1: field 'format'=missing"),
+    "not-a-trace": (
+        lambda lines: ['{"hello": 1}\n', *lines[1:]],
+        "line 1: field 'format': None, expected 'tinyhil-trace'",
+    ),
     "wrong-version": (lambda lines: _edit(lines, 1, version=2), "line 1: version=2, expected 1"),
     "corrupt-json": (lambda lines: [*lines[:4], "{not json\n", *lines[5:]], "line 5: not a JSON object"),
     "cut-mid-line": (lambda lines: [*lines[:6], lines[6][:20]], "line 7: not a JSON object"),
     "cut-at-a-line": (lambda lines: lines[:9], "line 10: the trace ends without its 'end' line (truncated?)"),
     "reordered": (lambda lines: [lines[0], lines[2], lines[1], *lines[3:]], "line 3: field 'seq'=0, expected > 1"),
-    "bad-hex": (lambda lines: _edit(lines, 5, data="zz"), "line 5: field 'data'='zz', expected a string of hex"),
-    "unknown-op": (lambda lines: _edit(lines, 4, op="poke"), "line 4: field 'op'='poke', expected one of"),
-    "missing-field": (lambda lines: _edit(lines, 4, seq=None), "line 4: field 'seq'=None, expected an int >= 0"),
+    "bad-hex": (lambda lines: _edit(lines, 5, data="zz"), "line 5: field 'data': 'zz', expected a string of hex"),
+    "unknown-op": (lambda lines: _edit(lines, 4, op="poke"), "line 4: field 'op': 'poke', expected one of"),
+    "missing-field": (
+        lambda lines: _edit(lines, 4, seq=None),
+        "line 4: field 'seq': missing, expected an integer >= 0",
+    ),
     "bad-setup": (lambda lines: _edit(lines, 5, wValue=0x10000), "line 5, field 'wValue': wValue=65536"),
     "wrong-count": (lambda lines: [*lines[:-1], '{"op": "end", "count": 3}\n'], "field 'count'=3, expected"),
 }

@@ -9,7 +9,8 @@ import pytest
 
 from tinyhil.trace import Complete, Submit, TraceFormatError, load_trace
 from tinyhil.trace.jsonl import dump_jsonl, parse_jsonl
-from tinyhil.trace.pcapng import LINKTYPE_USB_LINUX, dump_pcapng, parse_pcapng
+from tinyhil.trace.pcapng import LINKTYPE_USB_LINUX, dump_pcapng
+from tinyhil.trace.pcapng_reader import parse_pcapng
 
 SHB_BYTES = 28 + 4  # block header, magic, version, section length, trailer; the comment option comes on top
 
@@ -80,15 +81,17 @@ def _set_u32(blob: bytes, offset: int, value: int) -> bytes:
 def test_bad_pcapng_files_name_the_byte_offset(pcapng: bytes) -> None:
     blocks = _blocks(pcapng)
     idb, epb = blocks[1][0], blocks[4][0]
-    with_data = next(o for o, kind, _ in blocks[2:] if struct.unpack_from("<I", pcapng, o + 20)[0] > 64)
+    record, with_data = next(
+        (n, o) for n, (o, _, _) in enumerate(blocks[2:]) if struct.unpack_from("<I", pcapng, o + 20)[0] > 64
+    )
     cases = {
         "bad block length": (_set_u32(pcapng, epb + 4, 0x43), f"offset {epb:#x}: bad block length 67"),
         "mismatched length": (_set_u32(pcapng, epb + 4, blocks[4][2] + 4), f"offset {epb:#x}: bad block length:"),
         "wrong link type": (pcapng[: idb + 8] + b"\x01\x00" + pcapng[idb + 10 :], f"offset {idb:#x}: link type 1,"),
-        "packet cut short": (_set_u32(pcapng, epb + 20, 40), f"offset {epb:#x}: packet cut short: 40 bytes"),
+        "packet cut short": (_set_u32(pcapng, epb + 20, 40), f"offset {epb:#x} (record 2): packet cut short: 40 bytes"),
         "data cut short": (
             _set_u32(pcapng, with_data + 20, 64),
-            f"offset {with_data:#x}: packet cut short: usbmon len_cap",
+            f"offset {with_data:#x} (record {record}): packet cut short: usbmon len_cap",
         ),
         "truncated file": (pcapng[: epb + 10], f"offset {epb:#x}: truncated file"),
         "not pcapng": (b"\x00" * 64, "offset 0x0: block type 0x0, expected a Section Header Block"),

@@ -16,15 +16,18 @@ from tinyhil.mocks.replay import ENV_REPLAY, open_replay
 from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP, REQUEST_TYPE_OUT, Request
 from tinyhil.trace import (
+    Complete,
     ReplayContext,
     ReplayExhausted,
     ReplayHandle,
     ReplayMismatch,
+    Submit,
     Trace,
     TraceHeader,
     TraceNotConsumed,
     TraceRecorder,
     Transfer,
+    TransferStatus,
     load_trace,
     save_trace,
 )
@@ -206,3 +209,37 @@ def test_a_directory_is_no_trace_file_for_the_target(recorded: Path, monkeypatch
     monkeypatch.setenv(ENV_REPLAY, str(recorded.parent))
     with pytest.raises(tinyhil.errors.InvalidArgument, match="expected a trace file"):
         tinyhil.open_target("REPLAY+AMD")
+
+
+def _async_in_trace(length: int) -> Trace:
+    header = TraceHeader(device={"vendor_id": 0xADD1, "product_id": 1}, host_ops=False)
+    submit = Submit(0, 0, tag=0, ep=BULK_IN_EP, length=length, data=b"", timeout=1000)
+    complete = Complete(1, 10, tag=0, status=TransferStatus.COMPLETED, actual=length, data=bytes(range(length)))
+    return Trace(header, (submit, complete))
+
+
+def test_a_recorded_answer_longer_than_the_request_is_a_mismatch() -> None:
+    """The script never hands back more than asked for, whatever reached it (here an exchange put in by hand)."""
+    from collections import deque
+
+    from tinyhil.trace.exchanges import Exchange, WireRequest
+
+    context = ReplayContext(_async_in_trace(16))
+    request = WireRequest("bulk", BULK_IN_EP, None, 16)
+    context._script.queues[0] = deque([Exchange(0, request, actual=4096, data=bytes(4096))])
+    handle = context.open_handle()
+    with pytest.raises(ReplayMismatch, match=r"call 1 asks for 16 bytes, but record seq 0 answers with 4096"):
+        handle.bulkRead(BULK_IN_EP, 16)
+
+
+def test_an_async_completion_that_no_longer_fits_its_buffer_overflows_instead_of_raising() -> None:
+    context = ReplayContext(_async_in_trace(16), check_consumed=False)
+    handle = context.open_handle()
+    buffer = bytearray(16)
+    done: list[int] = []
+    transfer = handle.getTransfer()
+    transfer.setBulk(BULK_IN_EP, buffer, lambda t: done.append(t.getStatus()))
+    transfer.submit()
+    del buffer[8:]  # the driver shrank its buffer while the transfer was in flight
+    context.handleEventsTimeout(0)
+    assert done == [usb1.TRANSFER_OVERFLOW] and transfer.getActualLength() == 8 and bytes(buffer) == bytes(range(8))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tinyhil.trace import Complete, Submit, Transfer, load_trace, save_trace
-from tinyhil.trace.pcapng import parse_pcapng
+from tinyhil.trace.pcapng_reader import parse_pcapng
 
 FIELDS = ("usb.urb_type", "usb.transfer_type", "usb.endpoint_address", "usb.setup.bRequest", "usb.setup.wValue",
           "usb.setup.wIndex", "usb.setup.wLength", "usb.data_len", "usb.capdata", "usb.data_fragment",

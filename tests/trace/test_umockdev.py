@@ -203,6 +203,28 @@ def test_the_description_gives_sysfs_and_the_node_in_uppercase_hex() -> None:
         umockdev_description(TraceHeader())
 
 
+INJECTED = "evil\nN: bus/usb/009/009=00\nL: x\x1b[2J"
+
+
+def test_header_strings_cannot_add_lines_to_the_device_file(tmp_path: Path) -> None:
+    """A product string with newlines (issue 26) is one hex attribute; umockdev reads back exactly its bytes."""
+    header = dataclasses.replace(HEADER, device={**HEADER.device, "product": INJECTED})
+    text, sysfs = umockdev_description(header)
+    lines = text.splitlines()
+    assert [line[:2] for line in lines].count("N:") == 1 and not any(line.startswith("L:") for line in lines)
+    assert f"H: product={INJECTED.encode().hex().upper()}" in lines and "A: serial=S1" in lines
+    description = tmp_path / "dev.umockdev"
+    description.write_text(text)
+    done = subprocess.run([_umockdev_run(), "-d", str(description), "--", "cat", f"{sysfs}/product"],
+                          capture_output=True, timeout=60, check=True)  # fmt: skip
+    assert done.stdout == INJECTED.encode()
+
+
+def test_a_string_no_descriptor_can_hold_is_refused_with_a_typed_error() -> None:
+    with pytest.raises(TraceFormatError, match=r"field 'device.product': a string of 200 characters, expected at most"):
+        dataclasses.replace(HEADER, device={**HEADER.device, "product": "p" * 200})
+
+
 def _control_in(seq: int, value: int, reply: bytes) -> Transfer:
     return Transfer(seq, 0, 0, Op.CONTROL, 0, len(reply), reply, 1000, 0xC0, 0xE4, value, 0, ret=len(reply))
 

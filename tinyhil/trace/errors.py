@@ -2,27 +2,61 @@
 
 from __future__ import annotations
 
+import functools
+import re
+from typing import Any, Final
+
 from tinyhil.errors import TinyHilError
+from tinyhil.loading import FileFormatError
 
 __all__ = ["ReplayExhausted", "ReplayMismatch", "TraceError", "TraceFormatError", "TraceNotConsumed"]
+
+_LINE: Final = re.compile(r"line (\d+)")
 
 
 class TraceError(TinyHilError):
     """Base class of every trace error."""
 
 
-class TraceFormatError(TraceError, ValueError):
-    """A trace file is malformed; the message names the line (JSONL) or byte offset (pcapng) and the field.
+class TraceFormatError(TraceError, FileFormatError):
+    """A trace file tinyhil cannot use: ``path: where: problem``, where ``where`` is ``line N`` (JSONL, the record on
+    that line), ``offset 0x... (record N)`` (pcapng) or ``record seq N``, and ``problem`` names the field, the value
+    and what was expected.
+
+    It is the :class:`~tinyhil.loading.FileFormatError` of traces (one base for "a file tinyhil cannot use").
 
     Attributes:
-        where: ``"line N"`` or ``"offset 0x..."``, the place in the file.
+        where: the place in the file. problem: what was wrong there. line: the JSONL line, 0 elsewhere.
+        field: the field named, ``file`` when none.
     """
 
-    def __init__(self, where: str, problem: str, *, path: str = "") -> None:
+    def __init__(self, where: str, problem: str, *, path: str = "", field: str = "file") -> None:
+        line = _LINE.match(where)
+        FileFormatError.__init__(self, path, int(line.group(1)) if line else 0, field, problem)
         prefix = f"{path}: " if path else ""
-        super().__init__(f"{prefix}{where}: {problem}")
+        self.args = (f"{prefix}{where}: {problem}",)
         self.where = where
         self.problem = problem
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled across processes (xdist, farm workers) with its fields
+        return functools.partial(TraceFormatError, path=self.path, field=self.field), (self.where, self.problem)
+
+    def at(self, path: str) -> TraceFormatError:
+        """This error naming the file ``path`` (readers raise it without the path, their callers add it); itself when
+        it names a file already."""
+        if self.path:
+            return self
+        return TraceFormatError(self.where, self.problem, path=path, field=self.field)
+
+    def within(self, where: str) -> TraceFormatError:
+        """This error placed at ``where`` (a record's line or offset) when it names no line or offset itself."""
+        if self.where.startswith(("line ", "offset ")):
+            return self
+        inner = "" if self.where in ("", "header") else f", {self.where}"
+        return TraceFormatError(f"{where}{inner}", self.problem, field=self.field)
 
 
 class ReplayMismatch(TraceError, AssertionError):

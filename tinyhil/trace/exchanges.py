@@ -9,6 +9,7 @@ recording give the same exchanges.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -24,15 +25,17 @@ from tinyhil.trace.records import (
     HostCall,
     Op,
     Payload,
+    Record,
     Submit,
     Trace,
     Transfer,
     TransferStatus,
 )
+from tinyhil.trace.source import TraceSource
 from tinyhil.usb import _usb1
 
 __all__ = ["HOST_QUEUE", "Exchange", "ReplayOrder", "ReplayScript", "WireRequest", "err_class", "exchanges",
-           "host_request"]  # fmt: skip
+           "host_request", "iter_exchanges"]  # fmt: skip
 
 _CLEAR_FEATURE: Final = (0x02, 0x01)  # standard OUT to an endpoint: CLEAR_FEATURE(ENDPOINT_HALT = 0)
 _SET_CONFIGURATION: Final = (0x00, 0x09)  # standard OUT to the device
@@ -144,44 +147,81 @@ def exchanges(trace: Trace) -> list[Exchange]:
     """The trace's exchanges in issue order (see the module docstring).
 
     Raises:
-        TraceFormatError: a recorded ``err`` that is not a usb1 error class.
+        TraceFormatError: a recorded ``err`` that is not a usb1 error class; a completion that moved more than its
+            submit asked for.
     """
-    out: list[Exchange | None] = []
-    pending: dict[int, tuple[int, Submit]] = {}
-    for record in trace.records:
+    return list(iter_exchanges(trace.records, host_ops=trace.header.host_ops))
+
+
+def _status(err: str | None, seq: int) -> TransferStatus:
+    if err is None:
+        return TransferStatus.COMPLETED
+    err_class(err, seq)
+    return ERR2STATUS.get(err, TransferStatus.ERROR)
+
+
+def iter_exchanges(records: Iterable[Record], *, host_ops: bool, ordered: bool = True) -> Iterator[Exchange]:
+    """The exchanges of ``records`` (streamed), each as soon as it is complete: in issue order (``ordered``: an
+    exchange waits behind an asynchronous one still in flight), or else in completion order, holding only the
+    submits in flight. A submit the records never complete comes at the end, ``completed=False``.
+
+    Raises:
+        TraceFormatError: as :func:`exchanges`.
+    """
+    slots: deque[list[Exchange | None]] = deque()  # issue order: [exchange], None while its submit is in flight
+    pending: dict[int, tuple[list[Exchange | None], Submit]] = {}
+
+    def put(exchange: Exchange, slot: list[Exchange | None] | None = None) -> Iterator[Exchange]:
+        if not ordered:
+            yield exchange
+            return
+        if slot is None:
+            slots.append([exchange])
+        else:
+            slot[0] = exchange
+        while slots and slots[0][0] is not None:
+            done = slots.popleft()[0]
+            assert done is not None
+            yield done
+
+    for record in records:
         if isinstance(record, Transfer):
-            if record.err is not None:
-                err_class(record.err, record.seq)
-            status = (
-                TransferStatus.COMPLETED if record.err is None else ERR2STATUS.get(record.err, TransferStatus.ERROR)
-            )
             moved = len(record.data) if record.is_in else (record.ret if record.ret is not None else record.transferred)
-            out.append(Exchange(record.seq, _request(record), status, moved or 0,
-                                record.data if record.is_in else b"", record.err))  # fmt: skip
+            yield from put(Exchange(record.seq, _request(record), _status(record.err, record.seq), moved or 0,
+                                    record.data if record.is_in else b"", record.err))  # fmt: skip
         elif isinstance(record, Submit):
             if record.err is not None:
-                err_class(record.err, record.seq)
-                out.append(Exchange(record.seq, _request(record), submit_err=record.err))
+                _status(record.err, record.seq)
+                yield from put(Exchange(record.seq, _request(record), submit_err=record.err))
             else:
-                pending[record.tag] = (len(out), record)
-                out.append(Exchange(record.seq, _request(record), completed=False))
+                slot: list[Exchange | None] = [None]
+                if ordered:
+                    slots.append(slot)
+                pending[record.tag] = (slot, record)
         elif isinstance(record, Complete):
             if record.tag not in pending:
                 continue  # a capture that began with this URB in flight
-            index, submit = pending.pop(record.tag)
+            slot, submit = pending.pop(record.tag)
+            moved = max(record.actual, len(record.data))
+            if moved > submit.length:
+                raise TraceFormatError(f"record seq {record.seq}", f"field 'actual'={moved}, expected at most "
+                                       f"{submit.length}, the length submitted at record seq {submit.seq}",
+                                       field="actual")  # fmt: skip
             err = None if record.status is TransferStatus.COMPLETED else _STATUS2ERR.get(record.status, "USBErrorIO")
-            out[index] = Exchange(submit.seq, _request(submit), record.status, record.actual, record.data, err)
+            yield from put(Exchange(submit.seq, _request(submit), record.status, record.actual, record.data, err), slot)
         elif isinstance(record, HostCall) and record.op is not Op.CANCEL:
-            if record.op in _UNWIRED and not trace.header.host_ops:
+            if record.op in _UNWIRED and not host_ops:
                 continue
-            if record.err is not None:
-                err_class(record.err, record.seq)
-            status = (
-                TransferStatus.COMPLETED if record.err is None else ERR2STATUS.get(record.err, TransferStatus.ERROR)
-            )
-            out.append(Exchange(record.seq, host_request(record.op, record.value), status, err=record.err,
-                                ret=record.ret))  # fmt: skip
-    return [exchange for exchange in out if exchange is not None]
+            yield from put(Exchange(record.seq, host_request(record.op, record.value), _status(record.err, record.seq),
+                                    err=record.err, ret=record.ret))  # fmt: skip
+    for slot, submit in sorted(pending.values(), key=lambda item: item[1].seq):
+        never = Exchange(submit.seq, _request(submit), completed=False)
+        slot[0] = never
+        if not ordered:
+            yield never
+    for slot in slots:
+        assert slot[0] is not None
+        yield slot[0]
 
 
 def _first_difference(expected: Payload, actual: Payload) -> str:
@@ -199,13 +239,14 @@ def _first_difference(expected: Payload, actual: Payload) -> str:
 class ReplayScript:
     """The exchanges left, consumed by each call (shared by a handle and its transfers)."""
 
-    def __init__(self, trace: Trace, order: ReplayOrder, name: str) -> None:
+    def __init__(self, trace: Trace | TraceSource, order: ReplayOrder, name: str) -> None:
         self.name = name
         self.order = order
         self.host_ops = trace.header.host_ops
         self.total = 0
         self.queues: dict[int, deque[Exchange]] = {}
-        all_exchanges = exchanges(trace)
+        records = trace.records if isinstance(trace, Trace) else trace.records()  # a source: streamed
+        all_exchanges = list(iter_exchanges(records, host_ops=trace.header.host_ops))
         self.total = len(all_exchanges)
         if order is ReplayOrder.STRICT:
             self.queues[0] = deque(all_exchanges)
@@ -244,6 +285,15 @@ class ReplayScript:
                     f"replay of {self.name}: call {self.consumed + 1} differs from the recording (record seq "
                     f"{expected.seq}){detail}\n  expected: {expected.request.describe()}\n"
                     f"  actual:   {actual.describe()}",
+                    seq=expected.seq,
+                )
+            )
+        if max(expected.actual, len(expected.data)) > actual.length:  # never more than asked for
+            raise self._fail(
+                ReplayMismatch(
+                    f"replay of {self.name}: call {self.consumed + 1} asks for {actual.length} bytes, but record seq "
+                    f"{expected.seq} answers with {max(expected.actual, len(expected.data))}\n"
+                    f"  expected: {expected.request.describe()}\n  actual:   {actual.describe()}",
                     seq=expected.seq,
                 )
             )

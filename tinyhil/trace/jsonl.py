@@ -4,21 +4,32 @@ Line 1 is the :class:`~tinyhil.trace.records.TraceHeader` (``{"format": "tinyhil
 following line is one record with the field names of :mod:`tinyhil.trace.records` (``data`` in hex, absent fields
 omitted); the last line is ``{"op": "end", "count": N}``, so a file cut at a line boundary is caught as truncated.
 
-Raises (:func:`load_jsonl`, :func:`parse_jsonl`): :class:`~tinyhil.trace.errors.TraceFormatError` naming the line
-number and the field: not JSON, a wrong format name or version, a missing or mistyped field, records out of ``seq``
-order, a completion of a tag never submitted, a missing ``end`` line or a count that disagrees.
+Reading streams (:class:`JsonlSource`): the file is read in binary, one line at a time, each line at most
+``LIMITS["trace-line"]`` bytes and parsed by :func:`tinyhil.loading.parse_json` (UTF-8, depth and integer caps), each
+field typed once by :class:`tinyhil.loading.Fields`; memory is bounded by the longest line, not the file.
+
+Raises (:func:`load_jsonl`, :func:`parse_jsonl`, :meth:`JsonlSource.records`):
+:class:`~tinyhil.trace.errors.TraceFormatError` naming the line number and the field: not UTF-8 or not JSON, too
+deep, a line over the cap, a wrong format name or version, a missing or mistyped field or one out of its bounds
+(:mod:`tinyhil.trace.limits`), records out of ``seq`` order, a completion of a tag never submitted, a missing ``end``
+line or a count that disagrees.
 """
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any, Final
 
+from tinyhil.loading import LIMITS, Fields, FileFormatError, parse_json
 from tinyhil.trace.errors import TraceFormatError
+from tinyhil.trace.limits import TRANSFER_MAX_BYTES, U32, hex_field, trace_fields
 from tinyhil.trace.records import (
     FORMAT_NAME,
+    USBMON_SETUP_BYTES,
     Complete,
     HostCall,
     Op,
@@ -30,13 +41,16 @@ from tinyhil.trace.records import (
     TransferStatus,
     UsbmonFields,
 )
+from tinyhil.trace.source import TraceSource
 
-__all__ = ["JSONL_SUFFIX", "dump_jsonl", "header_to_json", "load_jsonl", "parse_jsonl", "record_to_json", "save_jsonl"]
+__all__ = ["JSONL_SUFFIX", "JsonlSource", "dump_jsonl", "header_to_json", "jsonl_lines", "load_jsonl", "parse_jsonl",
+           "read_jsonl", "record_to_json", "save_jsonl", "write_jsonl"]  # fmt: skip
 
 JSONL_SUFFIX: Final = ".hiltrace.jsonl"
 END_OP: Final = "end"
 _SETUP: Final = ("bmRequestType", "bRequest", "wValue", "wIndex")
 _OPTIONAL_INTS: Final = (*_SETUP, "ret", "transferred", "value")
+_NAME_MAX: Final = 4096  # an err class name, a target string
 
 
 def _usbmon_to_json(fields: UsbmonFields) -> dict[str, Any]:
@@ -82,179 +96,203 @@ def header_to_json(header: TraceHeader) -> dict[str, Any]:
     return out
 
 
+def jsonl_lines(header: TraceHeader, records: Iterable[Record]) -> Iterator[str]:
+    """The lines of a trace (each ending in a newline), one record at a time: ``records`` may be streamed."""
+    yield json.dumps(header_to_json(header), separators=(",", ":")) + "\n"
+    count = 0
+    for record in records:
+        yield json.dumps(record_to_json(record), separators=(",", ":")) + "\n"
+        count += 1
+    yield json.dumps({"op": END_OP, "count": count}) + "\n"
+
+
 def dump_jsonl(trace: Trace) -> Iterator[str]:
     """The lines of ``trace`` (each ending in a newline)."""
-    yield json.dumps(header_to_json(trace.header), separators=(",", ":")) + "\n"
-    for record in trace.records:
-        yield json.dumps(record_to_json(record), separators=(",", ":")) + "\n"
-    yield json.dumps({"op": END_OP, "count": len(trace.records)}) + "\n"
+    return jsonl_lines(trace.header, trace.records)
+
+
+def write_jsonl(header: TraceHeader, records: Iterable[Record], out: IO[bytes]) -> None:
+    """Write a trace of ``header`` and ``records`` (streamed) to the binary stream ``out``."""
+    for line in jsonl_lines(header, records):
+        out.write(line.encode("utf-8"))
 
 
 def save_jsonl(trace: Trace, path: str | Path) -> None:
     """Write ``trace`` to ``path`` (``*.hiltrace.jsonl``)."""
-    with open(path, "w", encoding="utf-8") as out:
-        out.writelines(dump_jsonl(trace))
+    with open(path, "wb") as out:
+        write_jsonl(trace.header, trace.records, out)
 
 
-class _Fields:
-    """Typed access to one line's JSON object; every failure names the line and the field."""
-
-    def __init__(self, obj: dict[str, Any], where: str) -> None:
-        self.obj, self.where = obj, where
-
-    def fail(self, name: str, expected: str) -> TraceFormatError:
-        shown = repr(self.obj[name]) if name in self.obj else "missing"
-        return TraceFormatError(self.where, f"field {name!r}={shown}, expected {expected}")
-
-    def uint(self, name: str) -> int:
-        value = self.obj.get(name)
-        if type(value) is not int or value < 0:
-            raise self.fail(name, "an int >= 0")
-        return value
-
-    def sint(self, name: str) -> int:
-        value = self.obj.get(name)
-        if type(value) is not int:
-            raise self.fail(name, "an int")
-        return value
-
-    def opt_int(self, name: str) -> int | None:
-        return None if self.obj.get(name) is None else self.uint(name)
-
-    def opt_str(self, name: str) -> str | None:
-        value = self.obj.get(name)
-        if value is not None and not isinstance(value, str):
-            raise self.fail(name, "a string")
-        return value
-
-    def hex(self, name: str) -> bytes:
-        value = self.obj.get(name, "")
-        try:
-            return bytes.fromhex(value)
-        except (TypeError, ValueError):
-            raise self.fail(name, "a string of hex digits (two per byte)") from None
-
-    def dict(self, name: str) -> dict[str, Any]:
-        value = self.obj.get(name, {})
-        if not isinstance(value, dict):
-            raise self.fail(name, "a JSON object")
-        return value
+_DATA_MAX: Final = TRANSFER_MAX_BYTES  # a record's data field, before the record bounds it by its own length
 
 
-def _usbmon_from_json(fields: _Fields) -> UsbmonFields | None:
-    if "usbmon" not in fields.obj:
+def _bounded(fields: Fields, name: str, low: int, high: int) -> int:
+    value = fields.integer(name, minimum=low, maximum=high)
+    assert value is not None  # required: a missing one raised
+    return value
+
+
+def _setup(fields: Fields) -> bytes:
+    setup = hex_field(fields, "setup", USBMON_SETUP_BYTES)
+    if len(setup) != USBMON_SETUP_BYTES:
+        raise fields.error("setup", f"{len(setup)} bytes, expected {USBMON_SETUP_BYTES}")
+    return setup
+
+
+def _usbmon_from_json(fields: Fields) -> UsbmonFields | None:
+    sub = fields.table_of("usbmon", required=False)
+    if sub is None:
         return None
-    from tinyhil.trace.pcapng import USBMON_FIELDS  # the field list lives with the struct it describes
+    from tinyhil.trace.pcapng import USBMON_FIELDS, USBMON_RANGES  # the fields live with the struct they describe
 
-    sub = _Fields(fields.dict("usbmon"), f"{fields.where}, usbmon")
-    raw = tuple((name, sub.hex(name) if name == "setup" else sub.sint(name)) for name in USBMON_FIELDS)
-    return UsbmonFields(raw, sub.opt_int("orig_len"), sub.hex("options"))
+    raw: tuple[tuple[str, int | bytes], ...] = tuple(
+        (name, _setup(sub) if name == "setup" else _bounded(sub, name, *USBMON_RANGES[name])) for name in USBMON_FIELDS
+    )
+    orig_len = sub.integer("orig_len", required=False, minimum=0, maximum=U32)
+    return UsbmonFields(raw, orig_len, hex_field(sub, "options", LIMITS["trace-block"].max_bytes))
 
 
-def _record(fields: _Fields) -> Record:
-    op_text = fields.obj.get("op")
-    try:
-        op = Op(str(op_text))
-    except ValueError:
-        raise fields.fail("op", f"one of {[o.value for o in Op]}") from None
-    seq, t_ns = fields.uint("seq"), fields.uint("t_ns")
+def _uint(fields: Fields, name: str) -> int:
+    """A required integer >= 0 (its upper bound is the record's to check: :mod:`tinyhil.trace.limits`)."""
+    value = fields.integer(name, minimum=0)
+    assert value is not None  # required: a missing one raised
+    return value
+
+
+def _record(fields: Fields) -> Record:
+    op = fields.choice("op", Op)
+    assert op is not None
+    seq, t_ns = _uint(fields, "seq"), _uint(fields, "t_ns")
     if op is Op.COMPLETE:
-        status = str(fields.obj.get("status"))
-        if status not in TransferStatus.__members__:
-            raise fields.fail("status", f"one of {list(TransferStatus.__members__)}")
-        return Complete(seq=seq, t_ns=t_ns, tag=fields.uint("tag"), status=TransferStatus(status),
-                        actual=fields.uint("actual"), data=fields.hex("data"),
-                        usbmon=_usbmon_from_json(fields))  # fmt: skip
-    ints = {name: fields.opt_int(name) for name in _OPTIONAL_INTS}
-    err = fields.opt_str("err")
+        status = fields.choice("status", TransferStatus)
+        assert status is not None
+        return Complete(seq=seq, t_ns=t_ns, tag=_uint(fields, "tag"), status=status, actual=_uint(fields, "actual"),
+                        data=hex_field(fields, "data", _DATA_MAX), usbmon=_usbmon_from_json(fields))  # fmt: skip
+    ints = {name: fields.integer(name, required=False, minimum=0) for name in _OPTIONAL_INTS}
+    err = fields.string("err", required=False, max_len=_NAME_MAX)
+    if op in (Op.SUBMIT, Op.CONTROL, Op.BULK):
+        ep, length, timeout = _uint(fields, "ep"), _uint(fields, "length"), _uint(fields, "timeout")
+        data = hex_field(fields, "data", _DATA_MAX)
     if op is Op.SUBMIT:
-        return Submit(seq=seq, t_ns=t_ns, tag=fields.uint("tag"), ep=fields.uint("ep"), length=fields.uint("length"),
-                      data=fields.hex("data"), timeout=fields.uint("timeout"), bmRequestType=ints["bmRequestType"],
-                      bRequest=ints["bRequest"], wValue=ints["wValue"], wIndex=ints["wIndex"], err=err,
-                      usbmon=_usbmon_from_json(fields))  # fmt: skip
+        return Submit(seq=seq, t_ns=t_ns, tag=_uint(fields, "tag"), ep=ep, length=length, data=data, timeout=timeout,
+                      bmRequestType=ints["bmRequestType"], bRequest=ints["bRequest"], wValue=ints["wValue"],
+                      wIndex=ints["wIndex"], err=err, usbmon=_usbmon_from_json(fields))  # fmt: skip
+    dur_ns = _uint(fields, "dur_ns")
     if op in (Op.CONTROL, Op.BULK):
-        return Transfer(seq=seq, t_ns=t_ns, dur_ns=fields.uint("dur_ns"), op=op, ep=fields.uint("ep"),
-                        length=fields.uint("length"), data=fields.hex("data"), timeout=fields.uint("timeout"),
+        return Transfer(seq=seq, t_ns=t_ns, dur_ns=dur_ns, op=op, ep=ep, length=length, data=data, timeout=timeout,
                         bmRequestType=ints["bmRequestType"], bRequest=ints["bRequest"], wValue=ints["wValue"],
                         wIndex=ints["wIndex"], ret=ints["ret"], err=err, transferred=ints["transferred"],
                         usbmon=_usbmon_from_json(fields))  # fmt: skip
-    return HostCall(seq, t_ns, fields.uint("dur_ns"), op, value=ints["value"], ret=ints["ret"], err=err)
+    return HostCall(seq, t_ns, dur_ns, op, value=ints["value"], ret=ints["ret"], err=err)
 
 
-def _objects(lines: Iterable[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, line in enumerate(lines, 1):
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            cut = "" if line.endswith("\n") else " (the file ends mid-line: truncated?)"
-            raise TraceFormatError(
-                f"line {number}", f"not a JSON object: {exc.msg} at column {exc.colno}{cut}"
-            ) from None
-        if not isinstance(obj, dict):
-            raise TraceFormatError(f"line {number}", f"{type(obj).__name__}, expected a JSON object")
-        yield number, obj
+def _lines(stream: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+    """``(number, line)`` of each line, each read with at most ``LIMITS["trace-line"]`` bytes in memory."""
+    cap = LIMITS["trace-line"]
+    for number in itertools.count(1):
+        line = stream.readline(cap.max_bytes + 1)
+        if not line:
+            return
+        if len(line) > cap.max_bytes:
+            raise TraceFormatError(f"line {number}", f"longer than {cap.max_bytes} bytes, the limit for a {cap.what}")
+        yield number, line
+
+
+def _object(number: int, line: bytes) -> dict[str, Any]:
+    try:
+        obj = parse_json(line, "", line=number)
+    except FileFormatError as exc:
+        cut = "" if line.endswith(b"\n") else " (the file ends mid-line: truncated?)"
+        inner = "" if exc.field == "file" else f"field {exc.field!r}: "
+        raise TraceFormatError(f"line {number}", f"not a JSON object: {inner}{exc.why}{cut}") from None
+    if not isinstance(obj, dict):
+        raise TraceFormatError(f"line {number}", f"{type(obj).__name__}, expected a JSON object")
+    return obj
 
 
 def _header(obj: dict[str, Any]) -> TraceHeader:
-    fields = _Fields(obj, "line 1")
-    if obj.get("format") != FORMAT_NAME:
-        raise fields.fail("format", f"{FORMAT_NAME!r} (is this a tinyhil trace?)")
-    pcapng = obj.get("pcapng")
-    if pcapng is not None and not isinstance(pcapng, dict):
-        raise fields.fail("pcapng", "a JSON object")
-    host_ops = obj.get("host_ops", True)
-    if not isinstance(host_ops, bool):
-        raise fields.fail("host_ops", "true or false")
-    try:
-        return TraceHeader(target=fields.opt_str("target") or "", options=fields.dict("options"),
-                           device=fields.dict("device"), descriptors=fields.dict("descriptors"),
-                           versions=fields.dict("versions"), clock=fields.opt_str("clock") or "virtual",
-                           host_ops=host_ops, pcapng=pcapng, version=obj.get("version"))  # type: ignore[arg-type]  # fmt: skip
-    except TraceFormatError as exc:
-        raise TraceFormatError("line 1", exc.problem) from None
-
-
-def parse_jsonl(lines: Iterable[str]) -> Trace:
-    """A trace from its lines (see the module docstring for what is checked)."""
-    objects = _objects(lines)
-    first = next(objects, None)
-    if first is None:
-        raise TraceFormatError("line 1", "the file is empty, expected a header line")
-    header = _header(first[1])
-    records: list[Record] = []
-    in_flight: set[int] = set()
-    for number, obj in objects:
-        where = f"line {number}"
-        if obj.get("op") == END_OP:
-            count = obj.get("count")
-            if count != len(records):
-                raise TraceFormatError(where, f"field 'count'={count!r}, expected {len(records)} (records read)")
-            if next(objects, None) is not None:
-                raise TraceFormatError(f"line {number + 1}", "a line after the 'end' line, expected none")
-            return Trace(header, tuple(records))
+    fields = Fields(obj, "", line=1)
+    with trace_fields("line 1"):
+        if obj.get("format") != FORMAT_NAME:
+            raise fields.error("format", f"{obj.get('format')!r:.40}, expected {FORMAT_NAME!r} (is this a tinyhil "
+                                         "trace?)")  # fmt: skip
         try:
-            record = _record(_Fields(obj, where))
+            return TraceHeader(target=fields.string("target", required=False, max_len=_NAME_MAX, empty=True) or "",
+                               options=fields.of_type("options", dict, required=False) or {},
+                               device=fields.of_type("device", dict, required=False) or {},
+                               descriptors=fields.of_type("descriptors", dict, required=False) or {},
+                               versions=fields.of_type("versions", dict, required=False) or {},
+                               clock=fields.string("clock", required=False, max_len=_NAME_MAX) or "virtual",
+                               host_ops=fields.boolean("host_ops", required=False, default=True),
+                               pcapng=fields.of_type("pcapng", dict, required=False),
+                               version=obj.get("version"))  # type: ignore[arg-type]  # fmt: skip
         except TraceFormatError as exc:
-            if exc.where.startswith("line"):
-                raise
-            raise TraceFormatError(f"{where}, {exc.where}", exc.problem) from None
-        if records and record.seq <= records[-1].seq:
-            raise TraceFormatError(where, f"field 'seq'={record.seq}, expected > {records[-1].seq} (records out of "
-                                          "order)")  # fmt: skip
+            raise TraceFormatError("line 1", exc.problem, field=exc.field) from None
+
+
+def _records(lines: Iterator[tuple[int, bytes]]) -> Iterator[Record]:
+    """The records after the header line, checked in order, up to the ``end`` line."""
+    count, last_seq = 0, -1
+    in_flight: set[int] = set()
+    for number, line in lines:
+        where = f"line {number}"
+        obj = _object(number, line)
+        if obj.get("op") == END_OP:
+            if obj.get("count") != count:
+                raise TraceFormatError(where, f"field 'count'={obj.get('count')!r:.30}, expected {count} (records "
+                                              "read)", field="count")  # fmt: skip
+            if next(lines, None) is not None:
+                raise TraceFormatError(f"line {number + 1}", "a line after the 'end' line, expected none")
+            return
+        try:
+            with trace_fields(where):
+                record = _record(Fields(obj, "", line=number))
+        except TraceFormatError as exc:
+            raise exc.within(where) from None
+        if record.seq <= last_seq:
+            raise TraceFormatError(
+                where, f"field 'seq'={record.seq}, expected > {last_seq} (records out of order)", field="seq"
+            )
         if isinstance(record, Submit) and record.err is None:
             in_flight.add(record.tag)
         elif isinstance(record, Complete) and record.usbmon is None:  # a capture may begin with URBs in flight
             if record.tag not in in_flight:
-                raise TraceFormatError(where, f"field 'tag'={record.tag}, expected the tag of a submit in flight")
+                raise TraceFormatError(
+                    where, f"field 'tag'={record.tag}, expected the tag of a submit in flight", field="tag"
+                )
             in_flight.discard(record.tag)
-        records.append(record)
-    raise TraceFormatError(f"line {len(records) + 2}", "the trace ends without its 'end' line (truncated?)")
+        last_seq, count = record.seq, count + 1
+        yield record
+    raise TraceFormatError(f"line {count + 2}", "the trace ends without its 'end' line (truncated?)")
+
+
+class JsonlSource(TraceSource):
+    """A ``*.hiltrace.jsonl`` file, streamed (:class:`~tinyhil.trace.source.TraceSource`): memory is bounded by the
+    longest line."""
+
+    def _read_header(self, stream: IO[bytes]) -> TraceHeader:
+        first = next(_lines(stream), None)
+        if first is None:
+            raise TraceFormatError("line 1", "the file is empty, expected a header line")
+        return _header(_object(*first))
+
+    def _read_records(self, stream: IO[bytes]) -> Iterator[Record]:
+        lines = _lines(stream)
+        next(lines, None)  # the header, read at open
+        return _records(lines)
+
+
+def read_jsonl(path: str | Path) -> JsonlSource:
+    """Open a ``*.hiltrace.jsonl`` file for streaming; errors name the file and the line."""
+    return JsonlSource(lambda: open(path, "rb"), str(path))
+
+
+def parse_jsonl(lines: Iterable[str]) -> Trace:
+    """A trace from its lines (see the module docstring for what is checked)."""
+    blob = "".join(lines).encode("utf-8", "surrogatepass")
+    return JsonlSource(lambda: io.BytesIO(blob)).trace()
 
 
 def load_jsonl(path: str | Path) -> Trace:
-    """Read and check a ``*.hiltrace.jsonl`` file; errors name the file and the line."""
-    with open(path, encoding="utf-8") as lines:
-        try:
-            return parse_jsonl(lines)
-        except TraceFormatError as exc:
-            raise TraceFormatError(exc.where, exc.problem, path=str(path)) from None
+    """Read and check a ``*.hiltrace.jsonl`` file whole; errors name the file and the line."""
+    return read_jsonl(path).trace()

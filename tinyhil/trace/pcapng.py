@@ -11,22 +11,21 @@ Each transfer is two events on one URB id: ``S`` (submit: the setup packet and t
 the status and the IN data). Reading keeps every header field of each packet (record ``usbmon``) and the section and
 interface blocks (header ``pcapng``), so pcapng -> JSONL -> pcapng is byte-identical.
 
-Raises: :class:`~tinyhil.trace.errors.TraceFormatError` naming the byte offset: a bad block length, a truncated
-file, a wrong link type, a packet cut short, more than one section or interface.
+This module writes (streamed, :func:`write_pcapng`); :mod:`tinyhil.trace.pcapng_reader` reads.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any, Final
 
-from tinyhil.trace.errors import TraceFormatError
 from tinyhil.trace.records import (
     ENDPOINT_IN,
-    FORMAT_NAME,
     Complete,
     Op,
     Payload,
@@ -39,13 +38,13 @@ from tinyhil.trace.records import (
     UsbmonFields,
 )
 
-__all__ = ["LINKTYPE_USB_LINUX", "LINKTYPE_USB_LINUX_MMAPPED", "PCAPNG_SUFFIX", "USBMON_FIELDS", "dump_pcapng",
-           "load_pcapng", "parse_pcapng", "save_pcapng"]  # fmt: skip
+__all__ = ["LINKTYPE_USB_LINUX", "LINKTYPE_USB_LINUX_MMAPPED", "PCAPNG_SUFFIX", "USBMON_FIELDS", "USBMON_RANGES",
+           "dump_pcapng", "pad4", "save_pcapng", "write_pcapng"]  # fmt: skip
 
 PCAPNG_SUFFIX: Final = ".pcapng"
 LINKTYPE_USB_LINUX: Final = 189  # 48-byte usbmon header
 LINKTYPE_USB_LINUX_MMAPPED: Final = 220  # 64-byte usbmon header
-_HEADER_BYTES: Final = {LINKTYPE_USB_LINUX: 48, LINKTYPE_USB_LINUX_MMAPPED: 64}
+LINKTYPE2HEADER_BYTES: Final = {LINKTYPE_USB_LINUX: 48, LINKTYPE_USB_LINUX_MMAPPED: 64}
 BLOCK_SHB: Final = 0x0A0D0D0A
 BLOCK_IDB: Final = 1
 BLOCK_EPB: Final = 6
@@ -54,17 +53,22 @@ BYTE_ORDER_MAGIC: Final = 0x1A2B3C4D
 OPT_ENDOFOPT: Final = 0
 OPT_COMMENT: Final = 1
 OPT_IF_TSRESOL: Final = 9
-_TSRESOL_NS: Final = 9  # tinyhil writes nanosecond timestamps (if_tsresol = 10**-9)
-_TSRESOL_DEFAULT: Final = 6  # without the option: microseconds
-_TSRESOL_BINARY: Final = 0x80
+TSRESOL_NS: Final = 9  # tinyhil writes nanosecond timestamps (if_tsresol = 10**-9)
+TSRESOL_DEFAULT: Final = 6  # without the option: microseconds
+TSRESOL_BINARY: Final = 0x80
 _MIN_BLOCK: Final = 12
 _EPB_FIXED: Final = 20  # interface id, timestamp high and low, captured and original length
 # struct mon_bin_hdr (mon_bin.c): id, type, xfer_type, epnum, devnum, busnum, flag_setup, flag_data, ts_sec, ts_usec,
 # status, len_urb, len_cap, setup[8] (or iso error_count, numdesc), interval, start_frame, xfer_flags, ndesc.
-_USBMON_FORMAT: Final = "QBBBBHBBqiiII8siiII"
+USBMON_FORMAT: Final = "QBBBBHBBqiiII8siiII"
 USBMON_FIELDS: Final = ("urb_id", "event", "xfer_type", "epnum", "devnum", "busnum", "flag_setup", "flag_data",
                         "ts_sec", "ts_usec", "status", "len_urb", "len_cap", "setup", "interval", "start_frame",
                         "xfer_flags", "ndesc")  # fmt: skip
+_CODE_RANGES: Final = {"Q": (0, (1 << 64) - 1), "q": (-(1 << 63), (1 << 63) - 1), "I": (0, (1 << 32) - 1),
+                       "i": (-(1 << 31), (1 << 31) - 1), "H": (0, 0xFFFF), "B": (0, 0xFF), "8s": (0, 0)}  # fmt: skip
+# Each field's range as its struct code holds it (``setup`` is 8 bytes): a value read back from JSONL is checked here.
+_CODES: Final = re.findall(r"\d*[A-Za-z]", USBMON_FORMAT)
+USBMON_RANGES: Final = dict(zip(USBMON_FIELDS, (_CODE_RANGES[code] for code in _CODES), strict=True))
 EVENT_SUBMIT: Final = ord("S")
 EVENT_COMPLETE: Final = ord("C")
 EVENT_ERROR: Final = ord("E")
@@ -87,33 +91,36 @@ ERR2STATUS: Final = {
 }
 _SYNC_URB: Final = 1 << 48  # URB ids of synchronous records: base + seq; of async ones: base + tag
 _ASYNC_URB: Final = 2 << 48
+_URB_MASK: Final = (1 << 64) - 1  # a tag from a JSONL trace may be any 64-bit value
 _NS_PER_S: Final = 1_000_000_000
 _CLEAR_FEATURE: Final = (0x02, 0x01)  # standard OUT to an endpoint, CLEAR_FEATURE (ENDPOINT_HALT = 0)
 _SET_CONFIGURATION: Final = (0x00, 0x09)
 
 
-def _pad(length: int) -> int:
+def pad4(length: int) -> int:
     return -length % 4
 
 
 # --- writing ----------------------------------------------------------------------------------------------------
 class _Writer:
-    def __init__(self, header: TraceHeader) -> None:
+    def __init__(self, header: TraceHeader, out: IO[bytes]) -> None:
         self.meta: dict[str, Any] = header.pcapng or {}
         self.order = ">" if self.meta.get("big_endian") else "<"
         self.linktype = int(self.meta.get("linktype", LINKTYPE_USB_LINUX_MMAPPED))
-        self.tsresol = int(self.meta.get("tsresol", _TSRESOL_NS))
+        self.tsresol = int(self.meta.get("tsresol", TSRESOL_NS))
         self.bus = int(header.device.get("bus", 2))
         self.address = int(header.device.get("address", 2))
-        self.chunks: list[bytes] = []
+        self.out = out
         from tinyhil.trace.jsonl import header_to_json
 
         self.header_json = header_to_json(header)
 
     def block(self, kind: int, body: bytes) -> None:
-        body += bytes(_pad(len(body)))
+        body += bytes(pad4(len(body)))
         total = len(body) + _MIN_BLOCK
-        self.chunks += [struct.pack(f"{self.order}II", kind, total), body, struct.pack(f"{self.order}I", total)]
+        self.out.write(struct.pack(f"{self.order}II", kind, total))
+        self.out.write(body)
+        self.out.write(struct.pack(f"{self.order}I", total))
 
     def start(self) -> None:
         major, minor = self.meta.get("version", (1, 0))
@@ -122,26 +129,26 @@ class _Writer:
         else:  # a tinyhil recording: its header rides along as the section's comment (Wireshark shows it)
             comment = json.dumps(self.header_json, separators=(",", ":")).encode()
             shb_options = (struct.pack(f"{self.order}HH", OPT_COMMENT, len(comment)) + comment
-                           + bytes(_pad(len(comment))) + struct.pack(f"{self.order}HH", OPT_ENDOFOPT, 0))  # fmt: skip
+                           + bytes(pad4(len(comment))) + struct.pack(f"{self.order}HH", OPT_ENDOFOPT, 0))  # fmt: skip
         self.block(BLOCK_SHB, struct.pack(f"{self.order}IHHq", BYTE_ORDER_MAGIC, major, minor,
                                           int(self.meta.get("section_length", -1))) + shb_options)  # fmt: skip
         if "idb_options" in self.meta:
             idb_options = bytes.fromhex(self.meta["idb_options"])
         else:
-            idb_options = struct.pack(f"{self.order}HHB3xHH", OPT_IF_TSRESOL, 1, _TSRESOL_NS, OPT_ENDOFOPT, 0)
+            idb_options = struct.pack(f"{self.order}HHB3xHH", OPT_IF_TSRESOL, 1, TSRESOL_NS, OPT_ENDOFOPT, 0)
         self.block(BLOCK_IDB, struct.pack(f"{self.order}HHI", self.linktype, int(self.meta.get("idb_reserved", 0)),
                                           int(self.meta.get("snaplen", 0))) + idb_options)  # fmt: skip
 
     def packet(self, t_ns: int, fields: dict[str, Any], data: Payload, usbmon: UsbmonFields | None) -> None:
         values = dict(usbmon.raw) if usbmon is not None else fields
         values = {**values, "len_cap": len(data)} if usbmon is None else values
-        header = struct.pack(self.order + _USBMON_FORMAT, *(values[name] for name in USBMON_FIELDS))
-        packet = header[: _HEADER_BYTES[self.linktype]] + data
-        ts = t_ns // 10 ** (_TSRESOL_NS - self.tsresol)
+        header = struct.pack(self.order + USBMON_FORMAT, *(values[name] for name in USBMON_FIELDS))
+        packet = header[: LINKTYPE2HEADER_BYTES[self.linktype]] + data
+        ts = t_ns // 10 ** (TSRESOL_NS - self.tsresol)
         orig = usbmon.orig_len if usbmon is not None and usbmon.orig_len is not None else len(packet)
         options = usbmon.options if usbmon is not None else b""
         fixed = struct.pack(f"{self.order}IIIII", 0, ts >> 32, ts & 0xFFFFFFFF, len(packet), orig)
-        self.block(BLOCK_EPB, fixed + packet + bytes(_pad(len(packet))) + options)
+        self.block(BLOCK_EPB, fixed + packet + bytes(pad4(len(packet))) + options)
 
     def event(self, t_ns: int, urb: int, event: int, ep: int, setup: tuple[int, ...] | None, length: int,
               status: int, data: Payload, is_in: bool) -> None:  # fmt: skip
@@ -163,30 +170,35 @@ def _setup_of(record: Transfer | Submit) -> tuple[int, ...] | None:
     return (record.bmRequestType, record.bRequest, record.wValue, record.wIndex, record.length)  # type: ignore[return-value]
 
 
+def _async_urb(tag: int) -> int:
+    return (_ASYNC_URB + tag) & _URB_MASK
+
+
 def _status_of(record: Transfer) -> int:
     if record.err is None:
         return 0
     return STATUS2ERRNO[ERR2STATUS.get(record.err, TransferStatus.ERROR)]
 
 
-def _write_records(out: _Writer, records: tuple[Record, ...]) -> Iterator[int]:
+def _write_records(out: _Writer, records: Iterable[Record]) -> Iterator[int]:
     """Write each record's events; yields after each record (for the positions of kept foreign blocks)."""
     submits: dict[int, Submit] = {}
     for record in records:
         if isinstance(record, Submit):
-            submits[record.tag] = record
+            if record.err is None:
+                submits[record.tag] = record  # until its completion: only the transfers in flight are kept
             if record.usbmon is not None:
                 out.packet(record.t_ns, {}, record.data, record.usbmon)
             elif record.err is None:
                 data = b"" if record.is_in else record.data
-                out.event(record.t_ns, _ASYNC_URB + record.tag, EVENT_SUBMIT, record.ep, _setup_of(record),
+                out.event(record.t_ns, _async_urb(record.tag), EVENT_SUBMIT, record.ep, _setup_of(record),
                           record.length, EINPROGRESS, data, record.is_in)  # fmt: skip
         elif isinstance(record, Complete):
+            sub = submits.pop(record.tag, None)
             if record.usbmon is not None:
                 out.packet(record.t_ns, {}, record.data, record.usbmon)
-            else:
-                sub = submits[record.tag]
-                out.event(record.t_ns, _ASYNC_URB + record.tag, EVENT_COMPLETE, sub.ep, _setup_of(sub), record.actual,
+            elif sub is not None:  # (a reader refuses a completion of a transfer never submitted)
+                out.event(record.t_ns, _async_urb(record.tag), EVENT_COMPLETE, sub.ep, _setup_of(sub), record.actual,
                           STATUS2ERRNO[record.status], record.data if sub.is_in else b"", sub.is_in)  # fmt: skip
         elif isinstance(record, Transfer):
             _write_sync(out, record)
@@ -213,190 +225,34 @@ def _write_sync(out: _Writer, record: Transfer) -> None:
               record.data if is_in else b"", is_in)  # fmt: skip
 
 
-def dump_pcapng(trace: Trace) -> bytes:
-    """``trace`` as a usbmon pcapng file (link type 220 unless the trace was imported from a 189 capture)."""
-    out = _Writer(trace.header)
-    out.start()
-    kept = list((trace.header.pcapng or {}).get("blocks", ()))
+def write_pcapng(header: TraceHeader, records: Iterable[Record], out: IO[bytes]) -> int:
+    """Write a usbmon pcapng file of ``header`` and ``records`` (any iterable: streamed, one record at a time) to
+    ``out``; link type 220 unless the trace was imported from a 189 capture. Returns the number of records."""
+    writer = _Writer(header, out)
+    writer.start()
+    kept = list((header.pcapng or {}).get("blocks", ()))
     written = 0
 
     def flush_kept() -> None:
         while kept and kept[0]["after"] <= written:
-            out.chunks.append(bytes.fromhex(kept.pop(0)["hex"]))
+            out.write(bytes.fromhex(kept.pop(0)["hex"]))
 
     flush_kept()
-    for _ in _write_records(out, trace.records):
+    for _ in _write_records(writer, records):
         written += 1
         flush_kept()
     for block in kept:
-        out.chunks.append(bytes.fromhex(block["hex"]))
-    return b"".join(out.chunks)
+        out.write(bytes.fromhex(block["hex"]))
+    return written
+
+
+def dump_pcapng(trace: Trace) -> bytes:
+    """``trace`` as the bytes of a usbmon pcapng file (:func:`write_pcapng`)."""
+    out = io.BytesIO()
+    write_pcapng(trace.header, trace.records, out)
+    return out.getvalue()
 
 
 def save_pcapng(trace: Trace, path: str | Path) -> None:
-    Path(path).write_bytes(dump_pcapng(trace))
-
-
-# --- reading ----------------------------------------------------------------------------------------------------
-def _option(options: bytes, order: str, wanted: int) -> bytes | None:
-    """The value of option ``wanted`` in a block's options, or ``None``."""
-    position = 0
-    while position + 4 <= len(options):
-        code, length = struct.unpack_from(f"{order}HH", options, position)
-        if code == OPT_ENDOFOPT:
-            break
-        if code == wanted:
-            return options[position + 4 : position + 4 + length]
-        position += 4 + length + _pad(length)
-    return None
-
-
-def _options_tsresol(options: bytes, order: str, offset: int) -> int:
-    """The if_tsresol exponent (10**-n s) among an IDB's options; 6 when absent."""
-    value = _option(options, order, OPT_IF_TSRESOL)
-    if not value:
-        return _TSRESOL_DEFAULT
-    if value[0] & _TSRESOL_BINARY or value[0] > _TSRESOL_NS:
-        raise TraceFormatError(f"offset {offset:#x}", f"if_tsresol={value[0]:#x}, expected a power of ten "
-                                                      f"10**-n with n <= {_TSRESOL_NS}")  # fmt: skip
-    return int(value[0])
-
-
-def _recorded_header(shb_options: bytes, order: str) -> dict[str, Any]:
-    """The tinyhil header a recording converted to pcapng carries as its section comment ({} for a capture)."""
-    comment = _option(shb_options, order, OPT_COMMENT)
-    try:
-        header = json.loads(comment) if comment else None
-    except ValueError:
-        return {}
-    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
-        return {}
-    names = ("target", "options", "device", "descriptors", "versions", "clock")
-    return {name: header[name] for name in names if name in header}
-
-
-def _event_record(seq: int, t_ns: int, packet: bytes, header_bytes: int, order: str, orig: int | None,
-                  options: bytes, offset: int) -> Submit | Complete:  # fmt: skip
-    values = struct.unpack(order + _USBMON_FORMAT, packet[:header_bytes] + bytes(64 - header_bytes))
-    raw = dict(zip(USBMON_FIELDS, values, strict=True))
-    data = packet[header_bytes:]
-    if len(data) != raw["len_cap"]:
-        raise TraceFormatError(
-            f"offset {offset:#x}",
-            f"packet cut short: usbmon len_cap={raw['len_cap']} but "
-            f"{len(data)} data bytes captured (a snaplen too small?)",
-        )
-    usbmon = UsbmonFields(tuple(raw.items()), orig, options)
-    if raw["event"] == EVENT_SUBMIT:
-        control = raw["xfer_type"] == XFER_CONTROL and raw["flag_setup"] == 0
-        ep = raw["epnum"] & ~ENDPOINT_IN if control else raw["epnum"]
-        setup = struct.unpack("<BBHHH", raw["setup"]) if control else (None,) * 5
-        return Submit(seq=seq, t_ns=t_ns, tag=raw["urb_id"], ep=ep, length=raw["len_urb"], data=data, timeout=0,
-                      bmRequestType=setup[0], bRequest=setup[1], wValue=setup[2], wIndex=setup[3],
-                      usbmon=usbmon)  # fmt: skip
-    if raw["event"] in (EVENT_COMPLETE, EVENT_ERROR):
-        status = ERRNO2STATUS.get(raw["status"], TransferStatus.ERROR) if raw["event"] == EVENT_COMPLETE else (
-            TransferStatus.ERROR)  # fmt: skip
-        return Complete(seq=seq, t_ns=t_ns, tag=raw["urb_id"], status=status, actual=raw["len_urb"], data=data,
-                        usbmon=usbmon)  # fmt: skip
-    raise TraceFormatError(f"offset {offset:#x}", f"usbmon event {raw['event']:#04x}, expected 'S', 'C' or 'E'")
-
-
-def parse_pcapng(blob: bytes) -> Trace:
-    """A trace from the bytes of a usbmon pcapng file (see the module docstring)."""
-    view = memoryview(blob)
-    offset, order, meta = 0, "<", {}
-    header_bytes, tsresol = 0, _TSRESOL_DEFAULT
-    records: list[Record] = []
-    blocks: list[dict[str, Any]] = []
-    while offset < len(blob):
-        where = f"offset {offset:#x}"
-        if offset + 8 > len(blob):
-            raise TraceFormatError(where, f"truncated file: {len(blob) - offset} bytes left, expected a block header")
-        kind_le = struct.unpack_from("<I", blob, offset)[0]
-        if offset == 0:
-            if kind_le != BLOCK_SHB:
-                raise TraceFormatError(where, f"block type {kind_le:#x}, expected a Section Header Block (0x0a0d0d0a)")
-            if len(blob) < 12:
-                raise TraceFormatError(where, "truncated file: the Section Header Block is cut short")
-            magic = struct.unpack_from("<I", blob, 8)[0]
-            order = "<" if magic == BYTE_ORDER_MAGIC else ">"
-            if struct.unpack_from(f"{order}I", blob, 8)[0] != BYTE_ORDER_MAGIC:
-                raise TraceFormatError("offset 0x8", f"byte-order magic {magic:#010x}, expected 0x1a2b3c4d")
-        kind, total = struct.unpack_from(f"{order}II", blob, offset)
-        if total < _MIN_BLOCK or total % 4:
-            raise TraceFormatError(where, f"bad block length {total}, expected a multiple of 4 and >= {_MIN_BLOCK}")
-        if offset + total > len(blob):
-            raise TraceFormatError(where, f"truncated file: the block of {total} bytes ends at {offset + total:#x}, "
-                                          f"past the end {len(blob):#x}")  # fmt: skip
-        trailer = struct.unpack_from(f"{order}I", blob, offset + total - 4)[0]
-        if trailer != total:
-            raise TraceFormatError(where, f"bad block length: {total} at the start, {trailer} at the end")
-        body = view[offset + 8 : offset + total - 4]
-        if kind == BLOCK_SHB:
-            if offset:
-                raise TraceFormatError(where, "a second section, expected one Section Header Block")
-            if len(body) < 16:
-                raise TraceFormatError(where, f"bad block length {total}, expected >= 28 for a Section Header Block")
-            _, major, minor, section = struct.unpack_from(f"{order}IHHq", body)
-            meta = {"big_endian": order == ">", "version": [major, minor], "section_length": section,
-                    "shb_options": bytes(body[16:]).hex()}  # fmt: skip
-        elif kind == BLOCK_IDB:
-            if "linktype" in meta:
-                raise TraceFormatError(where, "a second interface, expected one Interface Description Block")
-            if len(body) < 8:
-                raise TraceFormatError(where, f"bad block length {total}, expected >= 20 for an interface block")
-            linktype, reserved, snaplen = struct.unpack_from(f"{order}HHI", body)
-            if linktype not in _HEADER_BYTES:
-                raise TraceFormatError(
-                    where,
-                    f"link type {linktype}, expected {LINKTYPE_USB_LINUX_MMAPPED} "
-                    f"(LINKTYPE_USB_LINUX_MMAPPED) or {LINKTYPE_USB_LINUX} (LINKTYPE_USB_LINUX)",
-                )
-            options = bytes(body[8:])
-            tsresol = _options_tsresol(options, order, offset)
-            meta.update(linktype=linktype, idb_reserved=reserved, snaplen=snaplen, idb_options=options.hex(),
-                        tsresol=tsresol)  # fmt: skip
-            header_bytes = _HEADER_BYTES[linktype]
-        elif kind == BLOCK_EPB:
-            if not header_bytes:
-                raise TraceFormatError(where, "a packet before any Interface Description Block")
-            if len(body) < _EPB_FIXED:
-                raise TraceFormatError(where, f"bad block length {total}, expected >= 32 for an Enhanced Packet Block")
-            interface, ts_hi, ts_lo, captured, orig = struct.unpack_from(f"{order}IIIII", body)
-            if interface:
-                raise TraceFormatError(where, f"interface id {interface}, expected 0 (one interface)")
-            if _EPB_FIXED + captured + _pad(captured) > len(body):
-                raise TraceFormatError(where, f"packet cut short: captured length {captured} does not fit the block "
-                                              f"of {total} bytes")  # fmt: skip
-            if captured < header_bytes:
-                raise TraceFormatError(where, f"packet cut short: {captured} bytes, expected at least the "
-                                              f"{header_bytes}-byte usbmon header")  # fmt: skip
-            packet = bytes(body[_EPB_FIXED : _EPB_FIXED + captured])
-            options = bytes(body[_EPB_FIXED + captured + _pad(captured) :])
-            t_ns = ((ts_hi << 32) | ts_lo) * 10 ** (_TSRESOL_NS - tsresol)
-            records.append(_event_record(len(records), t_ns, packet, header_bytes, order,
-                                         orig if orig != captured else None, options, offset))  # fmt: skip
-        elif kind in _UNSUPPORTED_BLOCKS:
-            raise TraceFormatError(where, f"a {_UNSUPPORTED_BLOCKS[kind]} (type {kind}), expected Enhanced Packet "
-                                          "Blocks")  # fmt: skip
-        else:  # statistics, name resolution, custom blocks: kept as they are, in place
-            blocks.append({"after": len(records), "hex": bytes(view[offset : offset + total]).hex()})
-        offset += total
-    if "linktype" not in meta:
-        raise TraceFormatError(f"offset {offset:#x}", "the file has no Interface Description Block")
-    meta["blocks"] = blocks
-    recorded = _recorded_header(bytes.fromhex(meta["shb_options"]), order)
-    try:
-        header = TraceHeader(**{"clock": "monotonic", **recorded, "host_ops": False, "pcapng": meta})
-    except (TypeError, TraceFormatError) as exc:
-        raise TraceFormatError("offset 0x0", f"the section comment holds a bad tinyhil header: {exc}") from None
-    return Trace(header, tuple(records))
-
-
-def load_pcapng(path: str | Path) -> Trace:
-    """Read a usbmon pcapng file; errors name the file and the byte offset."""
-    try:
-        return parse_pcapng(Path(path).read_bytes())
-    except TraceFormatError as exc:
-        raise TraceFormatError(exc.where, exc.problem, path=str(path)) from None
+    with open(path, "wb") as out:
+        write_pcapng(trace.header, trace.records, out)

@@ -7,6 +7,9 @@ the ``usb1`` exception class name it raised instead. ``transferred`` is the byte
 ``USBErrorTimeout``. ``usbmon`` keeps the usbmon header fields of a record imported from pcapng, so a capture
 converts back byte for byte.
 
+Every size is bounded where the record is built (:mod:`tinyhil.trace.limits`): a transfer's ``length`` by what one
+transfer on the real stack moves, its data, ``ret`` and ``transferred`` by its ``length``, times by 2**62 ns.
+
 Raises (every constructor): :class:`~tinyhil.trace.errors.TraceFormatError` naming the bad field.
 """
 
@@ -17,6 +20,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from tinyhil.trace.errors import TraceFormatError
+from tinyhil.trace.limits import CONTROL_MAX_BYTES, TIME_MAX_NS, TRANSFER_MAX_BYTES, U8, U16, U32, U64, check_header
 
 __all__ = [
     "FORMAT_NAME",
@@ -37,8 +41,7 @@ __all__ = [
 
 FORMAT_NAME: Final = "tinyhil-trace"
 FORMAT_VERSION: Final = 1
-U8: Final = 0xFF
-U16: Final = 0xFFFF
+SEQ_MAX: Final = (1 << 48) - 1  # records of one trace (a pcapng URB id holds the seq in its low 48 bits)
 ENDPOINT_IN: Final = 0x80  # bit 7 of bmRequestType and of an endpoint address: device to host
 USBMON_SETUP_BYTES: Final = 8
 
@@ -85,19 +88,36 @@ def _check_u(name: str, value: object, limit: int | None = None) -> int:
     if type(value) is int and value >= 0 and (limit is None or value <= limit):
         return value
     bound = "" if limit is None else f" <= {limit:#x}"
-    raise TraceFormatError(f"field {name!r}", f"{name}={value!r}, expected an int >= 0{bound}")
+    raise TraceFormatError(f"field {name!r}", f"{name}={value!r:.60}, expected an int >= 0{bound}", field=name)
+
+
+def _check_data(name: str, data: Payload, limit: int) -> None:
+    """A record's payload is no longer than the request it answers (``limit``)."""
+    if not isinstance(data, (bytes, memoryview)):
+        raise TraceFormatError(f"field {name!r}", f"{name} of {type(data).__name__}, expected bytes", field=name)
+    if len(data) > limit:
+        raise TraceFormatError(f"field {name!r}", f"{len(data)} bytes of {name}, expected at most {limit} (the "
+                                                  "transfer's length)", field=name)  # fmt: skip
+
+
+def _check_length(control: bool, length: object) -> int:
+    return _check_u("length", length, CONTROL_MAX_BYTES if control else TRANSFER_MAX_BYTES)
 
 
 def _check_err(err: object) -> None:
     if err is not None and not (isinstance(err, str) and err.startswith("USBError")):
-        raise TraceFormatError("field 'err'", f"err={err!r}, expected a usb1 error class name (USBError...)")
+        raise TraceFormatError(
+            "field 'err'", f"err={err!r:.60}, expected a usb1 error class name (USBError...)", field="err"
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class UsbmonFields:
     """The usbmon header of one pcapng packet (``struct mon_bin_hdr``, Linux ``drivers/usb/mon/mon_bin.c``), kept
     for a record imported from a capture; ``raw`` maps the field names of ``pcapng.USBMON_FIELDS`` to their values,
-    ``orig_len`` is the EPB's original length when a snaplen cut the packet, ``options`` the EPB's raw options."""
+    ``orig_len`` is the EPB's original length when a snaplen cut the packet, ``options`` the EPB's raw options. The
+    values are in their struct fields' ranges: the pcapng reader unpacks them from the struct, the JSONL reader checks
+    each against ``pcapng.USBMON_RANGES``."""
 
     raw: tuple[tuple[str, int | bytes], ...]
     orig_len: int | None = None
@@ -136,12 +156,16 @@ class Transfer:
         if self.op not in (Op.CONTROL, Op.BULK):
             raise TraceFormatError("field 'op'", f"op={self.op!r}, expected 'control' or 'bulk'")
         _check_setup(self.op is Op.CONTROL, self.ep, self.bmRequestType, self.bRequest, self.wValue, self.wIndex)
-        _check_u("length", self.length)
-        _check_u("timeout", self.timeout)
+        length = _check_length(self.op is Op.CONTROL, self.length)
+        _check_data("data", self.data, length)
+        _check_u("timeout", self.timeout, U32)
         if (self.ret is None) == (self.err is None):
-            raise TraceFormatError("field 'ret'", f"ret={self.ret!r} err={self.err!r}, expected exactly one of them")
+            raise TraceFormatError("field 'ret'", f"ret={self.ret!r:.30} err={self.err!r:.30}, expected exactly one of "
+                                                  "them", field="ret")  # fmt: skip
         if self.ret is not None:
-            _check_u("ret", self.ret)
+            _check_u("ret", self.ret, length)
+        if self.transferred is not None:
+            _check_u("transferred", self.transferred, length)
         _check_err(self.err)
 
     @property
@@ -171,11 +195,11 @@ class Submit:
 
     def __post_init__(self) -> None:
         _check_common(self.seq, self.t_ns, 0)
-        _check_u("tag", self.tag)
+        _check_u("tag", self.tag, U64)
         _check_setup(self.bmRequestType is not None, self.ep, self.bmRequestType, self.bRequest, self.wValue,
                      self.wIndex)  # fmt: skip
-        _check_u("length", self.length)
-        _check_u("timeout", self.timeout)
+        _check_data("data", self.data, _check_length(self.bmRequestType is not None, self.length))
+        _check_u("timeout", self.timeout, U32)
         _check_err(self.err)
 
     @property
@@ -203,8 +227,8 @@ class Complete:
 
     def __post_init__(self) -> None:
         _check_common(self.seq, self.t_ns, 0)
-        _check_u("tag", self.tag)
-        _check_u("actual", self.actual)
+        _check_u("tag", self.tag, U64)
+        _check_data("data", self.data, _check_u("actual", self.actual, TRANSFER_MAX_BYTES))
         if not isinstance(self.status, TransferStatus):
             raise TraceFormatError("field 'status'", f"status={self.status!r}, expected a TransferStatus")
 
@@ -227,10 +251,10 @@ class HostCall:
         _check_common(self.seq, self.t_ns, self.dur_ns)
         if self.op not in HOST_OPS:
             raise TraceFormatError("field 'op'", f"op={self.op!r}, expected one of {sorted(HOST_OPS)}")
-        if self.value is not None:
-            _check_u("value", self.value)
+        if self.value is not None:  # a tag (cancel), else an interface, endpoint or configuration number
+            _check_u("value", self.value, U64 if self.op is Op.CANCEL else U8)
         if self.ret is not None:
-            _check_u("ret", self.ret)
+            _check_u("ret", self.ret, U8)
         _check_err(self.err)
 
 
@@ -263,10 +287,13 @@ class TraceHeader:
         if self.version != FORMAT_VERSION:
             raise TraceFormatError(
                 "field 'version'",
-                f"version={self.version!r}, expected {FORMAT_VERSION} (the format this tinyhil reads)",
+                f"version={self.version!r:.30}, expected {FORMAT_VERSION} (the format this tinyhil reads)",
             )
+        check_header(self)
         if self.clock not in ("virtual", "monotonic"):
-            raise TraceFormatError("field 'clock'", f"clock={self.clock!r}, expected 'virtual' or 'monotonic'")
+            raise TraceFormatError(
+                "field 'clock'", f"clock={self.clock!r:.60}, expected 'virtual' or 'monotonic'", field="clock"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,9 +305,9 @@ class Trace:
 
 
 def _check_common(seq: object, t_ns: object, dur_ns: object) -> None:
-    _check_u("seq", seq)
-    _check_u("t_ns", t_ns)
-    _check_u("dur_ns", dur_ns)
+    _check_u("seq", seq, SEQ_MAX)
+    _check_u("t_ns", t_ns, TIME_MAX_NS)
+    _check_u("dur_ns", dur_ns, TIME_MAX_NS)
 
 
 def _check_setup(
@@ -293,7 +320,9 @@ def _check_setup(
         _check_u("wValue", value, U16)
         _check_u("wIndex", index, U16)
     elif (request_type, request, value, index) != (None, None, None, None):
-        raise TraceFormatError("field 'bmRequestType'", "a bulk transfer with setup fields, expected none")
+        raise TraceFormatError(
+            "field 'bmRequestType'", "a bulk transfer with setup fields, expected none", field="bmRequestType"
+        )
 
 
 def _is_in(ep: int, request_type: int | None) -> bool:

@@ -9,7 +9,10 @@ driver makes must equal the next exchange (``order="strict"``, the default) or t
 exchange and the other way round, since the wire cannot tell them apart.
 
 Answers come from the trace: the bytes read, the count written, the ``usb1`` error class recorded (with
-``.transferred`` / ``.received`` as recorded), an asynchronous status. Asynchronous completions fire from the
+``.transferred`` / ``.received`` as recorded), an asynchronous status. An answer is never longer than its request:
+a recorded one that is raises :class:`ReplayMismatch`, and an asynchronous completion whose data would not fit the
+caller's buffer completes with ``TRANSFER_OVERFLOW``, as libusb reports it (never an exception out of
+``handleEventsTimeout``). Asynchronous completions fire from the
 context's ``handleEventsTimeout``, never from ``submit``. Calls that put nothing on the wire (claim, release, reset,
 get_configuration) are matched when the trace recorded them (``header.host_ops``) and accepted otherwise.
 
@@ -28,6 +31,7 @@ from tinyhil.errors import InvalidArgument
 from tinyhil.trace.errors import ReplayMismatch, TraceNotConsumed
 from tinyhil.trace.exchanges import Exchange, ReplayOrder, ReplayScript, WireRequest, err_class, host_request
 from tinyhil.trace.records import ENDPOINT_IN, Op, Payload, Trace, TransferStatus
+from tinyhil.trace.source import TraceSource
 from tinyhil.usb import _usb1
 
 __all__ = ["ReplayContext", "ReplayHandle", "ReplayTransfer"]
@@ -104,8 +108,13 @@ class ReplayTransfer:
         self._submitted = False
         self._status = _STATUS2INT[exchange.status]
         self._actual = exchange.actual
+        buffer = memoryview(self._buffer).cast("B")
+        if len(exchange.data) > len(buffer) or exchange.actual > len(buffer):
+            # more than the buffer holds: what libusb reports for a device that sent too much, never an exception
+            self._status, self._actual = _usb1.TRANSFER_OVERFLOW, len(buffer)
         if exchange.data:
-            memoryview(self._buffer).cast("B")[: len(exchange.data)] = exchange.data
+            moved = min(len(exchange.data), len(buffer))
+            buffer[:moved] = memoryview(exchange.data).cast("B")[:moved]
         if self._callback is not None:
             self._callback(self)
 
@@ -265,14 +274,15 @@ class ReplayContext:
     """A ``usb1.USBContext``-like bus with one device, the recorded one, whose handle replays ``trace``.
 
     Args:
-        trace: the trace to serve.
+        trace: the trace to serve: a whole :class:`Trace`, or a :class:`TraceSource`, read once, streamed, keeping
+            only its exchanges.
         order: ``"strict"`` (default) or ``"endpoint"``.
         name: how errors name the trace (its file name).
         check_consumed: closing the handle raises :class:`TraceNotConsumed` when exchanges are left (default).
     """
 
-    def __init__(self, trace: Trace, *, order: ReplayOrder | str = ReplayOrder.STRICT, name: str = "the trace",
-                 check_consumed: bool = True) -> None:  # fmt: skip
+    def __init__(self, trace: Trace | TraceSource, *, order: ReplayOrder | str = ReplayOrder.STRICT,
+                 name: str = "the trace", check_consumed: bool = True) -> None:  # fmt: skip
         try:
             chosen = ReplayOrder(order)
         except ValueError:

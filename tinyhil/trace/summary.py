@@ -7,6 +7,7 @@ from typing import Final
 
 from tinyhil.spec.asm2464 import Request
 from tinyhil.trace.records import ENDPOINT_IN, Complete, HostCall, Submit, Trace, Transfer, TransferStatus
+from tinyhil.trace.source import TraceSource
 
 __all__ = ["summarize"]
 
@@ -44,28 +45,29 @@ class _Sizes:
         return (f"{self.count:>6} x  {self.total:>12} bytes  (each {self.smallest or 0}..{self.largest})")  # fmt: skip
 
 
-def summarize(trace: Trace, *, name: str = "") -> list[str]:
+def summarize(trace: Trace | TraceSource, *, name: str = "") -> list[str]:
     """The summary's lines: the header, counts per operation, control requests by name, bulk transfers per endpoint
-    with their sizes, asynchronous statuses and every error (the first ten with their ``seq``)."""
+    with their sizes, asynchronous statuses and every error (the first ten with their ``seq``).
+
+    A :class:`~tinyhil.trace.source.TraceSource` is read once, a record at a time: the summary holds counts, not
+    records. The lines hold text from the trace as it is: print them through :func:`tinyhil.printable.printable`.
+    """
     header = trace.header
     device = header.device
     identity = (f"{device['vendor_id']:04X}:{device['product_id']:04X} serial {device.get('serial')!r}"
-                if "vendor_id" in device else "not recorded (a capture)")  # fmt: skip
-    records = trace.records
-    span = records[-1].t_ns + records[-1].dur_ns - records[0].t_ns if records else 0
-    lines = [f"trace {name}".rstrip(), f"  target: {header.target or '(none)'}   device: {identity}",
-             f"  {len(records)} records over {span} ns ({header.clock} clock)"]  # fmt: skip
-    ops = Counter(record.op.value for record in records)
-    lines.append("  operations: " + ", ".join(f"{op} {count}" for op, count in sorted(ops.items())))
+                if "vendor_id" in device and "product_id" in device else "not recorded (a capture)")  # fmt: skip
+    ops: Counter[str] = Counter()
     requests: dict[str, _Sizes] = defaultdict(_Sizes)
     bulks: dict[str, _Sizes] = defaultdict(_Sizes)
     statuses: Counter[str] = Counter()
     errors: list[str] = []
-    submits: dict[int, Submit] = {}
-    for record in records:
+    error_count, count, first_ns, end_ns = 0, 0, None, 0
+    for record in trace.records if isinstance(trace, Trace) else trace.records():
+        count += 1
+        first_ns = record.t_ns if first_ns is None else first_ns
+        end_ns = record.t_ns + record.dur_ns
+        ops[record.op.value] += 1
         if isinstance(record, (Transfer, Submit)):
-            if isinstance(record, Submit):
-                submits[record.tag] = record
             if record.bmRequestType is not None and record.bRequest is not None:
                 requests[_request_name(record.bmRequestType, record.bRequest)].add(record.length)
             else:
@@ -78,7 +80,13 @@ def summarize(trace: Trace, *, name: str = "") -> list[str]:
             assert isinstance(record, HostCall)
             err = record.err
         if err is not None:
-            errors.append(f"seq {record.seq} {record.op.value}: {err}")
+            error_count += 1
+            if len(errors) < _SHOWN_ERRORS:
+                errors.append(f"seq {record.seq} {record.op.value}: {err}")
+    span = end_ns - first_ns if first_ns is not None else 0
+    lines = [f"trace {name}".rstrip(), f"  target: {header.target or '(none)'}   device: {identity}",
+             f"  {count} records over {span} ns ({header.clock} clock)"]  # fmt: skip
+    lines.append("  operations: " + ", ".join(f"{op} {n}" for op, n in sorted(ops.items())))
     if requests:
         lines.append("  control requests:")
         lines += [f"    {label:<34} {sizes}" for label, sizes in sorted(requests.items())]
@@ -87,8 +95,8 @@ def summarize(trace: Trace, *, name: str = "") -> list[str]:
         lines += [f"    {label:<34} {sizes}" for label, sizes in sorted(bulks.items())]
     if statuses:
         lines.append("  async completions: " + ", ".join(f"{s} {n}" for s, n in sorted(statuses.items())))
-    lines.append(f"  errors: {len(errors)}" + ("" if errors else " (none)"))
-    lines += [f"    {line}" for line in errors[:_SHOWN_ERRORS]]
-    if len(errors) > _SHOWN_ERRORS:
-        lines.append(f"    ... and {len(errors) - _SHOWN_ERRORS} more")
+    lines.append(f"  errors: {error_count}" + ("" if errors else " (none)"))
+    lines += [f"    {line}" for line in errors]
+    if error_count > _SHOWN_ERRORS:
+        lines.append(f"    ... and {error_count - _SHOWN_ERRORS} more")
     return lines

@@ -120,16 +120,17 @@ def _identity(header: TraceHeader) -> tuple[int, int, int, int, int]:
     Raises:
         TraceFormatError: the header names no device (a capture taken without tinyhil) or a speed below full speed.
     """
-    device = header.device
+    device = header.device  # its fields' types and widths were checked when the header was read (trace.limits)
     for name in ("vendor_id", "product_id"):
-        if not isinstance(device.get(name), int):
+        if name not in device:
             raise TraceFormatError(
-                "line 1", f"device.{name}={device.get(name)!r}, expected the recorded device's id (an int)"
+                "line 1", f"device.{name}=None, expected the recorded device's id (an int)", field=f"device.{name}"
             )
     speed = device.get("speed", _DEFAULT_SPEED)
     if speed not in _SPEEDS:
-        raise TraceFormatError("line 1", f"device.speed={speed!r}, expected one of libusb's SPEED_* {sorted(_SPEEDS)}")
-    bus, address = int(device.get("bus", _DEFAULT_BUS)), int(device.get("address", _DEFAULT_ADDRESS))
+        raise TraceFormatError("line 1", f"device.speed={speed!r}, expected one of libusb's SPEED_* {sorted(_SPEEDS)}",
+                               field="device.speed")  # fmt: skip
+    bus, address = device.get("bus", _DEFAULT_BUS), device.get("address", _DEFAULT_ADDRESS)
     return device["vendor_id"], device["product_id"], bus, address, speed
 
 
@@ -201,13 +202,20 @@ def umockdev_description(header: TraceHeader) -> tuple[str, str]:
         f"A: devnum={address}",
         f"A: idProduct={product_id:04x}",
         f"A: idVendor={vendor_id:04x}",
-        f"A: manufacturer={strings['manufacturer']}",
-        f"A: product={strings['product']}",
-        f"A: serial={strings['serial']}",
+        *(_attribute(name, strings[name]) for name in ("manufacturer", "product", "serial")),
         f"A: speed={_SPEEDS[speed][0]}",
         f"H: descriptors={descriptors.hex().upper()}",
     ]
     return "\n".join(lines) + "\n\n", sysfs
+
+
+def _attribute(name: str, text: str) -> str:
+    """One string attribute of ``dev.umockdev``: ``A: name=text`` when ``text`` is printable ASCII without a
+    backslash (what an ``A:`` line carries as it is), else ``H: name=HEX``, its UTF-8 bytes in hex, so no string from
+    a trace can end the line and add lines of its own (``N:``, ``L:``, another device)."""
+    if text.isascii() and text.isprintable() and "\\" not in text:
+        return f"A: {name}={text}"
+    return f"H: {name}={text.encode('utf-8', 'surrogatepass').hex().upper()}"
 
 
 def _string_descriptor(text: str) -> bytes:
