@@ -8,7 +8,9 @@ from pathlib import Path
 from tinyhil.loading import LIMITS
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "security.md"
-_ROW = re.compile(r"^\| `(?P<name>[a-z-]+)` \| (?P<what>[^|]+) \| (?P<size>\d+) (?P<unit>KiB|MiB)(?P<line> per line)? \|$")
+_ROW = re.compile(
+    r"^\| `(?P<name>[a-z-]+)` \| (?P<what>[^|]+) \| (?P<size>\d+) (?P<unit>KiB|MiB)(?P<line> per line)? \|$"
+)
 
 
 def _table() -> dict[str, tuple[str, int, bool]]:
