@@ -94,8 +94,9 @@ class DeviceTimeout(DeviceError, TimeoutError):
     def __new__(cls, *args: Any, **kwargs: Any) -> DeviceTimeout:
         # The instance layout is OSError's. Unpicklers that rebuild an exception as ``cls.__new__(cls, *args)`` (tblib,
         # which Dask installs for every exception class) would otherwise find RuntimeError's ``__new__`` first in the
-        # MRO, which refuses an OSError-shaped class.
-        return TimeoutError.__new__(cls, *args)
+        # MRO, which refuses an OSError-shaped class. No arguments go to OSError's ``__new__``: it would read them as
+        # (errno, strerror); ``__init__`` sets ``args`` as for every other tinyhil error.
+        return TimeoutError.__new__(cls)
 
 
 class CompileError(TinyHilError, RuntimeError):
