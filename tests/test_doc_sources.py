@@ -139,3 +139,10 @@ def test_the_citation_pattern_reads_a_section() -> None:
     assert match is not None and (match.group("page"), match.group("dq")) == ("asm2464", "XDATA map")
     match = _DOC_CITATION.search("docs/copyin.md, 'Three revisions'")
     assert match is not None and match.group("sq") == "Three revisions"
+
+
+def test_the_docs_index_has_one_row_per_page() -> None:
+    index = (DOCS / "README.md").read_text()
+    rows = re.findall(r"^\| \[(?P<name>[a-z0-9_-]+\.md)\]\((?P=name)\) \|", index, re.MULTILINE)
+    pages = sorted(path.name for path in DOCS.glob("*.md") if path.name != "README.md")
+    assert sorted(rows) == pages, f"docs/README.md rows {sorted(rows)}, pages {pages}: one row per page"
