@@ -146,3 +146,16 @@ def test_the_docs_index_has_one_row_per_page() -> None:
     rows = re.findall(r"^\| \[(?P<name>[a-z0-9_-]+\.md)\]\((?P=name)\) \|", index, re.MULTILINE)
     pages = sorted(path.name for path in DOCS.glob("*.md") if path.name != "README.md")
     assert sorted(rows) == pages, f"docs/README.md rows {sorted(rows)}, pages {pages}: one row per page"
+
+
+def test_python_prose_names_only_the_projects_own_documents() -> None:
+    outside = []
+    for path in _tracked_files():
+        if path.suffix != ".py" or path == THIS or (text := _text(path)) is None:
+            continue
+        for first_line, piece in _prose(text):
+            for match in re.finditer(r"(?<![\w/.-])([\w./-]*[\w-]\.md)\b", piece):
+                name = match.group(1)
+                if name != "README.md" and not (name.startswith("docs/") and (ROOT / name).is_file()):
+                    outside.append(f"{path.relative_to(ROOT)}:{first_line}: {name}")
+    assert not outside, "a comment or docstring names a document the project does not carry:\n" + "\n".join(outside)
