@@ -1,10 +1,10 @@
 """Opening MOCKUSB+AMD: the whole gfx1100 boot, and what it costs in register accesses and SMU messages.
 
 It opens the device runtime (``UsbAmdDevice`` over a fresh ``MockUSB3``: bridge, PCIe bring-up, the whole bring-up
-of ``spec/amdgpu-registers.md`` section 11 (discovery, PSP bootloader and ring, firmware, SMU, GFX/MEC, SDMA,
+of ``docs/gfx1100.md`` section 11 (discovery, PSP bootloader and ring, firmware, SMU, GFX/MEC, SDMA,
 clocks, page tables), the copy queue and the runtime queues) and closes it. Prints the best-of-``repeat`` seconds,
-and the boot's register accesses and SMU messages (counts, which the machine cannot blur). Issue 19 requires the
-open to stay well under 1 s. (The emulator's own BAR5 layout it was once compared with is gone: issue 19.)
+and the boot's register accesses and SMU messages (counts, which the machine cannot blur). The open must stay
+well under 1 s (docs/performance.md).
 
 Usage: python benchmarks/bench_boot.py [--repeat 5]
 """

@@ -9,8 +9,8 @@ and one copy from it into the caller's preallocated array. The numpy side is ``n
 a preallocated array of the same size. Every destination (device pages, the copyout array, the numpy target) is
 touched once before timing, so no side pays first-touch page faults. Each side is the best of ``--repeats`` runs,
 interleaved round by round (the machine is shared: the best run is the one least disturbed, and both sides see the
-same load). Ratios are emulated / numpy throughput; issue 6
-asks for >= 0.3 each way.
+same load). Ratios are emulated / numpy throughput; the goal is
+>= 0.3 each way (docs/performance.md).
 
 Two information lines follow. ``copyout`` is the seam's fresh-``bytearray`` form: its pages come from plain
 ``malloc`` (4 KiB page faults, where numpy asks for transparent huge pages), and on a machine whose THP mode is

@@ -2,8 +2,8 @@
 
 Sync mode: 256 KB wire images go into alternating SRAM windows (``slot_start`` 0 and 16) through the whole driver
 path (the ASM2464 client, the USB3 transport, the emulated usb1 handle, the bridge emulator); the baseline copies
-the same images into a 512 KB numpy array the same way. Prints the throughput ratio (mock / copy). Issue 3
-requires >= 0.4 over 64 MB.
+the same images into a 512 KB numpy array the same way. Prints the throughput ratio (mock / copy). The goal
+is >= 0.4 over 64 MB (docs/performance.md).
 
 Usage: python benchmarks/bench_scsi_write.py [--total-mb 64] [--repeat 5]
 """

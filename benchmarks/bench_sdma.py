@@ -6,7 +6,7 @@ COPY_LINEAR of N MB VRAM to VRAM against ``numpy.copyto`` of the same VRAM bytes
 ``ndarray.fill`` of the same bytes. Each side is the best of ``--repeats`` runs, interleaved round by round (pages
 are committed first, so no side pays the first-touch cost). The emulated side runs the whole driver path: packets
 written into the ring by the reference queue object, doorbell, engine step on the event kernel, fence wait. Ratios
-are emulated / numpy throughput: higher is better; issue 4 requires copy >= 0.7 and fill >= 0.5.
+are emulated / numpy throughput: higher is better; the goal is copy >= 0.7 and fill >= 0.5.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 Recording: a copyin of ``--mb`` MB on a MOCKUSB+AMD device opened with ``record=`` (the USB handle, its transfers
 and its context wrapped by :mod:`tinyhil.trace.recorder`) against the same copyin on a device opened without it,
 the two interleaved round by round (the recorder's records are dropped between rounds; nothing is written: the hex
-encoding happens only when a trace is saved). Issue 18 aims for at most 1.5x.
+encoding happens only when a trace is saved). The goal is at most 1.5x.
 
 Replay: a whole recorded session (open, bring-up, alloc, one copyin of ``--mb`` MB, close) run again through the
 replay handle (REPLAY+AMD: the real transport and driver, every answer from the trace, loaded once beforehand)

@@ -2,7 +2,7 @@
 
 Sync mode: 256 KB wire images are armed (0xF2) and bulk-written into alternating 256 KB SRAM windows through the
 emulated usb1 handle; the baseline copies the same chunks into a 512 KB numpy array the same way. Prints the
-throughput ratio (mock / copy). Issue 3 requires >= 0.4 over 64 MB.
+throughput ratio (mock / copy). The goal is >= 0.4 over 64 MB.
 
 Usage: python benchmarks/bench_usb3_windows.py [--total-mb 64] [--repeat 3]
 """

@@ -10,14 +10,15 @@ VRAM into SRAM and releases the bulk IN, and the bulk IN (an asynchronous transf
 as libusb does it) lands the bytes there. Three copies per byte for copyin (staging, landing, SDMA) put its ceiling near
 0.33; copyout needs two (SDMA, bulk IN). The numpy side is
 ``numpy.copyto`` into a preallocated, touched array; each side is the best of ``--repeats`` interleaved rounds.
-Issue 5 asks for >= 0.2 each way.
+The goal is >= 0.2 each way (docs/performance.md).
 
 Memory: in a fresh process, with the source allocated and the destination VRAM already touched, the peak resident
 set is reset (``/proc/self/clear_refs``) and read back after the copyin (``VmHWM``); the extra is what the copyin
-itself needed beyond the source and the touched VRAM (issue 5: at most 16 MB).
+itself needed beyond the source and the touched VRAM (the budget: at most 16 MB).
 
 Calls: the Python function calls per steady-state copyin chunk and copyout piece, counted with a profiler hook by
-``benchmarks/callcount.py`` (deterministic, so ``tests/benchmarks`` asserts them; issue 15: at most 300 per chunk).
+``benchmarks/callcount.py`` (deterministic, so ``tests/benchmarks`` asserts them: docs/performance.md,
+"Counting Python calls").
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 The model charges virtual time per control transfer (submission latency, then EP0 service on the bridge's 8051),
 per bulk transfer and byte (setup, then the firmware's DMA rate), per SRAM landing (the bridge's landing-delay quirk,
 default 0), per GPU copy byte across PCIe (:attr:`TimingModel.gpu_copy_bytes_per_s`, applied by the GPU model's SDMA
-engine) and per GPU poll (the POLL_REGMEM interval of spec/amdgpu.md: 16 clock cycles of 10 ns per unit).
+engine) and per GPU poll (the POLL_REGMEM interval of docs/amdgpu.md: 16 clock cycles of 10 ns per unit).
 
 Four parameters are free and were fitted, from one parameter set, to the three copyin throughputs measured on
-hardware (spec/copyin.md: naive 107, sentinel-sector 276, current 323 MB/s); the rest are the spec's firmware
+hardware (docs/copyin.md: naive 107, sentinel-sector 276, current 323 MB/s); the rest are the spec's firmware
 figures. ``tinyhil bench copyin --model asm2464-usb3`` prints the fit next to the hardware numbers.
 
 Free parameters (fitted):

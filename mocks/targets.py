@@ -54,17 +54,17 @@ __all__ = [
     "replay_unavailable_reason",
 ]  # fmt: skip
 
-# Emulated GPU models an arch string selects (spec/kfd.md: gfx_target_version per GPU); the first is the default.
+# Emulated GPU models an arch string selects (docs/mockkfd.md: gfx_target_version per GPU); the first is the default.
 AMD_ARCHS = ("gfx1100", "gfx1201", "gfx950")
 # MOCKUSB+AMD's: the USB path models only gfx1100's register interface (docs/gfx1100.md).
 MOCKUSB_ARCHS: Final = ("gfx1100",)
 
 
-# gfx_target_version of each arch (spec/kfd.md: gfx1100 = 110000, gfx1201 = 120001, gfx950 = 90500).
+# gfx_target_version of each arch (docs/mockkfd.md: gfx1100 = 110000, gfx1201 = 120001, gfx950 = 90500).
 GFX_TARGET_VERSIONS: Final = {"gfx1100": 110000, "gfx1201": 120001, "gfx950": 90500}
 # MOCKUSB+AMD's default firmware: generated blobs with valid headers (tinyhil.amdgpu.firmware.GeneratedFirmware).
 GENERATED_FIRMWARE: Final = "generated"
-# The bridge level (spec/asm24.md): USB3 vendor requests and bulk transfers, 0xF2 SRAM windows, PCIe to the GPU.
+# The bridge level (docs/asm2464.md): USB3 vendor requests and bulk transfers, 0xF2 SRAM windows, PCIe to the GPU.
 MOCKUSB_BRIDGE_CAPABILITIES = ("usb3", "sram-windows", "pcie")
 MOCKUSB_CAPABILITIES: Final = [*MOCKUSB_BRIDGE_CAPABILITIES, "sdma", "compute", "signals", "copyin", "copyout", "copy",
                                "fill", "compile", "exec", "timestamps", "memory-faults"]  # fmt: skip
@@ -72,7 +72,7 @@ MOCKUSB_CAPABILITIES: Final = [*MOCKUSB_BRIDGE_CAPABILITIES, "sdma", "compute", 
 
 @dataclass(frozen=True, slots=True)
 class MockUsbOptions:
-    """The options of MOCKUSB+AMD: ``revision`` (the copyin protocol revision, spec/copyin.md) and the fresh board's
+    """The options of MOCKUSB+AMD: ``revision`` (the copyin protocol revision, docs/copyin.md) and the fresh board's
     behaviour, given to :class:`~tinyhil.mocks.usb3.MockUSB3`: ``mode`` (``"sync"`` / ``"timed"``), ``seed``,
     ``faults`` (a :class:`~tinyhil.emulators.faults.FaultPlan`), ``quirks``, ``timing``, ``vram_bytes``; ``record``
     (a ``.hiltrace.jsonl`` or ``.pcapng`` path) records the USB handle and writes the trace there at close;

@@ -15,7 +15,7 @@ against the transport runs unchanged on both::
 
     MockUSB3(mode="timed", quirks=Quirks(full_window_corruption=True), faults=plan, seed=7)
 
-Modes (spec/asm24.md "Async transfers"): ``"sync"`` (default) completes asynchronous transfers at submit, so
+Modes (docs/asm2464.md "Modes: sync and timed"): ``"sync"`` (default) completes asynchronous transfers at submit, so
 ``bulk_wait`` returns at once; ``"timed"`` completes them on the virtual clock by the board's timing model and
 reads an OUT payload at completion, so a driver that reuses a staging buffer before reaping sends the new bytes.
 """

@@ -1,5 +1,5 @@
 """Data flows one way: the bottom floor (core, emulators) never imports the top floor, and device models import
-nothing that could make them nondeterministic or tie them to a host (STYLE.md rule 1)."""
+nothing that could make them nondeterministic or tie them to a host (README.md, "Layout")."""
 
 from __future__ import annotations
 

@@ -103,7 +103,7 @@ def null_qcomcl_a630(resolved: Target, options: NullOptions) -> Device:
 
 def usb_firmware_reason(firmware: FirmwareSource | None = None) -> str | None:
     """Why the USB-path GPU bring-up cannot run here for want of firmware: the gfx1100 files it uploads through the
-    PSP (``spec/amdgpu-registers.md`` section 7) that ``firmware`` (default: ``/lib/firmware/amdgpu/``) lacks."""
+    PSP (``docs/gfx1100.md`` section 7) that ``firmware`` (default: ``/lib/firmware/amdgpu/``) lacks."""
     source = DirectoryFirmware() if firmware is None else firmware
     missing = [name for name in GFX1100_FIRMWARE if not source.available(name)]
     if not missing:
@@ -133,7 +133,7 @@ USB_AMD_CAPABILITIES = ["usb3", "sram-windows", "pcie", "sdma", "signals", "copy
 @dataclass(frozen=True, slots=True)
 class UsbAmdOptions:
     """The options of USB+AMD: ``serial`` picks one of several bridges, ``revision`` the copyin protocol revision
-    (spec/copyin.md), ``wait_timeout_ms`` bounds every wait."""
+    (docs/copyin.md), ``wait_timeout_ms`` bounds every wait."""
 
     serial: str | None = None
     revision: str = "pipelined"

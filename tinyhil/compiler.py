@@ -17,7 +17,7 @@ __all__ = ["AMD_RENDERERS", "COMPILE_TIMEOUT_S", "HOST_CC_RENDERERS", "Compiler"
 
 COMPILE_TIMEOUT_S: Final = 120.0
 # Renderer tokens a tinygrad user may write, mapped to the compiler tinyhil has for them: the host C compiler
-# (the emulated GPUs run host-native code objects, see spec/amdgpu.md "Kernel executor").
+# (the emulated GPUs run host-native code objects, see docs/amdgpu.md "Kernel executor").
 HOST_CC_RENDERERS: Final = {"CC": "CC", "CLANG": "CC", "LLVM": "CC"}
 AMD_RENDERERS: Final = {**HOST_CC_RENDERERS, "HIP": "CC", "AMD": "CC"}
 

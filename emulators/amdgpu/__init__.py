@@ -1,4 +1,4 @@
-"""The emulated AMD GPU (spec/amdgpu.md): memory and translation, queues, SDMA and PM4 engines, kernel executor.
+"""The emulated AMD GPU (docs/amdgpu.md): memory and translation, queues, SDMA and PM4 engines, kernel executor.
 
 Modules by block: ``memory`` (the address space, VRAM, the system bus region, the translation seam),
 ``mappings`` (the flat translation: mappings and the system aperture), ``engine`` (what the engines share), ``sdma``,

@@ -1,4 +1,4 @@
-"""Kernel executors: what DISPATCH_DIRECT hands a launch to (spec/amdgpu.md "Kernel executor").
+"""Kernel executors: what DISPATCH_DIRECT hands a launch to (docs/amdgpu.md "Kernel executor").
 
 The shipped :class:`HostNativeExecutor` runs host-native code objects (``tinyhil.spec.code_object``): it loads
 each distinct shared object once per process (from memory: ``memfd_create`` + ``dlopen`` of

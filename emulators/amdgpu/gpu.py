@@ -31,7 +31,7 @@ _ENGINES: Final[dict[QueueKind, type[RingEngine]]] = {QueueKind.SDMA: SdmaEngine
 
 
 class AmdGpu:
-    """An engine-level AMD GPU (spec/amdgpu.md) running on an :class:`EventKernel`.
+    """An engine-level AMD GPU (docs/amdgpu.md) running on an :class:`EventKernel`.
 
     GPU address space (an :class:`AddressSpace`; by default a :class:`FlatTranslation`):
 

@@ -62,7 +62,7 @@ def _addr(packet: Packet, lo: int) -> int:
 
 
 class Pm4Engine(RingEngine):
-    """One compute queue (pointers in dwords). Type-3 packets as in spec/amdgpu.md "PM4", bodies as GC 9-11:
+    """One compute queue (pointers in dwords). Type-3 packets as in docs/amdgpu.md "PM4 packets", bodies as GC 9-11:
 
     | opcode | packet | body dwords | model |
     |---|---|---|---|

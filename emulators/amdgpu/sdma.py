@@ -95,7 +95,7 @@ def _addr(packet: Packet, lo: int) -> int:
 
 
 class SdmaEngine(RingEngine):
-    """One SDMA queue (pointers in bytes). Packets as in spec/amdgpu.md "SDMA packets" (SDMA 5/6 layouts):
+    """One SDMA queue (pointers in bytes). Packets as in docs/amdgpu.md "SDMA packets" (SDMA 5/6 layouts):
 
     | op | packet | dwords | model |
     |---|---|---|---|

@@ -1,7 +1,7 @@
 """The GPU's virtual-time costs: what each packet and each copied byte charges to the event kernel's clock.
 
 A simple, documented model so timestamps advance deterministically; a later issue calibrates the numbers against
-the hardware anchors in ``spec/copyin.md``. All times are integer nanoseconds.
+the hardware anchors in ``docs/copyin.md``. All times are integer nanoseconds.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ASM2464 USB-to-PCIe bridge model (spec/asm24.md), one class per hardware block.
+"""The ASM2464 USB-to-PCIe bridge model (docs/asm2464.md), one class per hardware block.
 
 Lifecycle::
 

@@ -65,7 +65,7 @@ class Asm2464:
     endpoint behind it. All blocks run on ``kernel``'s virtual clock.
 
     ==========================  ==============================================  ===========================
-    block                       class                                           spec/asm24.md section
+    block                       class                                           docs/asm2464.md section
     ==========================  ==============================================  ===========================
     XDATA, SRAM, windows        :class:`BridgeMemory` (``memory``)              XDATA map
     0xF2 engine, pairing        :class:`SramEngine` (``engine``)                SRAM windows, 0xF2 engine
@@ -101,7 +101,7 @@ class Asm2464:
         self.faults = faults if faults is not None else FaultPlan()
         if timing is None:
             timing = TimingModel.preset(DEFAULT_PRESET)
-            if not usb3:  # stream modes move 512 B packets on USB2 (spec/asm24.md "TLP engine")
+            if not usb3:  # stream modes move 512 B packets on USB2 (docs/asm2464.md "Vendor requests")
                 timing = dataclasses.replace(timing, stream_packet_bytes=STREAM_PACKET_BYTES_USB2)
         self.timing = timing
         for name, value, kind in (
@@ -203,7 +203,7 @@ class Asm2464:
         )
 
     def _build_handlers(self) -> dict[int, Callable[[int, int, bytes, int], bytes]]:
-        """The vendor requests keyed by direction and bRequest (spec/asm24.md "Vendor control requests")."""
+        """The vendor requests keyed by direction and bRequest (docs/asm2464.md "Vendor requests")."""
         return {
             _handler_key(True, Request.XDATA_READ): self._op_xdata_read,
             _handler_key(True, Request.TLP): self._op_tlp_in,

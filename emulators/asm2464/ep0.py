@@ -26,7 +26,7 @@ _TYPE_MASK: Final = 0x60  # bmRequestType bits 6:5: 0 standard, 1 class, 2 vendo
 _RECIPIENT_MASK: Final = 0x1F
 _RECIPIENT_DEVICE, _RECIPIENT_INTERFACE, _RECIPIENT_ENDPOINT = 0, 1, 2
 _FEATURE_ENDPOINT_HALT: Final = 0
-_CONFIGURATIONS: Final = (0, 1)  # unconfigured, and configuration 1 (spec/asm24.md "Identity and link")
+_CONFIGURATIONS: Final = (0, 1)  # unconfigured, and configuration 1 (docs/asm2464.md "Identity and endpoints")
 
 
 class StandardRequest(IntEnum):

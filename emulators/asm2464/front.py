@@ -7,7 +7,7 @@ itself runs on the bridge's one 8051 core: EP0 service and the 0xF2 engine's DMA
 it in the order they become ready, so a control request that reaches the device during an 0xF2 DMA is serviced when
 that DMA ends (``firmware_free_ns``). 0xF0 streams move packet by packet and EP0 runs between their packets (a new
 0xF0 OUT can cancel a stream in flight), so they do not hold the core. This is what makes a host's control round
-trip between two bulk transfers cost throughput, the effect spec/copyin.md measures (batching the arm with the fence
+trip between two bulk transfers cost throughput, the effect docs/copyin.md measures (batching the arm with the fence
 read: 294 -> 323 MB/s). A transfer's timeout runs from its submission, as in libusb. Synchronous calls
 (``transfer``) run the event kernel until the transfer is done, so the GPU model progresses while the host waits;
 when nothing can interfere (no fault planned for the attempt, among others) they take an inline fast path with the

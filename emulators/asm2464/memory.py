@@ -40,7 +40,7 @@ _PCIE_REGIONS: Final = (
 
 
 class BridgeMemory:
-    """XDATA and SRAM, with every window a view of the same bytes (spec/asm24.md "XDATA map").
+    """XDATA and SRAM, with every window a view of the same bytes (docs/asm2464.md "XDATA map").
 
     =================  ===================================  ==========================
     XDATA              what                                 PCIe address (GPU side)

@@ -1,4 +1,4 @@
-"""The ASM2464's hardware quirks as one frozen value of switches (spec/asm24.md "Quirks"), all off by default."""
+"""The ASM2464's hardware quirks as one frozen value of switches (docs/faults.md "Quirks"), all off by default."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ __all__ = ["Quirks", "UnknownRequests"]
 
 
 class UnknownRequests(StrEnum):
-    """How the firmware answers a vendor request it does not know (spec/asm24.md "Vendor control requests")."""
+    """How the firmware answers a vendor request it does not know (docs/asm2464.md "Vendor requests")."""
 
     STRICT = "strict"  # stall: a silent ack hides driver bugs (the default)
     FIRMWARE = "firmware"  # what the real firmware does: acknowledge an unknown OUT request with no data stage

@@ -73,7 +73,7 @@ class SramEngine:
 
     An arm with start slot ``s``, slot count ``n`` (0 means 1) and ``k`` sectors covers SRAM bytes
     ``[s * 0x4000, s * 0x4000 + k * 512)``; it is valid only if ``s + n <= 32``, ``k <= n * 32`` and ``k >= 1``
-    (spec/asm24.md "SRAM windows and the 0xF2 engine"). A new arm of a direction replaces the unconsumed one. After
+    (docs/asm2464.md "SRAM, slots and windows"). A new arm of a direction replaces the unconsumed one. After
     a device-to-host arm, the bulk IN is released only by the GPU's completion-queue write.
 
     ``observed`` holds the bridge's observers (:mod:`tinyhil.emulators.observe`): arms, claims, give-backs and

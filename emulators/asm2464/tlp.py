@@ -56,7 +56,7 @@ def _stall(message: str) -> UsbStall:
 
 
 class TlpEngine:
-    """Turns 0xF0 requests into TLPs on the PCIe tree (spec/asm24.md "TLP engine").
+    """Turns 0xF0 requests into TLPs on the PCIe tree (docs/asm2464.md "Vendor requests").
 
     Byte enables give offset (trailing zero bits) and size (set bits); data travels in byte lanes both ways: the
     value of a single write and the data of a completion are the whole dword with the enabled lanes meaningful.

@@ -22,7 +22,7 @@ VRAM_BAR: Final = int(Bar.VRAM)
 DOORBELL_BAR: Final = int(Bar.DOORBELL)
 REGISTER_BAR: Final = int(Bar.REGS)
 DEFAULT_VRAM_BYTES: Final = 256 << 20
-DOORBELL_BYTES: Final = DOORBELL_BAR_BYTES  # spec/asm24.md "GPU BARs"
+DOORBELL_BYTES: Final = DOORBELL_BAR_BYTES  # docs/asm2464.md "PCIe behind the bridge"
 REGISTER_BYTES: Final = REGS_BAR_BYTES
 BAR0_POWER_ON_MAX_BYTES: Final = 256 << 20  # BAR0 powers on at min(VRAM, 256 MB), as discrete AMD GPUs do
 MIN_VRAM_BYTES: Final = 1 << 20
@@ -30,7 +30,7 @@ WRITES_SEEN_KEPT: Final = 4096
 
 
 def gpu_bars(vram_bytes: int) -> dict[int, BarSpec]:
-    """The BARs of a GPU behind the bridge (spec/asm24.md "GPU BARs"): BAR0 VRAM, 64-bit prefetchable, powering on
+    """The BARs of a GPU behind the bridge (docs/asm2464.md, PCIe): BAR0 VRAM, 64-bit prefetchable, powering on
     at ``min(vram_bytes, 256 MB)`` and resizable by powers of two up to ``vram_bytes``; BAR2 doorbells (8 KB, 64-bit
     prefetchable); BAR5 registers (2 MB, 32-bit). ``vram_bytes`` is a power of two."""
     bar0 = min(vram_bytes, BAR0_POWER_ON_MAX_BYTES)
@@ -45,13 +45,13 @@ def gpu_bars(vram_bytes: int) -> dict[int, BarSpec]:
 class PlainEndpoint(Type0Function):
     """Vendor 0x1002 with BAR0 VRAM (64-bit prefetchable, resizable), BAR2 doorbells (8 KB), BAR5 registers (2 MB).
 
-    ======  ============================================  =================================
-    BAR     what                                          spec
-    ======  ============================================  =================================
-    BAR0    VRAM aperture: the first bar_size bytes       spec/asm24.md "GPU BARs"
-    BAR2    doorbells, 8 KB of plain memory (64-bit)      spec/asm24.md "GPU BARs"
-    BAR5    registers, 2 MB of plain memory (32-bit)      spec/asm24.md "GPU BARs"
-    ======  ============================================  =================================
+    ======  ============================================  ========================================
+    BAR     what                                          documented in
+    ======  ============================================  ========================================
+    BAR0    VRAM aperture: the first bar_size bytes       docs/asm2464.md "PCIe behind the bridge"
+    BAR2    doorbells, 8 KB of plain memory (64-bit)      docs/asm2464.md "PCIe behind the bridge"
+    BAR5    registers, 2 MB of plain memory (32-bit)      docs/asm2464.md "PCIe behind the bridge"
+    ======  ============================================  ========================================
 
     VRAM is an anonymous ``mmap`` (the kernel commits pages only when touched), ``vram_bytes`` long (a power of two
     of at least 1 MB). BAR0 powers on at ``min(vram_bytes, 256 MB)`` and resizes through the resizable-BAR

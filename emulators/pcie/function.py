@@ -30,7 +30,7 @@ class PcieUnsupportedRequest(DeviceError):
 class PcieHost(Protocol):
     """What the bridge offers a bus-mastering function: DMA to the bridge's own memory.
 
-    Reachable PCIe ranges (spec/asm24.md "XDATA map"): SRAM ``0x200000-0x27FFFF``, admin queues
+    Reachable PCIe ranges (docs/asm2464.md "XDATA map"): SRAM ``0x200000-0x27FFFF``, admin queues
     ``0x800000-0x8001FF``, sys_buf ``0x820000-0x820FFF``, completion queue ``0x822000-0x8227FF``. An access must lie
     inside one range.
     """

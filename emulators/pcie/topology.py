@@ -1,7 +1,7 @@
 """The PCIe tree behind the ASM2464: a chain of four bridges and one endpoint slot.
 
-Physical wiring (spec/asm24.md "TLP engine"): bridge 0 is always on bus 0 (config type 0 reaches it); the device
-below bridge k sits on bridge k's secondary bus. Programmed the way the spec expects (secondary = k + 1,
+Physical wiring (docs/asm2464.md "PCIe behind the bridge"): bridge 0 is always on bus 0 (config type 0 reaches it);
+the device below bridge k sits on bridge k's secondary bus. Programmed the way the spec expects (secondary = k + 1,
 subordinate = 4) the bridges sit on buses 0-3 and the endpoint on bus 4, device 0, function 0. Nothing below bridge 0
 is reachable before the bridges have their bus numbers; memory requests need every bridge's window and
 COMMAND.MEMORY and the endpoint's BAR and COMMAND.MEMORY; DMA from the endpoint needs COMMAND.MASTER all the way up.

@@ -21,7 +21,7 @@ _MAX_TV_S: Final = WAIT_CAP_NS // _NS_PER_S
 
 
 class TransferMode(StrEnum):
-    """When an asynchronous transfer completes (spec/asm24.md "Async transfers")."""
+    """When an asynchronous transfer completes (docs/asm2464.md "Modes: sync and timed")."""
 
     SYNC = "sync"  # at submit (its callback still waits for the next event pump)
     TIMED = "timed"  # on the virtual clock, by the board's timing model; OUT payloads are read at completion

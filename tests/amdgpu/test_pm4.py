@@ -29,7 +29,7 @@ def bits(dword: Any, lo: int, hi: int) -> int:
 
 
 def header(packet: Any) -> tuple[int, int, int]:
-    """(type, body dwords, opcode) as spec/amdgpu.md defines the type-3 header."""
+    """(type, body dwords, opcode) as docs/amdgpu.md defines the type-3 header."""
     return bits(packet[0], 30, 31), bits(packet[0], 16, 29) + 1, bits(packet[0], 8, 15)
 
 

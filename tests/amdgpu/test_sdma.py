@@ -1,4 +1,4 @@
-"""SDMA packet builders against spec/amdgpu.md's field table: each field decoded with the spec's bit positions."""
+"""SDMA packet builders against docs/amdgpu.md's field table: each field decoded with the spec's bit positions."""
 
 from __future__ import annotations
 

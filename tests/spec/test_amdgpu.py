@@ -49,7 +49,7 @@ def test_poll_functions_are_the_seven_comparisons(value: int, reference: int) ->
 
 
 def test_spec_numbers() -> None:
-    """Numbers copied from spec/amdgpu.md's tables (a wrong constant here is a wrong model and a wrong driver)."""
+    """Numbers copied from docs/amdgpu.md's tables (a wrong constant here is a wrong model and a wrong driver)."""
     assert SYS_APERTURE == 1 << 44
     assert (Bar.VRAM, Bar.DOORBELL, Bar.REGS) == (0, 2, 5) and (DOORBELL_BAR_BYTES, DOORBELL_SLOTS) == (8 << 10, 1024)
     assert (QueueKind.SDMA.unit_bytes, QueueKind.COMPUTE.unit_bytes) == (1, 4)

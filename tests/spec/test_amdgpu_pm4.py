@@ -1,4 +1,4 @@
-"""PM4 layout facts against spec/amdgpu.md's PM4 table and the GC 9-11 bodies the module documents."""
+"""PM4 layout facts against docs/amdgpu.md's PM4 table and the GC 9-11 bodies the module documents."""
 
 from __future__ import annotations
 

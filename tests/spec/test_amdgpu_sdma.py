@@ -1,4 +1,4 @@
-"""SDMA layout facts against spec/amdgpu.md's SDMA table."""
+"""SDMA layout facts against docs/amdgpu.md's SDMA table."""
 
 from __future__ import annotations
 

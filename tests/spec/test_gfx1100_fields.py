@@ -16,7 +16,7 @@ from tinyhil.spec.gfx1100_regs import SDMA1_REGISTER_STRIDE, Reg
 RB_CNTL = fields_of(Reg.SDMA0_QUEUE0_RB_CNTL)
 
 
-# (register, fields by name, the raw value spec/amdgpu-registers.md writes out: sections 4, 8, 9, 10)
+# (register, fields by name, the raw value docs/gfx1100.md writes out: sections 4, 8, 9, 10)
 SPEC_VALUES = [
     (Reg.SDMA0_QUEUE0_RB_CNTL, {"rb_enable": 1, "rb_size": 22, "f32_wptr_poll_enable": 1, "rptr_writeback_enable": 1,
                                 "rptr_writeback_timer": 4, "rb_priv": 1, "rb_vmid": 0}, 0x0084_182D),

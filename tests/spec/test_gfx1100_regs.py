@@ -1,4 +1,4 @@
-"""The gfx1100 register table against the absolute dword addresses spec/amdgpu-registers.md states."""
+"""The gfx1100 register table against the absolute dword addresses docs/gfx1100.md states."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 GPU (Navi 31 with its real register interface), booted over USB by ``open_usb_gpu``, with one SDMA queue.
 
 VRAM layout (the GPU sees VRAM at address 0): SDMA pointers ``0x1000``/``0x1008`` and ring ``0x100000`` (1 MB,
-spec/copyin.md), a second queue's pointers ``0x2000``/``0x2008`` and ring ``0x300000``, copy destinations from
+docs/copyin.md), a second queue's pointers ``0x2000``/``0x2008`` and ring ``0x300000``, copy destinations from
 ``DATA`` = ``0x400000``; the driver's boot memory is the top 32 MB (docs/gfx1100.md). ``usb.gpu.vram``
 (the emulator) is read and filled only to set up and check.
 """

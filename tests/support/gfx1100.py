@@ -1,4 +1,4 @@
-"""A raw-register driver for the gfx1100 front end, written from ``spec/amdgpu-registers.md`` alone.
+"""A raw-register driver for the gfx1100 front end, written from ``docs/gfx1100.md`` alone.
 
 Used by ``tests/emulators/amdgpu/gfx1100/``.
 
@@ -80,7 +80,7 @@ IP_FW_ORDER = (
 
 
 def copy_linear(dst: int, src: int, nbytes: int) -> bytes:
-    """SDMA COPY_LINEAR (spec/amdgpu.md): header, byte count - 1, parameters, source, destination."""
+    """SDMA COPY_LINEAR (docs/amdgpu.md): header, byte count - 1, parameters, source, destination."""
     words = (SDMA_HEADER_OP.put(SdmaOp.COPY_LINEAR), SDMA_COPY_LINEAR_COUNT.put(nbytes - 1), 0, src & 0xFFFF_FFFF,
              src >> 32, dst & 0xFFFF_FFFF, dst >> 32)  # fmt: skip
     return struct.pack("<7I", *words)

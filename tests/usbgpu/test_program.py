@@ -39,7 +39,7 @@ def _round_up(value: int, unit: int) -> int:
 
 
 def spec_plans(revision: CopyRevision, nbytes: int, seq: int) -> list[ChunkPlan]:
-    """The chunk plans as spec/copyin.md words them, written independently of the driver."""
+    """The chunk plans as docs/copyin.md words them, written independently of the driver."""
     chunk = CHUNK[revision]
     plans = []
     for index in range(-(-nbytes // chunk)):

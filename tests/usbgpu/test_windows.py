@@ -13,7 +13,7 @@ seq0 + i``. It checks:
 - when a window is armed, its previous transfer is fully sent (on the wire), and no armed transfer is replaced
   before a bulk consumed it;
 - for the sentinel-sector and naive revisions, also drained when the window is armed (they wait for the fence before
-  the arm). The pipelined revision batches the arm with the fence read (spec/copyin.md), so its arm goes out before
+  the arm). The pipelined revision batches the arm with the fence read (docs/copyin.md), so its arm goes out before
   the host knows the previous chunk drained; its bulk OUT, the only thing that writes the window, waits. The test
   shows that this happens, so the weaker check there is a deliberate reading of the spec, not a blind spot.
 """

@@ -2,7 +2,7 @@
 
 :class:`FirmwareSource` is the seam; :class:`DirectoryFirmware` reads the real files (Debian package
 ``firmware-amd-graphics`` from ``non-free-firmware``, Ubuntu ``linux-firmware``), and :class:`GeneratedFirmware`
-makes files laid out as the real ones are (``spec/amdgpu-registers.md`` section 7), for emulators that check
+makes files laid out as the real ones are (``docs/gfx1100.md`` section 7), for emulators that check
 headers, not contents. Every blob either source returns has passed
 :func:`tinyhil.spec.amdgpu_firmware.parse_firmware_header`.
 

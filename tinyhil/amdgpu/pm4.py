@@ -1,4 +1,4 @@
-"""PM4 type-3 packet builders, one per packet of spec/amdgpu.md "PM4" (bodies as GC 9-11, see tinyhil.spec.amdgpu).
+"""PM4 type-3 packet builders, one per packet of docs/amdgpu.md "PM4 packets" (GC 9-11 bodies, see tinyhil.spec.amdgpu).
 
 Each returns the packet as a little-endian uint32 array; arguments are checked eagerly (``InvalidArgument``).
 """

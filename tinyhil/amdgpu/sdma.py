@@ -1,4 +1,4 @@
-"""SDMA packet builders, one per packet of spec/amdgpu.md "SDMA packets" (SDMA 5/6 layouts).
+"""SDMA packet builders, one per packet of docs/amdgpu.md "SDMA packets" (SDMA 5/6 layouts).
 
 Each returns the packet as a little-endian uint32 array; arguments are checked eagerly (``InvalidArgument``).
 """

@@ -1,4 +1,4 @@
-"""Driver side of the ASM2464 custom firmware: the controller client and the PCIe bring-up (spec/asm24.md).
+"""Driver side of the ASM2464 custom firmware: the controller client and the PCIe bring-up (docs/asm2464.md).
 
 - :mod:`tinyhil.asm2464.controller`: ``Asm2464Controller`` (XDATA, 0xF2 SRAM DMA, 0xF0 TLPs, power, link).
 - :mod:`tinyhil.asm2464.bringup`: ``pcie_bringup`` (bridges, BAR sizing, resizable BAR, GPU enable).

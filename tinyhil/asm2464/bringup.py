@@ -1,4 +1,4 @@
-"""PCIe bring-up of the GPU behind the bridge, with nothing but configuration TLPs (spec/asm24.md "Topology").
+"""PCIe bring-up of the GPU behind the bridge with configuration TLPs alone (docs/asm2464.md "PCIe behind the bridge").
 
 Buses 0-3 each hold a bridge at device 0, function 0; the GPU is 4:00.0 and answers only once every bridge above
 it forwards its bus and its memory ranges. The sequence:

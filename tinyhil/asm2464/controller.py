@@ -1,4 +1,4 @@
-"""The ASM2464 controller client: the custom firmware's vendor requests as Python methods (spec/asm24.md).
+"""The ASM2464 controller client: the custom firmware's vendor requests as Python methods (docs/asm2464.md).
 
 Works over any :class:`~tinyhil.usb.bridge_io.BridgeIO` (the real USB3 transport or an emulated one).
 """
@@ -84,7 +84,7 @@ def _check_seconds(name: str, value: object, *, minimum: float, inclusive: bool 
 class Asm2464Controller:
     """Client of the ASM2464 custom firmware: XDATA, the 0xF2 SRAM engine, PCIe TLPs, power and link.
 
-    Host view (spec/asm24.md "XDATA map"):
+    Host view (docs/asm2464.md "XDATA map"):
 
     ======================  ==================================================  ===========================
     XDATA                   what                                                method
@@ -165,7 +165,7 @@ class Asm2464Controller:
         if not len(view):
             raise InvalidArgument("data of 0 bytes, expected at least 1 byte")
         check_range("XDATA write", address, len(view), XDATA_BYTES)
-        for offset, byte in enumerate(view):  # the firmware's unit is one byte per request (spec/asm24.md 0xE5)
+        for offset, byte in enumerate(view):  # one byte per request (docs/asm2464.md "Vendor requests")
             self.transport.control_write(Request.XDATA_WRITE, address + offset, byte)
 
     # --- SRAM DMA (0xF2 + bulk) ---
@@ -173,7 +173,7 @@ class Asm2464Controller:
         """Land ``buf`` in SRAM from slot ``slot_start``: arm 0xF2, then bulk OUT the image padded to 512 B sectors.
 
         A sector-aligned buffer is sent as is (no copy). There is no completion signal: the bytes land some time
-        after the bulk transfer completes (spec/asm24.md). Returns the arm that was sent.
+        after the bulk transfer completes (docs/asm2464.md). Returns the arm that was sent.
 
         Raises:
             InvalidArgument: empty ``buf``, an image that does not fit the SRAM from ``slot_start``, or a ``timeout``

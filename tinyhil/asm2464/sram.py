@@ -1,4 +1,4 @@
-"""The 0xF2 SRAM DMA engine's arm request and the sector padding of bulk images (spec/asm24.md "SRAM windows").
+"""The 0xF2 SRAM DMA engine's arm request and the sector padding of bulk images (docs/asm2464.md "Vendor requests").
 
 SRAM is 512 KB = 32 slots of 16 KB, addressed in 512 B sectors. An arm with start slot ``s``, slot count ``n`` and
 ``k`` sectors covers SRAM bytes ``[s * 0x4000, s * 0x4000 + k * 512)`` and is valid only when ``s + n <= 32``,

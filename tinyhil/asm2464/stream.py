@@ -5,12 +5,12 @@ after the last whole dword go as single TLPs with byte enables. A body of at mos
 goes as single TLPs too: a stream costs a control transfer plus a bulk transfer of at least one whole packet at the
 slow stream rate, a single posted write one control transfer (a register, a doorbell, a write pointer). Long
 bodies are cut into streams of at most ``stream_chunk_bytes`` (a whole number of bulk packets) so no single stream
-gets long enough to wedge the bridge (spec/asm24.md quirk 3: upstream saw a 4 MB stream wedge it).
+gets long enough to wedge the bridge (docs/faults.md "Quirks": upstream saw a 4 MB stream wedge it).
 
 Limits: an access lies in the 64-bit PCIe address space (``address + size <= 2**64``) and moves at most
 :data:`MAX_MEM_ACCESS_BYTES` (1 GiB): about four minutes at the 0xF0 streams' 4 MB/s, and the most the client plans
 and allocates for one call (a read returns a buffer of ``size`` bytes). Bulk data belongs on the 0xF2 SRAM path
-(hundreds of MB/s, spec/copyin.md); a larger PCIe access is several calls. A plan holds at most
+(hundreds of MB/s, docs/copyin.md); a larger PCIe access is several calls. A plan holds at most
 :data:`MAX_PLAN_PIECES` transactions (a 1 GiB access in chunks of 16 KB or more, at any alignment), so planning takes
 bounded host time and memory whatever the chunk sizes.
 """

@@ -1,4 +1,4 @@
-"""Encoding of single TLPs for the bridge's 0xF0 engine and decoding of its 8-byte completion (spec/asm24.md).
+"""Encoding of single TLPs for the bridge's 0xF0 engine and decoding of its 8-byte completion (docs/asm2464.md).
 
 An 0xF0 OUT request carries ``wValue = fmt_type | byte_enable << 8``, ``wIndex`` the mode, and 12 bytes
 ``<III``: ``addr_lo``, ``addr_hi``, ``value``. The address is dword aligned; the byte enables select the bytes

@@ -1,6 +1,6 @@
 """User-mode queues: the ring, the read/write pointers, the doorbell, and the context-save sizes compute needs.
 
-Ring protocol (``spec/amdgpu.md``): pointers are monotonically increasing u64 values, counted in **bytes** on SDMA
+Ring protocol (``docs/amdgpu.md``): pointers are monotonically increasing u64 values, counted in **bytes** on SDMA
 queues and in **dwords** on compute (PM4) queues; the ring is indexed modulo its size. The host copies packets into
 the ring, stores the new write pointer into the write-pointer memory, then stores the same value into the
 queue's doorbell.

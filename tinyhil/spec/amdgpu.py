@@ -1,6 +1,6 @@
 """The emulated AMD GPU at the level a runtime driver sees it: memory, BARs, queues, SDMA and PM4 packets.
 
-Every name and number cites ``spec/amdgpu.md``. The packet layouts live beside this module: SDMA in
+Every name and number cites ``docs/amdgpu.md``. The packet layouts live beside this module: SDMA in
 :mod:`tinyhil.spec.amdgpu_sdma`, PM4 in :mod:`tinyhil.spec.amdgpu_pm4`; both use :class:`Field` for bit fields.
 """
 
@@ -151,7 +151,7 @@ class RegFields:
         return mask
 
 
-# --- Memory (spec/amdgpu.md "Memory") ---
+# --- Memory (docs/amdgpu.md "Memory") ---
 DEFAULT_VRAM_BYTES: Final = 256 << 20
 PAGE_BYTES: Final = 4096  # VA mappings are page-granular
 SYS_APERTURE: Final = 1 << 44  # GPU address SYS_APERTURE + pcie_addr reaches the bridge (USB path)
@@ -159,12 +159,12 @@ SYS_APERTURE_BYTES: Final = 1 << 44  # model choice: the aperture spans PCIe add
 SYS_APERTURE_END: Final = SYS_APERTURE + SYS_APERTURE_BYTES  # the first GPU address past the aperture
 GPU_VA_LIMIT: Final = 1 << 48  # 48-bit GPU virtual addresses (GC 9-11 VM)
 
-# --- Signals and timestamps (spec/amdgpu.md "Signals and timestamps") ---
+# --- Signals and timestamps (docs/amdgpu.md "Signals, timestamps, interrupts") ---
 TIMESTAMP_HZ: Final = 100_000_000
 TIMESTAMP_PERIOD_NS: Final = 1_000_000_000 // TIMESTAMP_HZ
 
 
-# --- Queues (spec/amdgpu.md "Queues") ---
+# --- Queues (docs/amdgpu.md "Queues") ---
 class QueueKind(IntEnum):
     """What a queue's ring holds: SDMA packets (pointers in bytes) or PM4 packets (pointers in dwords)."""
 
@@ -182,7 +182,7 @@ RING_MAX_BYTES: Final = 1 << 30  # ... to 1 GB
 RING_ALIGN_BYTES: Final = 256  # model choice: ring bases are 256-byte aligned
 
 
-# --- USB-path BARs (spec/amdgpu-registers.md section 1: BAR0 VRAM, BAR2 doorbells, BAR5 registers) ---
+# --- USB-path BARs (docs/gfx1100.md section 1: BAR0 VRAM, BAR2 doorbells, BAR5 registers) ---
 class Bar(IntEnum):
     """The GPU's BARs as the USB front door addresses them."""
 
@@ -197,7 +197,7 @@ DOORBELL_SLOTS: Final = DOORBELL_BAR_BYTES // DOORBELL_SLOT_BYTES
 REGS_BAR_BYTES: Final = 2 << 20  # a register BAR of this size (the plain PCIe endpoint's); gfx1100's is 1 MB
 
 
-# --- Polls (spec/amdgpu.md "SDMA packets", POLL_REGMEM functions) ---
+# --- Polls (docs/amdgpu.md "SDMA packets", POLL_REGMEM functions) ---
 class CompareFunction(IntEnum):
     """POLL_REGMEM / WAIT_REG_MEM function: ``(mem & mask) <op> reference``."""
 

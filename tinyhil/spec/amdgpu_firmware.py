@@ -1,6 +1,6 @@
 """AMD GPU firmware files: the gfx1100 file names, their headers, and the signed images a driver hands the PSP.
 
-Facts from ``spec/amdgpu-registers.md`` section 7 (Linux ``amdgpu_ucode.h``) and the real files (docs/gfx1100.md,
+Facts from ``docs/gfx1100.md`` section 7 (Linux ``amdgpu_ucode.h``) and the real files (docs/gfx1100.md,
 "Facts looked up beyond the spec"). Every header is parsed here and nowhere else:
 
 - :func:`parse_firmware_header`: the ``common_firmware_header`` every file starts with; the firmware sources run it on

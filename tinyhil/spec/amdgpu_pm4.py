@@ -1,4 +1,4 @@
-"""PM4 type-3 packet layouts and the SH registers DISPATCH_DIRECT reads (spec/amdgpu.md "PM4").
+"""PM4 type-3 packet layouts and the SH registers DISPATCH_DIRECT reads (docs/amdgpu.md "PM4 packets").
 
 The spec fixes the header, the opcodes and the dispatch registers; the bodies of RELEASE_MEM, WAIT_REG_MEM,
 WRITE_DATA, INDIRECT_BUFFER and ACQUIRE_MEM follow the GC 9-11 PM4 conventions (GC 10/11 where 9 differs), written
@@ -58,7 +58,7 @@ __all__ = [
 ]
 
 
-# --- PM4 type-3 packets (spec/amdgpu.md "PM4") ---
+# --- PM4 type-3 packets (docs/amdgpu.md "PM4 packets") ---
 PM4_TYPE_3: Final = 3
 PM4_HEADER_TYPE: Final = Field("type", 30, 2)
 PM4_HEADER_COUNT: Final = Field("count", 16, 14)  # body dwords - 1

@@ -1,4 +1,4 @@
-"""SDMA packet layouts (spec/amdgpu.md "SDMA packets", as in SDMA 5/6).
+"""SDMA packet layouts (docs/amdgpu.md "SDMA packets", as in SDMA 5/6).
 
 Dword-index enums (``...Dw``) give each dword's position in the packet (header = 0); :class:`Field` constants give
 bit positions inside one dword.
@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-# --- SDMA packets (spec/amdgpu.md "SDMA packets", layouts as in SDMA 5/6) ---
+# --- SDMA packets (docs/amdgpu.md "SDMA packets", layouts as in SDMA 5/6) ---
 class SdmaOp(IntEnum):
     """SDMA header bits 0-7."""
 

@@ -1,6 +1,6 @@
 """ASM2464-class USB-to-PCIe bridge (custom firmware): identity, vendor requests, XDATA map, SRAM geometry, TLPs.
 
-Every name and number cites ``spec/asm24.md``; the copyin constants cite ``spec/copyin.md``.
+Every name and number cites ``docs/asm2464.md``; the copyin constants cite ``docs/copyin.md``.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ __all__ = [
     "config_address",
 ]
 
-# --- Identity and link (spec/asm24.md "Identity and link") ---
+# --- Identity and link (docs/asm2464.md "Identity and endpoints") ---
 BRIDGE_VID_PIDS: Final = ((0xADD1, 0x0001), (0x3801, 0x0001))
 PRODUCT_PREFIXES: Final = ("custom", "AS2462")
 BULK_OUT_EP: Final = 0x02
@@ -83,7 +83,7 @@ BRIDGE_CONFIGURATION: Final = 1
 BRIDGE_INTERFACE: Final = 0
 LTSSM_L0: Final = 0x78  # XDATA 0xB450 reads this when the PCIe link is up
 
-# --- Vendor control requests (spec/asm24.md "Vendor control requests") ---
+# --- Vendor control requests (docs/asm2464.md "Vendor requests") ---
 REQUEST_TYPE_OUT: Final = 0x40
 REQUEST_TYPE_IN: Final = 0xC0
 XDATA_READ_MAX_USB3: Final = 512
@@ -167,14 +167,14 @@ def config_address(bus: int, dev: int, fn: int, reg: int) -> int:
     return bus << 24 | dev << 19 | fn << 16 | (reg & CONFIG_REG_MASK)
 
 
-# --- XDATA map (spec/asm24.md "XDATA map") ---
+# --- XDATA map (docs/asm2464.md "XDATA map") ---
 class Xdata(IntEnum):
     """XDATA addresses the emulator models."""
 
     BULK_OUT_LANDING = 0x7000  # bulk OUT landing buffer (stream mode)
     SRAM_WINDOW = 0x8000  # 0x8000-0x8FFF: 4 KB window onto SRAM at PCIe 0x200000
     SYS_BUF = 0xA000  # 0xA000-0xAFFF: window onto PCIe 0x820000
-    DRAIN_FENCE = 0xA800  # the copyin drain fence, PCIe 0x820800 (spec/copyin.md)
+    DRAIN_FENCE = 0xA800  # the copyin drain fence, PCIe 0x820800 (docs/copyin.md)
     ADMIN_QUEUES = 0xB000  # 0xB000-0xB1FF: window onto PCIe 0x800000
     TLP_REGS = 0xB210  # 0xB210-0xB29F: TLP engine registers
     LTSSM = 0xB450  # link state
@@ -182,7 +182,7 @@ class Xdata(IntEnum):
     SRAM_ENGINE_BASE = 0xF000  # SRAM base as the 0xF2 engine addresses it (slot 0)
 
 
-# PCIe addresses the GPU reaches (spec/asm24.md "XDATA map", spec/copyin.md)
+# PCIe addresses the GPU reaches (docs/asm2464.md "XDATA map", docs/copyin.md)
 PCIE_SRAM_BASE: Final = 0x200000  # SRAM at 0x200000-0x27FFFF
 PCIE_ADMIN_WINDOW: Final = 0x800000
 PCIE_SYS_BUF: Final = 0x820000
@@ -190,7 +190,7 @@ PCIE_SYS_BUF_STABLE: Final = 0x820800  # sys_buf from here on is not clobbered b
 PCIE_CQ_WINDOW: Final = 0x822000
 CPL_RELEASE_OFFSET: Final = 12  # the completion-queue entry at PCIE_CQ_WINDOW + 12 releases a copyout bulk IN
 
-# --- SRAM and the 0xF2 engine (spec/asm24.md "SRAM windows and the 0xF2 engine") ---
+# --- SRAM and the 0xF2 engine (docs/asm2464.md "SRAM, slots and windows") ---
 SRAM_BYTES: Final = 512 * 1024
 SLOTS: Final = 32
 SLOT_BYTES: Final = 0x4000
@@ -200,11 +200,11 @@ ARM_DIRECTION_IN: Final = 0x8000  # wValue bit 15: device-to-host
 ARM_SLOT_START_MASK: Final = 0xFF  # wIndex low byte: the start slot
 ARM_SLOT_COUNT_SHIFT: Final = 8  # wIndex high byte: the slot count (0 means 1)
 SLOT_SECTORS: Final = SLOT_BYTES // SECTOR_BYTES  # 32 sectors per slot: an arm of n slots holds at most n*32
-WINDOW_SLOTS: Final = 16  # spec/copyin.md: a copyin window is 16 slots, window 0 = slots 0-15, window 1 = 16-31
+WINDOW_SLOTS: Final = 16  # docs/copyin.md: a copyin window is 16 slots, window 0 = slots 0-15, window 1 = 16-31
 WINDOW_BYTES: Final = WINDOW_SLOTS * SLOT_BYTES  # 256 KB
 STREAM_WEDGE_BYTES: Final = 4 << 20  # quirk 3: upstream saw a single 0xF0 stream of 4 MB wedge the bridge
 
-# --- XDATA geometry (spec/asm24.md "XDATA map"): the size of each window ---
+# --- XDATA geometry (docs/asm2464.md "XDATA map"): the size of each window ---
 SRAM_WINDOW_BYTES: Final = 0x1000  # 0x8000-0x8FFF (and 0xF000-0xFFFF) onto SRAM bytes 0-0xFFF
 SYS_BUF_BYTES: Final = 0x1000  # 0xA000-0xAFFF onto PCIe 0x820000-0x820FFF
 ADMIN_WINDOW_BYTES: Final = 0x200  # 0xB000-0xB1FF onto PCIe 0x800000-0x8001FF

@@ -1,4 +1,4 @@
-"""The host-native code-object container the emulated GPU's kernel executor runs (spec/amdgpu.md "Kernel executor").
+"""The host-native code-object container the emulated GPU's kernel executor runs (docs/amdgpu.md "Kernel executor").
 
 A program in GPU memory is this container; ``COMPUTE_PGM_LO/HI`` point at its first byte (256-byte aligned).
 All integers are little-endian.

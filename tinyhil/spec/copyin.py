@@ -1,4 +1,4 @@
-"""The pipelined USB copyin/copyout protocol's constants (spec/copyin.md), shared by the driver and the tests."""
+"""The pipelined USB copyin/copyout protocol's constants (docs/copyin.md), shared by the driver and the tests."""
 
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ POLL_INTERVAL: Final = 4  # POLL_REGMEM interval on the sentinel (x 16 clock cyc
 POLL_RETRY_COUNT: Final = 0xFFF  # retry forever: a sentinel that never lands shows up as the host's drain error
 SDMA_RING_BYTES: Final = 1 << 20  # 3 packets per chunk; upstream used 1 MB for USB
 COPYOUT_PIECE_BYTES: Final = SRAM_BYTES  # copyout moves at most 512 KB per arm (the whole SRAM)
-# Measured on hardware (spec/copyin.md table), MB/s of copyin by protocol revision; the timing model must land within
-# 15% of each from one parameter set.
+# Measured on hardware (docs/copyin.md "Three revisions"), MB/s of copyin by protocol revision; the timing model must
+# land within 15% of each from one parameter set.
 HARDWARE_COPYIN_MBPS: Final = {"naive": 107, "sentinel-sector": 276, "pipelined": 323}
 assert CHUNK_BYTES % SECTOR_BYTES == SECTOR_BYTES - SENTINEL_BYTES
 

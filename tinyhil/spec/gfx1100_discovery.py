@@ -1,6 +1,6 @@
 """gfx1100 IP discovery (section 3): the discovery binary at the top of VRAM, its signatures and tables.
 
-Numbers cite ``spec/amdgpu-registers.md`` (section in the comment); values the spec leaves open and this
+Numbers cite ``docs/gfx1100.md`` "The register interface" (section in the comment); values the spec leaves open and this
 project chose are marked "model".
 """
 

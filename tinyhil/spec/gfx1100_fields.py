@@ -3,7 +3,7 @@
 Each layout names every field of its register that a driver sets, with the :class:`~tinyhil.spec.amdgpu.Field`
 objects of :mod:`tinyhil.spec.gfx1100_regs` and :mod:`tinyhil.spec.gfx1100_ih` where the model decodes that field
 (the same object on both sides), and the register's other fields here. Layouts and bit positions are
-``docs/gfx1100.md``'s (the spec's tables; the ``_sh_mask.h`` headers of gc 11.0.0, mmhub 3.0.0, nbio 4.3.0 and
+``docs/gfx1100.md``'s (its register tables; the ``_sh_mask.h`` headers of gc 11.0.0, mmhub 3.0.0, nbio 4.3.0 and
 osssys 6.0.0 beyond them). :func:`fields_of` finds the layout of a register by its dword address (both hubs' and
 both SDMA engines' copies share one).
 """

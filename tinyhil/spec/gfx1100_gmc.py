@@ -2,7 +2,7 @@
 registers (sections 4, 11: AM's values, tinygrad ``ip.py``; field layouts from the mmhub 3.0.0 / gc 11.0.0
 ``_sh_mask.h``, docs/gfx1100.md).
 
-Numbers cite ``spec/amdgpu-registers.md`` (section in the comment); values the spec leaves open and this
+Numbers cite ``docs/gfx1100.md`` "The register interface" (section in the comment); values the spec leaves open and this
 project chose are marked "model".
 """
 

@@ -1,6 +1,6 @@
 """The gfx1100 interrupt handler (IH, OSSSYS 6.0.0) and VM protection-fault facts, shared by the model and a driver.
 
-Sources (``docs/gfx1100.md``, "Facts looked up beyond the spec"): the IH register fields are the
+Sources (``docs/gfx1100.md``, "Facts looked up beyond the register interface"): the IH register fields are the
 ``osssys_6_0_0_sh_mask.h`` ones, the interrupt vector (IV) is the 8-dword entry Linux's ``amdgpu_ih_decode_iv_helper``
 reads, client ids are ``soc21_ih_clientid.h``'s, source ids ``ivsrcid/gfx/irqsrcs_gfx_11_0_0.h`` and
 ``ivsrcid/vmc/irqsrcs_vmc_1_0.h``, the ring-id and src_data layouts are how ``gfx_v11_0.c``, ``sdma_v6_0.c``,

@@ -1,7 +1,7 @@
 """The gfx1100 PSP (MP0 13.0.0, section 5): the mailbox bits, the bootloader commands, the ring frame and the
 command / response buffer, firmware ids and status codes.
 
-Numbers cite ``spec/amdgpu-registers.md`` (section in the comment); values the spec leaves open and this
+Numbers cite ``docs/gfx1100.md`` "The register interface" (section in the comment); values the spec leaves open and this
 project chose are marked "model".
 """
 

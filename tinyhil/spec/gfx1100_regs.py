@@ -1,10 +1,11 @@
 """The gfx1100 (Navi 31) register map: IP bases and the registers a minimal driver uses, one table for both sides.
 
-Every number cites ``spec/amdgpu-registers.md`` (section in the comment). A register is (IP, segment, offset); its
-absolute **dword** address is ``IP_BASES[ip][segment] + offset`` (section 2.1); the BAR5 byte offset is the dword
-address times 4. The emulator's gfx1100 front end and a driver import these same values. Offsets the spec gives
-only by name come from the public register headers (Linux ``asic_reg/*_offset.h`` and ``*_sh_mask.h`` for gc 11.0.0,
-mmhub 3.0.0, nbio 4.3.0, mp 13.0.0, osssys 6.0.0, hdp 6.0.0); ``docs/gfx1100.md`` lists those.
+Every number cites ``docs/gfx1100.md`` "The register interface" (section in the comment). A register is (IP,
+segment, offset); its absolute **dword** address is ``IP_BASES[ip][segment] + offset`` (section 2.1); the BAR5 byte
+offset is the dword address times 4. The emulator's gfx1100 front end and a driver import these same values. Offsets
+that page gives only by name come from the public register headers (Linux ``asic_reg/*_offset.h`` and
+``*_sh_mask.h`` for gc 11.0.0, mmhub 3.0.0, nbio 4.3.0, mp 13.0.0, osssys 6.0.0, hdp 6.0.0); ``docs/gfx1100.md``
+lists those.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The gfx1100 SMU (MP1 13.0.0, section 6): the message mailbox, its messages, answers and clock ids.
 
-Numbers cite ``spec/amdgpu-registers.md`` (section in the comment); values the spec leaves open and this
+Numbers cite ``docs/gfx1100.md`` "The register interface" (section in the comment); values the spec leaves open and this
 project chose are marked "model".
 """
 

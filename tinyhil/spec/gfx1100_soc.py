@@ -1,7 +1,7 @@
 """The gfx1100 SOC facts (NBIO 4.3.0, HDP 6.0.0): indirect register access, the HDP flush, the booted mark, and the
 HDP / MM ATC clock gating of step 19 (section 10).
 
-Numbers cite ``spec/amdgpu-registers.md`` (section in the comment); values the spec leaves open and this
+Numbers cite ``docs/gfx1100.md`` "The register interface" (section in the comment); values the spec leaves open and this
 project chose are marked "model".
 """
 

@@ -1,6 +1,6 @@
 """PCI/PCIe configuration-space layout: the standard register offsets and bits (PCI Local Bus 3.0, PCIe Base 4.0).
 
-Shared by the PCIe bring-up driver and the PCIe models; ``spec/asm24.md`` relies on these standard layouts ("BAR
+Shared by the PCIe bring-up driver and the PCIe models; ``docs/asm2464.md`` relies on these standard layouts ("BAR
 sizing works the standard way", "a resizable-BAR capability sits at config offset 0x100").
 """
 

@@ -1,6 +1,6 @@
 """Trace records: the header and one frozen dataclass per kind of operation on a USB handle.
 
-Field names are those of ``spec/trace.md`` (and of the JSONL lines, one-to-one): ``seq`` numbers records from 0,
+Field names are those of ``docs/traces.md`` (and of the JSONL lines, one-to-one): ``seq`` numbers records from 0,
 ``t_ns`` is when the call started and ``dur_ns`` how long it took (virtual ns on emulated targets), ``data`` is the
 payload (OUT: what was sent; IN: what came back, the partial data on an error), ``ret`` the call's result and ``err``
 the ``usb1`` exception class name it raised instead. ``transferred`` is the byte count of a write that raised

@@ -1,6 +1,6 @@
 """The real USB backend: find an ASM2464 bridge through ``usb1`` on the system libusb and open a transport to it.
 
-Discovery matches the bridge VID:PIDs of ``spec/asm24.md`` (``ADD1:0001``, ``3801:0001``), picks a board by serial
+Discovery matches the bridge VID:PIDs of ``docs/asm2464.md`` (``ADD1:0001``, ``3801:0001``), picks a board by serial
 number when several are attached, checks the product string (``custom...`` or ``AS2462...``: the custom firmware),
 selects configuration 1 (unless the host already has: the device says so) and hands the handle to
 :class:`~tinyhil.usb.transport.Usb3Transport`, which claims interface 0. Every way this can fail here raises

@@ -2,7 +2,7 @@
 
 The transport is built over any :class:`~tinyhil.usb.handle.UsbHandle` and :class:`~tinyhil.usb.handle.EventPump`
 (``usb1`` on a real board, the emulated handle in tests) and does not care which. It speaks the wire format of
-``spec/asm24.md``: vendor requests with bmRequestType ``0x40`` (OUT) / ``0xC0`` (IN) to the device, bulk OUT on
+``docs/asm2464.md``: vendor requests with bmRequestType ``0x40`` (OUT) / ``0xC0`` (IN) to the device, bulk OUT on
 endpoint ``0x02`` and bulk IN on ``0x81``. Timeouts are in milliseconds, ``1..MAX_TIMEOUT_MS`` (2 h; checked by
 :func:`~tinyhil.usb.bridge_io.check_timeout_ms`).
 

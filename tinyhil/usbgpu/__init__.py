@@ -1,4 +1,4 @@
-"""The AMD GPU behind a USB bridge, host side: the copyin/copyout protocol (spec/copyin.md).
+"""The AMD GPU behind a USB bridge, host side: the copyin/copyout protocol (docs/copyin.md).
 
 - :mod:`tinyhil.usbgpu.copy`: ``UsbCopy`` (three protocol revisions, copyout), ``CopyRevision``, ``DrainError``.
 - :mod:`tinyhil.usbgpu.program`: the SDMA program of a copyin, stamped from packet-builder templates.

@@ -7,7 +7,7 @@ PCIe side up, boots the gfx1100 behind it through its real register interface
 bridge, the copy protocol and the gfx1100 driver are the same code on both; the driver has not yet run on a board
 (docs/fidelity.md).
 
-VRAM layout (GPU address = BAR0 offset, spec/amdgpu.md USB path):
+VRAM layout (GPU address = BAR0 offset, docs/gfx1100.md "Bring-up sequence"):
 
 | GPU address | what |
 |---|---|
@@ -23,7 +23,7 @@ pages for its whole 2 MB slots, 4 KB pages for the rest) and unmapped when it is
 flush), so a GPU access to a freed buffer faults and the next wait raises, naming the page.
 
 Signals live in VRAM, never in the bridge's sys_buf (whose low half the 0xF2 engine clobbers while a transfer is in
-flight: spec/asm24.md quirk 2). The host has no interrupt on this path: it polls them through BAR0.
+flight: docs/faults.md "Quirks"). The host has no interrupt on this path: it polls them through BAR0.
 
 Copyin and copyout use their own SDMA queue (queue 1) and are synchronous: they first wait for every earlier
 operation, so program order holds across the queues. A copy that fails on the device (a chunk that never drains,

@@ -1,4 +1,4 @@
-"""USB copyin/copyout: host memory to VRAM through the bridge's SRAM windows, and back (spec/copyin.md).
+"""USB copyin/copyout: host memory to VRAM through the bridge's SRAM windows, and back (docs/copyin.md).
 
 The engine cannot say when a bulk OUT has landed, so the protocol proves it in the stream: every chunk's wire image
 ends in a sentinel the GPU polls for before it copies the chunk out of its window, and the GPU reports each
@@ -64,7 +64,7 @@ _SENTINEL: Final = struct.Struct("<I")
 
 
 class CopyRevision(StrEnum):
-    """The protocol revisions of spec/copyin.md."""
+    """The protocol revisions of docs/copyin.md."""
 
     NAIVE = "naive"
     SENTINEL_SECTOR = "sentinel-sector"

@@ -77,7 +77,7 @@ _REGISTER_BYTES: Final = 4
 _U32_MASK: Final = 0xFFFF_FFFF
 _U64_MASK: Final = (1 << 64) - 1
 
-# The bridge's memory the copy protocol reaches (spec/asm24.md): SRAM, and the admin window .. CQ window.
+# The bridge's memory the copy protocol reaches (docs/asm2464.md): SRAM, and the admin window .. CQ window.
 BRIDGE_RANGES: Final = (
     (PCIE_SRAM_BASE, SRAM_BYTES),
     (PCIE_ADMIN_WINDOW, PCIE_CQ_WINDOW + CQ_WINDOW_BYTES - PCIE_ADMIN_WINDOW),

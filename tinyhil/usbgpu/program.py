@@ -1,4 +1,4 @@
-"""The SDMA side of a copyin and of a copyout, built in one go before anything is sent (spec/copyin.md "GPU side").
+"""The SDMA side of a copyin and of a copyout, built in one go before anything is sent (docs/copyin.md).
 
 Per chunk three packets: POLL_REGMEM on the chunk's sentinel, COPY_LINEAR from its window to VRAM, WRITE of
 ``seq + 1`` to the drain fence. A 64 MB copyin has 256 chunks; building 768 packets one builder call at a time costs

@@ -1,4 +1,4 @@
-"""The gfx1100 (Navi 31) register interface (``spec/amdgpu-registers.md``), a front end of the AMD GPU model.
+"""The gfx1100 (Navi 31) register interface (``docs/gfx1100.md``), a front end of the AMD GPU model.
 
 Modules by block: ``regfile`` (the banked register file), ``bar5`` (the 1 MB register BAR and its index/data
 pairs), ``discovery`` (the IP discovery binary), ``gmc`` (MC addresses, the VMID 0 page tables, TLBs), ``psp``,

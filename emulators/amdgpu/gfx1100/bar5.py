@@ -1,6 +1,6 @@
 """BAR5 of gfx1100: 1 MB of registers, with index/data pairs for VRAM and for registers beyond it.
 
-``spec/amdgpu-registers.md`` sections 1, 2.3 and 4 (HDP flush). Byte offsets, whole aligned dwords:
+``docs/gfx1100.md`` sections 1, 2.3 and 4 (HDP flush). Byte offsets, whole aligned dwords:
 
 | BAR5 dword | what |
 |---|---|

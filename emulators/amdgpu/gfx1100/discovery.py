@@ -1,4 +1,4 @@
-"""The IP discovery binary the firmware leaves at VRAM - 64 KB (``spec/amdgpu-registers.md`` section 3).
+"""The IP discovery binary the firmware leaves at VRAM - 64 KB (``docs/gfx1100.md`` section 3).
 
 Layout written here (all packed little-endian):
 

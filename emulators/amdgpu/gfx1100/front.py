@@ -1,6 +1,6 @@
 """The gfx1100 front end: the real Navi 31 register interface, mounted on an :class:`AmdGpu` core.
 
-``spec/amdgpu-registers.md``. The core's memory, queues and SDMA / PM4 engines execute; this front end answers the
+``docs/gfx1100.md``. The core's memory, queues and SDMA / PM4 engines execute; this front end answers the
 BARs as the chip does:
 
 | BAR | front end | what |

@@ -1,6 +1,6 @@
 """The gfx1100 GPU as a PCIe function behind the ASM2464 bridge: Navi 31's config space and BARs over the front end.
 
-``spec/amdgpu-registers.md`` section 1. A :class:`~tinyhil.emulators.amdgpu.pcie.BridgedFunction` whose BARs go
+``docs/gfx1100.md`` section 1. A :class:`~tinyhil.emulators.amdgpu.pcie.BridgedFunction` whose BARs go
 to :class:`Gfx1100Front` (BAR0 VRAM, BAR2 doorbells, BAR5 the 1 MB register BAR), and the GPU's system pages
 (PTEs with the system bit) reach the bridge's SRAM and windows over PCIe::
 

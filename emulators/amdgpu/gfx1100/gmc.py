@@ -1,6 +1,6 @@
 """The gfx1100 memory model: MC addresses, the VMID 0 page table of each hub, TLBs and their invalidation.
 
-``spec/amdgpu-registers.md`` section 4. :class:`Gmc` holds VRAM, the PCIe side and one
+``docs/gfx1100.md`` section 4. :class:`Gmc` holds VRAM, the PCIe side and one
 :class:`~tinyhil.emulators.amdgpu.memory.AddressSpace` per hub: ``gc`` (the SDMA and CP engines: the GPU's memory)
 and ``mm`` (the PSP and the IH). Each hub is the :class:`~tinyhil.emulators.amdgpu.memory.Translation` of its
 address space (:class:`PageTableHub`):

@@ -1,6 +1,6 @@
 """The IH block (OSSSYS 6.0.0): ring 0 carries interrupt vectors (IVs) from the engines and the GMC to the driver.
 
-``spec/amdgpu-registers.md`` section 10 programs the rings; what a ring does with an IV is Linux's ``ih_v6_0.c``
+``docs/gfx1100.md`` section 10 programs the rings; what a ring does with an IV is Linux's ``ih_v6_0.c``
 and ``amdgpu_ih.c`` (``docs/gfx1100.md``). The IH's state is its registers; the block answers:
 
 | register | model |

@@ -1,4 +1,4 @@
-"""MEC compute queues from their HQD registers (``spec/amdgpu-registers.md`` section 9); the PM4 engine runs them.
+"""MEC compute queues from their HQD registers (``docs/gfx1100.md`` section 9); the PM4 engine runs them.
 
 The HQD registers are banked by ``GRBM_GFX_CNTL`` (me, pipe, queue): the register file keeps one copy per bank.
 

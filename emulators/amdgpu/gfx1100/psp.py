@@ -1,6 +1,6 @@
 """The PSP (MP0 13.0.0): bootloader mailbox, sOS ring, command frames with fence and status, firmware images, TMR.
 
-``spec/amdgpu-registers.md`` section 5. Registers (absolute dwords): C2PMSG_33 IFWI ready, C2PMSG_35/36 bootloader
+``docs/gfx1100.md`` section 5. Registers (absolute dwords): C2PMSG_33 IFWI ready, C2PMSG_35/36 bootloader
 command and buffer (>> 20), C2PMSG_64 ring control and response, C2PMSG_67 ring write pointer (dwords),
 C2PMSG_69/70/71 ring base and size, C2PMSG_81 sOS alive. Addresses the PSP is given are MC addresses or VMID 0
 VAs of the MM hub.

@@ -1,6 +1,6 @@
 """The gfx1100 register file: every register a store unless a block answers it, HQD registers banked.
 
-Section 10 of ``spec/amdgpu-registers.md``: a register the model does not interpret stores what the driver writes
+Section 10 of ``docs/gfx1100.md``: a register the model does not interpret stores what the driver writes
 and reads it back (unwritten: its reset value, 0 unless a block sets one). A block (PSP, SMU, GMC, the queues)
 claims a register with :meth:`RegisterFile.on_read` / :meth:`RegisterFile.on_write`; a write handler sees the
 value after it is stored. ``GRBM_GFX_CNTL`` selects the bank the HQD registers (me, pipe, queue) and

@@ -1,4 +1,4 @@
-"""SDMA0 and SDMA1 queue 0 from their RB registers (``spec/amdgpu-registers.md`` section 8); the SDMA engine runs them.
+"""SDMA0 and SDMA1 queue 0 from their RB registers (``docs/gfx1100.md`` section 8); the SDMA engine runs them.
 
 | register | model |
 |---|---|

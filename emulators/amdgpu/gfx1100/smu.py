@@ -1,4 +1,4 @@
-"""The SMU (MP1 13.0.0) message mailbox, answering as firmware does (``spec/amdgpu-registers.md`` section 6).
+"""The SMU (MP1 13.0.0) message mailbox, answering as firmware does (``docs/gfx1100.md`` section 6).
 
 Send: the driver writes C2PMSG_90 = 0, C2PMSG_82 = argument, C2PMSG_66 = message; the firmware sets C2PMSG_90 to the
 result and, for messages that return one, C2PMSG_82 to the answer. The debug mailbox (C2PMSG_75 / 53 / 54) works the

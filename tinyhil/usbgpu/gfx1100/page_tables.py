@@ -1,6 +1,6 @@
 """The VMID 0 page tables of the USB-path gfx1100 driver: built at boot, changed per allocation.
 
-``spec/amdgpu-registers.md`` section 4. :class:`PageTables` keeps a host copy of every table (the root PDB2 at
+``docs/gfx1100.md`` section 4. :class:`PageTables` keeps a host copy of every table (the root PDB2 at
 ``BootLayout.page_tables``, then PDB1 / PDB0 / PTB tables taken from the rest of that region as they are needed)
 and remembers which entries changed since the last :meth:`PageTables.write`, which sends them through BAR0, one
 write per changed table. The caller then flushes the TLBs (section 4's handshake) once.

@@ -1,6 +1,6 @@
 """The IP discovery binary at VRAM - 64 KB, read back the way Linux's amdgpu_discovery.c reads it.
 
-The reader below is written from the layout facts of spec/amdgpu-registers.md section 3 (not from any driver):
+The reader below is written from the layout facts of docs/gfx1100.md section 3 (not from any driver):
 signatures, the binary checksum over ``[10, binary_size)``, and each table's checksum from its table_info.
 """
 
