@@ -1,0 +1,111 @@
+"""Kernels built by clang-19 -O2 for gfx1100 run on the RDNA3 executor and match numpy on random inputs."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.rdna3 import DATA, compile_cl, launch, make_space, needs_clang, read
+
+from tinyhil.amdgpu.code_object import CodeObject
+from tinyhil.emulators.amdgpu.errors import GpuMemoryFault, WaveTrap
+
+pytestmark = needs_clang
+
+SOURCE = """
+static inline int gid(void) {
+  return __builtin_amdgcn_workgroup_id_x() * __builtin_amdgcn_workgroup_size_x() + __builtin_amdgcn_workitem_id_x();
+}
+__kernel void vadd(__global const float *a, __global const float *b, __global float *c, int n) {
+  int i = gid(); if (i < n) c[i] = a[i] + b[i]; }
+__kernel void saxpy(float alpha, __global const float *x, __global float *y, int n) {
+  int i = gid(); if (i < n) y[i] = alpha * x[i] + y[i]; }
+__kernel void divloop(__global const int *a, __global int *out) {
+  int i = gid(); int v = a[i]; int acc = 0;
+  for (int k = 0; k < (v & 15); k++) { if (k & 1) acc += k * v; else acc ^= k; }
+  out[i] = acc; }
+__kernel void spin(__global int *out, int n) {
+  int i = gid(); while (out[0] != n) { out[1] += i; } }
+"""
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory: pytest.TempPathFactory) -> CodeObject:
+    return compile_cl(SOURCE, Path(tmp_path_factory.mktemp("cl")))
+
+
+@pytest.mark.parametrize(("n", "block"), [(1000, 256), (4096, 256), (77, 64), (32, 32)])
+def test_vector_add_matches_numpy(kernels: CodeObject, n: int, block: int) -> None:
+    rng = np.random.default_rng(n)
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    space = make_space()
+    pa, pb, pc = DATA, DATA + 4 * n, DATA + 8 * n
+    space.write(pa, a)
+    space.write(pb, b)
+    launch(space, kernels, "vadd", struct.pack("<QQQi", pa, pb, pc, n), grid=-(-n // block), block=block)
+    np.testing.assert_array_equal(read(space, pc, n, "<f4"), a + b)
+    assert not read(space, pc + 4 * n, 8, "<u4").any()  # lanes past n stored nothing
+
+
+def test_saxpy_matches_numpy(kernels: CodeObject) -> None:
+    n, alpha = 3000, np.float32(-1.75)
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    space = make_space()
+    space.write(DATA, x)
+    space.write(DATA + 4 * n, y)
+    launch(space, kernels, "saxpy", struct.pack("<f4xQQi", alpha, DATA, DATA + 4 * n, n), grid=12, block=256)
+    expected = (alpha.astype(np.float64) * x + y).astype(np.float32)  # v_fmac_f32: one rounding
+    np.testing.assert_array_equal(read(space, DATA + 4 * n, n, "<f4"), expected)
+
+
+def _divloop(a: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(a)
+    for k in range(15):
+        live = (a & 15) > k
+        out = np.where(live, (out + k * a) if k & 1 else (out ^ k), out)
+    return out
+
+
+def test_divergent_loop_matches_numpy(kernels: CodeObject) -> None:
+    n = 2048
+    a = np.random.default_rng(2).integers(-(2**31), 2**31, n, dtype=np.int64).astype(np.int32)
+    space = make_space()
+    space.write(DATA, a)
+    stats = launch(space, kernels, "divloop", struct.pack("<QQ", DATA, DATA + 4 * n), grid=8, block=256)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(read(space, DATA + 4 * n, n, "<i4"), _divloop(a))
+    assert stats.waves == 64
+
+
+def test_a_wild_pointer_is_a_memory_fault_naming_the_address(kernels: CodeObject) -> None:
+    space = make_space()
+    wild = 0x7_0000_0000
+    with pytest.raises(GpuMemoryFault) as caught:
+        launch(space, kernels, "vadd", struct.pack("<QQQi", wild, DATA, DATA, 64), grid=1, block=64)
+    assert caught.value.va == wild
+
+
+def test_an_endless_loop_ends_in_a_wave_trap_within_the_budget(kernels: CodeObject) -> None:
+    space = make_space()
+    with pytest.raises(WaveTrap, match="step budget of 5000") as caught:
+        launch(space, kernels, "spin", struct.pack("<Qi", DATA, 1), grid=1, block=32, step_budget=5000)
+    assert caught.value.text  # the disassembly of the instruction it stopped at
+    # the next dispatch on the same space runs normally
+    space.write(DATA, np.ones(1, np.int32))
+    launch(space, kernels, "spin", struct.pack("<Qi", DATA, 1), grid=1, block=32)
+
+
+def test_a_second_dispatch_of_the_same_code_decodes_nothing(kernels: CodeObject) -> None:
+    from tinyhil.emulators.amdgpu.rdna3.executor import _DEFAULT_CACHE
+
+    space = make_space()
+    args = struct.pack("<QQQi", DATA, DATA, DATA + 0x1000, 32)
+    launch(space, kernels, "vadd", args, grid=1, block=32)
+    program = _DEFAULT_CACHE.get(bytes(space.read(0x100000 + kernels.kernels["vadd"].entry_vaddr, 1 << 20)))
+    decoded = dict(program.decoded)
+    assert decoded
+    launch(space, kernels, "vadd", args, grid=1, block=32)
+    assert program.decoded == decoded
