@@ -94,7 +94,7 @@ def gather(space: AddressSpace, addrs: np.ndarray, nbytes: int) -> np.ndarray:
     span = int(addrs.max()) + nbytes - lo
     view = _fast_view(space, lo, span, len(addrs) * nbytes)
     if view is not None:
-        rel = (addrs - np.uint64(lo)).astype(np.int64)
+        rel = (addrs - np.uint64(lo)).view(np.int64)  # below the span's size, so the view is exact
         if nbytes % 4 == 0 and lo % 4 == 0 and not (rel & 3).any() and len(view) % 4 == 0:
             dwords = view.view("<u4")
             words = dwords[rel >> 2] if nbytes == 4 else dwords[(rel >> 2)[:, None] + np.arange(nbytes // 4)]
@@ -119,7 +119,7 @@ def scatter(space: AddressSpace, addrs: np.ndarray, data: np.ndarray) -> None:
     span = int(addrs.max()) + nbytes - lo
     view = _fast_view(space, lo, span, len(addrs) * nbytes)
     if view is not None:
-        rel = (addrs - np.uint64(lo)).astype(np.int64)
+        rel = (addrs - np.uint64(lo)).view(np.int64)
         if nbytes % 4 == 0 and lo % 4 == 0 and not (rel & 3).any() and len(view) % 4 == 0:
             dwords, values = view.view("<u4"), np.ascontiguousarray(data).view("<u4")
             if nbytes == 4:

@@ -168,7 +168,8 @@ class Group:
         self.w.vgpr[reg, self.sel] = np.where(mask, np.asarray(value).astype(_U32), old)
 
     def set_v64(self, reg: int, value: np.ndarray) -> None:
-        pair = np.ascontiguousarray(np.broadcast_to(np.asarray(value).astype(_U64), (self.n, LANES))).view(_U32)
+        pair = np.ascontiguousarray(np.broadcast_to(np.asarray(value).astype(_U64, copy=False), (self.n, LANES)))
+        pair = pair.view(_U32)
         self.set_v(reg, pair[:, 0::2])
         self.set_v(reg + 1, pair[:, 1::2])
 

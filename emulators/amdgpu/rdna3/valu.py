@@ -242,7 +242,7 @@ def _f32_op(count: int, fn: Fn, name: str) -> Handler:
 def _u32_op(count: int, fn: Fn) -> Handler:
     def op(g: Group, i: Inst) -> None:
         with np.errstate(all="ignore"):
-            r = np.asarray(fn(*_sources(g, i, count))).astype(_I64).astype(_U32)
+            r = np.asarray(fn(*_sources(g, i, count))).astype(_U32, copy=False)  # C casts wrap to 32 bits
         g.set_v(i.vdst, np.broadcast_to(r, (g.n, 32)))
 
     return op
