@@ -15,7 +15,8 @@ from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdhsa import KernelCodeProperty
 
 SOURCE = """__kernel void k(__global int *p, int n) {
-  p[__builtin_amdgcn_workgroup_id_x() * __builtin_amdgcn_workgroup_size_x() + __builtin_amdgcn_workitem_id_x()] = n; }"""
+  int i = __builtin_amdgcn_workgroup_id_x() * __builtin_amdgcn_workgroup_size_x();
+  p[i + __builtin_amdgcn_workitem_id_x()] = n; }"""
 
 
 @pytest.fixture(scope="module")

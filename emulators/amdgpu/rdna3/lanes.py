@@ -41,7 +41,7 @@ def _clusters(addrs: np.ndarray, nbytes: int) -> list[tuple[int, int, np.ndarray
     cuts = np.flatnonzero(np.diff(ordered) > _CLUSTER_GAP_BYTES) + 1
     out = []
     for part in np.split(np.arange(len(order)), cuts):
-        lanes = order[part]
+        lanes = np.sort(order[part])  # lane order, so that where lanes overlap the last one wins
         lo, hi = int(ordered[part[0]]), int(ordered[part[-1]]) + nbytes
         out.append((lo, hi - lo, lanes))
     return out

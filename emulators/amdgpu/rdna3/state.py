@@ -28,7 +28,8 @@ Sel = slice | np.ndarray
 
 def bits_to_mask(bits: np.ndarray) -> np.ndarray:
     """Per-wave 32-bit lane masks (n,) as booleans (n, 32)."""
-    return ((bits[:, None] >> _LANE_BITS) & 1).astype(bool)
+    as_bytes = np.ascontiguousarray(bits, "<u4").view(np.uint8).reshape(-1, 4)
+    return np.unpackbits(as_bytes, axis=1, bitorder="little").view(bool)
 
 
 def mask_to_bits(mask: np.ndarray) -> np.ndarray:
@@ -140,6 +141,12 @@ class Group:
             self._exec = mask[self.sel]
             self._full = full
         return self._exec
+
+    @property
+    def all_active(self) -> bool:
+        """Whether every lane of every wave in the group is on (the masked paths can then be skipped)."""
+        _ = self.exec
+        return self._full
 
     def v(self, code: int) -> np.ndarray:
         """A 32-bit source per lane: (n, 32), or (n, 1) / a scalar for scalar operands (they broadcast)."""

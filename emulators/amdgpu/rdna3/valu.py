@@ -253,6 +253,8 @@ def _mask(g: Group, code: int) -> np.ndarray:
 
 
 def _write_mask(g: Group, code: int, lanes: np.ndarray) -> None:
+    if code == Src.NULL:
+        return
     g.set_s(code, mask_to_bits(np.broadcast_to(lanes, (g.n, 32)) & g.exec))
 
 

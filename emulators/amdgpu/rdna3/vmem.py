@@ -84,6 +84,11 @@ def _global_load(kind: str) -> Handler:
     nbytes = _SUFFIX_BYTES[kind]
 
     def op(g: Group, i: Inst) -> None:
+        if g.all_active:  # every lane loads: no masking, results reshaped in place
+            words = _extend(gather(g.space, _lane_addresses(g, i).reshape(-1), nbytes), kind)
+            for k in range(words.shape[1]):
+                g.set_v(i.vdst + k, words[:, k].reshape(g.n, LANES))
+            return
         active = g.exec
         data = gather(g.space, _lane_addresses(g, i)[active], nbytes)
         _write_lanes(g, i.vdst, active, _extend(data, kind))
@@ -95,6 +100,11 @@ def _global_store(kind: str) -> Handler:
     nbytes = _SUFFIX_BYTES[kind]
 
     def op(g: Group, i: Inst) -> None:
+        if g.all_active and nbytes >= 4:
+            count = nbytes // 4
+            words = np.stack([np.asarray(g.w.vgpr[i.src[1] - 256 + k, g.sel]).reshape(-1) for k in range(count)], 1)
+            scatter(g.space, _lane_addresses(g, i).reshape(-1), words.view(np.uint8))
+            return
         active = g.exec
         scatter(g.space, _lane_addresses(g, i)[active], _read_lanes(g, i.src[1] - 256, active, nbytes))
 
