@@ -27,7 +27,7 @@ from .decode import DecodeError, Inst, decode
 from .opcodes import Enc
 from .operands import Src
 from .salu import SALU_HANDLERS
-from .state import LANES, Group, Waves
+from .state import LANES, Group, OperandError, Waves
 from .valu import VALU_HANDLERS, vopd_handler
 from .vmem import VMEM_HANDLERS
 
@@ -253,6 +253,8 @@ def run_dispatch(
         g = Group(w, space, sel, n, pc, inst.size, base, inst.literal)
         try:
             handler(g, inst)
+        except OperandError as exc:
+            raise WaveTrap(str(exc), pc=base + pc, text=inst.text) from None
         except IndexError:
             raise WaveTrap("a register operand is past the registers the dispatch allocates", pc=base + pc,
                            text=inst.text) from None  # fmt: skip

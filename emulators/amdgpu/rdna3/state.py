@@ -15,7 +15,7 @@ import numpy as np
 from ..memory import AddressSpace
 from .operands import FLOAT_INLINE_F32, FLOAT_INLINE_F64, SGPR_FILE, VGPR_BASE, Src, inline_int
 
-__all__ = ["LANES", "Group", "Waves", "bits_to_mask", "mask_to_bits"]
+__all__ = ["LANES", "Group", "OperandError", "Waves", "bits_to_mask", "mask_to_bits"]
 
 LANES: Final = 32
 _LANE_BITS: Final = np.arange(LANES, dtype=np.uint32)
@@ -24,6 +24,10 @@ _U64: Final = np.uint64
 _MASK32: Final = 0xFFFFFFFF
 
 Sel = slice | np.ndarray
+
+
+class OperandError(ValueError):
+    """An instruction names an operand code the model does not implement (the executor reports a wave trap)."""
 
 
 def bits_to_mask(bits: np.ndarray) -> np.ndarray:
@@ -102,7 +106,9 @@ class Group:
             return FLOAT_INLINE_F32[code]
         if code == Src.LITERAL:
             return self.literal
-        raise ValueError(f"operand code {code} is not a scalar source")
+        raise OperandError(
+            f"operand code {code} is not a source the model implements (reserved, an aperture base, or a VGPR)"
+        )
 
     def s64(self, code: int) -> np.ndarray:
         if code < SGPR_FILE:

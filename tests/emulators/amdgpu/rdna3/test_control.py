@@ -196,3 +196,30 @@ def test_a_wild_store_names_the_lanes_address() -> None:
     with pytest.raises(GpuMemoryFault) as caught:
         run_code(space, code, user_data=_lo_hi(base))
     assert caught.value.va == base + 5 * 4096
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("v_mov_b32 v1, src_shared_base\ns_endpgm", "operand code 235 is not a source"),
+        ("v_mov_b32 v200, 0\ns_endpgm", "past the registers"),
+    ],
+)
+def test_operands_the_model_lacks_are_wave_traps(source: str, message: str) -> None:
+    with pytest.raises(WaveTrap, match=message):
+        run_code(make_space(16 << 20), assemble(source))
+
+
+def test_bad_dispatch_setups_are_refused_before_anything_runs() -> None:
+    from tinyhil.emulators.amdgpu.rdna3 import DispatchSetup, run_dispatch
+    from tinyhil.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="num_thread"):
+        DispatchSetup(0, 0, 0, 0, num_thread=(2048, 1, 1))
+    with pytest.raises(InvalidArgument, match="user_data"):
+        DispatchSetup(0, 0, 0, 0, user_data=(0,) * 17)
+    space = make_space(16 << 20)
+    with pytest.raises(NotImplementedError, match="wave64"):
+        run_dispatch(space, DispatchSetup(CODE_BASE >> 8, 0, 0, 0, wave32=False))
+    with pytest.raises(WaveTrap, match="program address is not mapped"):
+        run_dispatch(space, DispatchSetup((32 << 20) >> 8, 0, 0, 0))
