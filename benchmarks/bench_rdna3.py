@@ -68,7 +68,7 @@ def measure(elements: int, block: int = 256, repeats: int = 3) -> dict[str, floa
     space.write(KERNARG, bytes(kernargs))
     user = user_sgprs(kd, {KernelCodeProperty.ENABLE_SGPR_KERNARG_SEGMENT_PTR: KERNARG})
     pgm = entry >> 8
-    setup = DispatchSetup(pgm & 0xFFFFFFFF, pgm >> 32, kd.compute_pgm_rsrc1, kd.compute_pgm_rsrc2,
+    setup = DispatchSetup(pgm & 0xFFFFFFFF, pgm >> 32, kd.compute_pgm_rsrc1, kd.dispatch_rsrc2(),
                           kd.compute_pgm_rsrc3, tuple(user), (block, 1, 1), grid)  # fmt: skip
     stats: list[DispatchStats] = []
     out = np.empty_like(a)

@@ -37,6 +37,9 @@ def test_a_clang_object_loads_with_its_descriptor_and_metadata(built: tuple[Code
     assert co.image[kd.entry_vaddr : kd.entry_vaddr + 4] != b"\0\0\0\0"
     assert kd.metadata[".name"] == "k" and co.metadata["amdhsa.version"]
     assert user_sgprs(kd, {KernelCodeProperty.ENABLE_SGPR_KERNARG_SEGMENT_PTR: 0x1_2345_6780}) == [0x23456780, 1]
+    assert kd.dispatch_rsrc2(1000) >> 15 & 0x1FF == 2 and kd.dispatch_rsrc2() & 0x7FFF == kd.compute_pgm_rsrc2 & 0x7FFF
+    with pytest.raises(CodeObjectError, match="LDS"):
+        kd.dispatch_rsrc2(1 << 20)
     hidden = hidden_kernargs(kd, (3, 1, 1), (64, 1, 1))
     assert len(hidden) == kd.kernarg_size and struct.pack("<I", 3) in hidden
 

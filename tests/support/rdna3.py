@@ -100,7 +100,7 @@ def launch(
                            KernelCodeProperty.ENABLE_SGPR_DISPATCH_PTR: 0, KernelCodeProperty.ENABLE_SGPR_QUEUE_PTR: 0,
                            KernelCodeProperty.ENABLE_SGPR_DISPATCH_ID: 0})  # fmt: skip
     pgm = entries[name] >> 8
-    setup = DispatchSetup(pgm & 0xFFFFFFFF, pgm >> 32, kd.compute_pgm_rsrc1, kd.compute_pgm_rsrc2,
+    setup = DispatchSetup(pgm & 0xFFFFFFFF, pgm >> 32, kd.compute_pgm_rsrc1, kd.dispatch_rsrc2(),
                           kd.compute_pgm_rsrc3, tuple(user), (block, 1, 1), (grid, 1, 1))  # fmt: skip
     return run_dispatch(space, setup, step_budget=step_budget)
 

@@ -92,6 +92,15 @@ class KernelDescriptor:
         granulated = ((self.compute_pgm_rsrc2 >> Rsrc2.GRANULATED_LDS_SIZE) & _LDS_GRANULE_MASK) * _LDS_GRANULE_BYTES
         return max(self.group_segment_fixed_size, granulated)
 
+    def dispatch_rsrc2(self, dynamic_lds_bytes: int = 0) -> int:
+        """``COMPUTE_PGM_RSRC2`` as a driver programs it: the descriptor's value with LDS_SIZE covering the group
+        segment plus ``dynamic_lds_bytes`` (an HSA descriptor leaves LDS_SIZE 0: the dispatch supplies it)."""
+        lds = -(-(self.group_segment_fixed_size + dynamic_lds_bytes) // _LDS_GRANULE_BYTES)
+        if lds > _LDS_GRANULE_MASK:
+            raise CodeObjectError(f"{self.name}: {lds * _LDS_GRANULE_BYTES:#x} bytes of LDS, more than the field holds")
+        cleared = self.compute_pgm_rsrc2 & ~(_LDS_GRANULE_MASK << Rsrc2.GRANULATED_LDS_SIZE)
+        return cleared | (lds << Rsrc2.GRANULATED_LDS_SIZE)
+
 
 @dataclass(frozen=True, slots=True)
 class CodeObject:

@@ -32,8 +32,9 @@ _FORMATS: Final = (
     (0xFC000000, 0xC8000000, Enc.VOPD),
     (0xFC000000, 0xD8000000, Enc.DS),
     (0xFC000000, 0xDC000000, Enc.FLAT),
+    (0xFC000000, 0xE0000000, Enc.MUBUF),
 )
-_TWO_DWORDS: Final = frozenset({Enc.SMEM, Enc.VOP3, Enc.VOP3P, Enc.VOPD, Enc.DS, Enc.FLAT})
+_TWO_DWORDS: Final = frozenset({Enc.SMEM, Enc.VOP3, Enc.VOP3P, Enc.VOPD, Enc.DS, Enc.FLAT, Enc.MUBUF})
 _LITERAL_OPS: Final = frozenset({"v_fmamk_f32", "v_fmaak_f32", "v_dual_fmamk_f32", "v_dual_fmaak_f32"})
 
 
@@ -108,7 +109,7 @@ def decode(code: bytes | memoryview, pc: int) -> Inst:
     w = _dword(code, pc, pc)
     enc = next((e for mask, value, e in _FORMATS if w & mask == value), None)
     if enc is None:
-        raise DecodeError(pc, f"dword {w:#010x} matches no implemented encoding (MUBUF, MTBUF, MIMG, EXP, ...)")
+        raise DecodeError(pc, f"dword {w:#010x} matches no implemented encoding (MTBUF, MIMG, EXP, ...)")
     w1 = _dword(code, pc + 4, pc) if enc in _TWO_DWORDS else 0
     size = 8 if enc in _TWO_DWORDS else 4
     inst = _FIELDS[enc](w, w1, pc, size)
@@ -219,10 +220,15 @@ def _flat(w: int, w1: int, pc: int, size: int) -> Inst:
     )  # fmt: skip
 
 
+def _mubuf(w: int, _w1: int, pc: int, size: int) -> Inst:
+    op = (w >> 18) & 0xFF
+    return Inst(pc, size, Enc.MUBUF, op, _name(Enc.MUBUF, op, pc))
+
+
 _FIELDS: Final = {
     Enc.SOP1: _sop1, Enc.SOP2: _sop2, Enc.SOPK: _sopk, Enc.SOPC: _sopc, Enc.SOPP: _sopp, Enc.SMEM: _smem,
     Enc.VOP1: _vop1, Enc.VOP2: _vop2, Enc.VOPC: _vopc, Enc.VOP3: _vop3, Enc.VOP3P: _vop3p, Enc.VOPD: _vopd,
-    Enc.DS: _ds, Enc.FLAT: _flat,
+    Enc.DS: _ds, Enc.FLAT: _flat, Enc.MUBUF: _mubuf,
 }  # fmt: skip
 
 
@@ -233,6 +239,8 @@ def disassemble(inst: Inst) -> str:
     match inst.enc:
         case Enc.SOPP:
             return f"{inst.name} {inst.simm:#x}"
+        case Enc.MUBUF:
+            return inst.name
         case Enc.SOPK:
             ops = [operand_text(inst.vdst), f"{inst.simm:#x}"]
         case Enc.SOP1 | Enc.SOP2:

@@ -32,6 +32,7 @@ class Enc(Enum):
     VOPD = "VOPD"
     DS = "DS"
     FLAT = "FLAT"
+    MUBUF = "MUBUF"
 
 
 VOP3_FROM_VOP2: Final = 256
@@ -135,6 +136,8 @@ _BASE: Final[dict[Enc, dict[int, str]]] = {
         "10:v_dual_max_f32 11:v_dual_min_f32 16:v_dual_add_nc_u32 17:v_dual_lshlrev_b32 18:v_dual_and_b32"
     ),
     Enc.DS: _table(
+        "15:ds_store_2addr_stride64_b32 32:ds_add_rtn_u32 56:ds_load_2addr_stride64_b32 78:ds_store_2addr_b64 "
+        "119:ds_load_2addr_b64 "
         "0:ds_add_u32 8:ds_max_u32 13:ds_store_b32 14:ds_store_2addr_b32 30:ds_store_b8 31:ds_store_b16 "
         "54:ds_load_b32 55:ds_load_2addr_b32 57:ds_load_i8 58:ds_load_u8 59:ds_load_i16 60:ds_load_u16 "
         "77:ds_store_b64 118:ds_load_b64 222:ds_store_b96 223:ds_store_b128 254:ds_load_b96 255:ds_load_b128"
@@ -143,6 +146,8 @@ _BASE: Final[dict[Enc, dict[int, str]]] = {
         "16:load_u8 17:load_i8 18:load_u16 19:load_i16 20:load_b32 21:load_b64 22:load_b96 23:load_b128 "
         "24:store_b8 25:store_b16 26:store_b32 27:store_b64 28:store_b96 29:store_b128"
     ),
+    # Of MUBUF only the cache invalidations clang emits around barriers (buffer loads/stores are not modelled).
+    Enc.MUBUF: _table("43:buffer_gl0_inv 44:buffer_gl1_inv"),
 }
 _NO_VOP3_FORM: Final = frozenset({"v_fmamk_f32", "v_fmaak_f32", "v_nop"})
 

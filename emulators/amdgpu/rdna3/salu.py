@@ -358,7 +358,7 @@ _BRANCHES: Final[dict[str, Callable[[Group], np.ndarray | bool]]] = {
 }
 _NOPS: Final = ("s_nop", "s_sleep", "s_set_inst_prefetch_distance", "s_clause", "s_delay_alu", "s_waitcnt",
                 "s_sendmsg", "s_setprio", "s_icache_inv", "s_waitcnt_vscnt", "s_waitcnt_vmcnt", "s_waitcnt_expcnt",
-                "s_waitcnt_lgkmcnt")  # fmt: skip
+                "s_waitcnt_lgkmcnt", "buffer_gl0_inv", "buffer_gl1_inv")  # fmt: skip
 
 
 def _handlers() -> dict[str, Handler]:

@@ -22,6 +22,7 @@ _LANE_BITS: Final = np.arange(LANES, dtype=np.uint32)
 _U32: Final = np.uint32
 _U64: Final = np.uint64
 _MASK32: Final = 0xFFFFFFFF
+_LDS_PAD_BYTES: Final = 16  # the widest DS access
 
 Sel = slice | np.ndarray
 
@@ -54,7 +55,8 @@ class Waves:
         self.waiting = np.zeros(n_waves, bool)  # at s_barrier
         self.group = np.zeros(n_waves, np.int64)  # workgroup index of each wave
         self.lds_bytes = lds_bytes
-        self.lds = np.zeros(n_groups * lds_bytes, np.uint8)
+        # padded so that the index of a lane outside the allocation (clamped to 0) is always valid
+        self.lds = np.zeros(n_groups * lds_bytes + _LDS_PAD_BYTES, np.uint8)
         self._exec_mask: np.ndarray | None = None
         self._exec_full = False
 

@@ -29,6 +29,7 @@ _SMEM_DWORDS: Final = {"s_load_b32": 1, "s_load_b64": 2, "s_load_b128": 4, "s_lo
 _SUFFIX_BYTES: Final = {"b32": 4, "b64": 8, "b96": 12, "b128": 16, "u8": 1, "i8": 1, "u16": 2, "i16": 2,
                         "b8": 1, "b16": 2}  # fmt: skip
 _DWORD_ALIGN: Final = ~np.uint64(3)
+_STRIDE64: Final = 64  # the _stride64 forms scale both offsets by 64 elements
 
 
 def _smem(dwords: int) -> Handler:
@@ -150,6 +151,14 @@ def _ds_store(kind: str, offsets: tuple[int, ...] = (0,), stride: int = 1) -> Ha
     return op
 
 
+def _ds_add(g: Group, i: Inst) -> None:
+    """ds_add_u32: every active lane adds to its LDS dword; lanes hitting the same dword all land (``np.add.at``)."""
+    _, index, inside = _lds_index(g, i, i.simm | (i.offset1 << 8), 4)
+    data = _read_lanes(g, i.src[1] - 256, g.exec, 4).view("<u4")[:, 0]
+    words = g.w.lds.view("<u4")
+    np.add.at(words, index[inside] >> 2, data[inside])
+
+
 def _handlers() -> dict[str, Handler]:
     ops: dict[str, Handler] = {name: _smem(n) for name, n in _SMEM_DWORDS.items()}
     for seg in ("global", "flat"):
@@ -161,8 +170,12 @@ def _handlers() -> dict[str, Handler]:
         ops[f"ds_load_{kind}"] = _ds_load(kind)
     for kind in ("b32", "b64", "b96", "b128", "b8", "b16"):
         ops[f"ds_store_{kind}"] = _ds_store(kind)
-    ops["ds_load_2addr_b32"] = _ds_load("b32", (0, 1), 4)
-    ops["ds_store_2addr_b32"] = _ds_store("b32", (0, 1), 4)
+    for kind, size in (("b32", 4), ("b64", 8)):
+        ops[f"ds_load_2addr_{kind}"] = _ds_load(kind, (0, 1), size)
+        ops[f"ds_store_2addr_{kind}"] = _ds_store(kind, (0, 1), size)
+    ops["ds_load_2addr_stride64_b32"] = _ds_load("b32", (0, 1), 4 * _STRIDE64)
+    ops["ds_store_2addr_stride64_b32"] = _ds_store("b32", (0, 1), 4 * _STRIDE64)
+    ops["ds_add_u32"] = _ds_add
     return ops
 
 

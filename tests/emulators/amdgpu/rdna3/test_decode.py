@@ -107,6 +107,10 @@ _VECTOR_CASES: list[tuple[str, str]] = [
     ("ds_load_b32 v1, v2 offset:16", "ds_load_b32"),
     ("ds_store_2addr_b32 v2, v4, v5 offset0:1 offset1:2", "ds_store_2addr_b32"),
     ("s_load_b128 s[4:7], s[0:1], 0x2c", "s_load_b128"),
+    ("buffer_gl0_inv", "buffer_gl0_inv"),
+    ("ds_load_2addr_stride64_b32 v[2:3], v1 offset1:2", "ds_load_2addr_stride64_b32"),
+    ("ds_store_2addr_b64 v1, v[2:3], v[4:5] offset1:2", "ds_store_2addr_b64"),
+    ("ds_add_u32 v1, v2", "ds_add_u32"),
 ]
 
 
@@ -152,7 +156,8 @@ def test_every_vector_opcode_number_is_llvms(enc: Enc, op: int, name: str) -> No
 @pytest.mark.parametrize(
     ("words", "reason"),
     [
-        ([0xE0000000, 0], "matches no implemented encoding"),  # MUBUF
+        ([0xF0000000, 0], "matches no implemented encoding"),  # MIMG
+        ([0xE0000000, 0], "MUBUF opcode 0 is not in the decode table"),  # buffer_load_format_x
         ([0xBFB10000], "not in the decode table"),  # SOPP opcode 49
         ([0xD4000000 | (1000 << 16)], "runs past the end"),  # VOP3 missing its second dword
         ([0xDC5B0000, 0], "segment field 3 is reserved"),

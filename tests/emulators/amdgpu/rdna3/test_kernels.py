@@ -26,6 +26,27 @@ __kernel void divloop(__global const int *a, __global int *out) {
   int i = gid(); int v = a[i]; int acc = 0;
   for (int k = 0; k < (v & 15); k++) { if (k & 1) acc += k * v; else acc ^= k; }
   out[i] = acc; }
+__kernel void reduce(__global const float *a, __global float *out) {
+  __local float tile[256];
+  int t = __builtin_amdgcn_workitem_id_x();
+  tile[t] = a[gid()];
+  for (int s = 128; s > 0; s >>= 1) {
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+    __builtin_amdgcn_s_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+    if (t < s) tile[t] += tile[t + s];
+  }
+  if (t == 0) out[__builtin_amdgcn_workgroup_id_x()] = tile[0];
+}
+__kernel void histogram(__global const int *a, __global int *out) {
+  __local int bins[16];
+  int t = __builtin_amdgcn_workitem_id_x();
+  if (t < 16) bins[t] = 0;
+  __builtin_amdgcn_s_barrier();
+  __atomic_fetch_add(&bins[a[gid()] & 15], 1, __ATOMIC_RELAXED);
+  __builtin_amdgcn_s_barrier();
+  if (t < 16) out[__builtin_amdgcn_workgroup_id_x() * 16 + t] = bins[t];
+}
 __kernel void spin(__global int *out, int n) {
   int i = gid(); while (out[0] != n) { out[1] += i; } }
 """
@@ -78,6 +99,25 @@ def test_divergent_loop_matches_numpy(kernels: CodeObject) -> None:
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(read(space, DATA + 4 * n, n, "<i4"), _divloop(a))
     assert stats.waves == 64
+
+
+def test_an_lds_tree_reduction_with_barriers_matches_numpy(kernels: CodeObject) -> None:
+    groups = 6
+    a = np.random.default_rng(3).integers(-1000, 1000, 256 * groups).astype(np.float32)  # exact in any order
+    space = make_space()
+    space.write(DATA, a)
+    launch(space, kernels, "reduce", struct.pack("<QQ", DATA, DATA + 0x10000), grid=groups, block=256)
+    np.testing.assert_array_equal(read(space, DATA + 0x10000, groups, "<f4"), a.reshape(groups, 256).sum(axis=1))
+
+
+def test_an_lds_histogram_with_atomic_adds_matches_numpy(kernels: CodeObject) -> None:
+    groups = 4
+    a = np.random.default_rng(4).integers(0, 1 << 20, 128 * groups).astype(np.int32)
+    space = make_space()
+    space.write(DATA, a)
+    launch(space, kernels, "histogram", struct.pack("<QQ", DATA, DATA + 0x10000), grid=groups, block=128)
+    want = np.stack([np.bincount(row & 15, minlength=16) for row in a.reshape(groups, 128)])
+    np.testing.assert_array_equal(read(space, DATA + 0x10000, 16 * groups, "<i4").reshape(groups, 16), want)
 
 
 def test_a_wild_pointer_is_a_memory_fault_naming_the_address(kernels: CodeObject) -> None:
