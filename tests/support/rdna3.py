@@ -88,12 +88,22 @@ def run_code(
 
 
 def launch(
-    space: AddressSpace, co: CodeObject, name: str, args: bytes, *, grid: int, block: int, step_budget: int = 1 << 20
+    space: AddressSpace,
+    co: CodeObject,
+    name: str,
+    args: bytes,
+    *,
+    grid: int | tuple[int, int, int],
+    block: int | tuple[int, int, int],
+    step_budget: int = 1 << 20,
 ) -> DispatchStats:
-    """Upload ``co``, write ``args`` (the explicit arguments) with the hidden ones, and run ``name``."""
+    """Upload ``co``, write ``args`` (the explicit arguments) with the hidden ones, and run ``name`` over ``grid``
+    workgroups of ``block`` threads (an int is a 1-D size)."""
+    grid3 = (grid, 1, 1) if isinstance(grid, int) else grid
+    block3 = (block, 1, 1) if isinstance(block, int) else block
     entries = co.upload(space.write, CODE_BASE)
     kd = co.kernels[name]
-    kernargs = bytearray(hidden_kernargs(kd, (grid, 1, 1), (block, 1, 1)))
+    kernargs = bytearray(hidden_kernargs(kd, grid3, block3))
     kernargs[: len(args)] = args
     space.write(KERNARG, bytes(kernargs))
     user = user_sgprs(kd, {KernelCodeProperty.ENABLE_SGPR_KERNARG_SEGMENT_PTR: KERNARG,
@@ -101,7 +111,7 @@ def launch(
                            KernelCodeProperty.ENABLE_SGPR_DISPATCH_ID: 0})  # fmt: skip
     pgm = entries[name] >> 8
     setup = DispatchSetup(pgm & 0xFFFFFFFF, pgm >> 32, kd.compute_pgm_rsrc1, kd.dispatch_rsrc2(),
-                          kd.compute_pgm_rsrc3, tuple(user), (block, 1, 1), (grid, 1, 1))  # fmt: skip
+                          kd.compute_pgm_rsrc3, tuple(user), block3, grid3)  # fmt: skip
     return run_dispatch(space, setup, step_budget=step_budget)
 
 

@@ -47,6 +47,33 @@ __kernel void histogram(__global const int *a, __global int *out) {
   __builtin_amdgcn_s_barrier();
   if (t < 16) out[__builtin_amdgcn_workgroup_id_x() * 16 + t] = bins[t];
 }
+__kernel void matmul(__global const float *a, __global const float *b, __global float *c, int n) {
+  __local float ta[16][16], tb[16][16];
+  int tx = __builtin_amdgcn_workitem_id_x(), ty = __builtin_amdgcn_workitem_id_y();
+  int row = __builtin_amdgcn_workgroup_id_y() * 16 + ty, col = __builtin_amdgcn_workgroup_id_x() * 16 + tx;
+  float acc = 0.0f;
+  for (int k0 = 0; k0 < n; k0 += 16) {
+    ta[ty][tx] = a[row * n + k0 + tx];
+    tb[ty][tx] = b[(k0 + ty) * n + col];
+    __builtin_amdgcn_s_barrier();
+    for (int k = 0; k < 16; k++) acc += ta[ty][k] * tb[k][tx];
+    __builtin_amdgcn_s_barrier();
+  }
+  c[row * n + col] = acc;
+}
+__kernel void scan(__global const int *a, __global int *out) {
+  __local int buf[64];
+  int t = __builtin_amdgcn_workitem_id_x();
+  buf[t] = a[t];
+  for (int off = 1; off < 64; off <<= 1) {
+    __builtin_amdgcn_s_barrier();
+    int v = t >= off ? buf[t - off] : 0;
+    __builtin_amdgcn_s_barrier();
+    buf[t] += v;
+  }
+  __builtin_amdgcn_s_barrier();
+  out[t] = buf[t];
+}
 __kernel void spin(__global int *out, int n) {
   int i = gid(); while (out[0] != n) { out[1] += i; } }
 """
@@ -118,6 +145,26 @@ def test_an_lds_histogram_with_atomic_adds_matches_numpy(kernels: CodeObject) ->
     launch(space, kernels, "histogram", struct.pack("<QQ", DATA, DATA + 0x10000), grid=groups, block=128)
     want = np.stack([np.bincount(row & 15, minlength=16) for row in a.reshape(groups, 128)])
     np.testing.assert_array_equal(read(space, DATA + 0x10000, 16 * groups, "<i4").reshape(groups, 16), want)
+
+
+def test_a_tiled_lds_matmul_in_2d_workgroups_matches_numpy(kernels: CodeObject) -> None:
+    n = 48
+    rng = np.random.default_rng(5)
+    a, b = (rng.integers(-8, 8, (n, n)).astype(np.float32) for _ in range(2))  # small integers: exact sums
+    space = make_space()
+    space.write(DATA, a)
+    space.write(DATA + 4 * n * n, b)
+    args = struct.pack("<QQQi", DATA, DATA + 4 * n * n, DATA + 8 * n * n, n)
+    launch(space, kernels, "matmul", args, grid=(n // 16, n // 16, 1), block=(16, 16, 1))
+    np.testing.assert_array_equal(read(space, DATA + 8 * n * n, n * n, "<f4").reshape(n, n), a @ b)
+
+
+def test_a_prefix_scan_across_two_waves_matches_numpy(kernels: CodeObject) -> None:
+    a = np.random.default_rng(6).integers(-100, 100, 64).astype(np.int32)
+    space = make_space()
+    space.write(DATA, a)
+    launch(space, kernels, "scan", struct.pack("<QQ", DATA, DATA + 0x1000), grid=1, block=64)
+    np.testing.assert_array_equal(read(space, DATA + 0x1000, 64, "<i4"), np.cumsum(a))
 
 
 def test_a_wild_pointer_is_a_memory_fault_naming_the_address(kernels: CodeObject) -> None:
