@@ -95,7 +95,7 @@ def gather(space: AddressSpace, addrs: np.ndarray, nbytes: int) -> np.ndarray:
     view = _fast_view(space, lo, span, len(addrs) * nbytes)
     if view is not None:
         rel = (addrs - np.uint64(lo)).view(np.int64)  # below the span's size, so the view is exact
-        if nbytes % 4 == 0 and lo % 4 == 0 and not (rel & 3).any() and len(view) % 4 == 0:
+        if nbytes % 4 == 0 and lo % 4 == 0 and not int(np.bitwise_or.reduce(rel)) & 3 and len(view) % 4 == 0:
             dwords = view.view("<u4")
             words = dwords[rel >> 2] if nbytes == 4 else dwords[(rel >> 2)[:, None] + np.arange(nbytes // 4)]
             return np.asarray(words.view(_U8).reshape(len(addrs), nbytes))
@@ -120,7 +120,7 @@ def scatter(space: AddressSpace, addrs: np.ndarray, data: np.ndarray) -> None:
     view = _fast_view(space, lo, span, len(addrs) * nbytes)
     if view is not None:
         rel = (addrs - np.uint64(lo)).view(np.int64)
-        if nbytes % 4 == 0 and lo % 4 == 0 and not (rel & 3).any() and len(view) % 4 == 0:
+        if nbytes % 4 == 0 and lo % 4 == 0 and not int(np.bitwise_or.reduce(rel)) & 3 and len(view) % 4 == 0:
             dwords, values = view.view("<u4"), np.ascontiguousarray(data).view("<u4")
             if nbytes == 4:
                 dwords[rel >> 2] = values[:, 0]
