@@ -125,10 +125,25 @@ _SOP2_64: Final[dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]] = {
     "s_or_not1_b64": lambda a, b: a | ~b,
 }
 _SHIFT_64: Final[dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]] = {
+    "s_bfe_u64": lambda a, b: _bfe64(a, b, False),
+    "s_bfe_i64": lambda a, b: _bfe64(a, b, True),
     "s_lshl_b64": lambda a, b: a << (b & _U64(63)),
     "s_lshr_b64": lambda a, b: a >> (b & _U64(63)),
     "s_ashr_i64": lambda a, b: (a.view(_I64) >> (b & _U64(63)).astype(_I64)).view(_U64),
 }
+
+
+def _bfe64(a: np.ndarray, b: np.ndarray, signed: bool) -> np.ndarray:
+    """s_bfe_*64: offset in S1[5:0], width in S1[22:16] (at most 64)."""
+    offset, width = b & _U64(63), np.minimum((b >> _U64(16)) & _U64(127), _U64(64))
+    field = a >> offset
+    keep = np.where(width >= 64, ~_U64(0), (_U64(1) << np.minimum(width, _U64(63))) - _U64(1))
+    field = field & keep
+    if not signed:
+        return np.asarray(field)
+    sign = _U64(1) << np.maximum(width, _U64(1)) - _U64(1)
+    extended = np.where((field & sign) != 0, field | ~keep, field)
+    return np.asarray(np.where(width == 0, _U64(0), extended))
 
 
 def _sbfe(a: np.ndarray, offset: np.ndarray, width: np.ndarray) -> np.ndarray:

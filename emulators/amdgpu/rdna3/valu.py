@@ -109,6 +109,7 @@ _F32_OPS: Final[dict[str, tuple[int, Fn]]] = {
     "v_fract_f32": (1, _fract),
     "v_mov_b32": (1, lambda a: a),
 }
+_LDEXP_LIMIT: Final = 1 << 10  # exponents beyond this saturate to inf or 0 alike
 # u32 bits in, u32 bits out.
 _U32_OPS: Final[dict[str, tuple[int, Fn]]] = {
     "v_add_nc_u32": (2, lambda a, b: a + b),
@@ -246,6 +247,14 @@ def _u32_op(count: int, fn: Fn) -> Handler:
         g.set_v(i.vdst, np.broadcast_to(r, (g.n, 32)))
 
     return op
+
+
+def _ldexp(g: Group, i: Inst) -> None:
+    """v_ldexp_f32: src0 * 2**src1, src1 a signed integer; correctly rounded (denormal results included)."""
+    (a,) = _float_sources(g, i, 1)
+    exponent = np.clip(_i(np.asarray(g.v(i.src[1]), _U32)), -_LDEXP_LIMIT, _LDEXP_LIMIT)
+    with np.errstate(all="ignore"):
+        g.set_v(i.vdst, np.broadcast_to(_float_result(i, np.ldexp(a, exponent).astype(_F32)), (g.n, 32)))
 
 
 def _mask(g: Group, code: int) -> np.ndarray:
@@ -393,8 +402,31 @@ def _cmp(rel: Fn, kind: str, to_exec: bool) -> Handler:
     return op
 
 
+def _float_class(bits: np.ndarray) -> np.ndarray:
+    """The ISA's class index of each f32: 0 signaling NaN, 1 quiet NaN, 2 -inf, 3 -normal, 4 -denormal, 5 -0,
+    6 +0, 7 +denormal, 8 +normal, 9 +inf (the bit ``v_cmp_class_f32`` tests in its mask operand)."""
+    exponent, mantissa, negative = (bits >> 23) & 0xFF, bits & 0x7FFFFF, (bits >> 31).astype(bool)
+    top = exponent == 0xFF
+    return np.select(
+        [top & (mantissa != 0), top, (exponent == 0) & (mantissa == 0), exponent == 0],
+        [np.where(mantissa >> 22, 1, 0), np.where(negative, 2, 9), np.where(negative, 5, 6), np.where(negative, 4, 7)],
+        np.where(negative, 3, 8),
+    )
+
+
+def _cmp_class(to_exec: bool) -> Handler:
+    def op(g: Group, i: Inst) -> None:
+        values, masks = _sources(g, i, 2)
+        if i.enc is Enc.VOP3 and (i.abs or i.neg) & 1:  # modifiers act on the value, not the mask
+            values = _u(_float_sources(g, i, 1)[0])
+        lanes = (masks >> _float_class(np.asarray(values, _U32)).astype(_U32)) & 1
+        _write_mask(g, Src.EXEC_LO if to_exec else i.vdst, lanes.astype(bool))
+
+    return op
+
+
 def _compares() -> dict[str, Handler]:
-    ops: dict[str, Handler] = {}
+    ops: dict[str, Handler] = {"v_cmp_class_f32": _cmp_class(False), "v_cmpx_class_f32": _cmp_class(True)}
     for x in ("", "x"):
         ops.update({f"v_cmp{x}_{r}_f32": _cmp(fn, "f32", x == "x") for r, fn in _F_CMP.items()})
         for kind in ("i32", "u32", "i64", "u64"):
@@ -423,6 +455,7 @@ def _handlers() -> dict[str, Handler]:
     ops: dict[str, Handler] = {n: _f32_op(c, fn, n) for n, (c, fn) in _F32_OPS.items()}
     ops.update({n: _u32_op(c, fn) for n, (c, fn) in _U32_OPS.items()})
     ops.update(_special())
+    ops["v_ldexp_f32"] = _ldexp
     ops.update(_compares())
     return ops
 

@@ -200,3 +200,33 @@ def test_vopd_halves_read_their_sources_before_either_writes() -> None:
     a, b = np.arange(32, dtype=np.uint32), np.arange(32, dtype=np.uint32) + 100
     got, y = run_vector("v_mov_b32 v4, v3\nv_dual_mov_b32 v4, v2 :: v_dual_add_nc_u32 v5, v4, v3", a, b)
     assert np.array_equal(got, a) and np.array_equal(y, 2 * b)
+
+
+def _isa_class(a: np.ndarray) -> np.ndarray:
+    bits = a.view(np.uint32)
+    quiet = (bits & 0x400000) != 0
+    neg = np.signbit(a)
+    tiny = (a != 0) & (np.abs(a) < np.float32(1.1754944e-38))
+    return np.select(
+        [np.isnan(a) & ~quiet, np.isnan(a), np.isinf(a), a == 0, tiny],
+        [0, 1, np.where(neg, 2, 9), np.where(neg, 5, 6), np.where(neg, 4, 7)],
+        np.where(neg, 3, 8),
+    )
+
+
+@settings(max_examples=20, deadline=None)
+@given(a=lanes_f32, masks=lanes_u32)
+def test_v_cmp_class_tests_the_isa_class_bit(a: np.ndarray, masks: np.ndarray) -> None:
+    a = a.copy()
+    a.view(np.uint32)[:2] = [0x7F800001, 0xFF800001]  # signaling NaNs, which hypothesis rarely draws
+    got, _ = run_vector("v_cmp_class_f32_e64 s6, v2, v3\nv_cndmask_b32_e64 v4, 0, 1, s6", a, masks & 0x3FF)
+    assert np.array_equal(got, ((masks & 0x3FF) >> _isa_class(a)) & 1)
+
+
+@settings(max_examples=20, deadline=None)
+@given(a=lanes_f32, e=st.lists(st.integers(-300, 300), min_size=32, max_size=32))
+def test_v_ldexp_f32_scales_by_a_power_of_two(a: np.ndarray, e: list[int]) -> None:
+    exponents = np.array(e, np.int32)
+    got, _ = run_vector("v_ldexp_f32 v4, v2, v3", a, exponents.view(np.uint32))
+    with np.errstate(all="ignore"):
+        _same_f32(got, np.ldexp(a.astype(np.float64), exponents).astype(np.float32))

@@ -64,6 +64,14 @@ SCALAR: dict[str, Callable[[int, int], tuple[int, int]]] = {
     "s_min_i32 s6, s0, s1": lambda a, b: (a if _s(a) < _s(b) else b, int(_s(a) < _s(b))),
     "s_max_u32 s6, s0, s1": lambda a, b: (max(a, b), int(a > b)),
     "s_mul_i32 s6, s0, s1": lambda a, b: ((a * b) & M, 0),
+    "s_bfe_u64 s[6:7], s[0:1], 0x200007": lambda a, b: (
+        ((a | b << 32) >> 7) & M,
+        int(((a | b << 32) >> 7) & (2**32 - 1) != 0),
+    ),
+    "s_bfe_i64 s[6:7], s[0:1], 0x80003": lambda a, b: (
+        (((a >> 3) & 0xFF ^ 0x80) - 0x80) & M,
+        int((a >> 3) & 0xFF != 0),
+    ),
     "s_mul_hi_u32 s6, s0, s1": lambda a, b: ((a * b) >> 32, 0),
     "s_bfe_u32 s6, s0, 0x50004": lambda a, b: ((a >> 4) & 0x1F, int((a >> 4) & 0x1F != 0)),
     "s_cselect_b32 s6, s0, s1": lambda a, b: (a, 1),
