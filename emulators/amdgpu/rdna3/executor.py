@@ -30,11 +30,12 @@ from .salu import SALU_HANDLERS
 from .state import LANES, Group, OperandError, Waves
 from .valu import VALU_HANDLERS, vopd_handler
 from .vmem import VMEM_HANDLERS
+from .vop3p import VOP3P_HANDLERS
 
 __all__ = ["HANDLERS", "DispatchSetup", "DispatchStats", "Program", "ProgramCache", "run_dispatch"]
 
 Handler = Callable[[Group, Inst], None]
-HANDLERS: Final[dict[str, Handler]] = {**SALU_HANDLERS, **VALU_HANDLERS, **VMEM_HANDLERS}
+HANDLERS: Final[dict[str, Handler]] = {**SALU_HANDLERS, **VALU_HANDLERS, **VMEM_HANDLERS, **VOP3P_HANDLERS}
 PGM_ADDR_SHIFT: Final = 8  # COMPUTE_PGM_LO/HI hold the program address >> 8
 USER_DATA_REGS: Final = 16
 WORKITEM_ID_SHIFT: Final = 10  # GFX11 packs the work-item ids in v0: x | y << 10 | z << 20

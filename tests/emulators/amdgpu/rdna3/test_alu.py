@@ -230,3 +230,75 @@ def test_v_ldexp_f32_scales_by_a_power_of_two(a: np.ndarray, e: list[int]) -> No
     got, _ = run_vector("v_ldexp_f32 v4, v2, v3", a, exponents.view(np.uint32))
     with np.errstate(all="ignore"):
         _same_f32(got, np.ldexp(a.astype(np.float64), exponents).astype(np.float32))
+
+
+def _lo_hi(words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return (words & 0xFFFF).astype(np.uint16), (words >> 16).astype(np.uint16)
+
+
+PACKED_INT: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "v_pk_add_u16": lambda a, b: a.astype(np.int64) + b,
+    "v_pk_sub_i16": lambda a, b: a.view(np.int16).astype(np.int64) - b.view(np.int16),
+    "v_pk_mul_lo_u16": lambda a, b: a.astype(np.int64) * b,
+    "v_pk_lshlrev_b16": lambda a, b: b.astype(np.int64) << (a & 15),
+    "v_pk_ashrrev_i16": lambda a, b: b.view(np.int16).astype(np.int64) >> (a & 15),
+    "v_pk_max_i16": lambda a, b: np.maximum(a.view(np.int16), b.view(np.int16)).astype(np.int64),
+}
+
+
+@pytest.mark.parametrize("name", list(PACKED_INT))
+@pytest.mark.parametrize(
+    ("op_sel", "lo_src", "hi_src"), [("", (0, 0), (1, 1)), (" op_sel:[1,0] op_sel_hi:[0,1]", (1, 0), (0, 1))]
+)
+@settings(max_examples=10, deadline=None)
+@given(a=lanes_u32, b=lanes_u32)
+def test_packed_integer_math_picks_halves_by_op_sel(
+    name: str, op_sel: str, lo_src: tuple[int, int], hi_src: tuple[int, int], a: np.ndarray, b: np.ndarray
+) -> None:
+    got, _ = run_vector(f"{name} v4, v2, v3{op_sel}", a, b)
+    halves = (_lo_hi(a), _lo_hi(b))
+    lo = np.asarray(PACKED_INT[name](halves[0][lo_src[0]], halves[1][lo_src[1]])) & 0xFFFF
+    hi = np.asarray(PACKED_INT[name](halves[0][hi_src[0]], halves[1][hi_src[1]])) & 0xFFFF
+    assert np.array_equal(got, (lo | (hi << 16)).astype(np.uint32))
+
+
+F16_SPECIAL_BITS = [
+    0x0000,
+    0x8000,
+    0x7C00,
+    0xFC00,
+    0x7E00,
+    0x0001,
+    0x83FF,
+    0x7BFF,
+    0x3C00,
+]  # +-0, +-inf, NaN, denormals
+halves_f16 = st.lists(
+    st.one_of(st.sampled_from(F16_SPECIAL_BITS), st.integers(0, 0xFFFF)), min_size=64, max_size=64
+).map(lambda v: np.array(v, np.uint16).view(np.uint32))
+
+
+@pytest.mark.parametrize(
+    ("body", "fn"),
+    [
+        ("v_pk_add_f16 v4, v2, v3", lambda a, b: a + b),
+        ("v_pk_mul_f16 v4, v2, v3", lambda a, b: a * b),
+        ("v_pk_fma_f16 v4, v2, v3, v2", lambda a, b: a * b + a),
+        ("v_pk_add_f16 v4, v2, v3 neg_lo:[1,0] neg_hi:[0,1]", None),
+    ],
+)
+@settings(max_examples=10, deadline=None)
+@given(a=halves_f16, b=halves_f16)
+def test_packed_f16_math_rounds_once(
+    body: str, fn: Callable[..., np.ndarray] | None, a: np.ndarray, b: np.ndarray
+) -> None:
+    got, _ = run_vector(body, a, b)
+    fa, fb = a.view(np.float16).astype(np.float64), b.view(np.float16).astype(np.float64)
+    with np.errstate(all="ignore"):
+        if fn is None:  # low result: -a + b, high result: a - b
+            want = np.where(np.arange(64) % 2 == 0, -fa + fb, fa - fb).astype(np.float16)
+        else:
+            want = np.asarray(fn(fa, fb)).astype(np.float16)
+    got16, want16 = got.view(np.float16), want
+    both_nan = np.isnan(got16) & np.isnan(want16)
+    assert np.array_equal(np.where(both_nan, 0, got.view(np.uint16)), np.where(both_nan, 0, want16.view(np.uint16)))
