@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from tinyhil.errors import DetailedDeviceError, DeviceError
 
-__all__ = ["GpuMemoryFault", "GpuQueueError", "KernelError"]
+__all__ = ["GpuMemoryFault", "GpuQueueError", "KernelError", "WaveTrap"]
 
 
 class GpuMemoryFault(DeviceError):
@@ -39,3 +39,17 @@ class GpuQueueError(DetailedDeviceError):
 
 class KernelError(DeviceError):
     """DISPATCH_DIRECT named a program the executor cannot run (not a code object, no such entry point)."""
+
+
+class WaveTrap(DeviceError):
+    """A wave stopped: an unimplemented or illegal instruction, a PC outside the code, or the step budget ran out.
+
+    ``pc`` is the GPU address of the instruction, ``text`` its disassembly (``""`` when it could not be decoded).
+    """
+
+    def __init__(self, reason: str, *, pc: int, text: str = "") -> None:
+        at = f" ({text})" if text else ""
+        super().__init__(f"wave trap at PC {pc:#x}{at}: {reason}", op="dispatch")
+        self.pc = pc
+        self.text = text
+        self.reason = reason

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import KW_ONLY, InitVar, dataclass
 from typing import ClassVar
 
-from tinyhil.errors import DetailedDeviceError, DeviceError
+from tinyhil.errors import DetailedDeviceError, DeviceError, InvalidArgument
 
-__all__ = ["KernelLoadError", "QueueStopped"]
+__all__ = ["CodeObjectError", "KernelLoadError", "QueueStopped"]
 
 
 @dataclass(eq=False, repr=False)
@@ -39,3 +39,7 @@ class KernelLoadError(DeviceError):
         super().__init__(message, target=target, op="exec")
         self.program = program
         self.reason = reason
+
+
+class CodeObjectError(InvalidArgument):
+    """An AMDHSA code object is malformed (the caller's bytes, not the device): raised at load, never at run time."""

@@ -1,0 +1,266 @@
+"""Run a compute dispatch of RDNA3 machine code: every wave at once, grouped by PC (docs/rdna3.md).
+
+:func:`run_dispatch` is what the command processor calls once a dispatch's registers are set
+(``COMPUTE_PGM_LO/HI``, ``COMPUTE_PGM_RSRC1/2/3``, ``COMPUTE_USER_DATA_0..15``, ``COMPUTE_NUM_THREAD_X/Y/Z`` and
+the grid in workgroups, as :class:`DispatchSetup`). It loads each wave as the CP does (user SGPRs, then the
+system SGPRs rsrc2 enables, work-item ids packed in v0), then repeatedly takes the lowest PC among the runnable
+waves and executes that instruction once for all waves there, with numpy over waves and lanes.
+Anything that cannot run is a :class:`~tinyhil.emulators.amdgpu.errors.WaveTrap` naming the PC and instruction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+
+from tinyhil.errors import InvalidArgument
+from tinyhil.spec.amdhsa import Rsrc1, Rsrc2
+
+from ..errors import GpuMemoryFault, WaveTrap
+from ..memory import AddressSpace
+from .decode import DecodeError, Inst, decode
+from .opcodes import Enc
+from .operands import Src
+from .salu import SALU_HANDLERS
+from .state import LANES, Group, OperandError, Waves
+from .valu import VALU_HANDLERS, vopd_handler
+from .vmem import VMEM_HANDLERS
+from .vop3p import VOP3P_HANDLERS
+
+__all__ = ["HANDLERS", "DispatchSetup", "DispatchStats", "Program", "ProgramCache", "run_dispatch"]
+
+Handler = Callable[[Group, Inst], None]
+HANDLERS: Final[dict[str, Handler]] = {**SALU_HANDLERS, **VALU_HANDLERS, **VMEM_HANDLERS, **VOP3P_HANDLERS}
+PGM_ADDR_SHIFT: Final = 8  # COMPUTE_PGM_LO/HI hold the program address >> 8
+USER_DATA_REGS: Final = 16
+WORKITEM_ID_SHIFT: Final = 10  # GFX11 packs the work-item ids in v0: x | y << 10 | z << 20
+DEFAULT_CODE_WINDOW_BYTES: Final = 1 << 20
+DEFAULT_STEP_BUDGET: Final = 1 << 20
+_VGPR_GRANULE_WAVE32: Final = 8
+_LDS_GRANULE_BYTES: Final = 512
+_MAX_THREADS_PER_GROUP: Final = 1024
+_FIELD_1: Final = 1
+_FIELD_2: Final = 3
+_FIELD_5: Final = 0x1F
+_FIELD_6: Final = 0x3F
+_FIELD_9: Final = 0x1FF
+_FIRST_WAVE_BIT: Final = 31
+_CACHE_ENTRIES: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchSetup:
+    """The register values of one dispatch, as a PM4 stream or the AQL firmware leaves them.
+
+    ``grid`` counts workgroups per dimension (DISPATCH_DIRECT's dims); ``num_thread`` is the workgroup size.
+    Wave32 only (``COMPUTE_DISPATCH_INITIATOR.CS_W32_EN``); wave64 is refused with ``NotImplementedError``.
+    """
+
+    pgm_lo: int
+    pgm_hi: int
+    rsrc1: int
+    rsrc2: int
+    rsrc3: int = 0
+    user_data: tuple[int, ...] = ()
+    num_thread: tuple[int, int, int] = (1, 1, 1)
+    grid: tuple[int, int, int] = (1, 1, 1)
+    wave32: bool = True
+    dispatch_id: int = 0
+
+    def __post_init__(self) -> None:
+        if len(self.user_data) > USER_DATA_REGS:
+            raise InvalidArgument(f"user_data has {len(self.user_data)} dwords, expected at most {USER_DATA_REGS}")
+        threads = int(np.prod(self.num_thread))
+        if min(self.num_thread) < 1 or threads > _MAX_THREADS_PER_GROUP:
+            raise InvalidArgument(f"num_thread={self.num_thread}, expected 1..{_MAX_THREADS_PER_GROUP} threads")
+        if min(self.grid) < 0:
+            raise InvalidArgument(f"grid={self.grid}, expected non-negative workgroup counts")
+
+    @property
+    def pgm_addr(self) -> int:
+        return ((self.pgm_hi << 32) | self.pgm_lo) << PGM_ADDR_SHIFT
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchStats:
+    """What one dispatch did: groups stepped (one numpy pass each) and wave and lane instructions executed."""
+
+    waves: int
+    steps: int
+    wave_instructions: int
+    lane_instructions: int
+
+
+@dataclass(slots=True)
+class Program:
+    """One program's bytes (from its entry point) and what has been decoded of it, by byte offset."""
+
+    code: bytes
+    decoded: dict[int, tuple[Inst, Handler | None]] = field(default_factory=dict)
+
+    def at(self, pc: int, base: int) -> tuple[Inst, Handler]:
+        """The instruction at ``pc`` and its handler (decoded on first use, then cached).
+
+        Raises:
+            WaveTrap: the PC is outside the code, the bytes are no instruction, or it is not implemented.
+        """
+        entry = self.decoded.get(pc)
+        if entry is None:
+            if not 0 <= pc < len(self.code):
+                raise WaveTrap(f"PC outside the code ({len(self.code):#x} bytes from {base:#x})", pc=base + pc)
+            try:
+                inst = decode(self.code, pc)
+            except DecodeError as exc:
+                raise WaveTrap(f"illegal instruction: {exc.reason}", pc=base + pc) from None
+            entry = (inst, _handler(inst))
+            self.decoded[pc] = entry
+        inst, handler = entry
+        if handler is None:
+            raise WaveTrap(f"{inst.name} is not implemented by the emulator", pc=base + pc, text=inst.text)
+        return inst, handler
+
+
+def _handler(inst: Inst) -> Handler | None:
+    if inst.enc is Enc.VOPD:
+        assert inst.dual is not None  # the decoder pairs every VOPD X with its Y
+        return vopd_handler(inst.name, inst.dual.name)
+    return HANDLERS.get(inst.name)
+
+
+class ProgramCache:
+    """Decoded programs keyed by the sha256 of their bytes: a second dispatch of the same code decodes nothing."""
+
+    def __init__(self, entries: int = _CACHE_ENTRIES) -> None:
+        self.entries = entries
+        self.reset()
+
+    def reset(self) -> None:
+        self._programs: OrderedDict[bytes, Program] = OrderedDict()
+
+    def get(self, code: bytes) -> Program:
+        key = hashlib.sha256(code).digest()
+        program = self._programs.get(key)
+        if program is None:
+            program = Program(code)
+            self._programs[key] = program
+            if len(self._programs) > self.entries:
+                self._programs.popitem(last=False)
+        self._programs.move_to_end(key)
+        return program
+
+
+def _read_code(space: AddressSpace, addr: int, window: int) -> bytes:
+    """Up to ``window`` bytes from ``addr``, stopping where the mapping ends."""
+    try:
+        return bytes(space.read(addr, window))
+    except GpuMemoryFault as fault:
+        if fault.va <= addr:
+            raise WaveTrap("the program address is not mapped", pc=addr) from None
+        return bytes(space.read(addr, fault.va - addr))
+
+
+def _field(value: int, shift: int, mask: int) -> int:
+    return (value >> shift) & mask
+
+
+def _setup_waves(setup: DispatchSetup) -> Waves:
+    """Every wave's initial registers (AMDGPUUsage "Initial Kernel Execution State")."""
+    nx, ny, nz = setup.num_thread
+    threads = nx * ny * nz
+    waves_per_group = -(-threads // LANES)
+    gx, gy, gz = setup.grid
+    n_groups = gx * gy * gz
+    n_waves = n_groups * waves_per_group
+    vgprs = (_field(setup.rsrc1, Rsrc1.GRANULATED_WORKITEM_VGPR_COUNT, _FIELD_6) + 1) * _VGPR_GRANULE_WAVE32
+    lds = _field(setup.rsrc2, Rsrc2.GRANULATED_LDS_SIZE, _FIELD_9) * _LDS_GRANULE_BYTES
+    w = Waves(n_waves, vgprs, n_groups, lds)
+    group = np.repeat(np.arange(n_groups, dtype=np.int64), waves_per_group)
+    wave_in_group = np.tile(np.arange(waves_per_group, dtype=np.int64), n_groups)
+    w.group[:] = group
+    user = _field(setup.rsrc2, Rsrc2.USER_SGPR_COUNT, _FIELD_5)
+    for k, value in enumerate(setup.user_data[:user]):
+        w.sgpr[k] = value & 0xFFFFFFFF
+    at = user
+    ids = (group % gx, (group // gx) % gy, group // (gx * gy))
+    enables = (Rsrc2.ENABLE_SGPR_WORKGROUP_ID_X, Rsrc2.ENABLE_SGPR_WORKGROUP_ID_Y, Rsrc2.ENABLE_SGPR_WORKGROUP_ID_Z)
+    for enable, ids_dim in zip(enables, ids, strict=True):
+        if _field(setup.rsrc2, enable, _FIELD_1):
+            w.sgpr[at] = ids_dim
+            at += 1
+    if _field(setup.rsrc2, Rsrc2.ENABLE_SGPR_WORKGROUP_INFO, _FIELD_1):
+        w.sgpr[at] = waves_per_group | ((wave_in_group == 0).astype(np.int64) << _FIRST_WAVE_BIT)
+        at += 1
+    if _field(setup.rsrc2, Rsrc2.ENABLE_PRIVATE_SEGMENT, _FIELD_1):
+        w.sgpr[at] = 0  # scratch wave offset: scratch is not modelled yet (docs/rdna3.md)
+    tid = np.arange(waves_per_group)[:, None] * LANES + np.arange(LANES)  # one workgroup's pattern, then tiled
+    enabled = _field(setup.rsrc2, Rsrc2.ENABLE_VGPR_WORKITEM_ID, _FIELD_2)
+    tx, ty, tz = tid % nx, (tid // nx) % ny, tid // (nx * ny)
+    packed = tx | ((ty << WORKITEM_ID_SHIFT) if enabled >= 1 else 0)
+    packed = packed | ((tz << 2 * WORKITEM_ID_SHIFT) if enabled >= _FIELD_2 - 1 else 0)
+    packed = np.tile(packed.astype(np.uint32), (n_groups, 1))
+    w.vgpr[0] = packed.astype(np.uint32)
+    lanes_on = np.clip(threads - np.arange(waves_per_group) * LANES, 0, LANES).astype(np.uint64)
+    w.sgpr[Src.EXEC_LO] = np.tile(((np.uint64(1) << lanes_on) - np.uint64(1)).astype(np.uint32), n_groups)
+    return w
+
+
+_DEFAULT_CACHE: Final = ProgramCache()
+
+
+def run_dispatch(
+    space: AddressSpace,
+    setup: DispatchSetup,
+    *,
+    cache: ProgramCache | None = None,
+    step_budget: int = DEFAULT_STEP_BUDGET,
+    code_window_bytes: int = DEFAULT_CODE_WINDOW_BYTES,
+) -> DispatchStats:
+    """Run ``setup``'s grid to completion through ``space``.
+
+    ``step_budget`` bounds the group steps (one instruction for the waves at one PC); ``code_window_bytes`` the
+    bytes read from the program address (less where the mapping ends sooner).
+
+    Raises:
+        WaveTrap: an unimplemented or illegal instruction, a PC outside the code, or the budget ran out.
+        GpuMemoryFault: a memory instruction reached an address with nothing mapped (``va`` names it).
+        NotImplementedError: a wave64 dispatch.
+    """
+    if not setup.wave32:
+        raise NotImplementedError("wave64 dispatches are not modelled yet (docs/rdna3.md); compile with wave32")
+    base = setup.pgm_addr
+    program = (cache or _DEFAULT_CACHE).get(_read_code(space, base, code_window_bytes))
+    w = _setup_waves(setup)
+    steps = wave_steps = lane_steps = 0
+    while True:
+        runnable = w.alive & ~w.waiting
+        if not runnable.any():
+            if not w.waiting.any():
+                break
+            w.waiting[:] = False  # every live wave is at its barrier: release them all
+            continue
+        pcs = np.where(runnable, w.pc, np.iinfo(np.int64).max)
+        pc = int(pcs.min())
+        here = pcs == pc
+        sel: slice | np.ndarray = slice(None) if here.all() else np.flatnonzero(here)
+        n = len(w.pc) if isinstance(sel, slice) else len(sel)
+        inst, handler = program.at(pc, base)
+        if steps >= step_budget:
+            raise WaveTrap(f"step budget of {step_budget} group steps exhausted", pc=base + pc, text=inst.text)
+        g = Group(w, space, sel, n, pc, inst.size, base, inst.literal)
+        try:
+            handler(g, inst)
+        except OperandError as exc:
+            raise WaveTrap(str(exc), pc=base + pc, text=inst.text) from None
+        except IndexError:
+            raise WaveTrap("a register operand is past the registers the dispatch allocates", pc=base + pc,
+                           text=inst.text) from None  # fmt: skip
+        w.pc[sel] = g.next_pc if g.new_pc is None else g.new_pc
+        steps += 1
+        wave_steps += n
+        lane_steps += n * LANES
+    return DispatchStats(len(w.pc), steps, wave_steps, lane_steps)

@@ -1,0 +1,198 @@
+"""Kernels built by clang-19 -O2 for gfx1100 run on the RDNA3 executor and match numpy on random inputs."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.rdna3 import DATA, compile_cl, launch, make_space, needs_clang, read
+
+from tinyhil.amdgpu.code_object import CodeObject
+from tinyhil.emulators.amdgpu.errors import GpuMemoryFault, WaveTrap
+
+pytestmark = needs_clang
+
+SOURCE = """
+static inline int gid(void) {
+  return __builtin_amdgcn_workgroup_id_x() * __builtin_amdgcn_workgroup_size_x() + __builtin_amdgcn_workitem_id_x();
+}
+__kernel void vadd(__global const float *a, __global const float *b, __global float *c, int n) {
+  int i = gid(); if (i < n) c[i] = a[i] + b[i]; }
+__kernel void saxpy(float alpha, __global const float *x, __global float *y, int n) {
+  int i = gid(); if (i < n) y[i] = alpha * x[i] + y[i]; }
+__kernel void divloop(__global const int *a, __global int *out) {
+  int i = gid(); int v = a[i]; int acc = 0;
+  for (int k = 0; k < (v & 15); k++) { if (k & 1) acc += k * v; else acc ^= k; }
+  out[i] = acc; }
+__kernel void reduce(__global const float *a, __global float *out) {
+  __local float tile[256];
+  int t = __builtin_amdgcn_workitem_id_x();
+  tile[t] = a[gid()];
+  for (int s = 128; s > 0; s >>= 1) {
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+    __builtin_amdgcn_s_barrier();
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+    if (t < s) tile[t] += tile[t + s];
+  }
+  if (t == 0) out[__builtin_amdgcn_workgroup_id_x()] = tile[0];
+}
+__kernel void histogram(__global const int *a, __global int *out) {
+  __local int bins[16];
+  int t = __builtin_amdgcn_workitem_id_x();
+  if (t < 16) bins[t] = 0;
+  __builtin_amdgcn_s_barrier();
+  __atomic_fetch_add(&bins[a[gid()] & 15], 1, __ATOMIC_RELAXED);
+  __builtin_amdgcn_s_barrier();
+  if (t < 16) out[__builtin_amdgcn_workgroup_id_x() * 16 + t] = bins[t];
+}
+__kernel void matmul(__global const float *a, __global const float *b, __global float *c, int n) {
+  __local float ta[16][16], tb[16][16];
+  int tx = __builtin_amdgcn_workitem_id_x(), ty = __builtin_amdgcn_workitem_id_y();
+  int row = __builtin_amdgcn_workgroup_id_y() * 16 + ty, col = __builtin_amdgcn_workgroup_id_x() * 16 + tx;
+  float acc = 0.0f;
+  for (int k0 = 0; k0 < n; k0 += 16) {
+    ta[ty][tx] = a[row * n + k0 + tx];
+    tb[ty][tx] = b[(k0 + ty) * n + col];
+    __builtin_amdgcn_s_barrier();
+    for (int k = 0; k < 16; k++) acc += ta[ty][k] * tb[k][tx];
+    __builtin_amdgcn_s_barrier();
+  }
+  c[row * n + col] = acc;
+}
+__kernel void scan(__global const int *a, __global int *out) {
+  __local int buf[64];
+  int t = __builtin_amdgcn_workitem_id_x();
+  buf[t] = a[t];
+  for (int off = 1; off < 64; off <<= 1) {
+    __builtin_amdgcn_s_barrier();
+    int v = t >= off ? buf[t - off] : 0;
+    __builtin_amdgcn_s_barrier();
+    buf[t] += v;
+  }
+  __builtin_amdgcn_s_barrier();
+  out[t] = buf[t];
+}
+__kernel void spin(__global int *out, int n) {
+  int i = gid(); while (out[0] != n) { out[1] += i; } }
+"""
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory: pytest.TempPathFactory) -> CodeObject:
+    return compile_cl(SOURCE, Path(tmp_path_factory.mktemp("cl")))
+
+
+@pytest.mark.parametrize(("n", "block"), [(1000, 256), (4096, 256), (77, 64), (32, 32)])
+def test_vector_add_matches_numpy(kernels: CodeObject, n: int, block: int) -> None:
+    rng = np.random.default_rng(n)
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    space = make_space()
+    pa, pb, pc = DATA, DATA + 4 * n, DATA + 8 * n
+    space.write(pa, a)
+    space.write(pb, b)
+    launch(space, kernels, "vadd", struct.pack("<QQQi", pa, pb, pc, n), grid=-(-n // block), block=block)
+    np.testing.assert_array_equal(read(space, pc, n, "<f4"), a + b)
+    assert not read(space, pc + 4 * n, 8, "<u4").any()  # lanes past n stored nothing
+
+
+def test_saxpy_matches_numpy(kernels: CodeObject) -> None:
+    n, alpha = 3000, np.float32(-1.75)
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    space = make_space()
+    space.write(DATA, x)
+    space.write(DATA + 4 * n, y)
+    launch(space, kernels, "saxpy", struct.pack("<f4xQQi", alpha, DATA, DATA + 4 * n, n), grid=12, block=256)
+    expected = (alpha.astype(np.float64) * x + y).astype(np.float32)  # v_fmac_f32: one rounding
+    np.testing.assert_array_equal(read(space, DATA + 4 * n, n, "<f4"), expected)
+
+
+def _divloop(a: np.ndarray) -> np.ndarray:
+    out = np.zeros_like(a)
+    for k in range(15):
+        live = (a & 15) > k
+        out = np.where(live, (out + k * a) if k & 1 else (out ^ k), out)
+    return out
+
+
+def test_divergent_loop_matches_numpy(kernels: CodeObject) -> None:
+    n = 2048
+    a = np.random.default_rng(2).integers(-(2**31), 2**31, n, dtype=np.int64).astype(np.int32)
+    space = make_space()
+    space.write(DATA, a)
+    stats = launch(space, kernels, "divloop", struct.pack("<QQ", DATA, DATA + 4 * n), grid=8, block=256)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(read(space, DATA + 4 * n, n, "<i4"), _divloop(a))
+    assert stats.waves == 64
+
+
+def test_an_lds_tree_reduction_with_barriers_matches_numpy(kernels: CodeObject) -> None:
+    groups = 6
+    a = np.random.default_rng(3).integers(-1000, 1000, 256 * groups).astype(np.float32)  # exact in any order
+    space = make_space()
+    space.write(DATA, a)
+    launch(space, kernels, "reduce", struct.pack("<QQ", DATA, DATA + 0x10000), grid=groups, block=256)
+    np.testing.assert_array_equal(read(space, DATA + 0x10000, groups, "<f4"), a.reshape(groups, 256).sum(axis=1))
+
+
+def test_an_lds_histogram_with_atomic_adds_matches_numpy(kernels: CodeObject) -> None:
+    groups = 4
+    a = np.random.default_rng(4).integers(0, 1 << 20, 128 * groups).astype(np.int32)
+    space = make_space()
+    space.write(DATA, a)
+    launch(space, kernels, "histogram", struct.pack("<QQ", DATA, DATA + 0x10000), grid=groups, block=128)
+    want = np.stack([np.bincount(row & 15, minlength=16) for row in a.reshape(groups, 128)])
+    np.testing.assert_array_equal(read(space, DATA + 0x10000, 16 * groups, "<i4").reshape(groups, 16), want)
+
+
+def test_a_tiled_lds_matmul_in_2d_workgroups_matches_numpy(kernels: CodeObject) -> None:
+    n = 48
+    rng = np.random.default_rng(5)
+    a, b = (rng.integers(-8, 8, (n, n)).astype(np.float32) for _ in range(2))  # small integers: exact sums
+    space = make_space()
+    space.write(DATA, a)
+    space.write(DATA + 4 * n * n, b)
+    args = struct.pack("<QQQi", DATA, DATA + 4 * n * n, DATA + 8 * n * n, n)
+    launch(space, kernels, "matmul", args, grid=(n // 16, n // 16, 1), block=(16, 16, 1))
+    np.testing.assert_array_equal(read(space, DATA + 8 * n * n, n * n, "<f4").reshape(n, n), a @ b)
+
+
+def test_a_prefix_scan_across_two_waves_matches_numpy(kernels: CodeObject) -> None:
+    a = np.random.default_rng(6).integers(-100, 100, 64).astype(np.int32)
+    space = make_space()
+    space.write(DATA, a)
+    launch(space, kernels, "scan", struct.pack("<QQ", DATA, DATA + 0x1000), grid=1, block=64)
+    np.testing.assert_array_equal(read(space, DATA + 0x1000, 64, "<i4"), np.cumsum(a))
+
+
+def test_a_wild_pointer_is_a_memory_fault_naming_the_address(kernels: CodeObject) -> None:
+    space = make_space()
+    wild = 0x7_0000_0000
+    with pytest.raises(GpuMemoryFault) as caught:
+        launch(space, kernels, "vadd", struct.pack("<QQQi", wild, DATA, DATA, 64), grid=1, block=64)
+    assert caught.value.va == wild
+
+
+def test_an_endless_loop_ends_in_a_wave_trap_within_the_budget(kernels: CodeObject) -> None:
+    space = make_space()
+    with pytest.raises(WaveTrap, match="step budget of 5000") as caught:
+        launch(space, kernels, "spin", struct.pack("<Qi", DATA, 1), grid=1, block=32, step_budget=5000)
+    assert caught.value.text  # the disassembly of the instruction it stopped at
+    # the next dispatch on the same space runs normally
+    space.write(DATA, np.ones(1, np.int32))
+    launch(space, kernels, "spin", struct.pack("<Qi", DATA, 1), grid=1, block=32)
+
+
+def test_a_second_dispatch_of_the_same_code_decodes_nothing(kernels: CodeObject) -> None:
+    from tinyhil.emulators.amdgpu.rdna3.executor import _DEFAULT_CACHE
+
+    space = make_space()
+    args = struct.pack("<QQQi", DATA, DATA, DATA + 0x1000, 32)
+    launch(space, kernels, "vadd", args, grid=1, block=32)
+    program = _DEFAULT_CACHE.get(bytes(space.read(0x100000 + kernels.kernels["vadd"].entry_vaddr, 1 << 20)))
+    decoded = dict(program.decoded)
+    assert decoded
+    launch(space, kernels, "vadd", args, grid=1, block=32)
+    assert program.decoded == decoded
