@@ -17,7 +17,7 @@ from tinyhil.spec.amdgpu import DOORBELL_SLOT_BYTES
 from tinyhil.spec.gfx1100_regs import SDMA1_REGISTER_STRIDE, Reg
 from tinyhil.usbgpu.gfx1100.block import BootState
 
-__all__ = ["SDMA_DOORBELL", "SDMA_ENGINES", "SdmaBlock"]
+__all__ = ["SDMA_DOORBELL", "SDMA_ENGINES", "SdmaBlock", "sdma_doorbell"]
 
 SDMA_ENGINES: Final = (0, 1)
 SDMA_DOORBELL: Final = 0x800  # BAR2 byte offset of SDMA0's doorbell; SDMA1's is the next u64
