@@ -82,6 +82,7 @@ def test_a_well_pinned_rootfs_then_needs_a_runner(
 ) -> None:
     monkeypatch.setenv(f"{prefix}_ROOTFS", "https://example.com/rootfs.tar")  # URLs are not fetched by a probe
     monkeypatch.setenv(f"{prefix}_ROOTFS_SHA256", "0" * 64)
+    monkeypatch.setenv("TINYHIL_TCC_SOURCE", f"https://example.com/tcc.tar.bz2 {'0' * 64}")  # QEMUCC's server source
     monkeypatch.setenv("PATH", _path_with(tmp_path, qemu=False))
     assert reason_of() == (
         "qemu-aarch64-static not found on PATH (Debian/Ubuntu package qemu-user-static), and the docker fallback "

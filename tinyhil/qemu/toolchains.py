@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from tinyhil.cache import ArtifactError
-from tinyhil.qemu.ccserver import build_server
+from tinyhil.qemu.ccserver import build_server, tcc_source_reason
 from tinyhil.qemu.compiler import QemuCompiler
 from tinyhil.qemu.rootfs import debian_rootfs, debian_rootfs_reason, pinned_rootfs
 from tinyhil.qemu.runner import ARCH2ELF_MACHINE, GuestRunner, Rootfs, find_runner
@@ -78,7 +78,8 @@ def qemucc_unavailable_reason(arch: str = "aarch64") -> str | None:
     """``None`` when ``NULL:QEMUCC:<arch>`` can open here, else the precise reason (never downloads).
 
     The configuration (``TINYHIL_QEMUCC_ROOTFS`` and its sha256) is checked first, then the runner, then whether the
-    Debian rootfs can be built.
+    Debian rootfs can be built, then whether the tcc source for the compile server can be had
+    (:func:`~tinyhil.qemu.ccserver.tcc_source_reason`).
     """
     pinned = _pinned(QEMUCC_ROOTFS_ENV, QEMUCC_SHA256_ENV)
     if isinstance(pinned, str):
@@ -86,7 +87,8 @@ def qemucc_unavailable_reason(arch: str = "aarch64") -> str | None:
     runner = find_runner(arch)
     if isinstance(runner, str):
         return runner
-    return None if pinned is not None else debian_rootfs_reason(arch)
+    reason = None if pinned is not None else debian_rootfs_reason(arch)
+    return reason if reason is not None else tcc_source_reason()
 
 
 def qemucc_compiler(arch: str = "aarch64", *, per_worker_servers: bool = False) -> QemuCompiler:
