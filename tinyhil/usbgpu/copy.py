@@ -32,6 +32,7 @@ from typing import Any, Final
 import numpy as np
 
 from tinyhil._check import as_readonly_bytes, check_int
+from tinyhil.align import round_up
 from tinyhil.amdgpu.queue import AmdQueue
 from tinyhil.amdgpu.sdma import sdma_const_fill, sdma_copy_linear, sdma_write
 from tinyhil.asm2464.controller import Asm2464Controller
@@ -92,10 +93,6 @@ class DrainError(DeviceTimeout):
         self.fence = fence
 
 
-def _round_up(value: int, unit: int) -> int:
-    return -(-value // unit) * unit
-
-
 def _plans(revision: CopyRevision, nbytes: int, seq: int) -> list[ChunkPlan]:
     chunk = {
         CopyRevision.PIPELINED: CHUNK_BYTES,
@@ -116,12 +113,12 @@ def _plans(revision: CopyRevision, nbytes: int, seq: int) -> list[ChunkPlan]:
 def _shape(revision: CopyRevision, size: int) -> tuple[int, int]:
     """The wire bytes of a ``size``-byte chunk's image and the offset of its sentinel."""
     if revision is CopyRevision.PIPELINED:
-        wire = _round_up(size + SENTINEL_BYTES, SECTOR_BYTES)
+        wire = round_up(size + SENTINEL_BYTES, SECTOR_BYTES)
         return wire, wire - SENTINEL_BYTES
     if revision is CopyRevision.SENTINEL_SECTOR:
-        at = _round_up(size, SECTOR_BYTES)
+        at = round_up(size, SECTOR_BYTES)
         return at + SECTOR_BYTES, at
-    wire = _round_up(size, SECTOR_BYTES)
+    wire = round_up(size, SECTOR_BYTES)
     return wire, wire
 
 

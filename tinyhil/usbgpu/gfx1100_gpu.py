@@ -57,7 +57,7 @@ from tinyhil.asm2464.bringup import pcie_bringup
 from tinyhil.asm2464.controller import Asm2464Controller
 from tinyhil.asm2464.topology import PcieBar, PcieTopology
 from tinyhil.errors import DeviceError, DeviceTimeout, InvalidArgument, StateError
-from tinyhil.spec.amdgpu import DOORBELL_SLOT_BYTES, DOORBELL_SLOTS, SYS_APERTURE, Bar, QueueKind
+from tinyhil.spec.amdgpu import DOORBELL_SLOT_BYTES, DOORBELL_SLOTS, PAGE_BYTES, SYS_APERTURE, Bar, QueueKind
 from tinyhil.spec.amdgpu_pm4 import PM4_HEADER_OPCODE, PM4_HEADER_TYPE, PM4_TYPE_3, Pm4Op
 from tinyhil.spec.amdgpu_sdma import SDMA_HEADER_OP, SDMA_HEADER_SUB_OP, SdmaOp
 from tinyhil.spec.asm2464 import CQ_WINDOW_BYTES, PCIE_ADMIN_WINDOW, PCIE_CQ_WINDOW, PCIE_SRAM_BASE, SRAM_BYTES
@@ -65,7 +65,7 @@ from tinyhil.spec.gfx1100_ih import IH_RING_BYTES, InterruptVector
 from tinyhil.usbgpu.gfx1100.boot import Gfx1100Boot
 from tinyhil.usbgpu.gfx1100.ih import IhReader, IvMeaning, Report, queue_of
 from tinyhil.usbgpu.gfx1100.mec import MEC_DOORBELL
-from tinyhil.usbgpu.gfx1100.page_tables import PAGE_BYTES, PageTables, check_range
+from tinyhil.usbgpu.gfx1100.page_tables import PageTables, check_range
 from tinyhil.usbgpu.gfx1100.registers import Gfx1100Registers
 from tinyhil.usbgpu.gfx1100.sdma import sdma_doorbell
 
