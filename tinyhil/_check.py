@@ -94,10 +94,15 @@ def as_writable_bytes(name: str, data: Any) -> memoryview:
     """View a writable bytes-like object (bytearray, writable memoryview, numpy array) as flat unsigned bytes."""
     try:
         view = memoryview(data)
-    except TypeError:
-        raise InvalidArgument(f"{name}={type(data).__name__} object, expected a writable bytes-like buffer") from None
+    except (TypeError, ValueError):  # not a buffer, or a released memoryview
+        raise InvalidArgument(
+            f"{name}={type(data).__name__} object, expected a writable bytes-like buffer (bytearray, numpy array)"
+        ) from None
     if view.readonly:
-        raise InvalidArgument(f"{name} is read-only, expected a writable bytes-like buffer (bytearray, numpy array)")
+        raise InvalidArgument(
+            f"{name} is a read-only {type(data).__name__} buffer, expected a writable bytes-like buffer "
+            "(bytearray, numpy array)"
+        )
     if not view.c_contiguous:
         raise InvalidArgument(f"{name} is a non-contiguous buffer, expected a C-contiguous writable buffer")
     return view.cast("B") if view.format != "B" or view.ndim != 1 else view

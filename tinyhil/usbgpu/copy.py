@@ -31,7 +31,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from tinyhil._check import as_readonly_bytes, check_int
+from tinyhil._check import as_readonly_bytes, as_writable_bytes, check_int
 from tinyhil.align import round_up
 from tinyhil.amdgpu.queue import AmdQueue
 from tinyhil.amdgpu.sdma import sdma_const_fill, sdma_copy_linear, sdma_write
@@ -324,12 +324,7 @@ class UsbCopy:
         Per piece of at most 512 KB: arm a device-to-host transfer, have the SDMA copy VRAM into SRAM and write the
         completion-queue entry that releases the bulk IN, then read the bulk IN.
         """
-        try:
-            out = memoryview(dest).cast("B")
-        except TypeError:
-            raise InvalidArgument(f"dest={type(dest).__name__}, expected a writable bytes-like buffer") from None
-        if out.readonly:
-            raise InvalidArgument("dest is read-only, expected a writable buffer (bytearray, numpy array)")
+        out = as_writable_bytes("dest", dest)
         self._check_vram("src_va", src_va, out.nbytes)
         if not out.nbytes:
             return
