@@ -96,11 +96,11 @@ def as_writable_bytes(name: str, data: Any) -> memoryview:
         view = memoryview(data)
     except (TypeError, ValueError):  # not a buffer, or a released memoryview
         raise InvalidArgument(
-            f"{name}={type(data).__name__} object, expected a writable bytes-like buffer (bytearray, numpy array)"
+            f"{name}={type(data).__name__} object, expected a writable bytes-like object (bytearray, numpy array)"
         ) from None
     if view.readonly:
         raise InvalidArgument(
-            f"{name} is a read-only {type(data).__name__} buffer, expected a writable bytes-like buffer "
+            f"{name} is a read-only {type(data).__name__} buffer, expected a writable bytes-like object "
             "(bytearray, numpy array)"
         )
     if not view.c_contiguous:
