@@ -62,6 +62,8 @@ from tinyhil.spec.code_object import CODE_OBJECT_ALIGN, ArgKind, CodeObject, pac
 
 __all__ = [
     "AMD_CAPABILITIES",
+    "COMPILER_CAPABILITIES",
+    "WAIT_TIMEOUT_MS",
     "AmdDeviceBase",
     "AmdRing",
     "CompletionEvent",
@@ -73,6 +75,9 @@ __all__ = [
 
 # What every AMD runtime does; "compile" and "exec" join when the device has a compiler its GPU can run.
 AMD_CAPABILITIES: Final = frozenset({"copyin", "copyout", "copy", "fill", "timestamps", "sdma", "signals"})
+COMPILER_CAPABILITIES: Final = frozenset({"compile", "exec", "compute"})
+# The default bound of every wait (fence, signal, queue idle) of an AMD device runtime, on every path.
+WAIT_TIMEOUT_MS: Final = 30_000
 _U32_MASK: Final = 0xFFFF_FFFF
 _U64_MASK: Final = (1 << 64) - 1
 _SLOT_BYTES: Final = 8
@@ -175,11 +180,11 @@ class AmdDeviceBase(DeviceBase):
         capabilities: frozenset[str],
         *,
         compiler: Compiler | None = None,
-        wait_timeout_ms: int = 30_000,
+        wait_timeout_ms: int = WAIT_TIMEOUT_MS,
     ) -> None:
         caps = set(AMD_CAPABILITIES | capabilities)
         if compiler is not None:
-            caps |= {"compile", "exec", "compute"}
+            caps |= COMPILER_CAPABILITIES
         super().__init__(name, frozenset(caps))
         self.compiler = compiler
         self.wait_timeout_ms = wait_timeout_ms

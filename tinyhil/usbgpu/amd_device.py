@@ -38,7 +38,7 @@ from typing import Any, Final
 
 from tinyhil.align import round_up
 from tinyhil.allocator import RangeAllocator
-from tinyhil.amdgpu.device_base import AmdDeviceBase, AmdRing, GpuRegion, MemoryUse
+from tinyhil.amdgpu.device_base import AMD_CAPABILITIES, WAIT_TIMEOUT_MS, AmdDeviceBase, AmdRing, GpuRegion, MemoryUse
 from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource
 from tinyhil.amdgpu.queue import AmdQueue
 from tinyhil.asm2464.controller import Asm2464Controller
@@ -51,9 +51,11 @@ from tinyhil.usb.bridge_io import AsyncBridgeIO
 from tinyhil.usbgpu.copy import CopyRevision, UsbCopy
 from tinyhil.usbgpu.gfx1100_gpu import Gfx1100UsbGpu, open_usb_gpu
 
-__all__ = ["USB_CAPABILITIES", "UsbAmdDevice"]
+__all__ = ["USB_AMD_CAPABILITIES", "USB_CAPABILITIES", "UsbAmdDevice"]
 
 USB_CAPABILITIES: Final = frozenset({"usb3", "sram-windows", "pcie", "memory-faults"})  # faults: per-allocation maps
+# What UsbAmdDevice does without a compiler (the USB path on every target: USB+AMD, MOCKUSB+AMD, REPLAY+AMD).
+USB_AMD_CAPABILITIES: Final = AMD_CAPABILITIES | USB_CAPABILITIES
 _POINTERS_VA: Final = 0x0
 _RING_BYTES: Final = 256 << 10
 _RINGS: Final = {QueueKind.SDMA: 0x100000, QueueKind.COMPUTE: 0x140000}
@@ -82,7 +84,7 @@ class UsbAmdDevice(AmdDeviceBase):
         revision: CopyRevision | str = CopyRevision.PIPELINED,
         capabilities: Iterable[str] = (),
         on_close: Callable[[], object] | None = None,
-        wait_timeout_ms: int = 30_000,
+        wait_timeout_ms: int = WAIT_TIMEOUT_MS,
         firmware: FirmwareSource | None = None,
         **bringup_options: Any,
     ) -> None:
