@@ -52,7 +52,7 @@ from tinyhil.spec.copyin import (
     sentinel,
     window_pcie,
 )
-from tinyhil.usbgpu.usb_gpu import UsbGpu
+from tinyhil.usbgpu.usb_gpu import UsbGpu, vram_address
 
 from .program import ChunkPlan, copyin_program, copyout_program
 
@@ -221,7 +221,7 @@ class UsbCopy:
             usb1.USBError / ShortTransfer: a transfer failed.
         """
         view = as_readonly_bytes("src", src)
-        self._check_vram("dest_va", dest_va, view.nbytes)
+        vram_address(self.gpu.vram_bar, "dest_va", dest_va, view.nbytes)
         if not view.nbytes:
             return
         self._prepare()
@@ -325,7 +325,7 @@ class UsbCopy:
         completion-queue entry that releases the bulk IN, then read the bulk IN.
         """
         out = as_writable_bytes("dest", dest)
-        self._check_vram("src_va", src_va, out.nbytes)
+        vram_address(self.gpu.vram_bar, "src_va", src_va, out.nbytes)
         if not out.nbytes:
             return
         self._prepare()
@@ -336,11 +336,3 @@ class UsbCopy:
             controller.scsi_read_arm(size, 0)
             sdma.submit(packets)
             controller.scsi_read_into(out[offset : offset + size], 0, arm=False)
-
-    def _check_vram(self, name: str, va: int, nbytes: int) -> None:
-        check_int(name, va, min_value=0)
-        if va + nbytes > self.gpu.vram_bar.size:
-            raise InvalidArgument(
-                f"{name}={va:#x} with {nbytes:#x} bytes, expected a range inside the VRAM the host reaches through "
-                f"BAR0 (0 .. {self.gpu.vram_bar.size:#x})"
-            )
