@@ -12,9 +12,15 @@ import errno
 import signal
 from typing import Final
 
+import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
+
+from tinyhil.device_farm.leases import LeaseTimeout
+from tinyhil.usb.errors import BridgeUnavailable
+
 __all__ = ["infrastructure_cause", "killed_cause"]
 
-_BOARD_LOST: Final = ("USBErrorNoDevice", "BridgeUnavailable")
+# The exception types that mean the board itself is gone (a subclass counts, as for any except clause).
+_BOARD_LOST: Final[tuple[type[BaseException], ...]] = (usb1.USBErrorNoDevice, BridgeUnavailable)
 
 
 def infrastructure_cause(exc: BaseException) -> str | None:
@@ -26,13 +32,12 @@ def infrastructure_cause(exc: BaseException) -> str | None:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        names = {cls.__name__ for cls in type(current).__mro__}
-        lost = next((name for name in _BOARD_LOST if name in names), None)
+        lost = next((kind for kind in _BOARD_LOST if isinstance(current, kind)), None)
         if lost is not None:
-            return f"board lost: {lost}"
+            return f"board lost: {lost.__name__}"
         if isinstance(current, OSError) and current.errno == errno.ENODEV:
             return "board lost: ENODEV"
-        if "LeaseTimeout" in names:
+        if isinstance(current, LeaseTimeout):
             return f"lease timeout: {current}"
         current = current.__cause__ or current.__context__
     return None

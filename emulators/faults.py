@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any, Final
 
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.asm2464 import CplStatus, RetStatus
 
 __all__ = ["Fault", "FaultKind", "FaultPlan", "FaultRule", "Operation", "Transfer"]
+
+_RULE_KEYS: Final = ("operation", "request", "occurrence", "fault", "partial_bytes", "status")  # FaultPlan.from_data
 
 
 class Transfer(Enum):
@@ -196,6 +199,39 @@ class FaultPlan:
         """A plan of one rule."""
         return cls((FaultRule(operation, occurrence, fault),))
 
+    @classmethod
+    def from_data(cls, rules: Any) -> FaultPlan:
+        """A plan from plain data (a hardware map's TOML, any JSON): a list of rule tables, each naming the
+        operation, the occurrence and the fault, e.g. ``{operation = "bulk_out", occurrence = 3, fault = "timeout",
+        partial_bytes = 512}`` (``request`` for a control transfer, ``status`` for a status fault). The names are
+        those of :class:`Transfer` and :class:`FaultKind`.
+
+        Raises:
+            InvalidArgument: naming the rule (from 1) and the field that is wrong.
+        """
+        if not isinstance(rules, list):
+            raise InvalidArgument(f"faults={rules!r}, expected a list of rule tables")
+        built = []
+        for number, rule in enumerate(rules, 1):
+            where = f"faults rule {number}"
+            if not isinstance(rule, dict):
+                raise InvalidArgument(f"{where}: {rule!r}, expected a table")
+            unknown = sorted(set(rule) - set(_RULE_KEYS))
+            if unknown:
+                raise InvalidArgument(f"{where}: unknown field {unknown[0]!r}, expected {', '.join(_RULE_KEYS)}")
+            transfer = _choice(f"{where}: operation", rule.get("operation"), Transfer)
+            kind = _choice(f"{where}: fault", rule.get("fault"), FaultKind)
+            try:
+                operation = Operation(transfer, rule.get("request"))
+                fault = Fault(kind, rule.get("partial_bytes", 0), rule.get("status", 0))
+                built.append(FaultRule(operation, rule.get("occurrence"), fault))  # type: ignore[arg-type]
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"{where}: {exc}") from None
+        try:
+            return cls(tuple(built))
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"faults: {exc}") from None
+
     def fault_for(self, operation: Operation, occurrence: int) -> Fault | None:
         """The fault for this attempt, or ``None``."""
         for rule in self.rules:
@@ -206,3 +242,10 @@ class FaultPlan:
     def __repr__(self) -> str:
         inner = ", ".join(repr(rule) for rule in self.rules)
         return f"FaultPlan(({inner},))" if len(self.rules) == 1 else f"FaultPlan(({inner}))"
+
+
+def _choice(where: str, value: Any, kind: type[Transfer] | type[FaultKind]) -> Any:
+    names = [member.value for member in kind]
+    if value not in names:
+        raise InvalidArgument(f"{where} {value!r}, expected one of {', '.join(names)}")
+    return kind(value)

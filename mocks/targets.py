@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from tinyhil._check import check_int
+from tinyhil.amdgpu.device_base import COMPILER_CAPABILITIES
 from tinyhil.compiler import AMD_RENDERERS
 from tinyhil.device import Device
 from tinyhil.errors import InvalidArgument
 from tinyhil.registry import Target, check_choice, check_option, default_registry, target
 from tinyhil.spec.amdgpu_firmware import FIRMWARE_DIR, FIRMWARE_PACKAGE
+from tinyhil.usbgpu.amd_device import USB_AMD_CAPABILITIES
 
 if TYPE_CHECKING:  # imported when opened: loading the registry's entry points stays light
     from tinyhil.amdgpu.firmware import FirmwareSource
@@ -66,8 +68,8 @@ GFX_TARGET_VERSIONS: Final = {"gfx1100": 110000, "gfx1201": 120001, "gfx950": 90
 GENERATED_FIRMWARE: Final = "generated"
 # The bridge level (docs/asm2464.md): USB3 vendor requests and bulk transfers, 0xF2 SRAM windows, PCIe to the GPU.
 MOCKUSB_BRIDGE_CAPABILITIES = ("usb3", "sram-windows", "pcie")
-MOCKUSB_CAPABILITIES: Final = [*MOCKUSB_BRIDGE_CAPABILITIES, "sdma", "compute", "signals", "copyin", "copyout", "copy",
-                               "fill", "compile", "exec", "timestamps", "memory-faults"]  # fmt: skip
+# The USB path's runtime over the bridge, with a compiler whose code objects the emulated GPU runs.
+MOCKUSB_CAPABILITIES: Final = sorted(USB_AMD_CAPABILITIES | COMPILER_CAPABILITIES)
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,7 +127,7 @@ def test_a_mapped_buffer_aliases_its_source_and_exposes_its_address() -> None:
     ("source", "offset", "nbytes", "match"),
     [
         (b"read-only", 0, None, "read-only"),
-        (42, 0, None, "expected a writable buffer"),
+        (42, 0, None, "source=int object, expected a writable bytes-like object"),
         (bytearray(8), 9, None, "offset"),
         (bytearray(8), 4, 8, "ends past"),
         (bytearray(8), -1, None, "offset"),

@@ -98,7 +98,7 @@ def test_fields_type_each_value_once_and_name_file_line_and_field() -> None:
         nested.integer("x")
     with pytest.raises(FileFormatError, match="unknown field"):
         fields.only(["n", "s"])
-    with pytest.raises(FileFormatError, match="missing"):
+    with pytest.raises(FileFormatError, match=r"nothing: missing, expected a non-empty string$"):
         fields.string("nothing")
     with pytest.raises(FileFormatError, match="expected an integer"):
         Fields({"b": True}, "f").integer("b")  # a bool is no integer

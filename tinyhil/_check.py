@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from tinyhil.errors import InvalidArgument
+from tinyhil.spec.amdgpu import RING_MAX_BYTES, RING_MIN_BYTES
 
 __all__ = [
     "GRID_MAX_DIM",
@@ -21,6 +22,7 @@ __all__ = [
     "check_int",
     "check_launch",
     "check_range",
+    "check_ring_bytes",
 ]
 
 # Kernel-launch limits, as an AMD GPU reports them (ROCr's HSA agent info, printed by rocminfo for every GC 9-12 GPU).
@@ -62,6 +64,21 @@ def check_range(what: str, offset: int, nbytes: int, limit: int) -> None:
         )
 
 
+def check_ring_bytes(
+    name: str, value: Any, *, min_bytes: int = RING_MIN_BYTES, max_bytes: int | None = RING_MAX_BYTES
+) -> int:
+    """Return ``value`` if it is a ring size: a power of two from ``min_bytes`` to ``max_bytes`` (no cap: None).
+
+    The defaults are the emulated GPU's ring rule (the model's range). A KFD client passes ``min_bytes=
+    KFD_MIN_QUEUE_RING_SIZE``: the kernel takes any power of two but clamps a smaller one up to that size, so the
+    queue would run past a smaller ring the client allocated.
+    """
+    check_int(name, value, min_value=min_bytes, max_value=max_bytes)
+    if value & (value - 1):
+        raise InvalidArgument(f"{name}={value:#x}, expected a power of two")
+    return int(value)
+
+
 def as_readonly_bytes(name: str, data: Any) -> memoryview:
     """View any bytes-like object (bytes, bytearray, memoryview, numpy array) as flat unsigned bytes."""
     try:
@@ -77,10 +94,15 @@ def as_writable_bytes(name: str, data: Any) -> memoryview:
     """View a writable bytes-like object (bytearray, writable memoryview, numpy array) as flat unsigned bytes."""
     try:
         view = memoryview(data)
-    except TypeError:
-        raise InvalidArgument(f"{name}={type(data).__name__} object, expected a writable bytes-like buffer") from None
+    except (TypeError, ValueError):  # not a buffer, or a released memoryview
+        raise InvalidArgument(
+            f"{name}={type(data).__name__} object, expected a writable bytes-like object (bytearray, numpy array)"
+        ) from None
     if view.readonly:
-        raise InvalidArgument(f"{name} is read-only, expected a writable bytes-like buffer (bytearray, numpy array)")
+        raise InvalidArgument(
+            f"{name} is a read-only {type(data).__name__} buffer, expected a writable bytes-like object "
+            "(bytearray, numpy array)"
+        )
     if not view.c_contiguous:
         raise InvalidArgument(f"{name} is a non-contiguous buffer, expected a C-contiguous writable buffer")
     return view.cast("B") if view.format != "B" or view.ndim != 1 else view

@@ -5,7 +5,9 @@ from __future__ import annotations
 import bisect
 
 from tinyhil._check import check_int
+from tinyhil.align import round_up
 from tinyhil.errors import InvalidArgument
+from tinyhil.spec.amdgpu import PAGE_BYTES
 
 __all__ = ["OutOfMemory", "RangeAllocator"]
 
@@ -20,7 +22,7 @@ class RangeAllocator:
     Zero-byte allocations take one alignment unit so every live allocation has a distinct address.
     """
 
-    def __init__(self, base: int, size_bytes: int, alignment: int = 0x1000) -> None:
+    def __init__(self, base: int, size_bytes: int, alignment: int = PAGE_BYTES) -> None:
         check_int("alignment", alignment, min_value=1)
         if alignment & (alignment - 1):
             raise InvalidArgument(f"alignment={alignment:#x}, expected a power of two")
@@ -31,7 +33,7 @@ class RangeAllocator:
         self._addr2size: dict[int, int] = {}
 
     def _rounded(self, nbytes: int) -> int:
-        return max(self.alignment, (nbytes + self.alignment - 1) & ~(self.alignment - 1))
+        return max(self.alignment, round_up(nbytes, self.alignment))
 
     def alloc(self, nbytes: int) -> int:
         """Reserve ``nbytes`` (rounded up to the alignment) and return the start address.

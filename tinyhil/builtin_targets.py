@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tinyhil._check import check_int
+from tinyhil.amdgpu.device_base import WAIT_TIMEOUT_MS
 from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource
 from tinyhil.cache import ArtifactError
 from tinyhil.compiler import AMD_RENDERERS, HOST_CC_RENDERERS, HostCCompiler
@@ -33,6 +34,7 @@ from tinyhil.spec.amdgpu_firmware import FIRMWARE_PACKAGE, GFX1100_FIRMWARE
 from tinyhil.spec.kfd_topology import KFD_DEVICE_PATH
 from tinyhil.usb.backend import open_usb3, probe_usb3
 from tinyhil.usb.errors import BridgeUnavailable
+from tinyhil.usbgpu.amd_device import USB_AMD_CAPABILITIES
 
 __all__ = ["KfdAmdOptions", "NullOptions", "UsbAmdOptions", "amd_kfd", "amd_usb", "null",
            "null_qcomcl_a630", "null_qemucc_aarch64", "nv", "usb_firmware_reason"]  # fmt: skip
@@ -125,11 +127,6 @@ def _usb_probe(*, context: Any = None, firmware: FirmwareSource | None = None) -
     return usb_firmware_reason(firmware) if reason is None else reason
 
 
-# What the USB path does on a real board; host-native code objects run only on the emulated GPU, so no exec here.
-USB_AMD_CAPABILITIES = ["usb3", "sram-windows", "pcie", "sdma", "signals", "copyin", "copyout", "copy", "fill",
-                        "timestamps", "memory-faults", "real-hardware"]  # fmt: skip
-
-
 @dataclass(frozen=True, slots=True)
 class UsbAmdOptions:
     """The options of USB+AMD: ``serial`` picks one of several bridges, ``revision`` the copyin protocol revision
@@ -137,7 +134,7 @@ class UsbAmdOptions:
 
     serial: str | None = None
     revision: str = "pipelined"
-    wait_timeout_ms: int = 30_000
+    wait_timeout_ms: int = WAIT_TIMEOUT_MS
 
     def __post_init__(self) -> None:
         from tinyhil.usbgpu.copy import CopyRevision
@@ -149,7 +146,8 @@ class UsbAmdOptions:
 
 @target(
     "USB+AMD",
-    capabilities=USB_AMD_CAPABILITIES,
+    # host-native code objects run only on the emulated GPU, so no exec on a real board
+    capabilities=sorted(USB_AMD_CAPABILITIES | {"real-hardware"}),
     probe=_usb_probe,
     emulated=False,
     summary="AMD GPU (gfx1100) behind an ASM2464 USB bridge (the real-register bring-up not yet run on a board)",

@@ -20,6 +20,7 @@ from tinyhil._check import (
     WORKGROUP_MAX_DIM,
     WORKGROUP_MAX_SIZE,
     as_readonly_bytes,
+    as_writable_bytes,
     check_int,
     check_launch,
     check_range,
@@ -123,23 +124,6 @@ class Device(Protocol):
 P = ParamSpec("P")
 R = TypeVar("R")
 D = TypeVar("D", bound="DeviceBase")
-
-
-def _as_writable_bytes(name: str, out: Any) -> memoryview:
-    """View a writable C-contiguous bytes-like object (bytearray, numpy array, memoryview) as flat unsigned bytes."""
-    try:
-        view = memoryview(out)
-    except (TypeError, ValueError):  # not a buffer, or a released memoryview
-        raise InvalidArgument(
-            f"{name}={type(out).__name__} object, expected a writable bytes-like object (bytearray, numpy array, ...)"
-        ) from None
-    if view.readonly:
-        raise InvalidArgument(
-            f"{name} is a read-only {type(out).__name__} buffer, expected a writable bytes-like object"
-        )
-    if not view.c_contiguous:
-        raise InvalidArgument(f"{name} is a non-contiguous buffer, expected a C-contiguous writable bytes-like object")
-    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
 
 
 class DeviceBase:
@@ -259,7 +243,7 @@ class DeviceBase:
         """
         self._require("copyout")
         self._check_buffer("buf", buf)
-        view = _as_writable_bytes("out", out)
+        view = as_writable_bytes("out", out)
         with view:
             check_int("offset", offset, min_value=0)
             if offset + view.nbytes > buf.nbytes:

@@ -222,49 +222,52 @@ class Fields:
         line = self._line_of(name.split(".")[0]) if self._line_of is not None else self.line
         return FileFormatError(self.path, line, f"{self.prefix}{name}", why)
 
-    def _get(self, name: str, required: bool) -> Any:
+    def _get(self, name: str, required: bool, expected: str) -> Any:
         if name not in self.table and required:
-            raise self.error(name, "missing")
+            raise self.error(name, f"missing, expected {expected}")
         return self.table.get(name)
 
     def string(self, name: str, *, required: bool = True, max_len: int = 4096, empty: bool = False) -> str | None:
         """A string of at most ``max_len`` characters (non-empty unless ``empty``), or ``None`` when absent."""
-        value = self._get(name, required)
+        expected = f"a {'' if empty else 'non-empty '}string"
+        value = self._get(name, required, expected)
         if value is None and not required:
             return None
         if not isinstance(value, str) or (not value and not empty) or len(value) > max_len:
             size = f" of at most {max_len} characters" if isinstance(value, str) and len(value) > max_len else ""
-            raise self.error(name, f"{_short(value)}, expected a {'' if empty else 'non-empty '}string{size}")
+            raise self.error(name, f"{_short(value)}, expected {expected}{size}")
         return value
 
     def integer(
         self, name: str, *, required: bool = True, minimum: int | None = None, maximum: int | None = None
     ) -> int | None:
         """An integer (not a bool) in ``[minimum, maximum]``, or ``None`` when absent."""
-        value = self._get(name, required)
+        bounds = [f">= {minimum}" if minimum is not None else "", f"<= {maximum}" if maximum is not None else ""]
+        shown = " and ".join(b for b in bounds if b)
+        expected = f"an integer{' ' + shown if shown else ''}"
+        value = self._get(name, required, expected)
         if value is None and not required:
             return None
         low = minimum is None or (type(value) is int and value >= minimum)
         high = maximum is None or (type(value) is int and value <= maximum)
         if type(value) is not int or not low or not high:
-            bounds = [f">= {minimum}" if minimum is not None else "", f"<= {maximum}" if maximum is not None else ""]
-            shown = " and ".join(b for b in bounds if b)
-            raise self.error(name, f"{_short(value)}, expected an integer{' ' + shown if shown else ''}")
+            raise self.error(name, f"{_short(value)}, expected {expected}")
         return value
 
     def number(self, name: str, *, required: bool = True, minimum: float = 0.0) -> float | None:
         """A finite int or float ``>= minimum`` (not a bool), as a float, or ``None`` when absent."""
-        value = self._get(name, required)
+        expected = f"a number >= {minimum:g}"
+        value = self._get(name, required, expected)
         if value is None and not required:
             return None
         ok = type(value) in (int, float) and value == value and abs(value) != float("inf") and value >= minimum
         if not ok:
-            raise self.error(name, f"{_short(value)}, expected a number >= {minimum:g}")
+            raise self.error(name, f"{_short(value)}, expected {expected}")
         return float(value)
 
     def boolean(self, name: str, *, required: bool = True, default: bool = False) -> bool:
         """``true`` or ``false`` (``default`` when absent and not required)."""
-        value = self._get(name, required)
+        value = self._get(name, required, "true or false")
         if value is None and not required:
             return default
         if type(value) is not bool:
@@ -273,29 +276,31 @@ class Fields:
 
     def strings(self, name: str, *, required: bool = True, max_items: int = 4096) -> tuple[str, ...]:
         """A non-empty list of non-empty strings (``()`` when absent and not required)."""
-        value = self._get(name, required)
+        expected = f"a non-empty list of at most {max_items} strings"
+        value = self._get(name, required, expected)
         if value is None and not required:
             return ()
         good = isinstance(value, list) and 0 < len(value) <= max_items and all(isinstance(v, str) and v for v in value)
         if not good:
-            raise self.error(name, f"{_short(value)}, expected a non-empty list of at most {max_items} strings")
+            raise self.error(name, f"{_short(value)}, expected {expected}")
         return tuple(value)
 
     def choice(self, name: str, choices: type[_E], *, required: bool = True) -> _E | None:
         """One of the enum's values, with a did-you-mean hint (``None`` when absent and not required)."""
-        value = self._get(name, required)
+        names = [c.value for c in choices]
+        expected = f"one of {', '.join(names)}"
+        value = self._get(name, required, expected)
         if value is None and not required:
             return None
-        names = [c.value for c in choices]
         if isinstance(value, str) and value in names:
             return choices(value)
         hint = difflib.get_close_matches(value, names, n=1) if isinstance(value, str) else []
         close = f" (did you mean {hint[0]!r}?)" if hint else ""
-        raise self.error(name, f"{_short(value)}{close}, expected one of {', '.join(names)}")
+        raise self.error(name, f"{_short(value)}{close}, expected {expected}")
 
     def table_of(self, name: str, *, required: bool = True) -> Fields | None:
         """The nested table ``name`` as :class:`Fields` (its errors prefixed ``name.``), or ``None`` when absent."""
-        value = self._get(name, required)
+        value = self._get(name, required, "a table")
         if value is None and not required:
             return None
         if not isinstance(value, dict):
@@ -304,7 +309,7 @@ class Fields:
 
     def of_type(self, name: str, kind: type[_T], *, required: bool = True) -> _T | None:
         """A value of exactly ``kind`` (a JSON/TOML ``list`` or ``dict`` left for the caller to walk), or ``None``."""
-        value = self._get(name, required)
+        value = self._get(name, required, _kind_name(kind))
         if value is None and not required:
             return None
         if type(value) is not kind:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tinyhil._check import as_readonly_bytes, check_int
+from tinyhil._check import as_writable_bytes, check_int
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu import GPU_VA_LIMIT, PAGE_BYTES, SYS_APERTURE, SYS_APERTURE_END
 
@@ -85,9 +85,7 @@ class FlatTranslation:
                 nothing changes.
         """
         check_int("va", va, min_value=0)
-        view = as_readonly_bytes("backing", backing)
-        if view.readonly:
-            raise InvalidArgument("backing is read-only, expected writable memory (a VRAM slice or host buffer)")
+        view = as_writable_bytes("backing", backing)
         nbytes = view.nbytes
         if va % PAGE_BYTES or nbytes % PAGE_BYTES or not nbytes:
             raise InvalidArgument(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from tinyhil._check import check_int
+from tinyhil.align import round_down, round_up
 from tinyhil.errors import InvalidArgument, StateError
 
 from ..kernel import EventKernel
@@ -111,7 +112,7 @@ class RegisterAccess:
     def around(self, offset: int, nbytes: int) -> tuple[int, int]:
         """``[start, end)`` of the whole registers covering ``[offset, offset + nbytes)``."""
         unit = self.unit_bytes
-        return offset - offset % unit, -(-(offset + nbytes) // unit) * unit
+        return round_down(offset, unit), round_up(offset + nbytes, unit)
 
     def read(self, read: Callable[[int, int], bytes], offset: int, nbytes: int) -> bytes:
         """``nbytes`` at ``offset``, through ``read(start, nbytes)`` of whole registers."""

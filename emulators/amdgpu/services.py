@@ -12,14 +12,12 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING
 
-from tinyhil._check import check_int
+from tinyhil._check import check_int, check_ring_bytes
 from tinyhil.emulators.observe import Observed
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu import (
     DOORBELL_SLOTS,
     RING_ALIGN_BYTES,
-    RING_MAX_BYTES,
-    RING_MIN_BYTES,
     TIMESTAMP_PERIOD_NS,
     QueueKind,
 )
@@ -75,9 +73,7 @@ class QueueConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", QueueKind(self.kind))
-        check_int("ring_bytes", self.ring_bytes, min_value=RING_MIN_BYTES, max_value=RING_MAX_BYTES)
-        if self.ring_bytes & (self.ring_bytes - 1):
-            raise InvalidArgument(f"ring_bytes={self.ring_bytes:#x}, expected a power of two")
+        check_ring_bytes("ring_bytes", self.ring_bytes)
         for name in ("ring_va", "rptr_va", "wptr_va"):
             check_int(name, getattr(self, name), min_value=0, max_value=(1 << 64) - 1)
         if self.ring_va % RING_ALIGN_BYTES:

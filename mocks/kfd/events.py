@@ -20,10 +20,12 @@ import ctypes
 import errno
 from typing import TYPE_CHECKING, Any, Final
 
+from tinyhil.align import round_down
 from tinyhil.emulators.kernel import MAX_EVENTS_PER_WAIT, NoProgress, VirtualTimeout
 from tinyhil.mocks.kfd._errno import LOG, fail
 from tinyhil.mocks.kfd.gpu_port import InterruptKind
 from tinyhil.mocks.kfd.state import Event, GpuDevice, MemKind, Waiter, lowest_free
+from tinyhil.spec.amdgpu import PAGE_BYTES
 from tinyhil.spec.kfd_events import (
     EVENT_ID_BITS_END_OF_PIPE,
     EVENT_ID_BITS_SDMA_TRAP,
@@ -42,7 +44,7 @@ from tinyhil.spec.kfd_events import (
     kfd_ioctl_set_event_args,
     kfd_ioctl_wait_events_args,
 )
-from tinyhil.spec.kfd_memory import KFD_MMAP_TYPE_EVENTS, PAGE_SIZE, handle_gpu_id, handle_idr
+from tinyhil.spec.kfd_memory import KFD_MMAP_TYPE_EVENTS, handle_gpu_id, handle_idr
 
 if TYPE_CHECKING:
     from tinyhil.mocks.kfd.device import MockKFD
@@ -287,7 +289,7 @@ class EventIoctls:
 
     def vm_fault(self, gpu: GpuDevice, va: int) -> None:
         """``kfd_signal_vm_fault_event``: every memory event fires carrying the faulting page."""
-        data = kfd_hsa_memory_exception_data(va=va & ~(PAGE_SIZE - 1), gpu_id=gpu.gpu_id, ErrorType=0)
+        data = kfd_hsa_memory_exception_data(va=round_down(va, PAGE_BYTES), gpu_id=gpu.gpu_id, ErrorType=0)
         data.failure.NotPresent, data.failure.imprecise = 1, 1
         self.kfd.faults.append((gpu.gpu_id, va))
         memory_events = [

@@ -26,8 +26,7 @@ from typing import Final
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument
 from tinyhil.mocks.kfd.state import MemKind
-from tinyhil.spec.amdgpu import QueueKind
-from tinyhil.spec.kfd_memory import PAGE_SIZE
+from tinyhil.spec.amdgpu import PAGE_BYTES, QueueKind
 
 __all__ = ["AllocFailure", "KfdFault", "KfdFaultPlan", "KfdFaults", "MemoryFaultAt", "QueueHang"]
 
@@ -96,16 +95,16 @@ class MemoryFaultAt:
     """GPU accesses to ``[va, va + nbytes)`` (page aligned) on GPU index ``gpu`` (``None``: all) page-fault."""
 
     va: int
-    nbytes: int = PAGE_SIZE
+    nbytes: int = PAGE_BYTES
     gpu: int | None = None
 
     def __post_init__(self) -> None:
-        check_int("MemoryFaultAt.va", self.va, min_value=0, max_value=_VA_LIMIT - PAGE_SIZE)
-        check_int("MemoryFaultAt.nbytes", self.nbytes, min_value=PAGE_SIZE, max_value=_VA_LIMIT - self.va)
-        if self.va % PAGE_SIZE or self.nbytes % PAGE_SIZE:
+        check_int("MemoryFaultAt.va", self.va, min_value=0, max_value=_VA_LIMIT - PAGE_BYTES)
+        check_int("MemoryFaultAt.nbytes", self.nbytes, min_value=PAGE_BYTES, max_value=_VA_LIMIT - self.va)
+        if self.va % PAGE_BYTES or self.nbytes % PAGE_BYTES:
             raise InvalidArgument(
                 f"MemoryFaultAt(va={self.va:#x}, nbytes={self.nbytes:#x}), expected both multiples of the "
-                f"{PAGE_SIZE:#x}-byte page (a GPU faults on whole pages)"
+                f"{PAGE_BYTES:#x}-byte page (a GPU faults on whole pages)"
             )
         _check_gpu("MemoryFaultAt", self.gpu)
 
@@ -114,7 +113,7 @@ class MemoryFaultAt:
         return self.va + self.nbytes
 
     def __repr__(self) -> str:
-        size = "" if self.nbytes == PAGE_SIZE else f"nbytes={self.nbytes:#x}"
+        size = "" if self.nbytes == PAGE_BYTES else f"nbytes={self.nbytes:#x}"
         return f"MemoryFaultAt({self.va:#x}{_where(self.gpu, size)})"
 
 

@@ -29,13 +29,13 @@ from tinyhil.fileio.arguments import as_int, check_fd, check_mapped_buffer, chec
 from tinyhil.mocks.kfd._errno import fail
 from tinyhil.mocks.kfd.state import Allocation, GpuDevice
 from tinyhil.mocks.kfd.topology import SysfsTree
+from tinyhil.spec.amdgpu import PAGE_BYTES
 from tinyhil.spec.kfd_events import KFD_SIGNAL_PAGE_BYTES
 from tinyhil.spec.kfd_memory import (
     KFD_MMAP_TYPE_DOORBELL,
     KFD_MMAP_TYPE_EVENTS,
     KFD_MMAP_TYPE_MASK,
     KFD_MMAP_TYPE_MMIO,
-    PAGE_SIZE,
     kfd_mmap_get_gpu_id,
 )
 from tinyhil.spec.kfd_queues import KFD_DOORBELL_PROCESS_SLICE_BYTES
@@ -192,7 +192,7 @@ class MockFileIO:
 
     def mmap(self, fd: int, length: int, offset: int) -> MappedBuffer:
         fd = as_int("fd", fd)
-        length, offset = check_mmap("mmap", length, offset, PAGE_SIZE)
+        length, offset = check_mmap("mmap", length, offset, PAGE_BYTES)
         file = self._file(fd, "mmap")
         what = f"mmap({file.path}, length={length:#x}, offset={offset:#x})"
         if file.kind is FileKind.KFD:
@@ -222,8 +222,8 @@ class MockFileIO:
                 gpu.doorbell_page, on_write=functools.partial(self.kfd.queues.doorbell_written, gpu)
             )
         if mmap_type == KFD_MMAP_TYPE_MMIO:
-            if length != PAGE_SIZE:
-                fail(errno.EINVAL, f"{what}: the MMIO remap page is {PAGE_SIZE:#x} bytes")
+            if length != PAGE_BYTES:
+                fail(errno.EINVAL, f"{what}: the MMIO remap page is {PAGE_BYTES:#x} bytes")
             return MappedBuffer.over(gpu.mmio_page)
         fail(errno.EINVAL, f"{what}: KFD_MMAP_TYPE_RESERVED_MEM (APU trap handler memory) is not emulated")
 

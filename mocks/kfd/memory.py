@@ -13,6 +13,7 @@ import errno
 import mmap
 from typing import TYPE_CHECKING, Final
 
+from tinyhil.align import round_up
 from tinyhil.allocator import OutOfMemory
 from tinyhil.errors import InvalidArgument
 from tinyhil.mocks.kfd._errno import fail
@@ -28,9 +29,9 @@ from tinyhil.mocks.kfd.state import (
     aperture_limit,
     lowest_free,
 )
+from tinyhil.spec.amdgpu import PAGE_BYTES
 from tinyhil.spec.kfd_memory import (
     KFD_MMAP_TYPE_MMIO,
-    PAGE_SIZE,
     AllocMemFlags,
     CachePolicy,
     handle_gpu_id,
@@ -73,10 +74,6 @@ _U32: Final = 4
 # Bus address of GPU n's doorbell BAR (what a DOORBELL allocation reports as mmap_offset).
 _DOORBELL_BUS_BASE: Final = 0xFC00_0000
 _DOORBELL_BUS_STRIDE: Final = 1 << 20
-
-
-def _page_align(nbytes: int) -> int:
-    return (nbytes + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
 
 
 class MemoryIoctls:
@@ -166,7 +163,7 @@ class MemoryIoctls:
         if injected is not None:
             fail(errno.ENOMEM, f"{what}: {kind.name} size={args.size:#x} on gpu_id={args.gpu_id:#x}: injected by "
                                f"{injected!r}")  # fmt: skip
-        size = _page_align(args.size)
+        size = round_up(args.size, PAGE_BYTES)
         idr = lowest_free(pdd.allocations, 0, _IDR_LIMIT)
         if idr is None:
             fail(errno.EFAULT, f"{what}: no free buffer handle on gpu_id={args.gpu_id:#x}")
@@ -198,12 +195,12 @@ class MemoryIoctls:
             bus = _DOORBELL_BUS_BASE + gpu.identity.index * _DOORBELL_BUS_STRIDE
             return made(memoryview(gpu.doorbell_page), bus)
         if kind is MemKind.MMIO_REMAP:
-            if args.size != PAGE_SIZE:
-                fail(errno.EINVAL, f"{what}: MMIO_REMAP size={args.size:#x}, expected {PAGE_SIZE:#x}")
+            if args.size != PAGE_BYTES:
+                fail(errno.EINVAL, f"{what}: MMIO_REMAP size={args.size:#x}, expected {PAGE_BYTES:#x}")
             return made(memoryview(gpu.mmio_page), KFD_MMAP_TYPE_MMIO | kfd_mmap_gpu_id(gpu.gpu_id))
         if kind is MemKind.USERPTR:
             address = args.mmap_offset
-            if address == 0 or address % PAGE_SIZE:
+            if address == 0 or address % PAGE_BYTES:
                 fail(errno.EINVAL, f"{what}: USERPTR address {address:#x}, expected a page-aligned CPU address")
             return made(self.kfd.user.view(f"{what} USERPTR", address, size), address)
         if kind is MemKind.VRAM:
@@ -266,7 +263,7 @@ class MemoryIoctls:
         if gpu.gpu_id in allocation.mapped_on:
             return
         va, size = allocation.va, allocation.size
-        if va % PAGE_SIZE or va < GPUVM_BASE or va + size - 1 > GPUVM_LIMIT:
+        if va % PAGE_BYTES or va < GPUVM_BASE or va + size - 1 > GPUVM_LIMIT:
             fail(errno.EINVAL, f"{what}: VA {va:#x}+{size:#x} is not a page-aligned range inside the GPUVM "
                                f"aperture {GPUVM_BASE:#x}..{GPUVM_LIMIT:#x}")  # fmt: skip
         for pdd in self.kfd.process.pdds.values():

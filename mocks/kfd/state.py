@@ -15,7 +15,7 @@ from typing import Any, Final
 from tinyhil.allocator import RangeAllocator
 from tinyhil.mocks.kfd.gpu_port import GpuPort, QueueKind
 from tinyhil.mocks.kfd.topology import GpuIdentity, GpuModel
-from tinyhil.spec.kfd_memory import PAGE_SIZE
+from tinyhil.spec.amdgpu import PAGE_BYTES
 from tinyhil.spec.kfd_queues import KFD_DOORBELL_PROCESS_SLICE_BYTES
 
 __all__ = [
@@ -79,10 +79,10 @@ class GpuDevice:
         self.reset()
 
     def reset(self) -> None:
-        self.vram = RangeAllocator(0, self.port.vram_bytes, PAGE_SIZE)
-        self.drm_offsets = RangeAllocator(DRM_OFFSET_BASE, _DRM_OFFSET_SPACE, PAGE_SIZE)
+        self.vram = RangeAllocator(0, self.port.vram_bytes, PAGE_BYTES)
+        self.drm_offsets = RangeAllocator(DRM_OFFSET_BASE, _DRM_OFFSET_SPACE, PAGE_BYTES)
         self.doorbell_page = bytearray(KFD_DOORBELL_PROCESS_SLICE_BYTES)
-        self.mmio_page = bytearray(PAGE_SIZE)
+        self.mmio_page = bytearray(PAGE_BYTES)
 
     @property
     def gpu_id(self) -> int:

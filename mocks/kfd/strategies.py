@@ -13,10 +13,10 @@ from collections.abc import Sequence
 
 from hypothesis import strategies as st
 
+from tinyhil.align import round_down
 from tinyhil.mocks.kfd.faults import AllocFailure, KfdFault, KfdFaultPlan, MemoryFaultAt, QueueHang
 from tinyhil.mocks.kfd.state import GPUVM_BASE, MemKind
-from tinyhil.spec.amdgpu import QueueKind
-from tinyhil.spec.kfd_memory import PAGE_SIZE
+from tinyhil.spec.amdgpu import PAGE_BYTES, QueueKind
 
 __all__ = ["kfd_fault_plans", "kfd_fault_rules"]
 
@@ -37,8 +37,8 @@ def kfd_fault_rules(
     if kind == "hang":
         queue_kind = draw(st.none() | st.sampled_from(tuple(QueueKind)))
         return QueueHang(draw(st.integers(1, max_occurrence)), gpu, queue_kind)
-    pages = st.sampled_from([va // PAGE_SIZE * PAGE_SIZE for va in vas]) if vas else st.just(GPUVM_BASE)
-    return MemoryFaultAt(draw(pages), draw(st.integers(1, max_pages)) * PAGE_SIZE, gpu)
+    pages = st.sampled_from([round_down(va, PAGE_BYTES) for va in vas]) if vas else st.just(GPUVM_BASE)
+    return MemoryFaultAt(draw(pages), draw(st.integers(1, max_pages)) * PAGE_BYTES, gpu)
 
 
 @st.composite

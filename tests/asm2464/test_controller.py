@@ -162,7 +162,7 @@ def test_scsi_read_into_fills_the_buffer_with_what_the_sram_holds(
 
 
 def test_scsi_read_into_refuses_a_read_only_buffer(controller: Asm2464Controller, wire: WireRecorder) -> None:
-    with pytest.raises(InvalidArgument, match="out is read-only"):
+    with pytest.raises(InvalidArgument, match="out is a read-only bytes buffer"):
         controller.scsi_read_into(bytes(512))
     assert wire.transfers == []
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tinyhil.device_farm.board_options import fault_plan_from_data, target_options
+from tinyhil.device_farm.board_options import target_options
 from tinyhil.device_farm.hwmap import EmulatedLocator, HwmapError, parse_hwmap
 from tinyhil.emulators.faults import Fault, FaultPlan, FaultRule, Operation
 from tinyhil.errors import InvalidArgument
 
 
 def test_fault_rules_as_tables_build_the_plan_the_code_would() -> None:
-    plan = fault_plan_from_data(
+    plan = FaultPlan.from_data(
         [
             {"operation": "control_in", "request": 0xE4, "occurrence": 1, "fault": "stall"},
             {"operation": "bulk_out", "occurrence": 3, "fault": "timeout", "partial_bytes": 512},
@@ -42,7 +42,7 @@ def test_fault_rules_as_tables_build_the_plan_the_code_would() -> None:
 )
 def test_a_bad_rule_names_its_number_and_field(rules: object, message: str) -> None:
     with pytest.raises(InvalidArgument) as raised:
-        fault_plan_from_data(rules)
+        FaultPlan.from_data(rules)
     assert str(raised.value).startswith(message), str(raised.value)
 
 

@@ -12,8 +12,9 @@ from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
 from tinyhil.fileio import RealFileIO
 from tinyhil.kfd import KFD, KfdMemoryFault, MemoryDomain, QueueEngine, cwsr_sizes
 from tinyhil.mocks.kfd import MockKFD
+from tinyhil.spec.amdgpu import PAGE_BYTES
 from tinyhil.spec.kfd_ioctls import KfdIoctl
-from tinyhil.spec.kfd_memory import PAGE_SIZE, kfd_ioctl_free_memory_of_gpu_args
+from tinyhil.spec.kfd_memory import kfd_ioctl_free_memory_of_gpu_args
 
 MS = 1_000_000
 
@@ -26,7 +27,7 @@ def _gpus(mock: MockKFD) -> list[Any]:
 @pytest.mark.parametrize("domain", [MemoryDomain.VRAM, MemoryDomain.GTT])
 def test_cpu_writes_reach_the_gpu_and_wake_it(kfd: KFD, mock: MockKFD, domain: MemoryDomain) -> None:
     gpu0 = _gpus(mock)[0]
-    buf = kfd.device(0).alloc(3 * PAGE_SIZE, domain)
+    buf = kfd.device(0).alloc(3 * PAGE_BYTES, domain)
     payload = np.random.default_rng(3).integers(0, 256, 5000, dtype=np.uint8)
     buf.write(100, payload)
     assert bytes(gpu0.read(buf.va + 100, 5000)) == payload.tobytes()
@@ -36,7 +37,7 @@ def test_cpu_writes_reach_the_gpu_and_wake_it(kfd: KFD, mock: MockKFD, domain: M
 
 
 def test_vram_is_a_view_of_the_gpus_vram(kfd: KFD, mock: MockKFD) -> None:
-    buf = kfd.device(0).alloc(PAGE_SIZE)
+    buf = kfd.device(0).alloc(PAGE_BYTES)
     buf.write(0, b"vram!")
     gpu0 = _gpus(mock)[0]
     assert bytes(gpu0.vram).find(b"vram!") >= 0
@@ -45,7 +46,7 @@ def test_vram_is_a_view_of_the_gpus_vram(kfd: KFD, mock: MockKFD) -> None:
 def test_a_buffer_mapped_on_two_gpus_is_one_memory(kfd: KFD, mock: MockKFD) -> None:
     gpu0, gpu1 = _gpus(mock)
     dev0, dev1 = kfd.device(0), kfd.device(1)
-    buf = dev0.alloc(PAGE_SIZE, MemoryDomain.VRAM, map_to=[dev0, dev1])
+    buf = dev0.alloc(PAGE_BYTES, MemoryDomain.VRAM, map_to=[dev0, dev1])
     gpu1.write(buf.va, b"peer")
     assert bytes(gpu0.read(buf.va, 4)) == b"peer" and buf.read(0, 4) == b"peer"
     buf.write(4, b"!!")
@@ -55,31 +56,31 @@ def test_a_buffer_mapped_on_two_gpus_is_one_memory(kfd: KFD, mock: MockKFD) -> N
 
 def test_userptr_memory_is_mapped_at_its_cpu_address(kfd: KFD, mock: MockKFD) -> None:
     gpu0 = _gpus(mock)[0]
-    buf = kfd.device(0).alloc(2 * PAGE_SIZE, MemoryDomain.USERPTR)
+    buf = kfd.device(0).alloc(2 * PAGE_BYTES, MemoryDomain.USERPTR)
     assert buf.va == buf.cpu.address  # type: ignore[union-attr]
-    gpu0.write(buf.va + PAGE_SIZE, b"host")
-    assert buf.read(PAGE_SIZE, 4) == b"host"
+    gpu0.write(buf.va + PAGE_BYTES, b"host")
+    assert buf.read(PAGE_BYTES, 4) == b"host"
 
 
 def test_free_unmaps_and_returns_the_va(kfd: KFD, mock: MockKFD) -> None:
     fake = _gpus(mock)[0]
     device = kfd.device(0)
-    buf = device.alloc(PAGE_SIZE)
+    buf = device.alloc(PAGE_BYTES)
     va = buf.va
     buf.free()
     buf.free()  # idempotent
     assert va not in fake.mappings and buf.freed
     with pytest.raises(StateError, match="was freed"):
         buf.read(0, 1)
-    assert device.alloc(PAGE_SIZE).va == va
+    assert device.alloc(PAGE_BYTES).va == va
 
 
 def test_memory_without_cpu_access_cannot_be_read_by_the_cpu(kfd: KFD) -> None:
-    buf = kfd.device(0).alloc(PAGE_SIZE, cpu_access=False)
+    buf = kfd.device(0).alloc(PAGE_BYTES, cpu_access=False)
     with pytest.raises(StateError, match="no CPU mapping"):
         buf.read(0, 4)
     with pytest.raises(InvalidArgument, match="past the end"):
-        kfd.device(0).alloc(PAGE_SIZE).write(PAGE_SIZE - 2, b"abc")
+        kfd.device(0).alloc(PAGE_BYTES).write(PAGE_BYTES - 2, b"abc")
 
 
 def test_running_out_of_vram_is_enomem_and_leaves_no_trace(kfd: KFD, mock: MockKFD) -> None:
@@ -112,7 +113,7 @@ def test_compute_pointers_count_dwords_and_the_queue_gets_eop_and_cwsr_buffers(k
     assert queue.submit(b"\x00" * 16) == 4 and fake.queues[0].doorbells == [4]
     eop, ctx = queue.extra
     sizes = cwsr_sizes(device.node)
-    assert eop.size == -(-sizes.eop_buffer_size // PAGE_SIZE) * PAGE_SIZE
+    assert eop.size == -(-sizes.eop_buffer_size // PAGE_BYTES) * PAGE_BYTES
     assert ctx.size >= sizes.cwsr_size and eop.va in fake.mappings and ctx.va in fake.mappings
 
 
@@ -204,7 +205,7 @@ def test_wait_all_needs_every_event(kfd: KFD) -> None:
 
 def test_wait_value_runs_the_gpus_until_the_value_lands(kfd: KFD, mock: MockKFD) -> None:
     fake = _gpus(mock)[0]
-    signal = kfd.device(0).alloc(PAGE_SIZE, MemoryDomain.GTT)
+    signal = kfd.device(0).alloc(PAGE_BYTES, MemoryDomain.GTT)
     mock.kernel.schedule(3 * MS + 1, lambda: fake.write(signal.va + 8, (7).to_bytes(8, "little")))
     assert kfd.wait_value(signal, 8, 7, timeout_ms=100) == 7
     assert 3 * MS < mock.kernel.now_ns <= 4 * MS + 1_000
@@ -224,7 +225,7 @@ def test_clock_counters_follow_virtual_time(kfd: KFD, mock: MockKFD) -> None:
 def test_close_releases_queues_memory_events_and_files(mock: MockKFD) -> None:
     kfd = KFD(mock.fileio)
     device = kfd.device(0)
-    device.alloc(PAGE_SIZE)
+    device.alloc(PAGE_BYTES)
     device.create_queue(QueueEngine.SDMA)
     kfd.create_event()
     kfd.close()
@@ -244,7 +245,7 @@ def test_a_closed_connection_says_so(mock: MockKFD) -> None:
     with pytest.raises(StateError, match=r"KFD.device\(\) called, but it is closed"):
         kfd.device(0)
     with pytest.raises(StateError, match=r"KFD.ioctl\(\)"):
-        device.alloc(PAGE_SIZE)
+        device.alloc(PAGE_BYTES)
 
 
 @pytest.mark.skipif(RealFileIO().exists("/dev/kfd"), reason="this machine has /dev/kfd")

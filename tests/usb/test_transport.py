@@ -96,7 +96,7 @@ def test_bulk_read_into_raises_short_reads_and_timeouts(usb_fake: ModuleType) ->
     [
         (b"abc", "read-only"),
         (bytearray(), "buffer of 0 bytes"),
-        ("text", "buffer=str object, expected a writable bytes-like buffer"),
+        ("text", "buffer=str object, expected a writable bytes-like object"),
         (np.zeros((4, 4), dtype=np.uint8)[:, 1], "non-contiguous"),
     ],
     ids=["read-only", "empty", "str", "strided"],

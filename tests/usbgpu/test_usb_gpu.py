@@ -122,7 +122,7 @@ BAD = {
     "register offset past BAR5": r"offset=1048576",
     "register value too wide": r"register value=4294967296",
     "no registers": r"count=0",
-    "memory past BAR0": r"GPU address 0x3fffffe\+0x4, expected VRAM the host reaches through BAR0",
+    "memory past BAR0": r"GPU address va=0x3fffffe\+0x4, expected VRAM the host reaches through BAR0",
     "system aperture from the host": r"system-aperture addresses are the bridge's memory",
     "empty read": r"nbytes=0",
     "negative address": r"va=-4",

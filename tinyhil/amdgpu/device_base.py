@@ -40,6 +40,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import numpy as np
 
+from tinyhil.align import round_up
 from tinyhil.amdgpu._loader import load_error
 from tinyhil.amdgpu.errors import KernelLoadError
 from tinyhil.amdgpu.pm4 import pm4_launch, pm4_release_mem, pm4_wait_reg_mem
@@ -54,13 +55,15 @@ from tinyhil.amdgpu.sdma import (
 from tinyhil.compiler import Compiler
 from tinyhil.device import Buffer, Device, DeviceBase, Dim3, KernelArg, Program, requires_open
 from tinyhil.errors import DeviceError, StateError
-from tinyhil.spec.amdgpu import TIMESTAMP_PERIOD_NS, CompareFunction, QueueKind
+from tinyhil.spec.amdgpu import PAGE_BYTES, TIMESTAMP_PERIOD_NS, CompareFunction, QueueKind
 from tinyhil.spec.amdgpu_pm4 import ReleaseMemDataSel, ReleaseMemIntSel
 from tinyhil.spec.amdgpu_sdma import SDMA_COPY_LINEAR_MAX_BYTES, FillSize
 from tinyhil.spec.code_object import CODE_OBJECT_ALIGN, ArgKind, CodeObject, pack_code_object
 
 __all__ = [
     "AMD_CAPABILITIES",
+    "COMPILER_CAPABILITIES",
+    "WAIT_TIMEOUT_MS",
     "AmdDeviceBase",
     "AmdRing",
     "CompletionEvent",
@@ -72,10 +75,12 @@ __all__ = [
 
 # What every AMD runtime does; "compile" and "exec" join when the device has a compiler its GPU can run.
 AMD_CAPABILITIES: Final = frozenset({"copyin", "copyout", "copy", "fill", "timestamps", "sdma", "signals"})
+COMPILER_CAPABILITIES: Final = frozenset({"compile", "exec", "compute"})
+# The default bound of every wait (fence, signal, queue idle) of an AMD device runtime, on every path.
+WAIT_TIMEOUT_MS: Final = 30_000
 _U32_MASK: Final = 0xFFFF_FFFF
 _U64_MASK: Final = (1 << 64) - 1
 _SLOT_BYTES: Final = 8
-_SIGNAL_PAGE_BYTES: Final = 4096
 _TIMESTAMP_SLOT: Final = 2  # slots 0/1: SDMA / compute timelines; 2: timestamp() scratch
 _PROFILE_BYTES: Final = 64 << 10  # 4096 start/end pairs of GPU timestamps between reads
 _KERNARG_BYTES: Final = 64 << 10
@@ -175,11 +180,11 @@ class AmdDeviceBase(DeviceBase):
         capabilities: frozenset[str],
         *,
         compiler: Compiler | None = None,
-        wait_timeout_ms: int = 30_000,
+        wait_timeout_ms: int = WAIT_TIMEOUT_MS,
     ) -> None:
         caps = set(AMD_CAPABILITIES | capabilities)
         if compiler is not None:
-            caps |= {"compile", "exec", "compute"}
+            caps |= COMPILER_CAPABILITIES
         super().__init__(name, frozenset(caps))
         self.compiler = compiler
         self.wait_timeout_ms = wait_timeout_ms
@@ -228,9 +233,9 @@ class AmdDeviceBase(DeviceBase):
     # --- start and stop ------------------------------------------------------------------------------------------
     def _start(self) -> None:
         """Create the queues, signal memory and profile memory (a subclass calls this at the end of ``__init__``)."""
-        self._signals = self._gpu_alloc(_SIGNAL_PAGE_BYTES, MemoryUse.SIGNAL)
+        self._signals = self._gpu_alloc(PAGE_BYTES, MemoryUse.SIGNAL)
         self._profile_region = self._gpu_alloc(_PROFILE_BYTES, MemoryUse.SIGNAL)
-        self._host_write(self._signals, 0, bytes(_SIGNAL_PAGE_BYTES))
+        self._host_write(self._signals, 0, bytes(PAGE_BYTES))
         self._completion = self._completion_event()
         kinds = [QueueKind.SDMA, QueueKind.COMPUTE] if "exec" in self.capabilities else [QueueKind.SDMA]
         for slot, kind in enumerate(kinds):
@@ -416,13 +421,13 @@ class AmdDeviceBase(DeviceBase):
                     reason=reason,
                     target=self.name,
                 )
-            region = self._gpu_alloc(-(-len(container) // CODE_OBJECT_ALIGN) * CODE_OBJECT_ALIGN, MemoryUse.KERNEL)
+            region = self._gpu_alloc(round_up(len(container), CODE_OBJECT_ALIGN), MemoryUse.KERNEL)
             self._host_write(region, 0, container)
             self._code[key] = region
         return region
 
     def _kernarg_slot(self, nbytes: int) -> int:
-        size = -(-max(nbytes, _SLOT_BYTES) // _KERNARG_ALIGN) * _KERNARG_ALIGN
+        size = round_up(max(nbytes, _SLOT_BYTES), _KERNARG_ALIGN)
         if self._kernargs is None:
             self._kernargs = self._gpu_alloc(_KERNARG_BYTES, MemoryUse.KERNEL)
         if self._kernarg_offset + size > self._kernargs.nbytes:

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from tinyhil._check import as_readonly_bytes, check_int
+from tinyhil._check import as_readonly_bytes, check_int, check_ring_bytes
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.amdgpu import RING_ALIGN_BYTES, RING_MAX_BYTES, RING_MIN_BYTES, QueueKind
+from tinyhil.spec.amdgpu import RING_ALIGN_BYTES, QueueKind
 
 from ._packet import check_enum
 from .queue_transport import QueueTransport
@@ -42,9 +42,7 @@ class AmdQueue:
     ) -> None:
         self.transport = transport
         self.kind = check_enum("kind", kind, QueueKind)
-        check_int("ring_bytes", ring_bytes, min_value=RING_MIN_BYTES, max_value=RING_MAX_BYTES)
-        if ring_bytes & (ring_bytes - 1):
-            raise InvalidArgument(f"ring_bytes={ring_bytes:#x}, expected a power of two")
+        check_ring_bytes("ring_bytes", ring_bytes)
         self.ring_va = check_int("ring_va", ring_va, min_value=0)
         if ring_va % RING_ALIGN_BYTES:
             raise InvalidArgument(f"ring_va={ring_va:#x}, expected a multiple of {RING_ALIGN_BYTES}")

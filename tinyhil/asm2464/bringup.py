@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from tinyhil._check import check_int
+from tinyhil.align import round_up
 from tinyhil.asm2464.controller import Asm2464Controller
 from tinyhil.asm2464.topology import PcieBar, PcieBridge, PcieTopology, PcieWindow
 from tinyhil.errors import DeviceError, InvalidArgument
@@ -74,10 +75,6 @@ class _Sized:
     size: int
     is_64bit: bool
     prefetchable: bool
-
-
-def _align_up(value: int, alignment: int) -> int:
-    return -(-value // alignment) * alignment
 
 
 def pcie_bringup(
@@ -236,7 +233,7 @@ def _assign(sized: list[_Sized], mem_base: int, pref_base: int) -> list[PcieBar]
     bars: list[PcieBar] = []
     for bar in sorted(sized, key=lambda s: (-s.size, s.index)):
         region = _in_pref(bar)
-        address = _align_up(cursors[region], bar.size)
+        address = round_up(cursors[region], bar.size)
         cursors[region] = address + bar.size
         if not region and cursors[region] > ADDR32_LIMIT:
             raise DeviceError(
@@ -265,7 +262,7 @@ def _window(bars: list[PcieBar]) -> PcieWindow | None:
     if not bars:
         return None
     base = min(b.address for b in bars) // BRIDGE_WINDOW_ALIGN * BRIDGE_WINDOW_ALIGN
-    return PcieWindow(base, _align_up(max(b.end for b in bars), BRIDGE_WINDOW_ALIGN) - 1)
+    return PcieWindow(base, round_up(max(b.end for b in bars), BRIDGE_WINDOW_ALIGN) - 1)
 
 
 def _window_fields(window: PcieWindow | None) -> int:

@@ -29,7 +29,7 @@ import operator
 from collections.abc import Callable
 from typing import Any, cast, overload
 
-from tinyhil._check import check_int
+from tinyhil._check import as_writable_bytes, check_int
 from tinyhil.errors import InvalidArgument
 
 __all__ = ["MappedBuffer", "OnWrite"]
@@ -58,12 +58,7 @@ class MappedBuffer:
         Raises:
             InvalidArgument: ``source`` is not a writable contiguous buffer, or the range lies outside it.
         """
-        try:
-            view = memoryview(source).cast("B")
-        except TypeError:
-            raise InvalidArgument(f"source={type(source).__name__} object, expected a writable buffer") from None
-        if view.readonly:
-            raise InvalidArgument("source is a read-only buffer, expected a writable one")
+        view = as_writable_bytes("source", source)
         check_int("offset", offset, min_value=0, max_value=len(view))
         length = len(view) - offset if nbytes is None else check_int("nbytes", nbytes, min_value=0)
         if offset + length > len(view):

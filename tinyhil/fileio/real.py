@@ -9,6 +9,7 @@ import mmap
 import os
 from typing import Final
 
+from tinyhil.align import round_up
 from tinyhil.fileio.arguments import (
     as_int,
     check_fd,
@@ -88,7 +89,7 @@ class RealFileIO:
         if not nbytes:
             return self._raw_ioctl(fd, request, None)
         page = mmap.PAGESIZE
-        data_bytes = -(-nbytes // page) * page
+        data_bytes = round_up(nbytes, page)
         total = data_bytes + page
         base = self._mmap(None, total, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
         if base is None or base == _MAP_FAILED:

@@ -27,7 +27,7 @@ from typing import Any, Final, cast
 
 from tinyhil._check import check_int
 from tinyhil.allocator import OutOfMemory
-from tinyhil.amdgpu.device_base import AmdDeviceBase, AmdRing, CompletionEvent, GpuRegion, MemoryUse
+from tinyhil.amdgpu.device_base import WAIT_TIMEOUT_MS, AmdDeviceBase, AmdRing, CompletionEvent, GpuRegion, MemoryUse
 from tinyhil.compiler import Compiler
 from tinyhil.device import Buffer
 from tinyhil.errors import DeviceTimeout, InvalidArgument
@@ -86,7 +86,7 @@ class KfdAmdDevice(AmdDeviceBase):
         compiler: Compiler | None = None,
         capabilities: Iterable[str] = (),
         staging_bytes: int = DEFAULT_STAGING_BYTES,
-        wait_timeout_ms: int = 30_000,
+        wait_timeout_ms: int = WAIT_TIMEOUT_MS,
     ) -> None:
         kfd = session.kfd
         check_int("gpu_index", gpu_index, min_value=0)

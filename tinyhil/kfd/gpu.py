@@ -15,15 +15,16 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final
 
-from tinyhil._check import as_readonly_bytes, check_int, check_range
+from tinyhil._check import as_readonly_bytes, check_int, check_range, check_ring_bytes
+from tinyhil.align import round_down, round_up
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.fileio import MappedBuffer
 from tinyhil.kfd.process import KfdProcess
 from tinyhil.kfd.queue import KfdQueue, QueueEngine, cwsr_sizes
 from tinyhil.kfd.topology import KfdNode
+from tinyhil.spec.amdgpu import PAGE_BYTES
 from tinyhil.spec.kfd_ioctls import KfdIoctl
 from tinyhil.spec.kfd_memory import (
-    PAGE_SIZE,
     AllocMemFlags,
     kfd_ioctl_acquire_vm_args,
     kfd_ioctl_alloc_memory_of_gpu_args,
@@ -100,10 +101,6 @@ class Allocation:
         return f"Allocation({self.domain.name}, va={self.va:#x}, size={self.size:#x}, handle={self.handle:#x})"
 
 
-def _page_align(nbytes: int) -> int:
-    return (nbytes + PAGE_SIZE - 1) & ~(PAGE_SIZE - 1)
-
-
 class KfdGpu:
     """A GPU whose VM the process ``kfd`` acquired (``KFD.device(i)``)."""
 
@@ -134,7 +131,7 @@ class KfdGpu:
     ) -> Allocation:
         """Allocate ``nbytes`` (rounded up to pages) in ``domain``, map it on ``map_to`` (default: this GPU) and,
         with ``cpu_access``, map it for the CPU (VRAM and GTT through the render node)."""
-        size = _page_align(check_int("nbytes", nbytes, min_value=1))
+        size = round_up(check_int("nbytes", nbytes, min_value=1), PAGE_BYTES)
         flags = domain.value | _F.KFD_IOC_ALLOC_MEM_FLAGS_WRITABLE
         if executable:
             flags |= _F.KFD_IOC_ALLOC_MEM_FLAGS_EXECUTABLE
@@ -226,7 +223,7 @@ class KfdGpu:
 
     # --- queues --------------------------------------------------------------------------------------------------
     def _doorbell_page(self, doorbell_offset: int) -> tuple[MappedBuffer, int]:
-        base = doorbell_offset & ~(KFD_DOORBELL_PROCESS_SLICE_BYTES - 1)
+        base = round_down(doorbell_offset, KFD_DOORBELL_PROCESS_SLICE_BYTES)
         if self._doorbells is None:
             self._doorbells = self.kfd.fileio.mmap(self.kfd.fd, KFD_DOORBELL_PROCESS_SLICE_BYTES, base)
         return self._doorbells, doorbell_offset - base
@@ -236,12 +233,10 @@ class KfdGpu:
     ) -> KfdQueue:
         """Create a queue: ring and read/write pointers in host memory, doorbell mapped from /dev/kfd; compute
         queues also get an EOP buffer and (``cwsr``) a context save area in VRAM, sized from the topology."""
-        check_int("ring_bytes", ring_bytes, min_value=KFD_MIN_QUEUE_RING_SIZE)
-        if ring_bytes & (ring_bytes - 1):
-            raise InvalidArgument(f"ring_bytes={ring_bytes:#x}, expected a power of two")
+        check_ring_bytes("ring_bytes", ring_bytes, min_bytes=KFD_MIN_QUEUE_RING_SIZE, max_bytes=None)
         made: list[Allocation] = []
         try:
-            ring, rptr, wptr = (self.alloc(n, MemoryDomain.USERPTR) for n in (ring_bytes, PAGE_SIZE, PAGE_SIZE))
+            ring, rptr, wptr = (self.alloc(n, MemoryDomain.USERPTR) for n in (ring_bytes, PAGE_BYTES, PAGE_BYTES))
             made += [ring, rptr, wptr]
             args = kfd_ioctl_create_queue_args(
                 ring_base_address=ring.va, ring_size=ring_bytes, gpu_id=self.gpu_id, queue_type=engine.value,

@@ -14,10 +14,11 @@ from enum import Enum
 from typing import Final, Protocol
 
 from tinyhil._check import as_readonly_bytes
+from tinyhil.align import round_up
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.fileio import MappedBuffer
 from tinyhil.kfd.topology import KfdNode
-from tinyhil.spec.kfd_memory import PAGE_SIZE
+from tinyhil.spec.amdgpu import PAGE_BYTES
 from tinyhil.spec.kfd_queues import QueueType
 
 __all__ = ["CwsrSizes", "KfdQueue", "QueueEngine", "QueueMemory", "cwsr_sizes"]
@@ -63,10 +64,6 @@ class CwsrSizes:
     cwsr_size: int
     debug_memory_size: int
     eop_buffer_size: int
-
-
-def _align(value: int, alignment: int) -> int:
-    return (value + alignment - 1) // alignment * alignment
 
 
 # kfd_queue.c: context save area per CU, control stack per wave, EOP buffer, by gfx_target_version.
@@ -124,12 +121,12 @@ def cwsr_sizes(node: KfdNode) -> CwsrSizes:
     elif version in _RDNA_LARGE_VGPRS:
         vgpr = _VGPR_BYTES_PER_CU_RDNA_LARGE
     lds = _LDS_BYTES_PER_CU_GFX950 if version == _GFX_950 else _LDS_BYTES_PER_CU
-    wg_data = _align(cu_count * (vgpr + _SGPR_BYTES_PER_CU + lds + _HWREG_BYTES_PER_CU), PAGE_SIZE)
-    ctl_stack = _align(_CTL_STACK_HEADER_BYTES + waves * stack_per_wave + _CTL_STACK_TAIL_BYTES, PAGE_SIZE)
+    wg_data = round_up(cu_count * (vgpr + _SGPR_BYTES_PER_CU + lds + _HWREG_BYTES_PER_CU), PAGE_BYTES)
+    ctl_stack = round_up(_CTL_STACK_HEADER_BYTES + waves * stack_per_wave + _CTL_STACK_TAIL_BYTES, PAGE_BYTES)
     if version // _VERSION_MAJOR == _GFX_NAVI10 // _VERSION_MAJOR:
         ctl_stack = min(ctl_stack, _CTL_STACK_LIMIT_GFX10)
     eop = _EOP_BYTES_GFX94X if version // _VERSION_FAMILY * _VERSION_FAMILY == _GFX_94X_FAMILY else _EOP_BYTES
-    debug = _align(waves * _DEBUGGER_BYTES_PER_WAVE, _DEBUGGER_BYTES_ALIGN)
+    debug = round_up(waves * _DEBUGGER_BYTES_PER_WAVE, _DEBUGGER_BYTES_ALIGN)
     return CwsrSizes(ctl_stack, ctl_stack + wg_data, debug, eop)
 
 

@@ -23,6 +23,7 @@ __all__ = [
     "DOORBELL_SLOT_BYTES",
     "GPU_VA_LIMIT",
     "PAGE_BYTES",
+    "PAGE_SHIFT",
     "POLL_INTERVAL_CYCLES",
     "POLL_RETRY_FOREVER",
     "REGS_BAR_BYTES",
@@ -153,7 +154,8 @@ class RegFields:
 
 # --- Memory (docs/amdgpu.md "Memory") ---
 DEFAULT_VRAM_BYTES: Final = 256 << 20
-PAGE_BYTES: Final = 4096  # VA mappings are page-granular
+PAGE_BYTES: Final = 4096  # VA mappings are page-granular (GPU VM pages and the x86-64 host pages KFD maps)
+PAGE_SHIFT: Final = PAGE_BYTES.bit_length() - 1
 SYS_APERTURE: Final = 1 << 44  # GPU address SYS_APERTURE + pcie_addr reaches the bridge (USB path)
 SYS_APERTURE_BYTES: Final = 1 << 44  # model choice: the aperture spans PCIe addresses 0 .. 2**44 - 1
 SYS_APERTURE_END: Final = SYS_APERTURE + SYS_APERTURE_BYTES  # the first GPU address past the aperture

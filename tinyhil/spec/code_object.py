@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Final
 
+from tinyhil.align import round_up
 from tinyhil.errors import InvalidArgument
 
 __all__ = [
@@ -103,7 +104,7 @@ class CodeObject:
 
 def _body_offset(name_bytes: int, slots: int) -> int:
     unpadded = CODE_OBJECT_HEADER_BYTES + name_bytes + slots
-    return -(-unpadded // _PAD) * _PAD
+    return round_up(unpadded, _PAD)
 
 
 def pack_code_object(code: CodeObject) -> bytes:

@@ -28,14 +28,13 @@ from typing import Final
 
 from tinyhil.errors import InvalidArgument
 
-from .amdgpu import Field
+from .amdgpu import PAGE_SHIFT, Field
 from .gfx1100_reg_updates import FieldUpdate, RegUpdate
 
 __all__ = [
     "CP_CTXID0_DOORBELL_ID",
     "FAULT_CNTL_ALLOW_SUBSEQUENT_UPDATES",
     "FAULT_CNTL_CLEAR_STATUS_ADDR",
-    "FAULT_PAGE_SHIFT",
     "FAULT_SRC_DATA1_ADDR_HI",
     "FAULT_SRC_DATA1_RETRY",
     "FAULT_SRC_DATA1_WRITE",
@@ -176,7 +175,6 @@ RING_ID_FAULT_READ: Final = Field("prot_read", 4, 1)
 RING_ID_FAULT_WRITE: Final = Field("prot_write", 5, 1)
 CP_CTXID0_DOORBELL_ID: Final = Field("doorbell_id", 0, 10)  # CP fault src_data[0]: the queue's doorbell (dwords)
 # VM fault src_data: [0] = page address bits 43:12; [1] bits 3:0 = address bits 47:44, write, retry (gmc_v11_0.c)
-FAULT_PAGE_SHIFT: Final = 12
 FAULT_SRC_DATA1_ADDR_HI: Final = Field("addr_hi", 0, 4)
 FAULT_SRC_DATA1_WRITE: Final = Field("write", 5, 1)
 FAULT_SRC_DATA1_RETRY: Final = Field("retry", 7, 1)
@@ -197,14 +195,14 @@ FAULT_CNTL_ALLOW_SUBSEQUENT_UPDATES: Final = Field("allow_subsequent_protection_
 
 def fault_src_data(va: int, *, write: bool = False) -> tuple[int, int, int, int]:
     """The src_data of a VM fault IV at GPU address ``va`` (its 4 KB page, bits 47:12)."""
-    page = va >> FAULT_PAGE_SHIFT
+    page = va >> PAGE_SHIFT
     high = FAULT_SRC_DATA1_ADDR_HI.put(va >> _FAULT_ADDR_HI_SHIFT & FAULT_SRC_DATA1_ADDR_HI.max_value)
     return page & _U32_MAX, high | FAULT_SRC_DATA1_WRITE.put(int(write)), 0, 0
 
 
 def fault_page(src_data: tuple[int, int, int, int]) -> int:
     """The faulting page's GPU address from a VM fault IV's src_data (``gmc_v11_0_process_interrupt``)."""
-    return src_data[0] << FAULT_PAGE_SHIFT | FAULT_SRC_DATA1_ADDR_HI.get(src_data[1]) << _FAULT_ADDR_HI_SHIFT
+    return src_data[0] << PAGE_SHIFT | FAULT_SRC_DATA1_ADDR_HI.get(src_data[1]) << _FAULT_ADDR_HI_SHIFT
 
 
 @dataclass(frozen=True, slots=True)

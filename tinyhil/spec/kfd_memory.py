@@ -26,7 +26,6 @@ __all__ = [
     "KFD_MMAP_TYPE_MMIO",
     "KFD_MMAP_TYPE_RESERVED_MEM",
     "KFD_MMAP_TYPE_SHIFT",
-    "PAGE_SIZE",
     "AllocMemFlags",
     "CachePolicy",
     "MmioRemap",
@@ -212,8 +211,6 @@ class kfd_ioctl_svm_args(ctypes.Structure):
     op: u32
     nattr: u32
 
-
-PAGE_SIZE: Final = 4096
 
 # mmap offsets on /dev/kfd (kfd_priv.h): bits 62-63 select what is mapped, bits 46-61 name the GPU.
 KFD_MMAP_TYPE_SHIFT: Final = 62

@@ -10,12 +10,13 @@
 
 from __future__ import annotations
 
-from tinyhil.usbgpu.amd_device import USB_CAPABILITIES, UsbAmdDevice
+from tinyhil.usbgpu.amd_device import USB_AMD_CAPABILITIES, USB_CAPABILITIES, UsbAmdDevice
 from tinyhil.usbgpu.copy import CopyRevision, DrainError, UsbCopy
 from tinyhil.usbgpu.program import ChunkPlan, chunk_packets, copyin_program
 from tinyhil.usbgpu.usb_gpu import UsbGpu
 
 __all__ = [
+    "USB_AMD_CAPABILITIES",
     "USB_CAPABILITIES",
     "ChunkPlan",
     "CopyRevision",

@@ -36,24 +36,26 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
+from tinyhil.align import round_up
 from tinyhil.allocator import RangeAllocator
-from tinyhil.amdgpu.device_base import AmdDeviceBase, AmdRing, GpuRegion, MemoryUse
+from tinyhil.amdgpu.device_base import AMD_CAPABILITIES, WAIT_TIMEOUT_MS, AmdDeviceBase, AmdRing, GpuRegion, MemoryUse
 from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource
 from tinyhil.amdgpu.queue import AmdQueue
 from tinyhil.asm2464.controller import Asm2464Controller
 from tinyhil.compiler import Compiler
 from tinyhil.device import Buffer
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.amdgpu import QueueKind
+from tinyhil.spec.amdgpu import PAGE_BYTES, QueueKind
 from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP
 from tinyhil.usb.bridge_io import AsyncBridgeIO
 from tinyhil.usbgpu.copy import CopyRevision, UsbCopy
 from tinyhil.usbgpu.gfx1100_gpu import Gfx1100UsbGpu, open_usb_gpu
 
-__all__ = ["USB_CAPABILITIES", "UsbAmdDevice"]
+__all__ = ["USB_AMD_CAPABILITIES", "USB_CAPABILITIES", "UsbAmdDevice"]
 
 USB_CAPABILITIES: Final = frozenset({"usb3", "sram-windows", "pcie", "memory-faults"})  # faults: per-allocation maps
-_PAGE: Final = 0x1000
+# What UsbAmdDevice does without a compiler (the USB path on every target: USB+AMD, MOCKUSB+AMD, REPLAY+AMD).
+USB_AMD_CAPABILITIES: Final = AMD_CAPABILITIES | USB_CAPABILITIES
 _POINTERS_VA: Final = 0x0
 _RING_BYTES: Final = 256 << 10
 _RINGS: Final = {QueueKind.SDMA: 0x100000, QueueKind.COMPUTE: 0x140000}
@@ -82,7 +84,7 @@ class UsbAmdDevice(AmdDeviceBase):
         revision: CopyRevision | str = CopyRevision.PIPELINED,
         capabilities: Iterable[str] = (),
         on_close: Callable[[], object] | None = None,
-        wait_timeout_ms: int = 30_000,
+        wait_timeout_ms: int = WAIT_TIMEOUT_MS,
         firmware: FirmwareSource | None = None,
         **bringup_options: Any,
     ) -> None:
@@ -107,7 +109,7 @@ class UsbAmdDevice(AmdDeviceBase):
                     f"GPU memory up to {self.gpu.heap_end:#x}, expected more than {_HEAP_VA:#x} (rings and pointers "
                     "live below it)"
                 )
-            self._heap = RangeAllocator(_HEAP_VA, self.gpu.heap_end - _HEAP_VA, _PAGE)
+            self._heap = RangeAllocator(_HEAP_VA, self.gpu.heap_end - _HEAP_VA, PAGE_BYTES)
             self.copier = self._copy_engine(revision, seq=0)
             self._start()
         except BaseException:
@@ -153,7 +155,7 @@ class UsbAmdDevice(AmdDeviceBase):
     # --- AmdDeviceBase hooks -------------------------------------------------------------------------------------
     def _gpu_alloc(self, nbytes: int, use: MemoryUse) -> GpuRegion:
         va = self._heap.alloc(nbytes)
-        region = GpuRegion(va, -(-nbytes // _PAGE) * _PAGE, use)
+        region = GpuRegion(va, round_up(nbytes, PAGE_BYTES), use)
         try:
             self.gpu.map(va, region.nbytes)
         except BaseException:

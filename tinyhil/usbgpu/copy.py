@@ -31,7 +31,8 @@ from typing import Any, Final
 
 import numpy as np
 
-from tinyhil._check import as_readonly_bytes, check_int
+from tinyhil._check import as_readonly_bytes, as_writable_bytes, check_int
+from tinyhil.align import round_up
 from tinyhil.amdgpu.queue import AmdQueue
 from tinyhil.amdgpu.sdma import sdma_const_fill, sdma_copy_linear, sdma_write
 from tinyhil.asm2464.controller import Asm2464Controller
@@ -51,7 +52,7 @@ from tinyhil.spec.copyin import (
     sentinel,
     window_pcie,
 )
-from tinyhil.usbgpu.usb_gpu import UsbGpu
+from tinyhil.usbgpu.usb_gpu import UsbGpu, vram_address
 
 from .program import ChunkPlan, copyin_program, copyout_program
 
@@ -92,10 +93,6 @@ class DrainError(DeviceTimeout):
         self.fence = fence
 
 
-def _round_up(value: int, unit: int) -> int:
-    return -(-value // unit) * unit
-
-
 def _plans(revision: CopyRevision, nbytes: int, seq: int) -> list[ChunkPlan]:
     chunk = {
         CopyRevision.PIPELINED: CHUNK_BYTES,
@@ -116,12 +113,12 @@ def _plans(revision: CopyRevision, nbytes: int, seq: int) -> list[ChunkPlan]:
 def _shape(revision: CopyRevision, size: int) -> tuple[int, int]:
     """The wire bytes of a ``size``-byte chunk's image and the offset of its sentinel."""
     if revision is CopyRevision.PIPELINED:
-        wire = _round_up(size + SENTINEL_BYTES, SECTOR_BYTES)
+        wire = round_up(size + SENTINEL_BYTES, SECTOR_BYTES)
         return wire, wire - SENTINEL_BYTES
     if revision is CopyRevision.SENTINEL_SECTOR:
-        at = _round_up(size, SECTOR_BYTES)
+        at = round_up(size, SECTOR_BYTES)
         return at + SECTOR_BYTES, at
-    wire = _round_up(size, SECTOR_BYTES)
+    wire = round_up(size, SECTOR_BYTES)
     return wire, wire
 
 
@@ -224,7 +221,7 @@ class UsbCopy:
             usb1.USBError / ShortTransfer: a transfer failed.
         """
         view = as_readonly_bytes("src", src)
-        self._check_vram("dest_va", dest_va, view.nbytes)
+        vram_address(self.gpu.vram_bar, "dest_va", dest_va, view.nbytes)
         if not view.nbytes:
             return
         self._prepare()
@@ -327,13 +324,8 @@ class UsbCopy:
         Per piece of at most 512 KB: arm a device-to-host transfer, have the SDMA copy VRAM into SRAM and write the
         completion-queue entry that releases the bulk IN, then read the bulk IN.
         """
-        try:
-            out = memoryview(dest).cast("B")
-        except TypeError:
-            raise InvalidArgument(f"dest={type(dest).__name__}, expected a writable bytes-like buffer") from None
-        if out.readonly:
-            raise InvalidArgument("dest is read-only, expected a writable buffer (bytearray, numpy array)")
-        self._check_vram("src_va", src_va, out.nbytes)
+        out = as_writable_bytes("dest", dest)
+        vram_address(self.gpu.vram_bar, "src_va", src_va, out.nbytes)
         if not out.nbytes:
             return
         self._prepare()
@@ -344,11 +336,3 @@ class UsbCopy:
             controller.scsi_read_arm(size, 0)
             sdma.submit(packets)
             controller.scsi_read_into(out[offset : offset + size], 0, arm=False)
-
-    def _check_vram(self, name: str, va: int, nbytes: int) -> None:
-        check_int(name, va, min_value=0)
-        if va + nbytes > self.gpu.vram_bar.size:
-            raise InvalidArgument(
-                f"{name}={va:#x} with {nbytes:#x} bytes, expected a range inside the VRAM the host reaches through "
-                f"BAR0 (0 .. {self.gpu.vram_bar.size:#x})"
-            )

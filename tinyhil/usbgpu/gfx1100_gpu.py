@@ -57,7 +57,7 @@ from tinyhil.asm2464.bringup import pcie_bringup
 from tinyhil.asm2464.controller import Asm2464Controller
 from tinyhil.asm2464.topology import PcieBar, PcieTopology
 from tinyhil.errors import DeviceError, DeviceTimeout, InvalidArgument, StateError
-from tinyhil.spec.amdgpu import DOORBELL_SLOT_BYTES, DOORBELL_SLOTS, SYS_APERTURE, Bar, QueueKind
+from tinyhil.spec.amdgpu import DOORBELL_SLOT_BYTES, DOORBELL_SLOTS, PAGE_BYTES, SYS_APERTURE, Bar, QueueKind
 from tinyhil.spec.amdgpu_pm4 import PM4_HEADER_OPCODE, PM4_HEADER_TYPE, PM4_TYPE_3, Pm4Op
 from tinyhil.spec.amdgpu_sdma import SDMA_HEADER_OP, SDMA_HEADER_SUB_OP, SdmaOp
 from tinyhil.spec.asm2464 import CQ_WINDOW_BYTES, PCIE_ADMIN_WINDOW, PCIE_CQ_WINDOW, PCIE_SRAM_BASE, SRAM_BYTES
@@ -65,9 +65,10 @@ from tinyhil.spec.gfx1100_ih import IH_RING_BYTES, InterruptVector
 from tinyhil.usbgpu.gfx1100.boot import Gfx1100Boot
 from tinyhil.usbgpu.gfx1100.ih import IhReader, IvMeaning, Report, queue_of
 from tinyhil.usbgpu.gfx1100.mec import MEC_DOORBELL
-from tinyhil.usbgpu.gfx1100.page_tables import PAGE_BYTES, PageTables, check_range
+from tinyhil.usbgpu.gfx1100.page_tables import PageTables, check_range
 from tinyhil.usbgpu.gfx1100.registers import Gfx1100Registers
 from tinyhil.usbgpu.gfx1100.sdma import sdma_doorbell
+from tinyhil.usbgpu.usb_gpu import vram_address
 
 __all__ = ["DEFAULT_POLL_S", "DEFAULT_TIMEOUT_S", "Gfx1100UsbGpu", "open_usb_gpu"]
 
@@ -186,16 +187,6 @@ class Gfx1100UsbGpu:
             raise InvalidArgument(f"offset={offset:#x}, expected a BAR5 register offset (a multiple of 4)")
 
     # --- BAR0 / BAR2: the QueueTransport ---
-    def _vram_address(self, va: int, nbytes: int) -> int:
-        if type(va) is not int or va < 0:
-            check_int("va", va, min_value=0)
-        if va + nbytes > self.vram_bar.size:
-            raise InvalidArgument(
-                f"GPU address {va:#x}+{nbytes:#x}, expected VRAM the host reaches through BAR0 (below "
-                f"{self.vram_bar.size:#x}); system-aperture addresses are the bridge's memory: use the controller"
-            )
-        return self.vram_bar.address + va
-
     def write_memory(self, va: int, data: Any) -> None:
         """Write ``data`` (bytes-like, e.g. a numpy array) to VRAM at GPU address ``va`` through BAR0."""
         if type(data) is bytes and type(va) is int and 0 <= va <= self.vram_bar.size - len(data):
@@ -203,12 +194,12 @@ class Gfx1100UsbGpu:
             self.controller.pcie_mem_write(self.vram_bar.address + va, data)
             return
         view = as_readonly_bytes("data", data)
-        self.controller.pcie_mem_write(self._vram_address(va, view.nbytes), view)
+        self.controller.pcie_mem_write(vram_address(self.vram_bar, "va", va, view.nbytes), view)
 
     def read_memory(self, va: int, nbytes: int) -> bytes:
         """Read ``nbytes`` of VRAM at GPU address ``va`` through BAR0."""
         check_int("nbytes", nbytes, min_value=1)
-        return bytes(self.controller.pcie_mem_read(self._vram_address(va, nbytes), nbytes))
+        return bytes(self.controller.pcie_mem_read(vram_address(self.vram_bar, "va", va, nbytes), nbytes))
 
     def read_u32(self, va: int) -> int:
         return int.from_bytes(self.read_memory(va, 4), "little")
@@ -350,7 +341,7 @@ class Gfx1100UsbGpu:
         doorbell = sdma_doorbell(index) if kind is QueueKind.SDMA else MEC_DOORBELL
         queue = AmdQueue(self, kind, ring_va=ring_va, ring_bytes=ring_bytes, rptr_va=rptr_va, wptr_va=wptr_va,
                          doorbell_index=doorbell // DOORBELL_SLOT_BYTES)  # fmt: skip
-        self._vram_address(ring_va, ring_bytes)
+        vram_address(self.vram_bar, "ring_va", ring_va, ring_bytes)
         queue.initialize()
         self.regs.hdp_flush()
         if kind is QueueKind.SDMA:

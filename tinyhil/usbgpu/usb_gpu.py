@@ -10,9 +10,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
+from tinyhil._check import check_int
 from tinyhil.asm2464.topology import PcieBar
+from tinyhil.errors import InvalidArgument
 
-__all__ = ["UsbGpu"]
+__all__ = ["UsbGpu", "vram_address"]
+
+
+def vram_address(vram_bar: PcieBar, name: str, va: int, nbytes: int) -> int:
+    """The PCIe address of GPU address ``va`` (``nbytes`` from it), checked to lie in the VRAM BAR0 reaches.
+
+    Raises:
+        InvalidArgument: ``va`` is not an int >= 0, or the range ends past BAR0 (a system-aperture address too).
+    """
+    if type(va) is not int or va < 0:
+        check_int(name, va, min_value=0)
+    if va + nbytes > vram_bar.size:
+        raise InvalidArgument(
+            f"GPU address {name}={va:#x}+{nbytes:#x}, expected VRAM the host reaches through BAR0 (below "
+            f"{vram_bar.size:#x}); system-aperture addresses are the bridge's memory: use the controller"
+        )
+    return vram_bar.address + va
 
 
 @runtime_checkable

@@ -20,6 +20,7 @@ from typing import Final
 
 import numpy as np
 
+from tinyhil.align import round_up
 from tinyhil.spec.gfx1100_discovery import (
     BINARY_SIGNATURE,
     DISCOVERY_TMR_SIZE,
@@ -80,10 +81,6 @@ def checksum16(data: bytes | bytearray | memoryview) -> int:
     return int(np.frombuffer(data, np.uint8).sum(dtype=np.uint64)) & 0xFFFF
 
 
-def _align(nbytes: int) -> int:
-    return -(-nbytes // _TABLE_ALIGN) * _TABLE_ALIGN
-
-
 def _ip_table() -> bytes:
     entries = []
     for hw_ip, (major, minor, revision) in IP_VERSIONS.items():
@@ -115,7 +112,7 @@ def build_discovery() -> bytes:
     blob = bytearray(_IP_TABLE_OFFSET)
     infos: dict[BinaryTable, tuple[int, int, int]] = {}
     for table, data in tables.items():
-        offset = _align(len(blob))
+        offset = round_up(len(blob), _TABLE_ALIGN)
         blob.extend(bytes(offset - len(blob)))
         infos[table] = (offset, checksum16(data), len(data))
         blob.extend(data)

@@ -28,7 +28,8 @@ import functools
 from dataclasses import dataclass
 from typing import Final
 
-from tinyhil.spec.amdgpu import PAGE_BYTES
+from tinyhil.align import round_down
+from tinyhil.spec.amdgpu import PAGE_SHIFT
 from tinyhil.spec.gfx1100_gmc import (
     FB_BLOCK_BYTES,
     PDE_ADDRESS_MASK,
@@ -52,7 +53,6 @@ from .regfile import RegisterFile
 
 __all__ = ["Gmc", "HubRegs", "Leaf", "PageTableHub"]
 
-_PAGE_SHIFT: Final = PAGE_BYTES.bit_length() - 1
 _PTE_BYTES: Final = 8
 _RUN_CACHE_ENTRIES: Final = 4096  # translated ranges kept between TLB flushes (the engines reuse a few)
 
@@ -157,8 +157,8 @@ class PageTableHub:
         regs, hub = self.regs, self.hub
         if not VM_CONTEXT0_CNTL_ENABLE_CONTEXT.get(regs.stored(hub.cntl)):
             return False
-        start = regs.pair(hub.start_lo, hub.start_hi) << _PAGE_SHIFT
-        end = (regs.pair(hub.end_lo, hub.end_hi) + 1) << _PAGE_SHIFT
+        start = regs.pair(hub.start_lo, hub.start_hi) << PAGE_SHIFT
+        end = (regs.pair(hub.end_lo, hub.end_hi) + 1) << PAGE_SHIFT
         return start <= va < end
 
     # --- the walk ---
@@ -169,7 +169,7 @@ class PageTableHub:
             GpuMemoryFault: ``va`` is outside the context, or a PDE / PTE on its walk is invalid (the message
                 names ``va``, the level and the entry).
         """
-        page = va >> _PAGE_SHIFT
+        page = va >> PAGE_SHIFT
         cached = self._tlb.get(page)
         if cached is not None:
             return cached
@@ -191,13 +191,13 @@ class PageTableHub:
         if not self.covers(va):
             raise GpuMemoryFault(va, 1, f"{hub.name}: outside the VMID 0 page table range (or context disabled)")
         depth = VM_CONTEXT0_CNTL_PAGE_TABLE_DEPTH.get(regs.stored(hub.cntl))
-        offset = va - (regs.pair(hub.start_lo, hub.start_hi) << _PAGE_SHIFT)
+        offset = va - (regs.pair(hub.start_lo, hub.start_hi) << PAGE_SHIFT)
         root = regs.pair(hub.base_lo, hub.base_hi)
         if not root & PteFlag.VALID:
             raise GpuMemoryFault(va, 1, f"{hub.name}: PAGE_TABLE_BASE_ADDR {root:#x} is not a valid PDE")
         table, system = root & PDE_ADDRESS_MASK, bool(root & PteFlag.SYSTEM)
         for level in range(depth, -1, -1):
-            shift = _PAGE_SHIFT + PT_INDEX_BITS * level
+            shift = PAGE_SHIFT + PT_INDEX_BITS * level
             index = offset >> shift
             if index >= PT_ENTRIES:
                 raise GpuMemoryFault(va, 1, f"{hub.name}: index {index} at level {level} is past the table")
@@ -208,7 +208,7 @@ class PageTableHub:
                 raise GpuMemoryFault(va, 1, f"{hub.name}: invalid {what} {entry:#x} for VA {va:#x}")
             if level == 0 or entry & PteFlag.PDE_IS_PTE:
                 size = 1 << shift
-                base = (entry & PTE_ADDRESS_MASK) & ~(size - 1)
+                base = round_down(entry & PTE_ADDRESS_MASK, size)
                 return Leaf(va - offset, size, base, bool(entry & PteFlag.SYSTEM))
             table, system = entry & PDE_ADDRESS_MASK, bool(entry & PteFlag.SYSTEM)
         raise AssertionError("unreachable: level 0 returns")

@@ -21,10 +21,10 @@ import functools
 from dataclasses import dataclass
 from typing import Final
 
+from tinyhil.spec.amdgpu import PAGE_SHIFT
 from tinyhil.spec.gfx1100_ih import (
     FAULT_CNTL_ALLOW_SUBSEQUENT_UPDATES,
     FAULT_CNTL_CLEAR_STATUS_ADDR,
-    FAULT_PAGE_SHIFT,
     FAULT_STATUS_CID,
     FAULT_STATUS_MORE_FAULTS,
     FAULT_STATUS_PERMISSION_FAULTS,
@@ -90,7 +90,7 @@ class VmFaults:
         else:
             status = FAULT_STATUS_PERMISSION_FAULTS.put(PERMISSION_FAULT_VALID) | FAULT_STATUS_CID.put(cid)
             regs.store(hub.status, status | (FAULT_STATUS_MORE_FAULTS.mask if held else 0))
-            page = va >> FAULT_PAGE_SHIFT
+            page = va >> PAGE_SHIFT
             regs.store(hub.addr_lo, page & _PAGE_LO_MASK)
             regs.store(hub.addr_hi, page >> 32 & _PAGE_HI_MASK)
         self.ih.post(hub.client_id, hub.source_id, ring_id=RING_ID_FAULT_VALID.put(1), vmid_type=hub.vmid_type,

@@ -26,6 +26,7 @@ from support.scripts import load_script
 
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.mocks.kfd import MockKFD
+from tinyhil.spec.amdgpu import PAGE_BYTES
 from tinyhil.spec.kfd_events import KFD_EVENT_TIMEOUT_INFINITE, KFD_SIGNAL_PAGE_BYTES, kfd_ioctl_wait_events_args
 from tinyhil.spec.kfd_ioctls import AMDKFD_IOCTL_BASE, IOCTLS, KFD_IOCTL_MINOR_VERSION, IoctlDef, KfdIoctl
 from tinyhil.spec.kfd_memory import (
@@ -33,7 +34,6 @@ from tinyhil.spec.kfd_memory import (
     KFD_MMAP_TYPE_EVENTS,
     KFD_MMAP_TYPE_MMIO,
     KFD_MMAP_TYPE_RESERVED_MEM,
-    PAGE_SIZE,
     AllocMemFlags,
     kfd_ioctl_acquire_vm_args,
     kfd_ioctl_alloc_memory_of_gpu_args,
@@ -171,7 +171,7 @@ def _fd_choices(machine: Machine) -> st.SearchStrategy[Any]:
 def _values(machine: Machine, scratch: Scratch) -> st.SearchStrategy[int]:
     """Field values that mean something to some handler, and any 64-bit value."""
     pointers = [scratch.address, scratch.address + 0x100, scratch.address + SCRATCH_BYTES - 4]
-    meaningful = [0, 1, 2, 3, 7, 8, 0x10, PAGE_SIZE, 0x2000, 0x8000, VA_BASE, VA_BASE + 0x2000, 0xFFFF_FFFF,
+    meaningful = [0, 1, 2, 3, 7, 8, 0x10, PAGE_BYTES, 0x2000, 0x8000, VA_BASE, VA_BASE + 0x2000, 0xFFFF_FFFF,
                   KFD_EVENT_TIMEOUT_INFINITE, (1 << 64) - 1, 1 << 63, VRAM, *pointers, *machine.gpu_ids,
                   *machine.handles, *machine.fds.values()]  # fmt: skip
     return st.one_of(st.sampled_from(meaningful), st.integers(0, (1 << 64) - 1))
@@ -244,25 +244,25 @@ def mmap_calls(draw: st.DrawFn, machine: Machine) -> Call:
     # (length, offset, file) pairs that a driver may accept, then the same values mixed up
     pairs = [
         (KFD_DOORBELL_PROCESS_SLICE_BYTES, KFD_MMAP_TYPE_DOORBELL | gpu, "kfd"),
-        (PAGE_SIZE, KFD_MMAP_TYPE_MMIO | gpu, "kfd"),
-        (PAGE_SIZE, KFD_MMAP_TYPE_EVENTS, "kfd"),
+        (PAGE_BYTES, KFD_MMAP_TYPE_MMIO | gpu, "kfd"),
+        (PAGE_BYTES, KFD_MMAP_TYPE_EVENTS, "kfd"),
         (KFD_SIGNAL_PAGE_BYTES, KFD_MMAP_TYPE_EVENTS, "kfd"),
     ]
     for index, pdd in enumerate(mock.process.pdds.values()):
         for allocation in pdd.allocations.values():
-            pairs += [(PAGE_SIZE, allocation.mmap_offset, f"render{index}"),
+            pairs += [(PAGE_BYTES, allocation.mmap_offset, f"render{index}"),
                       (allocation.size, allocation.mmap_offset, f"render{index}"),
-                      (PAGE_SIZE, allocation.mmap_offset + PAGE_SIZE, f"render{index}")]  # fmt: skip
+                      (PAGE_BYTES, allocation.mmap_offset + PAGE_BYTES, f"render{index}")]  # fmt: skip
     paired_length, paired_offset, file = draw(st.sampled_from(pairs), label="mapping")
-    offsets = [paired_offset, 0, PAGE_SIZE, 100, KFD_MMAP_TYPE_RESERVED_MEM | gpu, 1 << 32, -PAGE_SIZE, 1 << 64,
-               (1 << 64) - PAGE_SIZE]  # fmt: skip
+    offsets = [paired_offset, 0, PAGE_BYTES, 100, KFD_MMAP_TYPE_RESERVED_MEM | gpu, 1 << 32, -PAGE_BYTES, 1 << 64,
+               (1 << 64) - PAGE_BYTES]  # fmt: skip
     offset = draw(
         _mostly(st.just(paired_offset), st.sampled_from(offsets),
-                st.integers(0, (1 << 64) - 1).map(lambda o: o & ~(PAGE_SIZE - 1)), st.integers(),
+                st.integers(0, (1 << 64) - 1).map(lambda o: o & ~(PAGE_BYTES - 1)), st.integers(),
                 st.sampled_from(NOT_INTS)),
         label="offset",
     )  # fmt: skip
-    lengths = [paired_length, 0, 1, PAGE_SIZE, 0x2000, KFD_SIGNAL_PAGE_BYTES + 1, -1, 1 << 64, 10**30]
+    lengths = [paired_length, 0, 1, PAGE_BYTES, 0x2000, KFD_SIGNAL_PAGE_BYTES + 1, -1, 1 << 64, 10**30]
     length = draw(
         _mostly(st.just(paired_length), st.sampled_from(lengths), st.integers(), st.sampled_from(NOT_INTS)),
         label="length",
@@ -336,7 +336,7 @@ def _free_va(machine: Machine, gpu_id: int) -> int:
         a for pdd in machine.mock.process.pdds.values() for a in pdd.allocations.values() if gpu_id in a.mapped_on
     ]
     return next(va for va in range(VA_BASE, VA_BASE + 64 * 0x10_0000_0000, 0x10_0000_0000)
-                if not any(a.overlaps(va, PAGE_SIZE) for a in mapped))  # fmt: skip
+                if not any(a.overlaps(va, PAGE_BYTES) for a in mapped))  # fmt: skip
 
 
 def _follow_up(machine: Machine, scratch: Scratch, files_before: dict[str, bytes]) -> None:
@@ -351,9 +351,9 @@ def _follow_up(machine: Machine, scratch: Scratch, files_before: dict[str, bytes
         _ioctl(machine, fd, K.AMDKFD_IOC_ACQUIRE_VM, kfd_ioctl_acquire_vm_args(drm_fd=render, gpu_id=gpu.gpu_id))
     available = _ioctl(machine, fd, K.AMDKFD_IOC_AVAILABLE_MEMORY,
                        kfd_ioctl_get_available_memory_args(gpu_id=gpu.gpu_id)).available  # fmt: skip
-    alloc = kfd_ioctl_alloc_memory_of_gpu_args(va_addr=_free_va(machine, gpu.gpu_id), size=PAGE_SIZE,
+    alloc = kfd_ioctl_alloc_memory_of_gpu_args(va_addr=_free_va(machine, gpu.gpu_id), size=PAGE_BYTES,
                                                     gpu_id=gpu.gpu_id, flags=VRAM)  # fmt: skip
-    if available < PAGE_SIZE:  # random allocations took all VRAM: then the answer must be ENOMEM
+    if available < PAGE_BYTES:  # random allocations took all VRAM: then the answer must be ENOMEM
         with pytest.raises(OSError) as caught:
             io.ioctl(fd, K.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, alloc)
         assert caught.value.errno == errno.ENOMEM

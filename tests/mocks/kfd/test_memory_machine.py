@@ -23,9 +23,9 @@ from hypothesis.stateful import (
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.kfd import KFD, Allocation, MemoryDomain
 from tinyhil.mocks.kfd import MockKFD
+from tinyhil.spec.amdgpu import PAGE_BYTES
 from tinyhil.spec.kfd_ioctls import KfdIoctl
 from tinyhil.spec.kfd_memory import (
-    PAGE_SIZE,
     kfd_ioctl_alloc_memory_of_gpu_args,
     kfd_ioctl_free_memory_of_gpu_args,
     kfd_ioctl_map_memory_to_gpu_args,
@@ -66,7 +66,7 @@ def machine_class(helpers: Any) -> type[RuleBasedStateMachine]:
             device = self.devices[owner]
             try:
                 allocation = device.alloc(
-                    pages * PAGE_SIZE, domain, map_to=[self.devices[i] for i in sorted(peers | {owner})]
+                    pages * PAGE_BYTES, domain, map_to=[self.devices[i] for i in sorted(peers | {owner})]
                 )
             except OSError as exc:
                 assert exc.errno == errno.ENOMEM and domain is MemoryDomain.VRAM
@@ -106,8 +106,8 @@ def machine_class(helpers: Any) -> type[RuleBasedStateMachine]:
             mapped = [a for d in self.devices for a in d.allocations if a.mapped_on]
             victim = data.draw(st.sampled_from(mapped))
             target = victim.mapped_on[0]
-            va = victim.va + data.draw(st.integers(0, victim.size // PAGE_SIZE - 1)) * PAGE_SIZE
-            args = kfd_ioctl_alloc_memory_of_gpu_args(va_addr=va, size=PAGE_SIZE, gpu_id=target.gpu_id,
+            va = victim.va + data.draw(st.integers(0, victim.size // PAGE_BYTES - 1)) * PAGE_BYTES
+            args = kfd_ioctl_alloc_memory_of_gpu_args(va_addr=va, size=PAGE_BYTES, gpu_id=target.gpu_id,
                                                            flags=int(MemoryDomain.GTT.value))  # fmt: skip
             self.kfd.ioctl(KfdIoctl.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU, args)
             before = self.mock.state_digest(), [f.state() for f in self.fakes]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 from tinyhil.spec import gfx1100_gmc as values
+from tinyhil.spec.amdgpu import PAGE_SHIFT
 from tinyhil.spec.gfx1100_gmc import FB_BLOCK_BYTES, VM_CONTEXT0_CNTL_FAULT_ENABLES
 from tinyhil.spec.gfx1100_ih import FAULT_STATUS_CID, Utcl2ClientId
 from tinyhil.spec.gfx1100_regs import Reg
@@ -18,7 +19,6 @@ from tinyhil.usbgpu.gfx1100.ih import COMPUTE_KEY
 
 __all__ = ["GmcBlock"]
 
-_PAGE_SHIFT: Final = 12
 _VA_BITS: Final = 45  # the page table spans GPU addresses 0 .. 2**45 (tinyhil's layout)
 _PAGE_TABLE_DEPTH: Final = 3  # four levels: PDB2, PDB1, PDB0, PTB
 _PDE_VALID: Final = 1
@@ -55,10 +55,10 @@ class GmcBlock:
         regs.write_fields(Reg[f"{hub}MC_VM_SYSTEM_APERTURE_LOW_ADDR"], logical_addr=state.fb_base >> shift)
         high = (state.fb_top + FB_BLOCK_BYTES - 1) >> shift
         regs.write_fields(Reg[f"{hub}MC_VM_SYSTEM_APERTURE_HIGH_ADDR"], logical_addr=high)
-        regs.write_pair(f"{hub}MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR", layout.scratch(0) >> _PAGE_SHIFT, "_LSB", "_MSB")
-        regs.write_pair(f"{hub}VM_L2_PROTECTION_FAULT_DEFAULT_ADDR", layout.scratch(1) >> _PAGE_SHIFT)
+        regs.write_pair(f"{hub}MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR", layout.scratch(0) >> PAGE_SHIFT, "_LSB", "_MSB")
+        regs.write_pair(f"{hub}VM_L2_PROTECTION_FAULT_DEFAULT_ADDR", layout.scratch(1) >> PAGE_SHIFT)
         regs.apply(values.HUB_SETUP, hub=hub)
-        end_page = (1 << _VA_BITS >> _PAGE_SHIFT) - 1
+        end_page = (1 << _VA_BITS >> PAGE_SHIFT) - 1
         for name, value in (("START", 0), ("END", end_page), ("BASE", layout.page_tables | _PDE_VALID)):
             regs.write_pair(f"{hub}VM_CONTEXT0_PAGE_TABLE_{name}_ADDR", value)
         regs.write_fields(Reg[f"{hub}VM_CONTEXT0_CNTL"], enable_context=1, page_table_depth=_PAGE_TABLE_DEPTH,

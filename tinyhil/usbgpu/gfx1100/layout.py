@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from tinyhil.spec.amdgpu import PAGE_SHIFT
 from tinyhil.spec.gfx1100_ih import IH_RING_BYTES
 from tinyhil.spec.gfx1100_psp import PSP_CMD_BYTES
 
@@ -13,7 +14,6 @@ __all__ = ["BOOT_BYTES", "PSP_RING_BYTES", "BootLayout"]
 BOOT_BYTES: Final = 32 << 20  # the driver's boot memory at the top of VRAM
 PSP_RING_BYTES: Final = 0x10000  # section 11 step 9
 _MB: Final = 1 << 20
-_PAGE_SHIFT: Final = 12
 _SMU_TABLE_BYTES: Final = 16 << 10
 _MQD_BYTES: Final = 0x1000
 
@@ -88,4 +88,4 @@ class BootLayout:
 
     def scratch(self, page: int) -> int:
         """The default page of the system aperture (0) and of protection faults (1)."""
-        return self.ih_wptr + (1 + page << _PAGE_SHIFT)
+        return self.ih_wptr + (1 + page << PAGE_SHIFT)

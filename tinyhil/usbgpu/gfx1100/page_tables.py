@@ -26,14 +26,14 @@ from typing import Final
 
 import numpy as np
 
+from tinyhil.align import round_down, round_up
 from tinyhil.errors import DeviceError, InvalidArgument, StateError
+from tinyhil.spec.amdgpu import PAGE_BYTES, PAGE_SHIFT
 from tinyhil.spec.gfx1100_gmc import PDE_ADDRESS_MASK, PT_ENTRIES, PT_INDEX_BITS, PteFlag
 
-__all__ = ["HUGE_BYTES", "PAGE_BYTES", "PageTables", "check_range"]
+__all__ = ["HUGE_BYTES", "PageTables", "check_range"]
 
-PAGE_BYTES: Final = 0x1000
 HUGE_BYTES: Final = 2 << 20
-_PAGE_SHIFT: Final = 12
 _ENTRY_BYTES: Final = 8
 _PTB_LEVEL: Final = 1  # the PDB0 entries: a 2 MB leaf or the PDE of a PTB
 _LEAF: Final = PteFlag.VALID | PteFlag.READABLE | PteFlag.WRITEABLE | PteFlag.EXECUTE
@@ -43,7 +43,7 @@ _VALID: Final = np.uint64(PteFlag.VALID)  # numpy does not mix uint64 with Pytho
 
 
 def _index(va: int, level: int) -> int:
-    return va >> (_PAGE_SHIFT + PT_INDEX_BITS * level) & (PT_ENTRIES - 1)
+    return va >> (PAGE_SHIFT + PT_INDEX_BITS * level) & (PT_ENTRIES - 1)
 
 
 class PageTables:
@@ -101,7 +101,7 @@ class PageTables:
     @staticmethod
     def _slots(va: int, nbytes: int) -> Iterator[tuple[int, int]]:
         """``(va, nbytes)`` of each 2 MB slot's part of ``[va, va + nbytes)``, its end rounded up to a page."""
-        end = -(-(va + nbytes) // PAGE_BYTES) * PAGE_BYTES
+        end = round_up(va + nbytes, PAGE_BYTES)
         while va < end:
             step = min(end, (va | (HUGE_BYTES - 1)) + 1) - va
             yield va, step
@@ -122,17 +122,17 @@ class PageTables:
                     raise StateError(f"GPU address {at:#x} is {state}")
                 if step != HUGE_BYTES:
                     raise StateError(f"unmapping {at:#x}+{step:#x} would split the 2 MB page at "
-                                     f"{at & -HUGE_BYTES:#x}, expected the whole page")  # fmt: skip
+                                     f"{round_down(at, HUGE_BYTES):#x}, expected the whole page")  # fmt: skip
                 continue
             if not entry & PteFlag.VALID:
                 if mapped:
                     raise StateError(f"GPU address {at:#x} is {state}")
                 continue
             first = _index(at, 0)
-            valid = self.tables[entry & PDE_ADDRESS_MASK][first : first + (step >> _PAGE_SHIFT)] & _VALID
+            valid = self.tables[entry & PDE_ADDRESS_MASK][first : first + (step >> PAGE_SHIFT)] & _VALID
             wrong = np.flatnonzero(valid == 0) if mapped else np.flatnonzero(valid)
             if wrong.size:
-                raise StateError(f"GPU address {at + (int(wrong[0]) << _PAGE_SHIFT):#x} is {state}")
+                raise StateError(f"GPU address {at + (int(wrong[0]) << PAGE_SHIFT):#x} is {state}")
 
     def map(self, va: int, address: int, nbytes: int, *, system: bool) -> None:
         """Map ``[va, va + nbytes)`` (``va`` a page, the end rounded up to one) onto VRAM offset / PCIe address
@@ -160,7 +160,7 @@ class PageTables:
             return
         ptb = self._child(pdb0, slot, va, create=True)
         assert ptb is not None
-        first, count = _index(va, 0), nbytes >> _PAGE_SHIFT
+        first, count = _index(va, 0), nbytes >> PAGE_SHIFT
         flags = _SYSTEM_LEAF if system else _LEAF
         pages = np.arange(count, dtype=np.uint64) * np.uint64(PAGE_BYTES)
         self.tables[ptb][first : first + count] = pages + np.uint64(address | flags)
@@ -180,8 +180,8 @@ class PageTables:
                 self._touch(pdb0, slot, slot + 1)
             else:
                 first = _index(at, 0)
-                self.tables[entry & PDE_ADDRESS_MASK][first : first + (step >> _PAGE_SHIFT)] = 0
-                self._touch(entry & PDE_ADDRESS_MASK, first, first + (step >> _PAGE_SHIFT))
+                self.tables[entry & PDE_ADDRESS_MASK][first : first + (step >> PAGE_SHIFT)] = 0
+                self._touch(entry & PDE_ADDRESS_MASK, first, first + (step >> PAGE_SHIFT))
 
     def entry(self, va: int) -> tuple[int, int]:
         """``(level, entry)`` of the leaf slot of ``va``: level 1 is its PDB0 entry (a 2 MB leaf, or 0), level 0
