@@ -8,6 +8,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
+from support.scripts import TESTS, load_script
 from tinyhil.spec.hsa_aql import (
     AQL_PACKET_BYTES,
     BARRIER_DEP_SIGNALS,
@@ -95,3 +96,18 @@ def invalid_ring(packets: int) -> bytes:
     """A ring whose every header is INVALID (how ROCr initialises one)."""
     slot = struct.pack("<H", T.HSA_PACKET_TYPE_INVALID) + bytes(AQL_PACKET_BYTES - 2)
     return slot * packets
+
+
+# A kernel that reads its own dispatch packet through the dispatch ptr.
+_DISPATCH_PTR_KERNEL = """
+__kernel void ids(__global ulong *out) {
+  __constant uint *packet = (__constant uint *)__builtin_amdgcn_dispatch_ptr();
+  if (__builtin_amdgcn_workitem_id_x() == 0 && __builtin_amdgcn_workgroup_id_x() == 1) {
+    out[0] = packet[3]; out[1] = (ulong)packet; } }
+"""
+
+
+def kernel_source() -> str:
+    """The RDNA3 executor's kernel corpus (tests/emulators/amdgpu/rdna3/test_kernels.py) and ``ids``."""
+    corpus = load_script(TESTS / "emulators" / "amdgpu" / "rdna3" / "test_kernels.py", "tinyhil_tests_rdna3_kernels")
+    return str(corpus.SOURCE) + _DISPATCH_PTR_KERNEL

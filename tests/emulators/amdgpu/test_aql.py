@@ -8,9 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.aql import amd_queue, barrier, invalid_ring, kernel_dispatch, signal
+from support.aql import amd_queue, barrier, invalid_ring, kernel_dispatch, kernel_source, signal
 from support.rdna3 import compile_cl, needs_clang
-from support.scripts import TESTS, load_script
 
 from tinyhil.amdgpu.code_object import CodeObject, hidden_kernargs
 from tinyhil.emulators.amdgpu import AmdGpu, ErrorCode, GpuQueueError, Interrupt, InterruptKind, Queue, QueueKind
@@ -32,20 +31,6 @@ CODE = 0x200000
 KERNARGS = 0x300000
 DATA = 0x400000
 WAIT_NS = 1_000_000_000
-EXTRA = """
-__kernel void ids(__global ulong *out) {
-  __constant uint *packet = (__constant uint *)__builtin_amdgcn_dispatch_ptr();
-  if (__builtin_amdgcn_workitem_id_x() == 0 && __builtin_amdgcn_workgroup_id_x() == 1) {
-    out[0] = packet[3]; out[1] = (ulong)packet; } }
-"""
-
-
-def kernel_source() -> str:
-    """The RDNA3 executor's kernel corpus (tests/emulators/amdgpu/rdna3/test_kernels.py) and ``ids``."""
-    corpus = load_script(TESTS / "emulators" / "amdgpu" / "rdna3" / "test_kernels.py", "tinyhil_tests_rdna3_kernels")
-    return str(corpus.SOURCE) + EXTRA
-
-
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory: pytest.TempPathFactory) -> CodeObject:
     if needs_clang.args[0]:
