@@ -23,7 +23,7 @@ from tinyhil.kfd import KFD, KfdEvent, KfdMemoryFault, MemoryDomain
 from tinyhil.kfd.gpu import KfdGpu
 from tinyhil.mocks.kfd import MockKFD
 from tinyhil.spec.hsa_aql import AQL_PACKET_BYTES, AmdQueueOffset, AmdSignalOffset, HsaPacketType
-from tinyhil.spec.kfd_events import KFD_EVENT_TIMEOUT_INFINITE
+from tinyhil.spec.kfd_events import KFD_EVENT_TIMEOUT_INFINITE, EventType, kfd_ioctl_create_event_args
 from tinyhil.spec.kfd_ioctls import KfdIoctl
 from tinyhil.spec.kfd_queues import (
     KFD_DOORBELL_PROCESS_SLICE_BYTES,
@@ -254,20 +254,27 @@ def test_a_misaligned_kernel_object_is_a_queue_error_and_the_queue_can_be_replac
     np.testing.assert_array_equal(rt.get(256, 64, "<f4"), np.full(64, 2, np.float32))
 
 
-def test_an_endless_kernel_is_a_wave_trap_and_an_infinite_wait_does_not_hang(
+def _hw_exception_event(kfd: KFD) -> KfdEvent:
+    args = kfd_ioctl_create_event_args(event_type=EventType.KFD_IOC_EVENT_HW_EXCEPTION, auto_reset=0)
+    kfd.ioctl(KfdIoctl.AMDKFD_IOC_CREATE_EVENT, args)
+    return KfdEvent(kfd, args.event_id, args.event_type, auto_reset=False)
+
+
+def test_an_endless_kernel_is_a_wave_trap_that_fires_the_hw_exception_event(
     machine: tuple[MockKFD, KFD], kernels: CodeObject
 ) -> None:
     rt = Runtime(machine, kernels)
     queue = rt.queue()
     queue.engine.step_budget = 2000
-    done = rt.kfd.create_event()
+    done, exception = rt.kfd.create_event(), _hw_exception_event(rt.kfd)
     pa = rt.put(0, np.zeros(4, np.int32))
     queue.submit(rt.dispatch("spin", struct.pack("<Qi", pa, 1), 1, 32, rt.signal(1, done)))
-    with pytest.raises(OSError) as caught:  # nothing can fire the event any more: EDEADLK, not a hang
-        rt.kfd.wait_events([done], timeout_ms=KFD_EVENT_TIMEOUT_INFINITE)
-    assert caught.value.errno == errno.EDEADLK
+    rt.kfd.wait(exception, timeout_ms=TIMEOUT_MS)
     ((_, message),) = rt.mock.queue_errors
     assert "wave trap at PC" in message and "step budget of 2000" in message
+    with pytest.raises(OSError) as caught:  # nothing can fire the completion event any more: EDEADLK, not a hang
+        rt.kfd.wait_events([done], timeout_ms=KFD_EVENT_TIMEOUT_INFINITE)
+    assert caught.value.errno == errno.EDEADLK
 
 
 @pytest.mark.parametrize("packet_type", [T.HSA_PACKET_TYPE_VENDOR_SPECIFIC, T.HSA_PACKET_TYPE_AGENT_DISPATCH, 9])
