@@ -233,7 +233,10 @@ class AqlEngine(RingEngine):
         self._barrier_deps = deps
 
     def _barrier_text(self) -> str:
-        values = ", ".join(f"{handle:#x}={self._signal_value(handle)}" for handle in self._barrier_deps)
+        try:
+            values = ", ".join(f"{handle:#x}={self._signal_value(handle)}" for handle in self._barrier_deps)
+        except GpuMemoryFault as fault:
+            values = f"a value is unreadable: {fault}"
         return f"dependency signals to reach 0 ({values})"
 
 
