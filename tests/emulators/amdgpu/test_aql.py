@@ -31,6 +31,8 @@ CODE = 0x200000
 KERNARGS = 0x300000
 DATA = 0x400000
 WAIT_NS = 1_000_000_000
+
+
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory: pytest.TempPathFactory) -> CodeObject:
     if needs_clang.args[0]:
