@@ -12,7 +12,7 @@ doorbell.
 |---|---|---|
 | 2 | KERNEL_DISPATCH | run the grid on the RDNA3 executor, then decrement the completion signal |
 | 3 | BARRIER_AND | wait until every non-null dependency signal is 0, then decrement the completion signal |
-| 5 | BARRIER_OR | wait until one non-null dependency signal is 0 (or there is none), then decrement it |
+| 5 | BARRIER_OR | wait until one non-null dependency signal is 0 (null ones never are), then decrement it |
 | 0, 4, 6.. | vendor-specific, agent dispatch, reserved | queue error (UNKNOWN_OPCODE) |
 
 A completion signal is an ``amd_signal_t``: the engine decrements its i64 ``value`` and, when
@@ -213,7 +213,7 @@ class AqlEngine(RingEngine):
 
     def _barrier(self, packet: bytes, combine: Callable[[list[bool]], bool]) -> OpResult:
         deps = self._dependencies(packet)
-        if deps and not combine([self._signal_value(handle) == 0 for handle in deps]):
+        if not combine([self._signal_value(handle) == 0 for handle in deps]):  # all([]) holds, any([]) never
             self._arm(deps)
             return WAIT
         self._complete(int.from_bytes(packet[BarrierPacketOffset.completion_signal :][:8], "little"))
@@ -225,8 +225,8 @@ class AqlEngine(RingEngine):
         key = (0, self.rptr, 0)
         if self.wait is not None and self.wait.key == key:
             return
-        first = min(deps) + AmdSignalOffset.value
-        span = max(deps) + AmdSignalOffset.value + 8 - first
+        first = min(deps) + AmdSignalOffset.value if deps else 0
+        span = max(deps) + AmdSignalOffset.value + 8 - first if deps else 0  # no dependency: nothing can release it
         equal = CompareFunction.EQUAL
         self.wait = PollWait(key, first, span, self._kernel.now_ns, 0, None, 0, _U64, equal, COMPARE_OPERATORS[equal],
                              None, AQL_PACKET_BYTES, self._opcode, 0)  # fmt: skip

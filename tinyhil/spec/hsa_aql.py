@@ -92,7 +92,7 @@ class BarrierPacketOffset(IntEnum):
     header = 0  # u16
     reserved0 = 2  # u16
     reserved1 = 4  # u32
-    dep_signal = 8  # u64[5]: signal handles, 0 = no dependency
+    dep_signal = 8  # u64[5]: signal handles; a null handle is satisfied for barrier-AND, never for barrier-OR
     reserved2 = 48  # u64
     completion_signal = 56  # u64
 

@@ -317,6 +317,19 @@ def test_a_barrier_or_completes_when_any_dependency_reaches_zero() -> None:
     assert (rig.value(done), engine.rptr) == (1, 1)
 
 
+def test_a_barrier_or_without_dependencies_waits_and_one_without_and_does_not() -> None:
+    rig = Rig()
+    engine = rig.add_queue()
+    done = rig.signal(0, 1)
+    and_, or_ = T.HSA_PACKET_TYPE_BARRIER_AND, T.HSA_PACKET_TYPE_BARRIER_OR
+    rig.submit(0, barrier(and_, [0, 0], done), barrier(or_, [0], done))
+    rig.kernel.run_until_idle()  # null handles: satisfied for AND, never for OR; the queue waits, nothing spins
+    assert (rig.value(done), engine.rptr, engine.wait is not None) == (0, 1, True)
+    rig.gpu.write(SIGNALS, bytes(256))  # no write can release it
+    rig.kernel.run_until_idle()
+    assert engine.rptr == 1 and not engine.stopped
+
+
 def test_a_barrier_waits_for_a_dispatch_on_another_queue(kernels: CodeObject) -> None:
     rig = Rig(kernels)
     waiter = rig.add_queue()
