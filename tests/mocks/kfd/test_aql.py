@@ -232,6 +232,18 @@ def test_an_unmapped_kernel_object_reaches_the_client_as_a_memory_fault(
     np.testing.assert_array_equal(rt.get(256, 64, "<f4"), a + a)
 
 
+def test_a_kernel_with_a_wild_pointer_faults_at_that_address(machine: tuple[MockKFD, KFD], kernels: CodeObject) -> None:
+    rt = Runtime(machine, kernels)
+    queue = rt.queue()
+    wild = 0x7E00_0000_0000
+    pa = rt.put(0, np.ones(64, np.float32))
+    done = rt.kfd.create_event()
+    queue.submit(rt.dispatch("vadd", struct.pack("<QQQi", pa, wild, pa + 256, 64), 1, 64, rt.signal(1, done)))
+    with pytest.raises(KfdMemoryFault) as caught:
+        rt.kfd.wait_events([done], timeout_ms=TIMEOUT_MS)
+    assert caught.value.va == wild and queue.read_index == 0 and queue.engine.stopped
+
+
 def test_a_misaligned_kernel_object_is_a_queue_error_and_the_queue_can_be_replaced(
     machine: tuple[MockKFD, KFD], kernels: CodeObject
 ) -> None:
