@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.aql import amd_queue, barrier, invalid_ring, kernel_dispatch, kernel_source, signal
-from support.rdna3 import compile_cl, needs_clang
+from support.rdna3 import assemble, compile_cl, needs_clang, needs_llvm_mc
 
 from tinyhil.amdgpu.code_object import CodeObject, hidden_kernargs
 from tinyhil.emulators.amdgpu import AmdGpu, ErrorCode, GpuQueueError, Interrupt, InterruptKind, Queue, QueueKind
@@ -253,6 +253,19 @@ def test_an_endless_kernel_is_a_wave_trap_that_stops_only_its_queue(kernels: Cod
     rig.submit(1, rig.dispatch("spin", struct.pack("<Qi", DATA, 1), 1, 32, second))
     rig.run(lambda: rig.value(second) == 0, "spin that ends")
     assert rig.queues[1][1].dispatches == 1
+
+
+@needs_llvm_mc
+def test_an_unimplemented_instruction_is_a_wave_trap_naming_it() -> None:
+    rig = Rig()
+    rig.gpu.write(CODE, _descriptor(KernelCodeProperty.ENABLE_WAVEFRONT_SIZE32, 0))
+    rig.gpu.write(CODE + 0x100, assemble("s_nop 0\ns_trap 2\ns_endpgm") + bytes(64))
+    engine = rig.add_queue()
+    done = rig.signal(0, 1)
+    rig.submit(0, kernel_dispatch(kernel_object=CODE, kernarg=0, grid=(64,), block=(32,), completion_signal=done))
+    rig.kernel.run_until_idle()
+    assert engine.error_code == ErrorCode.KERNEL_ERROR and rig.value(done) == 1
+    assert f"wave trap at PC {CODE + 0x104:#x} (s_trap" in engine.error_message
 
 
 @pytest.mark.parametrize("packet_type", [T.HSA_PACKET_TYPE_VENDOR_SPECIFIC, T.HSA_PACKET_TYPE_AGENT_DISPATCH, 6, 0x7F])
