@@ -363,6 +363,21 @@ def test_a_barrier_waits_for_a_dispatch_on_another_queue(kernels: CodeObject) ->
     np.testing.assert_array_equal(rig.read(DATA + 8 * n, n, "<f4"), 4 * a)
 
 
+def test_a_kernel_store_to_a_dependency_releases_a_barrier(kernels: CodeObject) -> None:
+    rig = Rig(kernels)
+    waiter = rig.add_queue()
+    rig.add_queue()
+    dep, done = rig.signal(0, 1), rig.signal(1, 1)
+    rig.submit(0, barrier(T.HSA_PACKET_TYPE_BARRIER_AND, [dep], done))
+    rig.kernel.run_until_idle()
+    assert waiter.wait is not None
+    rig.gpu.write(DATA, np.zeros(32, np.float32))
+    value = dep + AmdSignalOffset.value
+    rig.submit(1, rig.dispatch("vadd", struct.pack("<QQQi", DATA, DATA, value, 2), 1, 32))  # two f32 zeros: i64 0
+    rig.run(lambda: rig.value(done) == 0, "barrier released by a kernel's store")
+    assert waiter.rptr == 1
+
+
 def test_a_completion_signal_with_a_mailbox_raises_its_event(kernels: CodeObject) -> None:
     rig = Rig(kernels)
     rig.add_queue()
