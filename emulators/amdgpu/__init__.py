@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from tinyhil.spec.amdgpu import SYS_APERTURE, QueueKind
 
+from .aql import AqlEngine, serve_aql
 from .engine import EngineServices, Interrupt, InterruptKind, QueueConfig, RingEngine
 from .errors import GpuMemoryFault, GpuQueueError, KernelError
 from .executor import HostNativeExecutor, KernelExecutor, KernelMemory, Launch
@@ -32,6 +33,7 @@ __all__ = [
     "SYS_APERTURE",
     "AddressSpace",
     "AmdGpu",
+    "AqlEngine",
     "BridgedFunction",
     "EngineServices",
     "ErrorCode",
@@ -60,4 +62,5 @@ __all__ = [
     "SystemBus",
     "Translation",
     "Vram",
+    "serve_aql",
 ]

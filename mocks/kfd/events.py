@@ -3,7 +3,8 @@
 As in ``kfd_events.c``: signal events (ids 1..) own a u64 slot in the signal page (the client's GTT event page, or
 a page of the driver's own); a TRAP / END_OF_PIPE (RELEASE_MEM) interrupt carries an event id in its context, and
 fires that signal event only if its slot no longer holds ``UNSIGNALED_EVENT_SLOT`` (the GPU wrote the slot first),
-acknowledging the slot. A QUEUE_ERROR is logged and kept in ``MockKFD.queue_errors``. Other
+acknowledging the slot. A QUEUE_ERROR is logged, kept in ``MockKFD.queue_errors`` and fires every hardware-exception
+event (what amdkfd signals after the reset that recovers a failed queue). Other
 events get ids from 4096. A GPU memory fault sets every memory event with the faulting page's address (the kernel
 reports the page, ``va & ~0xfff``, and marks it ``imprecise``); with no memory event the fault is logged and kept
 in ``MockKFD.unhandled_faults``. The kernel would also send SIGSEGV to the process, which the mock does not.
@@ -251,11 +252,12 @@ class EventIoctls:
         elif kind == InterruptKind.END_OF_PIPE.name:
             self.signal_interrupt(int(getattr(interrupt, "context", 0)), EVENT_ID_BITS_END_OF_PIPE)
         elif kind == InterruptKind.QUEUE_ERROR.name:
-            # amdkfd learns of a hung or failed queue only through a GPU reset; the mock records the reason, and a
-            # client's waits on the queue's signals then time out naming the stuck queue.
+            # amdkfd learns of a hung or failed queue only through the reset that recovers it, which fires the
+            # hardware-exception events; the mock also records the reason.
             message = str(getattr(interrupt, "message", ""))
             LOG.warning("queue error on gpu_id=%#x: %s", gpu.gpu_id, message)
             self.kfd.queue_errors.append((gpu.gpu_id, message))
+            self.hw_exception()
         else:
             LOG.info("interrupt of kind %s from gpu_id=%#x is not handled by MOCKKFD", kind, gpu.gpu_id)
 
@@ -286,6 +288,13 @@ class EventIoctls:
         if event.type in _SIGNAL_TYPES:
             self._set_slot(event.event_id, UNSIGNALED_EVENT_SLOT)
             self.set_event(event)
+
+    def hw_exception(self) -> None:
+        """``kfd_signal_reset_event``, as after the reset that recovers a failed queue: every hardware-exception
+        event fires (the mock resets only the failed queue: the other queues and the memory live on)."""
+        for _, event in sorted(self.kfd.process.events.items()):
+            if event.type == _E.KFD_IOC_EVENT_HW_EXCEPTION:
+                self.set_event(event)
 
     def vm_fault(self, gpu: GpuDevice, va: int) -> None:
         """``kfd_signal_vm_fault_event``: every memory event fires carrying the faulting page."""

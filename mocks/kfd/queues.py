@@ -7,6 +7,10 @@ Doorbell frame (per GPU, per process; SOC15 layout)::
 
 A store into slot i of a queue rings the GPU's doorbell i with the slot's u64 value; stores to free slots are
 dropped, as by the hardware.
+
+An AQL queue (KFD_IOC_QUEUE_TYPE_COMPUTE_AQL) is a compute queue whose packet processor reads HSA packets
+(``tinyhil.emulators.amdgpu.aql``): its pointers are the ``amd_queue_t`` read and write dispatch ids, in packets,
+and its doorbell carries the write index. Only the emulated ``AmdGpu`` has one; another GPU port refuses it.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from __future__ import annotations
 import errno
 from typing import TYPE_CHECKING, Final
 
+from tinyhil.emulators.amdgpu import AmdGpu
+from tinyhil.emulators.amdgpu.aql import serve_aql
 from tinyhil.errors import InvalidArgument, TinyHilError
 from tinyhil.mocks.kfd._errno import ENOTSUPP, LOG, fail
 from tinyhil.mocks.kfd.gpu_port import QueueKind
@@ -40,6 +46,7 @@ TASK_SIZE: Final = 0x7FFF_FFFF_F000
 _Q = QueueType
 _KINDS: Final[dict[int, QueueKind]] = {
     _Q.KFD_IOC_QUEUE_TYPE_COMPUTE: QueueKind.COMPUTE,
+    _Q.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL: QueueKind.COMPUTE,  # a compute queue whose packet processor reads AQL
     _Q.KFD_IOC_QUEUE_TYPE_SDMA: QueueKind.SDMA,
     _Q.KFD_IOC_QUEUE_TYPE_SDMA_XGMI: QueueKind.SDMA,
 }
@@ -72,15 +79,18 @@ class QueueIoctls:
             address = getattr(args, name)
             if (address or name.endswith("pointer_address")) and not _access_ok(address, 4):
                 fail(errno.EFAULT, f"{what}: {name}={address:#x} is not a user address")
-        if args.queue_type == _Q.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL:
-            fail(errno.EINVAL, f"{what}: AQL queues are not emulated (the GPU model runs PM4 and SDMA rings)")
         kind = _KINDS.get(args.queue_type)
         if kind is None:
-            fail(ENOTSUPP, f"{what}: queue_type={args.queue_type}, expected 0 (COMPUTE), 1 (SDMA) or 3 (SDMA_XGMI)")
+            fail(ENOTSUPP, f"{what}: queue_type={args.queue_type}, expected 0 (COMPUTE), 1 (SDMA), 2 (COMPUTE_AQL) "
+                 "or 3 (SDMA_XGMI)")  # fmt: skip
         pdd = self.kfd.memory.pdd(args.gpu_id, what)
         self.kfd.memory.bind(pdd, what, errno.ESRCH)
         self._check_buffers(what, pdd, args)
         gpu = pdd.gpu
+        aql = args.queue_type == _Q.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL
+        if aql and not isinstance(gpu.port, AmdGpu):
+            fail(errno.EINVAL, f"{what}: gpu_id={gpu.gpu_id:#x} is a {type(gpu.port).__name__}, which has no AQL "
+                 "packet processor (the emulated AmdGpu has one)")  # fmt: skip
         process = self.kfd.process
         if kind is QueueKind.SDMA:
             in_use = sum(q.kind is QueueKind.SDMA and q.gpu_id == gpu.gpu_id for q in process.queues.values())
@@ -105,6 +115,8 @@ class QueueIoctls:
             fail(errno.EINVAL, f"{what}: the GPU refused the queue: {exc}")
         except TinyHilError as exc:
             fail(errno.EIO, f"{what}: the GPU failed to create the queue: {exc}")
+        if aql:
+            serve_aql(gpu_queue)  # a fresh compute queue, its ring a power of two >= 1 KiB: always accepted
         queue = Queue(queue_id, gpu.gpu_id, kind, doorbell_id, args.ring_base_address, args.ring_size,
                       args.read_pointer_address, args.write_pointer_address, gpu_queue)  # fmt: skip
         queue.hung_by = self.kfd.injected.queue_hangs(gpu.identity.index, kind)

@@ -28,6 +28,7 @@ class FakeInterruptKind(Enum):
     END_OF_PIPE = 2
     MEMORY_FAULT = 3
     PERFCOUNTER = 4
+    QUEUE_ERROR = 5
 
 
 @dataclass(frozen=True)

@@ -181,6 +181,16 @@ def test_a_memory_fault_sets_memory_events_with_the_faulting_page(mock: MockKFD,
     assert mock.faults == [(raw.gpu_id(1), 0x1234_5678)] and mock.unhandled_faults == []
 
 
+def test_a_queue_error_fires_the_hardware_exception_events(mock: MockKFD, raw: Any) -> None:
+    hardware = _create(raw, E.KFD_IOC_EVENT_HW_EXCEPTION, auto_reset=0).event_id
+    signal = _create(raw).event_id
+    mock.gpus[0].port.interrupt_at(3 * MS, "QUEUE_ERROR")
+    args, _ = _wait(raw, [signal, hardware], 100)
+    assert args.wait_result == R.KFD_IOC_WAIT_RESULT_COMPLETE and mock.kernel.now_ns == 3 * MS
+    assert _wait(raw, [signal], 0)[0].wait_result == R.KFD_IOC_WAIT_RESULT_TIMEOUT  # the signal event did not fire
+    assert [gpu_id for gpu_id, _ in mock.queue_errors] == [raw.gpu_id(0)]
+
+
 def test_a_fault_nobody_listens_for_is_kept_as_unhandled(mock: MockKFD, raw: Any) -> None:
     mock.gpus[0].port.interrupt("MEMORY_FAULT", fault_va=0x42)
     mock.gpus[0].port.interrupt("PERFCOUNTER")  # unknown kinds are logged and ignored

@@ -74,7 +74,7 @@ def test_small_rings_are_clamped_to_1024_bytes(mock: MockKFD, raw: Any, ring: di
         ({"ring_base_address": 0x7FFF_FFFF_FFF9}, errno.EFAULT),  # beyond user space
         ({"write_pointer_address": 1 << 48}, errno.EFAULT),
         ({"queue_type": 9}, 524),  # the kernel's ENOTSUPP reaches userspace
-        ({"queue_type": Q.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL}, errno.EINVAL),  # AQL is not emulated
+        ({"queue_type": Q.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL}, errno.EINVAL),  # the fake GPU has no AQL processor
         ({"gpu_id": 0xBEEF}, errno.EINVAL),
         ({"ring_base_address": VA + 0x8000}, errno.EINVAL),  # the ring runs past its buffer
         ({"read_pointer_address": VA + 0x20000}, errno.EINVAL),  # nothing mapped there
