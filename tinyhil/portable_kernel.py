@@ -42,12 +42,32 @@ typedef unsigned short th_u16;
 typedef short th_i16;
 typedef unsigned int th_u32;
 typedef int th_i32;
+#if defined(__OPENCL_C_VERSION__)
+typedef unsigned long th_u64;
+typedef long th_i64;
+#else
 typedef unsigned long long th_u64;
 typedef long long th_i64;
+#endif
 typedef float th_f32;
 typedef double th_f64;
 #define TH_MAX_ARGS {TH_MAX_ARGS}
-#if defined(__CUDACC__)
+#if defined(__OPENCL_C_VERSION__) && defined(__AMDGCN__)
+typedef struct {{ th_u64 v[TH_MAX_ARGS]; }} th_args;
+#define TH_KERNEL(name) \\
+    __kernel __attribute__((amdgpu_flat_work_group_size(1, 1024))) void name(const th_args th_args_)
+#define TH_ARGV(i) (th_args_.v[i])
+#define TH_RESTRICT restrict
+#define TH_THREADS for (int th_once_ = 0; th_once_ < 1; th_once_++)
+#define TH_LOCAL_ID(d) ((th_u32)((d) == 0 ? __builtin_amdgcn_workitem_id_x() \\
+    : (d) == 1 ? __builtin_amdgcn_workitem_id_y() : __builtin_amdgcn_workitem_id_z()))
+#define TH_GROUP_ID(d) ((th_u32)((d) == 0 ? __builtin_amdgcn_workgroup_id_x() \\
+    : (d) == 1 ? __builtin_amdgcn_workgroup_id_y() : __builtin_amdgcn_workgroup_id_z()))
+#define TH_GROUP_SIZE(d) ((th_u32)((d) == 0 ? __builtin_amdgcn_workgroup_size_x() \\
+    : (d) == 1 ? __builtin_amdgcn_workgroup_size_y() : __builtin_amdgcn_workgroup_size_z()))
+#define TH_FUNCTION static inline
+#define TH_GLOBAL __global
+#elif defined(__CUDACC__)
 typedef struct {{ th_u64 v[TH_MAX_ARGS]; }} th_args;
 #define TH_KERNEL(name) extern "C" __global__ void name(const th_args th_args_)
 #define TH_ARGV(i) (th_args_.v[i])
@@ -72,7 +92,10 @@ typedef struct {{ th_u64 v[TH_MAX_ARGS]; }} th_args;
 #define TH_FUNCTION static inline
 #endif
 #define TH_GLOBAL_ID(d) ((th_u64)TH_GROUP_ID(d) * TH_GROUP_SIZE(d) + TH_LOCAL_ID(d))
-#define TH_PTR(i, type, name) type *TH_RESTRICT name = (type *)TH_ARGV(i)
+#ifndef TH_GLOBAL
+#define TH_GLOBAL
+#endif
+#define TH_PTR(i, type, name) TH_GLOBAL type *TH_RESTRICT name = (TH_GLOBAL type *)TH_ARGV(i)
 #define TH_VAL(i, type, name) const type name = (type)TH_ARGV(i)
 #endif
 """

@@ -7,6 +7,9 @@
 | ``fill`` | SDMA CONST_FILL (byte fill) | SDMA |
 | ``copy`` | SDMA COPY_LINEAR, split at 1 GB | SDMA |
 | ``exec`` | code object and kernel arguments in GPU memory, PM4 SET_SH_REG + DISPATCH_DIRECT | compute |
+
+An AMDGPU code object (GPU machine code, ``tinyhil.amdgpu.gpu_kernel``) is loaded, laid out and dispatched as a
+PM4 driver does; any other binary is a host-native program for the emulated GPUs' host-native executor.
 | ``timestamp`` | SDMA TIMESTAMP (100 MHz GPU counter), read back | SDMA |
 | ``synchronize`` | wait for every queue's timeline signal | - |
 
@@ -42,7 +45,8 @@ import numpy as np
 
 from tinyhil.align import round_up
 from tinyhil.amdgpu._loader import load_error
-from tinyhil.amdgpu.errors import KernelLoadError
+from tinyhil.amdgpu.errors import CodeObjectError, KernelLoadError
+from tinyhil.amdgpu.gpu_kernel import GpuKernel, is_amdgpu_code_object, load_gpu_kernel
 from tinyhil.amdgpu.pm4 import pm4_launch, pm4_release_mem, pm4_wait_reg_mem
 from tinyhil.amdgpu.sdma import (
     sdma_const_fill,
@@ -192,6 +196,7 @@ class AmdDeviceBase(DeviceBase):
         self._started = False
         self._buffers: dict[int, GpuRegion] = {}
         self._code: dict[tuple[str, str, tuple[ArgKind, ...]], GpuRegion] = {}
+        self._gpu_kernels: dict[tuple[str, str], GpuKernel] = {}
         self._timelines: dict[QueueKind, _Timeline] = {}
         self._pending: list[_PendingProfile] = []
 
@@ -437,7 +442,36 @@ class AmdDeviceBase(DeviceBase):
         self._kernarg_offset += size
         return offset
 
+    def _gpu_kernel(self, program: Program) -> GpuKernel:
+        """An AMDGPU code object's kernel, loaded and its image in GPU memory (once per program)."""
+        key = (program.key, program.name)
+        kernel = self._gpu_kernels.get(key)
+        if kernel is None:
+            try:
+                kernel = load_gpu_kernel(program.binary, program.name, 0)
+            except CodeObjectError as error:
+                raise KernelLoadError(f"{self.name}: program {program.name!r} ({program.key}) cannot load: {error}",
+                                      program=program.name, reason=str(error), target=self.name) from None  # fmt: skip
+            region = self._gpu_alloc(round_up(len(kernel.image), CODE_OBJECT_ALIGN), MemoryUse.KERNEL)
+            self._host_write(region, 0, kernel.image)
+            self._code[(*key, ())] = region
+            kernel = self._gpu_kernels[key] = GpuKernel(kernel.kd, region.va, kernel.image)
+        return kernel
+
+    def _exec_gpu_code(self, program: Program, grid: Dim3, local: Dim3, args: tuple[KernelArg, ...]) -> None:
+        kernel = self._gpu_kernel(program)
+        words = [(a.addr if isinstance(a, Buffer) else int(a)) & _U64_MASK for a in args]
+        offset = self._kernarg_slot(kernel.kernarg_bytes())
+        assert self._kernargs is not None  # allocated by _kernarg_slot
+        slot, launch = kernel.launch(self._kernargs.va + offset, words, grid, local)
+        self._host_write(self._kernargs, offset, slot)
+        self._submit_profiled(QueueKind.COMPUTE, [launch], program.name, key=program.key, grid=list(grid),
+                              local=list(local))  # fmt: skip
+
     def _exec(self, program: Program, grid: Dim3, local: Dim3, args: tuple[KernelArg, ...]) -> None:
+        if is_amdgpu_code_object(program.binary):
+            self._exec_gpu_code(program, grid, local, args)
+            return
         signature = tuple(ArgKind.POINTER if isinstance(a, Buffer | GpuPointer) else ArgKind.VALUE for a in args)
         code = self._code_object(program, signature)
         values = np.array([(a.addr if isinstance(a, Buffer) else int(a)) & _U64_MASK for a in args], "<u8")
