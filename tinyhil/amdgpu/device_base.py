@@ -235,6 +235,11 @@ class AmdDeviceBase(DeviceBase):
         """Release the path's resources (queues, events, files) when the device closes; regions are freed first."""
         return None
 
+    def _replace_queue(self, kind: QueueKind, ring: AmdRing) -> AmdRing | None:
+        """Destroy the stopped queue ``ring`` and return a fresh one of ``kind``, as a driver recovers a compute
+        queue after a kernel fault; ``None`` (the default) when the path cannot, and the device stays failed."""
+        return None
+
     # --- start and stop ------------------------------------------------------------------------------------------
     def _start(self) -> None:
         """Create the queues, signal memory and profile memory (a subclass calls this at the end of ``__init__``)."""
@@ -278,11 +283,29 @@ class AmdDeviceBase(DeviceBase):
         try:
             self._wait(lambda: self._signal_value(timeline) >= value, what)
         except DeviceError as error:
-            self.failure = error
+            if not self._recover(timeline):
+                self.failure = error
             raise
         timeline.completed = max(timeline.completed, self._signal_value(timeline))
         if timeline.completed >= timeline.submitted:
             timeline.bytes_since_completed = 0
+
+    def _recover(self, timeline: _Timeline) -> bool:
+        """After a compute queue stopped on a kernel fault: a fresh queue, its unfinished work abandoned (its
+        timeline marked complete, so nothing waits on it), the device usable again. False: no recovery."""
+        if timeline.kind is not QueueKind.COMPUTE:
+            return False
+        ring = self._replace_queue(timeline.kind, timeline.ring)
+        if ring is None:
+            return False
+        timeline.ring = ring
+        if self._pending:  # abandoned operations have no end timestamp: no range to record
+            ticks = np.frombuffer(self._host_read(self._profile_region, 0, self._profile_next), "<u8")
+            self._pending = [e for e in self._pending if e.queue != "compute" or ticks[e.start_slot // _SLOT_BYTES + 1]]
+        timeline.completed = timeline.submitted
+        timeline.bytes_since_completed = 0
+        self._host_write(self._signals, timeline.slot * _SLOT_BYTES, timeline.submitted.to_bytes(_SLOT_BYTES, "little"))
+        return True
 
     def _fence(self, timeline: _Timeline, value: int) -> list[np.ndarray]:
         event = self._completion

@@ -211,6 +211,14 @@ class KfdAmdDevice(AmdDeviceBase):
         self._queues.append(queue)
         return queue
 
+    def _replace_queue(self, kind: QueueKind, ring: AmdRing) -> AmdRing | None:
+        for queue in self._queues:
+            if queue is ring:
+                self._queues.remove(queue)
+                self.gpu.destroy_queue(queue)
+                return self._create_queue(kind)
+        return None
+
     def _completion_event(self) -> CompletionEvent | None:
         self._event = self.kfd.create_event(auto_reset=True)
         assert self._event.mailbox_va is not None  # signal events own an event-page slot

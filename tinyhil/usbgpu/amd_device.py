@@ -183,6 +183,10 @@ class UsbAmdDevice(AmdDeviceBase):
     def _create_queue(self, kind: QueueKind) -> AmdRing:
         return self._queue(kind, _RINGS[kind], _RING_BYTES)
 
+    def _replace_queue(self, kind: QueueKind, ring: AmdRing) -> AmdRing | None:
+        self.gpu.destroy_queue(ring)  # type: ignore[arg-type]  # this path's rings are its AmdQueues
+        return self._create_queue(kind)
+
     def _wait(self, condition: Callable[[], bool], what: str) -> None:
         self.gpu.wait(condition, what, timeout_s=self.wait_timeout_ms / 1000)
 
