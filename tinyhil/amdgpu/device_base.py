@@ -173,6 +173,7 @@ class _PendingProfile:
     key: str | None
     start_slot: int
     args: tuple[tuple[str, Any], ...]
+    sequence: int  # the submission's timeline value
 
 
 class AmdDeviceBase(DeviceBase):
@@ -299,9 +300,8 @@ class AmdDeviceBase(DeviceBase):
         if ring is None:
             return False
         timeline.ring = ring
-        if self._pending:  # abandoned operations have no end timestamp: no range to record
-            ticks = np.frombuffer(self._host_read(self._profile_region, 0, self._profile_next), "<u8")
-            self._pending = [e for e in self._pending if e.queue != "compute" or ticks[e.start_slot // _SLOT_BYTES + 1]]
+        done = self._signal_value(timeline)  # abandoned submissions have no end timestamp: no range to record
+        self._pending = [e for e in self._pending if e.queue != "compute" or e.sequence <= done]
         timeline.completed = timeline.submitted
         timeline.bytes_since_completed = 0
         self._host_write(self._signals, timeline.slot * _SLOT_BYTES, timeline.submitted.to_bytes(_SLOT_BYTES, "little"))
@@ -366,7 +366,8 @@ class AmdDeviceBase(DeviceBase):
             stamp = ReleaseMemDataSel.TIMESTAMP
             stamps = (pm4_release_mem(start, data_sel=stamp), pm4_release_mem(end, data_sel=stamp))
         queue = "copy" if kind is QueueKind.SDMA else "compute"
-        self._pending.append(_PendingProfile(name, queue, key, slot, tuple(sorted(args.items()))))
+        sequence = self._timelines[kind].submitted + 1  # the value _submit fences this work with
+        self._pending.append(_PendingProfile(name, queue, key, slot, tuple(sorted(args.items())), sequence))
         return self._submit(kind, [stamps[0], *packets, stamps[1]])
 
     def _resolve_profile(self) -> None:
