@@ -244,12 +244,12 @@ class Pm4Engine(RingEngine):
         program = (
             self.sh_reg(ShReg.COMPUTE_PGM_HI) << 32 | self.sh_reg(ShReg.COMPUTE_PGM_LO)
         ) << COMPUTE_PGM_ADDR_SHIFT
-        if bytes(self.services.memory.read(program, len(CODE_OBJECT_MAGIC))) != CODE_OBJECT_MAGIC:
-            return self._dispatch_machine_code(packet, grid, (group_size[0], group_size[1], group_size[2]))
         args = self.sh_reg(ShReg.COMPUTE_USER_DATA_1) << 32 | self.sh_reg(ShReg.COMPUTE_USER_DATA_0)
         launch = Launch(program, grid, (group_size[0], group_size[1], group_size[2]), args)
         if not launch.workgroups:
             return DONE
+        if bytes(self.services.memory.read(program, len(CODE_OBJECT_MAGIC))) != CODE_OBJECT_MAGIC:
+            return self._dispatch_machine_code(packet, grid, launch.group_size)
         try:
             written = self.services.executor.dispatch(self.services.memory, launch)
         except KernelError as error:
@@ -273,8 +273,6 @@ class Pm4Engine(RingEngine):
             setup = self._setup(first, grid, group_size)
         except InvalidArgument as error:
             raise self._bad(str(error)) from None
-        if not setup.grid[0] * setup.grid[1] * setup.grid[2]:
-            return DONE
         try:
             run_dispatch(self.services.memory, setup, step_budget=self.WAVE_STEP_BUDGET)
         except WaveTrap as trap:
