@@ -1,4 +1,4 @@
-"""The portable kernel form: one C source that builds as host C for the emulated GPUs and as CUDA C for NVRTC.
+"""The portable kernel form: one C source that builds as host C or OpenCL C for the emulated GPUs, and as CUDA C.
 
 A portable kernel is written against the macros of :data:`PORTABLE_HEADER`: ``TH_KERNEL(name)`` opens it,
 ``TH_PTR(i, type, name)`` and ``TH_VAL(i, type, name)`` name its arguments, ``TH_THREADS { ... }`` is the body each
@@ -12,6 +12,9 @@ Both builds see the same arguments: ``Device.exec``'s ``args`` as 64-bit words, 
   ``emulators/amdgpu/executor.py``): ``TH_KERNEL(name)`` is the executor's entry point
   ``void name(unsigned long long *args, const unsigned *group_id, const unsigned *group_size)``, called once per
   workgroup; ``TH_THREADS`` loops over the workgroup's threads (x fastest), so its body runs once per thread.
+- **OpenCL C** (``tinyhil.compiler_amdgpu.AmdgpuCompiler``, the ``LLVM`` renderer: gfx1100 machine code for the
+  RDNA3 wave executor): ``TH_KERNEL(name)`` is ``__kernel void name(const th_args a)``, the same block as CUDA's,
+  ids from the amdgcn builtins, ``TH_PTR`` a ``__global`` pointer; ``TH_THREADS`` runs its body once.
 - **CUDA C** (NVRTC, ``tinyhil.nv.nvrtc``): ``TH_KERNEL(name)`` is ``extern "C" __global__ void name(const th_args
   a)`` (one parameter: :data:`TH_MAX_ARGS` 64-bit words, :data:`TH_ARGS_BYTES` bytes, by value), and
   ``TH_THREADS`` runs its body once, for the calling thread.
@@ -33,7 +36,7 @@ TH_MAX_ARGS: Final = 32  # arguments one launch passes: the kernel parameter's 6
 TH_ARGS_BYTES: Final = TH_MAX_ARGS * 8  # the CUDA build's one kernel parameter, in bytes
 
 PORTABLE_HEADER: Final = f"""\
-/* tinyhil portable kernel header (docs/kernels.md): the same source builds as host C and as CUDA C. */
+/* tinyhil portable kernel header (docs/kernels.md): the same source builds as host C, OpenCL C and CUDA C. */
 #ifndef TINYHIL_PORTABLE_KERNEL
 #define TINYHIL_PORTABLE_KERNEL 1
 typedef unsigned char th_u8;
