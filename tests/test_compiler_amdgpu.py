@@ -39,7 +39,7 @@ def test_without_the_tools_the_reason_names_the_debian_packages(monkeypatch: pyt
     assert AMDGPU_PACKAGES in str(compiler.unavailable_reason())
     with pytest.raises(CompileError, match="clang-19 lld-19"):
         compiler.compile(SCALE)
-    with pytest.raises(TargetUnavailable, match="the LLVM renderer needs clang-19 and ld.lld-19 not found"):
+    with pytest.raises(TargetUnavailable, match=r"the LLVM renderer needs clang-19 and ld\.lld-19 not found"):
         amd_compiler("MOCKKFD+AMD:LLVM", "LLVM", None)
 
 

@@ -9,7 +9,6 @@ import numpy as np
 
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu import QueueKind
-from tinyhil.spec.code_object import CODE_OBJECT_MAGIC
 from tinyhil.spec.amdgpu_pm4 import (
     COMPUTE_NUM_THREAD_FULL,
     COMPUTE_PGM_ADDR_SHIFT,
@@ -44,6 +43,7 @@ from tinyhil.spec.amdgpu_pm4 import (
     WriteDataDstSel,
     WriteDataDw,
 )
+from tinyhil.spec.code_object import CODE_OBJECT_MAGIC
 
 from .engine import RingEngine
 from .errors import KernelError, WaveTrap

@@ -12,10 +12,10 @@ from support.rdna3 import needs_clang
 from support.rdna3_corpus import SOURCE, divloop_reference
 
 from tinyhil.amdgpu.device_base import GpuPointer
+from tinyhil.amdgpu.errors import QueueStopped
 from tinyhil.device import Buffer, Device, Program
 from tinyhil.emulators.amdgpu.pm4 import Pm4Engine
 from tinyhil.emulators.amdgpu.rdna3.executor import ProgramCache
-from tinyhil.amdgpu.errors import QueueStopped
 from tinyhil.errors import DeviceError, DeviceTimeout
 from tinyhil.registry import open_target
 from tinyhil.spec.amdhsa import EM_AMDGPU

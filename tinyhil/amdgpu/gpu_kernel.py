@@ -67,9 +67,9 @@ class GpuKernel:
         """The kernarg slot one dispatch needs: the segment, then the dispatch packet (64-byte aligned)."""
         return -(-self.kd.kernarg_size // DISPATCH_PACKET_BYTES) * DISPATCH_PACKET_BYTES + DISPATCH_PACKET_BYTES
 
-    def launch(self, kernarg_va: int, words: Sequence[int], grid: Sequence[int], block: Sequence[int]) -> tuple[
-        bytes, Packet
-    ]:
+    def launch(
+        self, kernarg_va: int, words: Sequence[int], grid: Sequence[int], block: Sequence[int]
+    ) -> tuple[bytes, Packet]:
         """The kernarg slot's bytes (for ``kernarg_va``) and the PM4 packets that dispatch this kernel."""
         g = (int(grid[0]), int(grid[1]), int(grid[2]))
         b = (int(block[0]), int(block[1]), int(block[2]))

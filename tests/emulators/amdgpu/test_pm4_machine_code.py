@@ -43,7 +43,7 @@ def test_machine_code_runs_with_the_user_sgprs_and_ids_the_registers_give(gpu: A
 
 @needs_llvm_mc
 def test_a_wave64_dispatch_is_refused(gpu: AmdGpu, compute: Any) -> None:
-    with pytest.raises(GpuQueueError, match="wave64 dispatch .DISPATCH_INITIATOR.CS_W32_EN clear."):
+    with pytest.raises(GpuQueueError, match=r"wave64 dispatch \(DISPATCH_INITIATOR\.CS_W32_EN clear\)"):
         compute.run(_launch(gpu, assemble(STORE_IDS), wave32=False))
     assert compute.device.error_code == ErrorCode.KERNEL_ERROR
 

@@ -16,7 +16,6 @@ from tinyhil.emulators.amdgpu.errors import GpuMemoryFault, WaveTrap
 pytestmark = needs_clang
 
 
-
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory: pytest.TempPathFactory) -> CodeObject:
     return compile_cl(SOURCE, Path(tmp_path_factory.mktemp("cl")))
