@@ -7,9 +7,6 @@
 | ``fill`` | SDMA CONST_FILL (byte fill) | SDMA |
 | ``copy`` | SDMA COPY_LINEAR, split at 1 GB | SDMA |
 | ``exec`` | code object and kernel arguments in GPU memory, PM4 SET_SH_REG + DISPATCH_DIRECT | compute |
-
-An AMDGPU code object (GPU machine code, ``tinyhil.amdgpu.gpu_kernel``) is loaded, laid out and dispatched as a
-PM4 driver does; any other binary is a host-native program for the emulated GPUs' host-native executor.
 | ``timestamp`` | SDMA TIMESTAMP (100 MHz GPU counter), read back | SDMA |
 | ``synchronize`` | wait for every queue's timeline signal | - |
 
@@ -45,8 +42,8 @@ import numpy as np
 
 from tinyhil.align import round_up
 from tinyhil.amdgpu._loader import load_error
-from tinyhil.amdgpu.errors import CodeObjectError, KernelLoadError
-from tinyhil.amdgpu.gpu_kernel import GpuKernel, is_amdgpu_code_object, load_gpu_kernel
+from tinyhil.amdgpu.errors import KernelLoadError
+from tinyhil.amdgpu.gpu_kernel import GpuKernel, is_amdgpu_code_object, load_program_kernel
 from tinyhil.amdgpu.pm4 import pm4_launch, pm4_release_mem, pm4_wait_reg_mem
 from tinyhil.amdgpu.sdma import (
     sdma_const_fill,
@@ -237,8 +234,7 @@ class AmdDeviceBase(DeviceBase):
         return None
 
     def _replace_queue(self, kind: QueueKind, ring: AmdRing) -> AmdRing | None:
-        """Destroy the stopped queue ``ring`` and return a fresh one of ``kind``, as a driver recovers a compute
-        queue after a kernel fault; ``None`` (the default) when the path cannot, and the device stays failed."""
+        """A fresh ``kind`` queue for the stopped ``ring`` (destroyed), or ``None``: the device stays failed."""
         return None
 
     # --- start and stop ------------------------------------------------------------------------------------------
@@ -292,11 +288,8 @@ class AmdDeviceBase(DeviceBase):
             timeline.bytes_since_completed = 0
 
     def _recover(self, timeline: _Timeline) -> bool:
-        """After a compute queue stopped on a kernel fault: a fresh queue, its unfinished work abandoned (its
-        timeline marked complete, so nothing waits on it), the device usable again. False: no recovery."""
-        if timeline.kind is not QueueKind.COMPUTE:
-            return False
-        ring = self._replace_queue(timeline.kind, timeline.ring)
+        """A stopped compute queue replaced, its unfinished work abandoned (timeline marked complete); False: none."""
+        ring = self._replace_queue(timeline.kind, timeline.ring) if timeline.kind is QueueKind.COMPUTE else None
         if ring is None:
             return False
         timeline.ring = ring
@@ -469,41 +462,29 @@ class AmdDeviceBase(DeviceBase):
     def _gpu_kernel(self, program: Program) -> GpuKernel:
         """An AMDGPU code object's kernel, loaded and its image in GPU memory (once per program)."""
         key = (program.key, program.name)
-        kernel = self._gpu_kernels.get(key)
-        if kernel is None:
-            try:
-                kernel = load_gpu_kernel(program.binary, program.name, 0)
-            except CodeObjectError as error:
-                raise KernelLoadError(f"{self.name}: program {program.name!r} ({program.key}) cannot load: {error}",
-                                      program=program.name, reason=str(error), target=self.name) from None  # fmt: skip
-            region = self._gpu_alloc(round_up(len(kernel.image), CODE_OBJECT_ALIGN), MemoryUse.KERNEL)
+        if key not in self._gpu_kernels:
+            kernel = load_program_kernel(self.name, program)
+            self._code[(*key, ())] = region = self._gpu_alloc(len(kernel.image), MemoryUse.KERNEL)  # page aligned
             self._host_write(region, 0, kernel.image)
-            self._code[(*key, ())] = region
-            kernel = self._gpu_kernels[key] = GpuKernel(kernel.kd, region.va, kernel.image)
-        return kernel
-
-    def _exec_gpu_code(self, program: Program, grid: Dim3, local: Dim3, args: tuple[KernelArg, ...]) -> None:
-        kernel = self._gpu_kernel(program)
-        words = [(a.addr if isinstance(a, Buffer) else int(a)) & _U64_MASK for a in args]
-        offset = self._kernarg_slot(kernel.kernarg_bytes())
-        assert self._kernargs is not None  # allocated by _kernarg_slot
-        slot, launch = kernel.launch(self._kernargs.va + offset, words, grid, local)
-        self._host_write(self._kernargs, offset, slot)
-        self._submit_profiled(QueueKind.COMPUTE, [launch], program.name, key=program.key, grid=list(grid),
-                              local=list(local))  # fmt: skip
+            self._gpu_kernels[key] = GpuKernel(kernel.kd, region.va, kernel.image)
+        return self._gpu_kernels[key]
 
     def _exec(self, program: Program, grid: Dim3, local: Dim3, args: tuple[KernelArg, ...]) -> None:
-        if is_amdgpu_code_object(program.binary):
-            self._exec_gpu_code(program, grid, local, args)
-            return
-        signature = tuple(ArgKind.POINTER if isinstance(a, Buffer | GpuPointer) else ArgKind.VALUE for a in args)
-        code = self._code_object(program, signature)
-        values = np.array([(a.addr if isinstance(a, Buffer) else int(a)) & _U64_MASK for a in args], "<u8")
-        offset = self._kernarg_slot(values.nbytes)
-        assert self._kernargs is not None  # allocated by _kernarg_slot
-        if values.size:
-            self._host_write(self._kernargs, offset, values.tobytes())
-        launch = pm4_launch(code.va, self._kernargs.va + offset, grid, local)
+        words = [(a.addr if isinstance(a, Buffer) else int(a)) & _U64_MASK for a in args]
+        if is_amdgpu_code_object(program.binary):  # GPU machine code: tinyhil.amdgpu.gpu_kernel
+            kernel = self._gpu_kernel(program)
+            offset = self._kernarg_slot(kernel.kernarg_bytes())
+            assert self._kernargs is not None  # allocated by _kernarg_slot
+            data, launch = kernel.launch(self._kernargs.va + offset, words, grid, local)
+        else:
+            signature = tuple(ArgKind.POINTER if isinstance(a, Buffer | GpuPointer) else ArgKind.VALUE for a in args)
+            code = self._code_object(program, signature)
+            data = np.array(words, "<u8").tobytes()
+            offset = self._kernarg_slot(len(data))
+            assert self._kernargs is not None  # allocated by _kernarg_slot
+            launch = pm4_launch(code.va, self._kernargs.va + offset, grid, local)
+        if data:
+            self._host_write(self._kernargs, offset, data)
         self._submit_profiled(QueueKind.COMPUTE, [launch], program.name, key=program.key, grid=list(grid),
                               local=list(local))  # fmt: skip
 

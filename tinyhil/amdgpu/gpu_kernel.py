@@ -22,14 +22,16 @@ from dataclasses import dataclass
 from typing import Final
 
 from tinyhil.amdgpu.code_object import KernelDescriptor, hidden_kernargs, load_code_object, user_sgprs
-from tinyhil.amdgpu.errors import CodeObjectError
+from tinyhil.amdgpu.errors import CodeObjectError, KernelLoadError
 from tinyhil.amdgpu.pm4 import pm4_launch_kernel
+from tinyhil.device import Program
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdhsa import ELF_MAGIC, EM_AMDGPU, KernelCodeProperty
 
 from ._packet import Packet
 
-__all__ = ["DISPATCH_PACKET_BYTES", "GpuKernel", "is_amdgpu_code_object", "kernarg_segment", "load_gpu_kernel"]
+__all__ = ["DISPATCH_PACKET_BYTES", "GpuKernel", "is_amdgpu_code_object", "kernarg_segment", "load_gpu_kernel",
+           "load_program_kernel"]  # fmt: skip
 
 _E_MACHINE: Final = struct.Struct("<H")
 _E_MACHINE_OFFSET: Final = 18
@@ -107,6 +109,19 @@ def load_gpu_kernel(binary: bytes, name: str, base: int) -> GpuKernel:
     if base % 256:
         raise CodeObjectError(f"base={base:#x}, expected a 256-byte aligned GPU address")
     return GpuKernel(kd, base, co.image)
+
+
+def load_program_kernel(target: str, program: Program) -> GpuKernel:
+    """:func:`load_gpu_kernel` of ``program`` at base 0, as the runtime loads it before its first dispatch.
+
+    Raises:
+        KernelLoadError: the code object cannot load (the reason names why), as for a host-native program.
+    """
+    try:
+        return load_gpu_kernel(program.binary, program.name, 0)
+    except CodeObjectError as error:
+        raise KernelLoadError(f"{target}: program {program.name!r} ({program.key}) cannot load: {error}",
+                              program=program.name, reason=str(error), target=target) from None  # fmt: skip
 
 
 def kernarg_segment(
