@@ -253,7 +253,7 @@ MOCKKFD_GPUS: Final = 2  # a MOCKKFD+AMD machine has two GPUs of the chosen arch
 MOCKKFD_MAX_GPUS: Final = 8  # the largest emulated machine (an 8-GPU node, as in a real server); MOCKKFD:7+AMD at most
 MOCKKFD_VRAM_BYTES: Final = 256 << 20
 MOCKKFD_CAPABILITIES: Final = ["kfd", "sdma", "compute", "signals", "copyin", "copyout", "copy", "fill", "compile",
-                               "exec", "timestamps", "memory-faults", "multi-gpu"]  # fmt: skip
+                               "exec", "timestamps", "memory-faults", "multi-gpu", "fault-recovery"]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

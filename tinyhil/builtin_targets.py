@@ -178,7 +178,8 @@ def amd_usb(resolved: Target, options: UsbAmdOptions) -> Device:
 
 
 NO_KFD_REASON = "no /dev/kfd: the amdgpu driver's KFD is not present on this machine"
-KFD_CAPABILITIES = ["kfd", "sdma", "signals", "copyin", "copyout", "copy", "fill", "timestamps", "real-hardware"]
+KFD_CAPABILITIES = ["kfd", "sdma", "signals", "copyin", "copyout", "copy", "fill", "timestamps", "real-hardware",
+                    "fault-recovery"]  # fmt: skip
 
 
 def _kfd_probe(*, fileio: FileIO | None = None) -> str | None:

@@ -53,7 +53,8 @@ from tinyhil.usbgpu.gfx1100_gpu import Gfx1100UsbGpu, open_usb_gpu
 
 __all__ = ["USB_AMD_CAPABILITIES", "USB_CAPABILITIES", "UsbAmdDevice"]
 
-USB_CAPABILITIES: Final = frozenset({"usb3", "sram-windows", "pcie", "memory-faults"})  # faults: per-allocation maps
+# faults: per-allocation maps; fault-recovery: _replace_queue
+USB_CAPABILITIES: Final = frozenset({"usb3", "sram-windows", "pcie", "memory-faults", "fault-recovery"})
 # What UsbAmdDevice does without a compiler (the USB path on every target: USB+AMD, MOCKUSB+AMD, REPLAY+AMD).
 USB_AMD_CAPABILITIES: Final = AMD_CAPABILITIES | USB_CAPABILITIES
 _POINTERS_VA: Final = 0x0
