@@ -12,7 +12,7 @@ from support.rdna3 import needs_clang
 from support.rdna3_corpus import SOURCE, divloop_reference
 
 from tinyhil.amdgpu.device_base import GpuPointer
-from tinyhil.amdgpu.errors import QueueStopped
+from tinyhil.amdgpu.errors import KernelLoadError, QueueStopped
 from tinyhil.device import Buffer, Device, Program
 from tinyhil.emulators.amdgpu.pm4 import Pm4Engine
 from tinyhil.emulators.amdgpu.rdna3.executor import ProgramCache
@@ -179,3 +179,10 @@ def test_an_endless_loop_ends_at_the_step_budget_and_the_device_runs_on(
     with pytest.raises(WAVE_TRAP_ERRORS[dev.name]):
         dev.synchronize()
     _next_dispatch_runs(dev)
+
+
+def test_a_gfx1201_code_object_is_refused_at_load_naming_the_arch() -> None:
+    with open_target("MOCKKFD+AMD:LLVM:gfx1201") as device:
+        program = device.compile(STORE, "store")
+        with pytest.raises(KernelLoadError, match=r"built for gfx1201 \(e_flags 0x[0-9a-f]+\), expected gfx1100"):
+            device.exec(program, 1, 32, [device.alloc(128)])
