@@ -41,7 +41,7 @@ from tinyhil.spec.amdhsa import (
 
 from .errors import CodeObjectError
 
-__all__ = ["CodeObject", "KernelDescriptor", "hidden_kernargs", "load_code_object", "user_sgprs"]
+__all__ = ["CodeObject", "KernelDescriptor", "grid_dims", "hidden_kernargs", "load_code_object", "user_sgprs"]
 
 _EHDR: Final = struct.Struct("<16sHHIQQQIHHHHHH")
 _SHDR: Final = struct.Struct("<IIQQQQIIQQ")
@@ -284,10 +284,13 @@ _HIDDEN: Final[dict[str, Callable[[tuple[int, int, int], tuple[int, int, int]], 
     "hidden_group_size_x": lambda grid, block: block[0],
     "hidden_group_size_y": lambda grid, block: block[1],
     "hidden_group_size_z": lambda grid, block: block[2],
-    "hidden_grid_dims": lambda grid, block: (
-        1 + (grid[1] * block[1] > 1 or grid[2] * block[2] > 1) + (grid[2] * block[2] > 1)
-    ),
+    "hidden_grid_dims": lambda grid, block: grid_dims(grid, block),
 }
+
+
+def grid_dims(grid: tuple[int, int, int], block: tuple[int, int, int]) -> int:
+    """The dispatch's dimensions (1-3): the highest one with more than one work-item."""
+    return 1 + (grid[1] * block[1] > 1 or grid[2] * block[2] > 1) + (grid[2] * block[2] > 1)
 
 
 def hidden_kernargs(kd: KernelDescriptor, grid: tuple[int, int, int], block: tuple[int, int, int]) -> bytes:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from tinyhil.amdgpu.code_object import KernelDescriptor, hidden_kernargs, load_code_object, user_sgprs
+from tinyhil.amdgpu.code_object import KernelDescriptor, grid_dims, hidden_kernargs, load_code_object, user_sgprs
 from tinyhil.amdgpu.errors import CodeObjectError, KernelLoadError
 from tinyhil.amdgpu.pm4 import pm4_launch_kernel
 from tinyhil.device import Program
@@ -77,8 +77,7 @@ class GpuKernel:
         b = (int(block[0]), int(block[1]), int(block[2]))
         segment = kernarg_segment(self.kd, words, g, b)
         packet_va = kernarg_va + self.kernarg_bytes() - DISPATCH_PACKET_BYTES
-        dims = 1 + (g[1] * b[1] > 1 or g[2] * b[2] > 1) + (g[2] * b[2] > 1)
-        packet = _DISPATCH_PACKET.pack(0, dims, *b, 0, *(n * k for n, k in zip(g, b, strict=True)),
+        packet = _DISPATCH_PACKET.pack(0, grid_dims(g, b), *b, 0, *(n * k for n, k in zip(g, b, strict=True)),
                                        self.kd.private_segment_fixed_size, self.kd.group_segment_fixed_size,
                                        self.base + self.kd.descriptor_vaddr, kernarg_va, 0, 0)  # fmt: skip
         slot = segment.ljust(self.kernarg_bytes() - DISPATCH_PACKET_BYTES, b"\0") + packet
