@@ -93,7 +93,9 @@ def _renderer_line(definition: _Definition) -> str:
     parts = []
     for compiler in sorted(compiler2tokens):
         default = " (the default)" if compiler == definition.default_renderer else ""
-        parts.append(f"{_code(sorted(compiler2tokens[compiler]))} select the `{compiler}` compiler{default}")
+        tokens = sorted(compiler2tokens[compiler])
+        verb = "selects" if len(tokens) == 1 else "select"
+        parts.append(f"{_code(tokens)} {verb} the `{compiler}` compiler{default}")
     return "; ".join(parts)
 
 

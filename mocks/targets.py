@@ -167,15 +167,16 @@ def open_mock_usb3(resolved: Target | str = "MOCKUSB+AMD", **options: Any) -> Mo
 )
 def mock_usb_amd(resolved: Target, options: MockUsbOptions) -> Device:
     """The USB device runtime over a fresh MockUSB3 board with a gfx1100 behind the bridge."""
-    from tinyhil.compiler import HostCCompiler
+    from tinyhil.compiler_amdgpu import amd_compiler
     from tinyhil.mocks.usb3 import MockUSB3
     from tinyhil.usbgpu.amd_device import UsbAmdDevice
 
+    compiler = amd_compiler(resolved.name, resolved.renderer, resolved.arch)
     board = {"gfx_target_version": GFX_TARGET_VERSIONS[resolved.arch or MOCKUSB_ARCHS[0]], **options.board()}
     firmware = options.firmware_source()  # the emulated PSP checks headers, not signatures (docs/gfx1100.md)
     if options.record is None:
         usb = MockUSB3(**board)
-        return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=options.revision, on_close=usb.close,
+        return UsbAmdDevice(resolved.name, usb, compiler=compiler, revision=options.revision, on_close=usb.close,
                             firmware=firmware)  # fmt: skip
     from tinyhil.mocks.replay import open_recorded_usb3, recording_header
     from tinyhil.trace.recorder import TraceRecorder
@@ -191,7 +192,7 @@ def mock_usb_amd(resolved: Target, options: MockUsbOptions) -> Device:
         finally:
             recorder.save(path)
 
-    return UsbAmdDevice(resolved.name, usb, compiler=HostCCompiler(), revision=options.revision, on_close=close,
+    return UsbAmdDevice(resolved.name, usb, compiler=compiler, revision=options.revision, on_close=close,
                         firmware=firmware)  # fmt: skip
 
 
@@ -252,7 +253,7 @@ MOCKKFD_GPUS: Final = 2  # a MOCKKFD+AMD machine has two GPUs of the chosen arch
 MOCKKFD_MAX_GPUS: Final = 8  # the largest emulated machine (an 8-GPU node, as in a real server); MOCKKFD:7+AMD at most
 MOCKKFD_VRAM_BYTES: Final = 256 << 20
 MOCKKFD_CAPABILITIES: Final = ["kfd", "sdma", "compute", "signals", "copyin", "copyout", "copy", "fill", "compile",
-                               "exec", "timestamps", "memory-faults", "multi-gpu"]  # fmt: skip
+                               "exec", "timestamps", "memory-faults", "multi-gpu", "fault-recovery"]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,9 +299,11 @@ def mock_kfd_amd(resolved: Target, options: MockKfdOptions) -> Device:
     count = options.gpus if options.gpus is not None else max(MOCKKFD_GPUS, index + 1)
     if index >= count:
         raise InvalidArgument(f"{resolved.name}: GPU index {index}, expected < gpus={count}")
-    from tinyhil.compiler import HostCCompiler
+    from tinyhil.compiler_amdgpu import amd_compiler
     from tinyhil.kfd.amd_device import KfdAmdDevice
     from tinyhil.mocks.kfd import MockKFD
+
+    compiler = amd_compiler(resolved.name, resolved.renderer, resolved.arch)
 
     mock = MockKFD(gpus=count, arch=resolved.arch or AMD_ARCHS[0], vram_bytes=options.vram_bytes, seed=options.seed,
                    faults=options.faults)  # fmt: skip
@@ -308,7 +311,7 @@ def mock_kfd_amd(resolved: Target, options: MockKfdOptions) -> Device:
         resolved.name,
         mock.fileio,
         gpu_index=index,
-        compiler=HostCCompiler(),
+        compiler=compiler,
         capabilities={"memory-faults"},
         on_close=mock.close,
     )

@@ -16,7 +16,8 @@ from tinyhil._check import check_int
 from tinyhil.amdgpu.device_base import WAIT_TIMEOUT_MS
 from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource
 from tinyhil.cache import ArtifactError
-from tinyhil.compiler import AMD_RENDERERS, HOST_CC_RENDERERS, HostCCompiler
+from tinyhil.compiler import AMD_RENDERERS
+from tinyhil.compiler_amdgpu import amd_compiler
 from tinyhil.device import Device
 from tinyhil.errors import TargetUnavailable
 from tinyhil.fileio import FileIO, RealFileIO
@@ -56,14 +57,15 @@ class NullOptions:
 @target(
     "NULL",
     capabilities=NULL_CAPABILITIES,
-    renderers=HOST_CC_RENDERERS,
+    renderers=AMD_RENDERERS,
     default_renderer="CC",
     summary="runs nothing: bookkeeping, real compilation, fixed virtual durations",
     options=NullOptions,
 )
 def null(resolved: Target, options: NullOptions) -> Device:
     """Open a NULL device (``allow_copyout=True`` makes copyout return zeros instead of raising)."""
-    return NullDevice(resolved.name, HostCCompiler(), allow_copyout=options.allow_copyout)
+    compiler = amd_compiler(resolved.name, resolved.renderer, resolved.arch)
+    return NullDevice(resolved.name, compiler, allow_copyout=options.allow_copyout)
 
 
 def _qemucc_aarch64_probe() -> str | None:
@@ -176,7 +178,8 @@ def amd_usb(resolved: Target, options: UsbAmdOptions) -> Device:
 
 
 NO_KFD_REASON = "no /dev/kfd: the amdgpu driver's KFD is not present on this machine"
-KFD_CAPABILITIES = ["kfd", "sdma", "signals", "copyin", "copyout", "copy", "fill", "timestamps", "real-hardware"]
+KFD_CAPABILITIES = ["kfd", "sdma", "signals", "copyin", "copyout", "copy", "fill", "timestamps", "real-hardware",
+                    "fault-recovery"]  # fmt: skip
 
 
 def _kfd_probe(*, fileio: FileIO | None = None) -> str | None:

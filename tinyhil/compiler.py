@@ -16,10 +16,12 @@ from tinyhil.portable_kernel import with_portable_header
 __all__ = ["AMD_RENDERERS", "COMPILE_TIMEOUT_S", "HOST_CC_RENDERERS", "Compiler", "HostCCompiler"]
 
 COMPILE_TIMEOUT_S: Final = 120.0
-# Renderer tokens a tinygrad user may write, mapped to the compiler tinyhil has for them: the host C compiler
-# (the emulated GPUs run host-native code objects, see docs/amdgpu.md "Kernel executor").
-HOST_CC_RENDERERS: Final = {"CC": "CC", "CLANG": "CC", "LLVM": "CC"}
-AMD_RENDERERS: Final = {**HOST_CC_RENDERERS, "HIP": "CC", "AMD": "CC"}
+# Renderer tokens a target accepts, mapped to the compiler each selects (docs/compiler.md): ``CC`` and tinygrad's
+# ``CLANG`` are the host C compiler (host-native code objects, the emulated GPUs' fast path); ``LLVM`` is real GPU
+# code, an AMDHSA code object from clang's AMDGPU backend (``tinyhil.compiler_amdgpu``). No other token is
+# accepted: tinyhil has no HIP compiler, so ``HIP`` and ``AMD`` are unknown renderers, never another compiler.
+HOST_CC_RENDERERS: Final = {"CC": "CC", "CLANG": "CC"}
+AMD_RENDERERS: Final = {**HOST_CC_RENDERERS, "LLVM": "LLVM"}
 
 
 @runtime_checkable

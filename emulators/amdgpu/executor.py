@@ -3,8 +3,9 @@
 The shipped :class:`HostNativeExecutor` runs host-native code objects (``tinyhil.spec.code_object``): it loads
 each distinct shared object once per process (from memory: ``memfd_create`` + ``dlopen`` of
 ``/proc/self/fd/N``, no file left behind), translates each pointer argument through the GPU translation function
-(the pointer must lie inside a mapping) and calls the entry point once per workgroup. An ISA-level executor can
-plug in behind :class:`KernelExecutor` later.
+(the pointer must lie inside a mapping) and calls the entry point once per workgroup. Another executor of
+host-native programs can plug in behind :class:`KernelExecutor`; GPU machine code goes to the RDNA3 wave executor
+(``rdna3``, called by the PM4 engine with the dispatch's registers).
 
 A host kernel runs in this process: a kernel that writes past its buffers corrupts (or crashes) the process, as a
 real kernel would fault the GPU. Only the argument pointers are checked.

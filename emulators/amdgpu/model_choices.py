@@ -32,3 +32,4 @@ class ErrorCode(IntEnum):
     POLL_TIMEOUT = 4  # queue hung
     BAD_WPTR = 5  # the write pointer moved backwards or ran more than a ring ahead of the read pointer
     KERNEL_ERROR = 7  # DISPATCH_DIRECT: the program is not a loadable code object
+    WAVE_TRAP = 8  # DISPATCH_DIRECT: a wave of GPU machine code trapped (illegal instruction, step budget, ...)

@@ -7,10 +7,12 @@ from typing import ClassVar, Final
 
 import numpy as np
 
+from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu import QueueKind
 from tinyhil.spec.amdgpu_pm4 import (
     COMPUTE_NUM_THREAD_FULL,
     COMPUTE_PGM_ADDR_SHIFT,
+    DISPATCH_INITIATOR_CS_W32_EN,
     INDIRECT_BUFFER_IB_SIZE,
     PM4_BODY_DWORDS,
     PM4_HEADER_COUNT,
@@ -41,12 +43,15 @@ from tinyhil.spec.amdgpu_pm4 import (
     WriteDataDstSel,
     WriteDataDw,
 )
+from tinyhil.spec.code_object import CODE_OBJECT_MAGIC
 
 from .engine import RingEngine
-from .errors import KernelError
+from .errors import KernelError, WaveTrap
 from .executor import Launch
 from .model_choices import ErrorCode
 from .packets import DONE, OpResult, Packet, PacketError, dword_bytes
+from .rdna3 import DispatchSetup, run_dispatch
+from .rdna3.executor import DEFAULT_STEP_BUDGET
 from .services import Interrupt, InterruptKind
 
 __all__ = ["Pm4Engine"]
@@ -76,14 +81,19 @@ class Pm4Engine(RingEngine):
     | 0x15 | DISPATCH_DIRECT | 4 | hand the launch the SH registers describe to the executor |
 
     Register file: SH ``0x2C00..0x2FFF`` and UCONFIG ``0xC000..0xFFFF`` (dword indices); DISPATCH_DIRECT reads
-    COMPUTE_PGM_LO/HI (program address >> 8), COMPUTE_NUM_THREAD_X/Y/Z bits 0-15 (workgroup size) and
-    COMPUTE_USER_DATA_0/1 (argument buffer address).
+    COMPUTE_PGM_LO/HI (program address >> 8) and COMPUTE_NUM_THREAD_X/Y/Z bits 0-15 (workgroup size), then looks
+    at the program: a host-native code object (``THILCODE`` header) goes to ``services.executor`` with
+    COMPUTE_USER_DATA_0/1 as its argument buffer; anything else is GPU machine code for the RDNA3 wave executor
+    (docs/rdna3.md), set up from COMPUTE_PGM_RSRC1/2/3, COMPUTE_USER_DATA_0..15 and DISPATCH_INITIATOR.CS_W32_EN,
+    within :attr:`WAVE_STEP_BUDGET` group steps. A wave trap stops the queue (``ErrorCode.WAVE_TRAP``, the PC and
+    the instruction in the message); a kernel's access to an unmapped address is the queue's memory fault.
     """
 
     KIND: ClassVar[QueueKind] = QueueKind.COMPUTE
     MAX_IB_DEPTH: ClassVar[int] = 2
     OPCODE_NAMES: ClassVar[type[Pm4Op]] = Pm4Op
     NOP_OPCODE: ClassVar[int] = _NOP
+    WAVE_STEP_BUDGET: ClassVar[int] = DEFAULT_STEP_BUDGET  # group steps one machine-code dispatch may take
 
     def reset(self) -> None:
         super().reset()
@@ -238,6 +248,8 @@ class Pm4Engine(RingEngine):
         launch = Launch(program, grid, (group_size[0], group_size[1], group_size[2]), args)
         if not launch.workgroups:
             return DONE
+        if bytes(self.services.memory.read(program, len(CODE_OBJECT_MAGIC))) != CODE_OBJECT_MAGIC:
+            return self._dispatch_machine_code(packet, grid, launch.group_size)
         try:
             written = self.services.executor.dispatch(self.services.memory, launch)
         except KernelError as error:
@@ -246,3 +258,33 @@ class Pm4Engine(RingEngine):
             self.services.memory.notify_written(va, nbytes)
         self.cost_ns += self.services.timing.dispatch_cost_ns(launch.workgroups)
         return DONE
+
+    def _dispatch_machine_code(
+        self, packet: Packet, grid: tuple[int, int, int], group_size: tuple[int, int, int]
+    ) -> OpResult:
+        starts = [self.sh_reg(r) for r in (ShReg.COMPUTE_START_X, ShReg.COMPUTE_START_Y, ShReg.COMPUTE_START_Z)]
+        if any(starts):
+            raise self._bad(f"COMPUTE_START_X/Y/Z = {starts}, expected 0 (partial grids are not modelled)")
+        if not DISPATCH_INITIATOR_CS_W32_EN.get(packet[DispatchDirectDw.DISPATCH_INITIATOR]):
+            raise PacketError(ErrorCode.KERNEL_ERROR, "DISPATCH_DIRECT: a wave64 dispatch (DISPATCH_INITIATOR."
+                              "CS_W32_EN clear); the RDNA3 executor runs wave32 only (docs/rdna3.md)")  # fmt: skip
+        first = ShReg.COMPUTE_USER_DATA_0 - SH_REG_BASE
+        try:
+            setup = self._setup(first, grid, group_size)
+        except InvalidArgument as error:
+            raise self._bad(str(error)) from None
+        try:
+            run_dispatch(self.services.memory, setup, step_budget=self.WAVE_STEP_BUDGET)
+        except WaveTrap as trap:
+            raise PacketError(ErrorCode.WAVE_TRAP, f"DISPATCH_DIRECT: {trap}") from None
+        self.cost_ns += self.services.timing.dispatch_cost_ns(grid[0] * grid[1] * grid[2])
+        return DONE
+
+    def _setup(self, first: int, grid: tuple[int, int, int], group_size: tuple[int, int, int]) -> DispatchSetup:
+        return DispatchSetup(
+            self.sh_reg(ShReg.COMPUTE_PGM_LO), self.sh_reg(ShReg.COMPUTE_PGM_HI),
+            self.sh_reg(ShReg.COMPUTE_PGM_RSRC1), self.sh_reg(ShReg.COMPUTE_PGM_RSRC2),
+            self.sh_reg(ShReg.COMPUTE_PGM_RSRC3),
+            tuple(int(v) for v in self.sh_regs[first : ShReg.COMPUTE_USER_DATA_15 - SH_REG_BASE + 1]),
+            group_size, grid,
+        )  # fmt: skip

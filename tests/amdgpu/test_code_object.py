@@ -74,6 +74,7 @@ MALFORMED: list[tuple[str, Callable[[bytes], bytes], str]] = [
     ("bad magic", lambda d: b"\x7fELG" + d[4:], "magic"),
     ("32-bit class", _patch(4, "<B", 1), "64-bit little-endian"),
     ("wrong e_machine", _patch(18, "<H", 62), "e_machine=62, expected EM_AMDGPU"),
+    ("built for gfx1201", _patch(48, "<I", 0x54E), r"built for gfx1201 \(e_flags 0x54e\), expected gfx1100"),
     ("wrong OS ABI", _patch(7, "<B", 0), "EI_OSABI=0"),
     ("code object v3", _patch(8, "<B", 1), "EI_ABIVERSION=1"),
     ("empty", lambda d: b"", "magic"),
@@ -122,5 +123,6 @@ def test_objects_without_kernels_are_refused() -> None:
     header[:4] = b"\x7fELF"
     header[4], header[5], header[7], header[8] = 2, 1, 64, 3
     struct.pack_into("<H", header, 18, 224)
+    struct.pack_into("<I", header, 48, 0x41)  # gfx1100
     with pytest.raises(CodeObjectError, match="no kernel descriptors"):
         load_code_object(bytes(header))

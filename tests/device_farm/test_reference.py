@@ -87,7 +87,7 @@ def test_renderers_archs_and_fixed_names_are_spelled_out() -> None:
     text = render_target_reference(_registry(generic, fixed))
     section = _section(text, "EMU+X")
     assert (
-        "- **Renderers**: `CC`, `LLVM` select the `CC` compiler (the default); `OTHER` select the `OTHERCC` compiler"
+        "- **Renderers**: `CC`, `LLVM` select the `CC` compiler (the default); `OTHER` selects the `OTHERCC` compiler"
         in section
     )
     assert "- **Archs**: `m2` (the default), `m1`" in section

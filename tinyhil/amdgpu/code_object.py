@@ -16,6 +16,8 @@ from typing import Any, Final
 from tinyhil.spec.amdhsa import (
     ABI_VERSION_TO_CODE_OBJECT,
     EF_AMDGPU_MACH,
+    EF_AMDGPU_MACH_AMDGCN_GFX1100,
+    EF_AMDGPU_MACH_NAMES,
     EI_ABIVERSION,
     EI_CLASS,
     EI_DATA,
@@ -39,7 +41,7 @@ from tinyhil.spec.amdhsa import (
 
 from .errors import CodeObjectError
 
-__all__ = ["CodeObject", "KernelDescriptor", "hidden_kernargs", "load_code_object", "user_sgprs"]
+__all__ = ["CodeObject", "KernelDescriptor", "grid_dims", "hidden_kernargs", "load_code_object", "user_sgprs"]
 
 _EHDR: Final = struct.Struct("<16sHHIQQQIHHHHHH")
 _SHDR: Final = struct.Struct("<IIQQQQIIQQ")
@@ -187,12 +189,14 @@ def _image(segments: list[tuple[Any, ...]], data: bytes) -> bytes:
     return bytes(image)
 
 
-def load_code_object(data: bytes) -> CodeObject:
-    """Parse and check an AMDHSA code object.
+def load_code_object(data: bytes, *, mach: int = EF_AMDGPU_MACH_AMDGCN_GFX1100) -> CodeObject:
+    """Parse and check an AMDHSA code object built for the processor ``mach`` (e_flags, default gfx1100: the
+    processor the emulated GPUs run, docs/rdna3.md).
 
     Raises:
-        CodeObjectError: not ELF64 little-endian, not EM_AMDGPU / AMDGPU-HSA, an unknown code object version,
-            a table or descriptor past the file's bytes, a descriptor outside the load image, or no kernels.
+        CodeObjectError: not ELF64 little-endian, not EM_AMDGPU / AMDGPU-HSA, built for another processor (gfx1201's
+            RDNA4 encodings are not gfx1100's), an unknown code object version, a table or descriptor past the
+            file's bytes, a descriptor outside the load image, or no kernels.
     """
     data = bytes(data)
     if data[:4] != ELF_MAGIC:
@@ -206,6 +210,9 @@ def load_code_object(data: bytes) -> CodeObject:
         raise _fail(f"e_machine={machine}, expected EM_AMDGPU ({EM_AMDGPU})")
     if ident[EI_OSABI] != ELFOSABI_AMDGPU_HSA:
         raise _fail(f"EI_OSABI={ident[EI_OSABI]}, expected ELFOSABI_AMDGPU_HSA ({ELFOSABI_AMDGPU_HSA})")
+    if flags & EF_AMDGPU_MACH != mach:
+        built, expected = (EF_AMDGPU_MACH_NAMES.get(m, f"machine {m:#x}") for m in (flags & EF_AMDGPU_MACH, mach))
+        raise CodeObjectError(f"code object built for {built} (e_flags {flags:#x}), expected {expected}")
     version = ABI_VERSION_TO_CODE_OBJECT.get(ident[EI_ABIVERSION])
     if version is None:
         raise _fail(
@@ -277,10 +284,13 @@ _HIDDEN: Final[dict[str, Callable[[tuple[int, int, int], tuple[int, int, int]], 
     "hidden_group_size_x": lambda grid, block: block[0],
     "hidden_group_size_y": lambda grid, block: block[1],
     "hidden_group_size_z": lambda grid, block: block[2],
-    "hidden_grid_dims": lambda grid, block: (
-        1 + (grid[1] * block[1] > 1 or grid[2] * block[2] > 1) + (grid[2] * block[2] > 1)
-    ),
+    "hidden_grid_dims": lambda grid, block: grid_dims(grid, block),
 }
+
+
+def grid_dims(grid: tuple[int, int, int], block: tuple[int, int, int]) -> int:
+    """The dispatch's dimensions (1-3): the highest one with more than one work-item."""
+    return 1 + (grid[1] * block[1] > 1 or grid[2] * block[2] > 1) + (grid[2] * block[2] > 1)
 
 
 def hidden_kernargs(kd: KernelDescriptor, grid: tuple[int, int, int], block: tuple[int, int, int]) -> bytes:

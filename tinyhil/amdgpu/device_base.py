@@ -43,6 +43,7 @@ import numpy as np
 from tinyhil.align import round_up
 from tinyhil.amdgpu._loader import load_error
 from tinyhil.amdgpu.errors import KernelLoadError
+from tinyhil.amdgpu.gpu_kernel import GpuKernel, is_amdgpu_code_object, load_program_kernel
 from tinyhil.amdgpu.pm4 import pm4_launch, pm4_release_mem, pm4_wait_reg_mem
 from tinyhil.amdgpu.sdma import (
     sdma_const_fill,
@@ -169,6 +170,7 @@ class _PendingProfile:
     key: str | None
     start_slot: int
     args: tuple[tuple[str, Any], ...]
+    sequence: int  # the submission's timeline value
 
 
 class AmdDeviceBase(DeviceBase):
@@ -192,6 +194,7 @@ class AmdDeviceBase(DeviceBase):
         self._started = False
         self._buffers: dict[int, GpuRegion] = {}
         self._code: dict[tuple[str, str, tuple[ArgKind, ...]], GpuRegion] = {}
+        self._gpu_kernels: dict[tuple[str, str], GpuKernel] = {}
         self._timelines: dict[QueueKind, _Timeline] = {}
         self._pending: list[_PendingProfile] = []
 
@@ -228,6 +231,10 @@ class AmdDeviceBase(DeviceBase):
 
     def _release(self) -> None:
         """Release the path's resources (queues, events, files) when the device closes; regions are freed first."""
+        return None
+
+    def _replace_queue(self, kind: QueueKind, ring: AmdRing) -> AmdRing | None:
+        """A fresh ``kind`` queue for the stopped ``ring`` (destroyed), or ``None``: the device stays failed."""
         return None
 
     # --- start and stop ------------------------------------------------------------------------------------------
@@ -273,11 +280,25 @@ class AmdDeviceBase(DeviceBase):
         try:
             self._wait(lambda: self._signal_value(timeline) >= value, what)
         except DeviceError as error:
-            self.failure = error
+            if not self._recover(timeline):
+                self.failure = error
             raise
         timeline.completed = max(timeline.completed, self._signal_value(timeline))
         if timeline.completed >= timeline.submitted:
             timeline.bytes_since_completed = 0
+
+    def _recover(self, timeline: _Timeline) -> bool:
+        """A stopped compute queue replaced, its unfinished work abandoned (timeline marked complete); False: none."""
+        ring = self._replace_queue(timeline.kind, timeline.ring) if timeline.kind is QueueKind.COMPUTE else None
+        if ring is None:
+            return False
+        timeline.ring = ring
+        done = self._signal_value(timeline)  # abandoned submissions have no end timestamp: no range to record
+        self._pending = [e for e in self._pending if e.queue != "compute" or e.sequence <= done]
+        timeline.completed = timeline.submitted
+        timeline.bytes_since_completed = 0
+        self._host_write(self._signals, timeline.slot * _SLOT_BYTES, timeline.submitted.to_bytes(_SLOT_BYTES, "little"))
+        return True
 
     def _fence(self, timeline: _Timeline, value: int) -> list[np.ndarray]:
         event = self._completion
@@ -338,7 +359,8 @@ class AmdDeviceBase(DeviceBase):
             stamp = ReleaseMemDataSel.TIMESTAMP
             stamps = (pm4_release_mem(start, data_sel=stamp), pm4_release_mem(end, data_sel=stamp))
         queue = "copy" if kind is QueueKind.SDMA else "compute"
-        self._pending.append(_PendingProfile(name, queue, key, slot, tuple(sorted(args.items()))))
+        sequence = self._timelines[kind].submitted + 1  # the value _submit fences this work with
+        self._pending.append(_PendingProfile(name, queue, key, slot, tuple(sorted(args.items())), sequence))
         return self._submit(kind, [stamps[0], *packets, stamps[1]])
 
     def _resolve_profile(self) -> None:
@@ -437,15 +459,32 @@ class AmdDeviceBase(DeviceBase):
         self._kernarg_offset += size
         return offset
 
+    def _gpu_kernel(self, program: Program) -> GpuKernel:
+        """An AMDGPU code object's kernel, loaded and its image in GPU memory (once per program)."""
+        key = (program.key, program.name)
+        if key not in self._gpu_kernels:
+            kernel = load_program_kernel(self.name, program)
+            self._code[(*key, ())] = region = self._gpu_alloc(len(kernel.image), MemoryUse.KERNEL)  # page aligned
+            self._host_write(region, 0, kernel.image)
+            self._gpu_kernels[key] = GpuKernel(kernel.kd, region.va, kernel.image)
+        return self._gpu_kernels[key]
+
     def _exec(self, program: Program, grid: Dim3, local: Dim3, args: tuple[KernelArg, ...]) -> None:
-        signature = tuple(ArgKind.POINTER if isinstance(a, Buffer | GpuPointer) else ArgKind.VALUE for a in args)
-        code = self._code_object(program, signature)
-        values = np.array([(a.addr if isinstance(a, Buffer) else int(a)) & _U64_MASK for a in args], "<u8")
-        offset = self._kernarg_slot(values.nbytes)
-        assert self._kernargs is not None  # allocated by _kernarg_slot
-        if values.size:
-            self._host_write(self._kernargs, offset, values.tobytes())
-        launch = pm4_launch(code.va, self._kernargs.va + offset, grid, local)
+        words = [(a.addr if isinstance(a, Buffer) else int(a)) & _U64_MASK for a in args]
+        if is_amdgpu_code_object(program.binary):  # GPU machine code: tinyhil.amdgpu.gpu_kernel
+            kernel = self._gpu_kernel(program)
+            offset = self._kernarg_slot(kernel.kernarg_bytes())
+            assert self._kernargs is not None  # allocated by _kernarg_slot
+            data, launch = kernel.launch(self._kernargs.va + offset, words, grid, local)
+        else:
+            signature = tuple(ArgKind.POINTER if isinstance(a, Buffer | GpuPointer) else ArgKind.VALUE for a in args)
+            code = self._code_object(program, signature)
+            data = np.array(words, "<u8").tobytes()
+            offset = self._kernarg_slot(len(data))
+            assert self._kernargs is not None  # allocated by _kernarg_slot
+            launch = pm4_launch(code.va, self._kernargs.va + offset, grid, local)
+        if data:
+            self._host_write(self._kernargs, offset, data)
         self._submit_profiled(QueueKind.COMPUTE, [launch], program.name, key=program.key, grid=list(grid),
                               local=list(local))  # fmt: skip
 

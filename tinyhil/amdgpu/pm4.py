@@ -16,6 +16,8 @@ from tinyhil.spec.amdgpu import CompareFunction
 from tinyhil.spec.amdgpu_pm4 import (
     COMPUTE_NUM_THREAD_FULL,
     COMPUTE_PGM_ADDR_SHIFT,
+    DISPATCH_INITIATOR_COMPUTE_SHADER_EN,
+    DISPATCH_INITIATOR_CS_W32_EN,
     EVENT_CACHE_FLUSH_AND_INV_TS,
     EVENT_INDEX_END_OF_PIPE,
     INDIRECT_BUFFER_IB_SIZE,
@@ -55,6 +57,7 @@ __all__ = [
     "pm4_header",
     "pm4_indirect_buffer",
     "pm4_launch",
+    "pm4_launch_kernel",
     "pm4_nop",
     "pm4_release_mem",
     "pm4_set_sh_reg",
@@ -65,7 +68,8 @@ __all__ = [
 
 _COHER_SIZE_ALL = 0xFFFF_FFFF
 _COHER_SIZE_HI_ALL = 0xFF  # GC 10/11 COHER_SIZE_HI is 8 bits: the whole address space
-_DISPATCH_INITIATOR_COMPUTE_SHADER_EN = 1
+_TMPRING_WAVESIZE = 12  # COMPUTE_TMPRING_SIZE: WAVES bits 0-11, WAVESIZE (256-byte units per wave) from bit 12
+_TMPRING_UNIT_BYTES = 256
 
 
 def pm4_header(opcode: Pm4Op, body_dwords: int) -> int:
@@ -178,10 +182,11 @@ def pm4_write_data(dst: int, data: Any) -> Packet:
     return _type3(Pm4Op.WRITE_DATA, [control, lo32(dst), hi32(dst), *dwords.tolist()])
 
 
-def pm4_dispatch_direct(grid: Sequence[int]) -> Packet:
-    """DISPATCH_DIRECT of ``grid`` = (x, y, z) workgroups, compute shader enabled."""
+def pm4_dispatch_direct(grid: Sequence[int], *, wave32: bool = False) -> Packet:
+    """DISPATCH_DIRECT of ``grid`` = (x, y, z) workgroups, compute shader enabled; ``wave32`` sets CS_W32_EN."""
     x, y, z = (check_int(f"grid[{i}]", v, min_value=0, max_value=0xFFFF_FFFF) for i, v in enumerate(grid))
-    return _type3(Pm4Op.DISPATCH_DIRECT, [x, y, z, _DISPATCH_INITIATOR_COMPUTE_SHADER_EN])
+    initiator = DISPATCH_INITIATOR_COMPUTE_SHADER_EN.put(1) | DISPATCH_INITIATOR_CS_W32_EN.put(int(wave32))
+    return _type3(Pm4Op.DISPATCH_DIRECT, [x, y, z, initiator])
 
 
 def pm4_launch(program_va: int, args_va: int, grid: Sequence[int], group_size: Sequence[int]) -> Packet:
@@ -201,5 +206,44 @@ def pm4_launch(program_va: int, args_va: int, grid: Sequence[int], group_size: S
             pm4_set_sh_reg(ShReg.COMPUTE_NUM_THREAD_X, threads),
             pm4_set_sh_reg(ShReg.COMPUTE_USER_DATA_0, [lo32(args_va), hi32(args_va)]),
             pm4_dispatch_direct(grid),
+        ]
+    )
+
+
+def pm4_launch_kernel(
+    entry_va: int,
+    rsrc: Sequence[int],
+    user_data: Sequence[int],
+    grid: Sequence[int],
+    group_size: Sequence[int],
+    *,
+    wave32: bool,
+    private_bytes: int = 0,
+) -> Packet:
+    """The register writes a GPU kernel's dispatch needs, then DISPATCH_DIRECT, as a PM4 driver emits them:
+    COMPUTE_PGM_LO/HI (``entry_va`` >> 8), COMPUTE_PGM_RSRC1/2/3 (``rsrc``, from the kernel descriptor),
+    COMPUTE_USER_DATA_0.. (the user SGPRs the descriptor enables), COMPUTE_NUM_THREAD_X/Y/Z, COMPUTE_START_X/Y/Z
+    (0), COMPUTE_TMPRING_SIZE (``private_bytes`` per work-item, one wave's worth), COMPUTE_RESOURCE_LIMITS (0: no
+    limit); ``wave32`` sets DISPATCH_INITIATOR.CS_W32_EN."""
+    check_address("entry_va", entry_va, 1 << COMPUTE_PGM_ADDR_SHIFT)
+    if len(group_size) != 3 or len(grid) != 3 or len(rsrc) != 3:
+        raise InvalidArgument(f"grid={grid!r} group_size={group_size!r} rsrc={rsrc!r}, expected three values each")
+    if len(user_data) > ShReg.COMPUTE_USER_DATA_15 - ShReg.COMPUTE_USER_DATA_0 + 1:
+        raise InvalidArgument(f"{len(user_data)} user data dwords, expected at most 16")
+    rsrc1, rsrc2, rsrc3 = (check_int("rsrc", v, min_value=0, max_value=0xFFFF_FFFF) for v in rsrc)
+    threads = [COMPUTE_NUM_THREAD_FULL.put(check_int("group_size", v, min_value=1)) for v in group_size]
+    lanes = 32 if wave32 else 64
+    wave_units = -(-check_int("private_bytes", private_bytes, min_value=0) * lanes // _TMPRING_UNIT_BYTES)
+    program = entry_va >> COMPUTE_PGM_ADDR_SHIFT
+    return np.concatenate(
+        [
+            pm4_set_sh_reg(ShReg.COMPUTE_PGM_LO, [lo32(program), hi32(program)]),
+            pm4_set_sh_reg(ShReg.COMPUTE_PGM_RSRC1, [rsrc1, rsrc2]),
+            pm4_set_sh_reg(ShReg.COMPUTE_PGM_RSRC3, [rsrc3]),
+            pm4_set_sh_reg(ShReg.COMPUTE_RESOURCE_LIMITS, [0]),
+            pm4_set_sh_reg(ShReg.COMPUTE_TMPRING_SIZE, [wave_units << _TMPRING_WAVESIZE]),
+            pm4_set_sh_reg(ShReg.COMPUTE_START_X, [0, 0, 0, *threads]),
+            *([pm4_set_sh_reg(ShReg.COMPUTE_USER_DATA_0, list(user_data))] if len(user_data) else []),
+            pm4_dispatch_direct(grid, wave32=wave32),
         ]
     )

@@ -41,7 +41,7 @@ from tinyhil.spec.amdgpu import QueueKind
 __all__ = ["DEFAULT_STAGING_BYTES", "KFD_CAPABILITIES", "KfdAmdDevice"]
 
 DEFAULT_STAGING_BYTES: Final = 64 << 20
-KFD_CAPABILITIES: Final = frozenset({"kfd"})
+KFD_CAPABILITIES: Final = frozenset({"kfd", "fault-recovery"})  # fault-recovery: _replace_queue
 _POLL_MS: Final = 100  # one WAIT_EVENTS at most this long between checks of the awaited condition
 _NS_PER_MS: Final = 1_000_000
 _ENGINES: Final = {QueueKind.SDMA: QueueEngine.SDMA, QueueKind.COMPUTE: QueueEngine.COMPUTE}
@@ -210,6 +210,14 @@ class KfdAmdDevice(AmdDeviceBase):
         queue = self.gpu.create_queue(_ENGINES[kind])
         self._queues.append(queue)
         return queue
+
+    def _replace_queue(self, kind: QueueKind, ring: AmdRing) -> AmdRing | None:
+        for queue in self._queues:
+            if queue is ring:
+                self._queues.remove(queue)
+                self.gpu.destroy_queue(queue)
+                return self._create_queue(kind)
+        return None
 
     def _completion_event(self) -> CompletionEvent | None:
         self._event = self.kfd.create_event(auto_reset=True)

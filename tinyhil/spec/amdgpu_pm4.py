@@ -15,6 +15,8 @@ from .amdgpu import Field
 __all__ = [
     "COMPUTE_NUM_THREAD_FULL",
     "COMPUTE_PGM_ADDR_SHIFT",
+    "DISPATCH_INITIATOR_COMPUTE_SHADER_EN",
+    "DISPATCH_INITIATOR_CS_W32_EN",
     "EVENT_CACHE_FLUSH_AND_INV_TS",
     "EVENT_INDEX_END_OF_PIPE",
     "INDIRECT_BUFFER_IB_SIZE",
@@ -90,11 +92,19 @@ USER_DATA_REGS: Final = 16
 class ShReg(IntEnum):
     """SH registers DISPATCH_DIRECT reads (dword register indices, as in GC 9-11)."""
 
+    COMPUTE_START_X = 0x2E04  # first workgroup id of the dispatch, per dimension
+    COMPUTE_START_Y = 0x2E05
+    COMPUTE_START_Z = 0x2E06
     COMPUTE_NUM_THREAD_X = 0x2E07
     COMPUTE_NUM_THREAD_Y = 0x2E08
     COMPUTE_NUM_THREAD_Z = 0x2E09
     COMPUTE_PGM_LO = 0x2E0C  # program address >> 8
     COMPUTE_PGM_HI = 0x2E0D
+    COMPUTE_PGM_RSRC1 = 0x2E12  # the kernel descriptor's compute_pgm_rsrc1/2/3 (docs/rdna3.md)
+    COMPUTE_PGM_RSRC2 = 0x2E13
+    COMPUTE_RESOURCE_LIMITS = 0x2E15
+    COMPUTE_TMPRING_SIZE = 0x2E18  # scratch waves and bytes per wave
+    COMPUTE_PGM_RSRC3 = 0x2E28
     COMPUTE_USER_DATA_0 = 0x2E40  # user data 0/1: GPU address of the kernel-argument buffer
     COMPUTE_USER_DATA_1 = 0x2E41
     COMPUTE_USER_DATA_15 = 0x2E4F
@@ -215,7 +225,11 @@ class DispatchDirectDw(IntEnum):
     DIM_X = 1
     DIM_Y = 2
     DIM_Z = 3
-    DISPATCH_INITIATOR = 4  # bit 0 compute shader enable; ignored by the model
+    DISPATCH_INITIATOR = 4  # COMPUTE_DISPATCH_INITIATOR: DISPATCH_INITIATOR_* fields
+
+
+DISPATCH_INITIATOR_COMPUTE_SHADER_EN: Final = Field("compute_shader_en", 0, 1)
+DISPATCH_INITIATOR_CS_W32_EN: Final = Field("cs_w32_en", 15, 1)  # GC 10+: the dispatch runs wave32
 
 
 # Fixed body sizes (dwords after the header) of the PM4 packets whose body length the spec or GC 9-11 fixes.

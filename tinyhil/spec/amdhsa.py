@@ -14,6 +14,7 @@ __all__ = [
     "ABI_VERSION_TO_CODE_OBJECT",
     "EF_AMDGPU_MACH",
     "EF_AMDGPU_MACH_AMDGCN_GFX1100",
+    "EF_AMDGPU_MACH_NAMES",
     "EI_ABIVERSION",
     "EI_CLASS",
     "EI_DATA",
@@ -50,6 +51,9 @@ EM_AMDGPU: Final = 224
 ABI_VERSION_TO_CODE_OBJECT: Final = {2: 4, 3: 5, 4: 6}
 EF_AMDGPU_MACH: Final = 0xFF  # e_flags bits 0-7: the processor
 EF_AMDGPU_MACH_AMDGCN_GFX1100: Final = 0x41
+# Processor names of the e_flags machine values (LLVM's ELF.h EF_AMDGPU_MACH_AMDGCN_*), for messages.
+EF_AMDGPU_MACH_NAMES: Final = {0x41: "gfx1100", 0x46: "gfx1101", 0x47: "gfx1102", 0x48: "gfx1200", 0x4E: "gfx1201",
+                               0x4C: "gfx942", 0x4F: "gfx950", 0x3F: "gfx90a"}  # fmt: skip
 
 NOTE_NAME_AMDGPU: Final = b"AMDGPU"
 NT_AMDGPU_METADATA: Final = 32  # msgpack map with "amdhsa.version" and "amdhsa.kernels"

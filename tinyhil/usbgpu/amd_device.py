@@ -53,7 +53,8 @@ from tinyhil.usbgpu.gfx1100_gpu import Gfx1100UsbGpu, open_usb_gpu
 
 __all__ = ["USB_AMD_CAPABILITIES", "USB_CAPABILITIES", "UsbAmdDevice"]
 
-USB_CAPABILITIES: Final = frozenset({"usb3", "sram-windows", "pcie", "memory-faults"})  # faults: per-allocation maps
+# faults: per-allocation maps; fault-recovery: _replace_queue
+USB_CAPABILITIES: Final = frozenset({"usb3", "sram-windows", "pcie", "memory-faults", "fault-recovery"})
 # What UsbAmdDevice does without a compiler (the USB path on every target: USB+AMD, MOCKUSB+AMD, REPLAY+AMD).
 USB_AMD_CAPABILITIES: Final = AMD_CAPABILITIES | USB_CAPABILITIES
 _POINTERS_VA: Final = 0x0
@@ -182,6 +183,10 @@ class UsbAmdDevice(AmdDeviceBase):
 
     def _create_queue(self, kind: QueueKind) -> AmdRing:
         return self._queue(kind, _RINGS[kind], _RING_BYTES)
+
+    def _replace_queue(self, kind: QueueKind, ring: AmdRing) -> AmdRing | None:
+        self.gpu.destroy_queue(ring)  # type: ignore[arg-type]  # this path's rings are its AmdQueues
+        return self._create_queue(kind)
 
     def _wait(self, condition: Callable[[], bool], what: str) -> None:
         self.gpu.wait(condition, what, timeout_s=self.wait_timeout_ms / 1000)

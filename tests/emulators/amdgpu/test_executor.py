@@ -24,7 +24,7 @@ from tinyhil.emulators.amdgpu import (
     QueueKind,
 )
 from tinyhil.emulators.kernel import EventKernel
-from tinyhil.spec.code_object import ArgKind, CodeObject, pack_code_object
+from tinyhil.spec.code_object import CODE_OBJECT_MAGIC, ArgKind, CodeObject, pack_code_object
 
 SCALE = b"""
 #include <stdint.h>
@@ -158,6 +158,7 @@ def test_another_executor_plugs_in_behind_the_protocol() -> None:
         QueueKind.COMPUTE, ring_va=0x10000, ring_bytes=4096, rptr_va=0x100, wptr_va=0x108, doorbell_index=3
     )
     packets = pm4_launch(0x12_3400, 0xABC_0000, (2, 3, 4), (8, 4, 2))
+    gpu.write(0x12_3400, CODE_OBJECT_MAGIC)  # a host-native program: GPU machine code goes to the RDNA3 executor
     gpu.write(0x10000, packets)
     gpu.write(0x108, packets.size.to_bytes(8, "little"))
     gpu.ring_doorbell(3, packets.size)

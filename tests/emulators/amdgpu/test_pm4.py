@@ -231,7 +231,7 @@ def test_a_pointer_argument_outside_every_mapping_is_a_memory_fault(
 @pytest.mark.parametrize(
     ("program", "message"),
     [
-        (b"not a code object at all", r"program at 0x800000 is not a host-native code object: code object magic="),
+        (b"THILCODE" + b"\xff" * 24, r"program at 0x800000 is not a host-native code object"),
         (pack_code_object(CodeObject("f", (), b"\x7fELF garbage")), "shared object does not load"),
     ],
 )

@@ -16,7 +16,7 @@ from tinyhil.registry import default_registry, open_target
 @pytest.mark.parametrize(
     ("text", "arch", "version"),
     [("MOCKKFD+AMD", "gfx1100", 110000), ("MOCKKFD+AMD:LLVM:gfx1100", "gfx1100", 110000),
-     ("MOCKKFD+AMD:CC:gfx1201", "gfx1201", 120001), ("MOCKKFD+AMD:HIP:gfx950", "gfx950", 90500)],
+     ("MOCKKFD+AMD:CC:gfx1201", "gfx1201", 120001), ("MOCKKFD+AMD:CLANG:gfx950", "gfx950", 90500)],
 )  # fmt: skip
 def test_the_arch_is_what_the_client_reads_from_the_topology(text: str, arch: str, version: int) -> None:
     with open_target(text) as device:
@@ -29,7 +29,7 @@ def test_the_arch_is_what_the_client_reads_from_the_topology(text: str, arch: st
 def test_dev_selects_the_arch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DEV", "MOCKKFD+AMD:LLVM:gfx1201")
     resolved = default_registry().resolve(os.environ["DEV"])
-    assert (resolved.renderer, resolved.arch) == ("CC", "gfx1201")
+    assert (resolved.renderer, resolved.arch) == ("LLVM", "gfx1201")
     with resolved.open() as device:
         assert isinstance(device, KfdAmdDevice)
         assert device.kfd.topology.gpus[device.gpu_index].gfx_target_version == 120001

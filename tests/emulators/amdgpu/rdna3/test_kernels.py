@@ -8,75 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.rdna3 import DATA, compile_cl, launch, make_space, needs_clang, read
+from support.rdna3_corpus import SOURCE, divloop_reference
 
 from tinyhil.amdgpu.code_object import CodeObject
 from tinyhil.emulators.amdgpu.errors import GpuMemoryFault, WaveTrap
 
 pytestmark = needs_clang
-
-SOURCE = """
-static inline int gid(void) {
-  return __builtin_amdgcn_workgroup_id_x() * __builtin_amdgcn_workgroup_size_x() + __builtin_amdgcn_workitem_id_x();
-}
-__kernel void vadd(__global const float *a, __global const float *b, __global float *c, int n) {
-  int i = gid(); if (i < n) c[i] = a[i] + b[i]; }
-__kernel void saxpy(float alpha, __global const float *x, __global float *y, int n) {
-  int i = gid(); if (i < n) y[i] = alpha * x[i] + y[i]; }
-__kernel void divloop(__global const int *a, __global int *out) {
-  int i = gid(); int v = a[i]; int acc = 0;
-  for (int k = 0; k < (v & 15); k++) { if (k & 1) acc += k * v; else acc ^= k; }
-  out[i] = acc; }
-__kernel void reduce(__global const float *a, __global float *out) {
-  __local float tile[256];
-  int t = __builtin_amdgcn_workitem_id_x();
-  tile[t] = a[gid()];
-  for (int s = 128; s > 0; s >>= 1) {
-    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
-    __builtin_amdgcn_s_barrier();
-    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
-    if (t < s) tile[t] += tile[t + s];
-  }
-  if (t == 0) out[__builtin_amdgcn_workgroup_id_x()] = tile[0];
-}
-__kernel void histogram(__global const int *a, __global int *out) {
-  __local int bins[16];
-  int t = __builtin_amdgcn_workitem_id_x();
-  if (t < 16) bins[t] = 0;
-  __builtin_amdgcn_s_barrier();
-  __atomic_fetch_add(&bins[a[gid()] & 15], 1, __ATOMIC_RELAXED);
-  __builtin_amdgcn_s_barrier();
-  if (t < 16) out[__builtin_amdgcn_workgroup_id_x() * 16 + t] = bins[t];
-}
-__kernel void matmul(__global const float *a, __global const float *b, __global float *c, int n) {
-  __local float ta[16][16], tb[16][16];
-  int tx = __builtin_amdgcn_workitem_id_x(), ty = __builtin_amdgcn_workitem_id_y();
-  int row = __builtin_amdgcn_workgroup_id_y() * 16 + ty, col = __builtin_amdgcn_workgroup_id_x() * 16 + tx;
-  float acc = 0.0f;
-  for (int k0 = 0; k0 < n; k0 += 16) {
-    ta[ty][tx] = a[row * n + k0 + tx];
-    tb[ty][tx] = b[(k0 + ty) * n + col];
-    __builtin_amdgcn_s_barrier();
-    for (int k = 0; k < 16; k++) acc += ta[ty][k] * tb[k][tx];
-    __builtin_amdgcn_s_barrier();
-  }
-  c[row * n + col] = acc;
-}
-__kernel void scan(__global const int *a, __global int *out) {
-  __local int buf[64];
-  int t = __builtin_amdgcn_workitem_id_x();
-  buf[t] = a[t];
-  for (int off = 1; off < 64; off <<= 1) {
-    __builtin_amdgcn_s_barrier();
-    int v = t >= off ? buf[t - off] : 0;
-    __builtin_amdgcn_s_barrier();
-    buf[t] += v;
-  }
-  __builtin_amdgcn_s_barrier();
-  out[t] = buf[t];
-}
-__kernel void spin(__global int *out, int n) {
-  int i = gid(); while (out[0] != n) { out[1] += i; } }
-"""
 
 
 @pytest.fixture(scope="module")
@@ -109,14 +46,6 @@ def test_saxpy_matches_numpy(kernels: CodeObject) -> None:
     np.testing.assert_array_equal(read(space, DATA + 4 * n, n, "<f4"), expected)
 
 
-def _divloop(a: np.ndarray) -> np.ndarray:
-    out = np.zeros_like(a)
-    for k in range(15):
-        live = (a & 15) > k
-        out = np.where(live, (out + k * a) if k & 1 else (out ^ k), out)
-    return out
-
-
 def test_divergent_loop_matches_numpy(kernels: CodeObject) -> None:
     n = 2048
     a = np.random.default_rng(2).integers(-(2**31), 2**31, n, dtype=np.int64).astype(np.int32)
@@ -124,7 +53,7 @@ def test_divergent_loop_matches_numpy(kernels: CodeObject) -> None:
     space.write(DATA, a)
     stats = launch(space, kernels, "divloop", struct.pack("<QQ", DATA, DATA + 4 * n), grid=8, block=256)
     with np.errstate(over="ignore"):
-        np.testing.assert_array_equal(read(space, DATA + 4 * n, n, "<i4"), _divloop(a))
+        np.testing.assert_array_equal(read(space, DATA + 4 * n, n, "<i4"), divloop_reference(a))
     assert stats.waves == 64
 
 
