@@ -40,6 +40,7 @@ from tinyhil._archive import (
     UnsafeArchive,
     extract_archive,
 )
+from tinyhil._files import write_atomically
 from tinyhil.errors import InvalidArgument
 
 __all__ = [
@@ -189,7 +190,7 @@ def _download(url: str, expected: str | None) -> Path:
             actual = _copy_url(url, handle)
         if expected is not None and actual != expected:
             raise ChecksumMismatch(url, expected, actual)
-        _write_atomically(sidecar, actual.encode())
+        write_atomically(sidecar, actual)
         os.replace(partial, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -219,12 +220,6 @@ def _copy_url(url: str, out: BinaryIO) -> str:
     except OSError as exc:  # URLError, HTTPError, timeouts and local file errors are all OSErrors
         raise ArtifactError(f"downloading {url} failed: {exc}") from exc
     return digest.hexdigest()
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=_TMP_PREFIX, delete=False) as handle:
-        handle.write(data)
-    os.replace(handle.name, path)
 
 
 def _extract(archive: Path, digest: str, limits: ArchiveLimits) -> Path:
