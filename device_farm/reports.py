@@ -157,7 +157,7 @@ def _case(report: PairReport) -> ET.Element:
     outcome, reason = final["outcome"], junit_escape(final.get("reason") or "")
     if outcome in FAILING and report.quarantined is None:
         ET.SubElement(case, "failure" if outcome == "failed" else "error", message=reason).text = reason
-    elif outcome in FAILING or outcome == "skipped":
+    elif outcome in FAILING or outcome in ("skipped", "xfailed"):  # an xfail is a skip to JUnit, as in pytest
         message = f"quarantined: {junit_escape(report.quarantined)} ({reason})" if report.quarantined else reason
         ET.SubElement(case, "skipped", message=message)
     return case
