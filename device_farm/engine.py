@@ -39,6 +39,7 @@ from tinyhil.device_farm.hwmap import Board
 from tinyhil.device_farm.planner import Lane, Pair, Plan
 from tinyhil.device_farm.shard_process import Event, ShardExit, ShardJob, board_environment, run_shard_process
 from tinyhil.errors import InvalidArgument, TinyHilError
+from tinyhil.fixtures.outcomes import classify
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -98,9 +99,10 @@ class _Attempt:
 
     @classmethod
     def from_event(cls, event: Mapping[str, Any]) -> _Attempt:
-        return cls(event["outcome"], event.get("reason", ""), event.get("infrastructure"),
-                   event.get("duration_s", 0.0), event.get("started", 0.0), event.get("finished", 0.0),
-                   event.get("bundle"))  # fmt: skip
+        """A shard's ``result`` event: its phases' serialized reports, classified by the one rule."""
+        test = classify(event.get("reports", ()))
+        return cls(test.outcome, test.reason, event.get("infrastructure"), test.duration_s, event.get("started", 0.0),
+                   event.get("finished", 0.0), event.get("bundle"))  # fmt: skip
 
 
 class EngineLost(TinyHilError, RuntimeError):

@@ -39,10 +39,11 @@ from tinyhil.device_farm.planner import Pair, plan
 from tinyhil.device_farm.probes import probe_board
 from tinyhil.device_farm.quarantine import Quarantine
 from tinyhil.device_farm.report_html import write_report
-from tinyhil.device_farm.reports import PairReport, failed, pair_reports, totals_line, write_junit, write_summary
+from tinyhil.device_farm.reports import PairReport, failed, farm_summary, pair_reports, totals_line, write_junit
 from tinyhil.device_farm.runner import JUNIT_NAME, SUMMARY_NAME, pytest_command
 from tinyhil.device_farm.shard_process import shard_command
 from tinyhil.errors import InvalidArgument
+from tinyhil.fixtures.summary import target_entry, write_summary
 from tinyhil.loading import LIMITS, Fields, FileFormatError, parse_json, read_capped
 from tinyhil.printable import printable
 from tinyhil.registry import default_registry
@@ -305,7 +306,7 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
     extra = {"run_id": run_id, "exitstatus": status, "targets": described,
              "boards": [{"board": b.id, "host": b.host, "health": r.state.value, "reason": r.reason}
                         for b, r in states], **_completeness(todo, journal_state.final, engine.stopped)}  # fmt: skip
-    write_summary(run.run_dir / SUMMARY_NAME, reports, extra)
+    write_summary(run.run_dir / SUMMARY_NAME, farm_summary(reports, extra))
     write_junit(run.run_dir / JUNIT_NAME, reports, f"tinyhil farm run {run_id}", incomplete=extra.get("incomplete"))
     write_report(run.run_dir / REPORT_NAME, reports, extra)
     if not progress.closed:
@@ -329,9 +330,7 @@ def _described(targets: Sequence[str]) -> list[dict[str, Any]]:
     described = []
     for name in targets:
         resolved = default_registry().resolve(name)
-        reason = resolved.unavailable_reason()
-        described.append({"name": name, "available": reason is None, "reason": reason,
-                          "capabilities": sorted(resolved.capabilities)})  # fmt: skip
+        described.append(target_entry(name, resolved.unavailable_reason(), resolved.capabilities))
     return described
 
 

@@ -16,7 +16,8 @@ from typing import Any, Final
 
 from tinyhil._files import write_atomically
 from tinyhil.device_farm.matrix import row_name
-from tinyhil.device_farm.reports import FAILING, PairReport, totals_line
+from tinyhil.device_farm.reports import PairReport, totals_line
+from tinyhil.fixtures.outcomes import FAILING
 from tinyhil.printable import printable
 
 __all__ = ["render_report", "write_report"]

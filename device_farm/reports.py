@@ -1,4 +1,5 @@
-"""A farm run's reports, written from its journal: ``summary.json`` and a merged ``junit.xml``.
+"""A farm run's reports, written from its journal: ``summary.json`` (:mod:`tinyhil.fixtures.summary`, the one schema
+and writer) and a merged ``junit.xml``.
 
 Each pair is reported once, with its final attempt. A pair whose earlier attempts were lost to the infrastructure
 and whose final attempt passed is *flaky*, reported with every outcome. A failing pair that an active quarantine
@@ -15,7 +16,6 @@ turn into a newline, lone surrogates, U+FFFE and U+FFFF) as ``\\xNN`` or ``\\uNN
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -27,22 +27,22 @@ from typing import Any, Final
 from tinyhil._files import write_atomically
 from tinyhil.device_farm.journal import JournalState
 from tinyhil.device_farm.quarantine import Quarantine
+from tinyhil.fixtures.outcomes import FAILING
+from tinyhil.fixtures.summary import SCHEMA, split_nodeid, summary_document
 
 __all__ = [
-    "FAILING",
     "PairReport",
     "failed",
+    "farm_summary",
     "junit_escape",
     "junit_unescape",
-    "outcome_counts",
     "pair_reports",
     "totals_line",
     "write_junit",
-    "write_summary",
 ]
 
-FAILING: Final = frozenset({"failed", "error"})
-SUMMARY_FORMAT: Final = 1
+_RESULT_FIELDS: Final = tuple(field.name for field in SCHEMA["results[]"])
+_EARLIER_FIELDS: Final = tuple(field.name for field in SCHEMA["earlier[]"])
 # What XML 1.0 (section 2.2, Char) cannot carry, plus the backslash that starts an escape and the carriage return
 # that end-of-line handling (section 2.11) turns into a newline.
 _NOT_XML: Final = re.compile("[\\\\\x00-\x08\x0b-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -94,19 +94,19 @@ class PairReport:
         return self.final["outcome"] in FAILING and self.quarantined is None
 
     def as_json(self) -> dict[str, Any]:
-        earlier = [{k: a.get(k) for k in ("attempt", "board", "outcome", "infrastructure")} for a in self.earlier]
-        return {**self.final, "flaky": self.flaky, "quarantined": self.quarantined, "earlier": earlier,
-                "bundle": self.bundle}  # fmt: skip
-
-
-def outcome_counts(reports: Sequence[PairReport]) -> dict[str, int]:
-    """How many pairs ended in each outcome (final attempts only)."""
-    return dict(Counter(str(report.final["outcome"]) for report in reports))
+        """This pair's ``results[]`` entry in ``summary.json`` (:data:`~tinyhil.fixtures.summary.SCHEMA`)."""
+        final = self.final
+        earlier = [{name: a.get(name) for name in _EARLIER_FIELDS} for a in self.earlier]
+        known = {name: final[name] for name in _RESULT_FIELDS if name in final}
+        return {**known, "test": split_nodeid(final["nodeid"]), "duration_s": float(final.get("duration_s", 0.0)),
+                "reason": str(final.get("reason") or ""), "flaky": self.flaky, "quarantined": self.quarantined,
+                "earlier": earlier, "bundle": self.bundle}  # fmt: skip
 
 
 def totals_line(reports: Sequence[PairReport]) -> str:
-    """``2 failed, 7 passed, 1 skipped`` (outcomes sorted by name), or ``nothing ran``."""
-    return ", ".join(f"{n} {k}" for k, n in sorted(outcome_counts(reports).items())) or "nothing ran"
+    """``2 failed, 7 passed, 1 skipped`` (outcomes of the final attempts, sorted by name), or ``nothing ran``."""
+    counts = Counter(str(report.final["outcome"]) for report in reports)
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing ran"
 
 
 def pair_reports(journal: JournalState, quarantine: Quarantine | None, today: dt.date) -> list[PairReport]:
@@ -126,15 +126,14 @@ def failed(reports: Sequence[PairReport]) -> bool:
     return any(report.fails_run for report in reports)
 
 
-def write_summary(path: Path, reports: Sequence[PairReport], extra: Mapping[str, Any]) -> None:
-    """``summary.json``: counts (outcomes, flaky, quarantined), every pair, and ``extra`` (run id, boards, ...)."""
-    counts = outcome_counts(reports)
-    flaky = sum(1 for r in reports if r.flaky)
-    quarantined = sum(1 for r in reports if r.quarantined is not None)
-    counts.update({name: n for name, n in (("flaky", flaky), ("quarantined", quarantined)) if n})
-    document = {"format": SUMMARY_FORMAT, **extra, "counts": counts,
-                "results": [r.as_json() for r in reports]}  # fmt: skip
-    write_atomically(path, json.dumps(document, indent=1))
+def farm_summary(reports: Sequence[PairReport], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's ``summary.json`` document: every pair, and ``extra`` (``exitstatus``, ``targets``, ``complete``
+    and the farm's own fields: run id, boards, what is missing), written by
+    :func:`~tinyhil.fixtures.summary.write_summary`."""
+    fields = dict(extra)
+    exitstatus, targets, complete = fields.pop("exitstatus"), fields.pop("targets"), fields.pop("complete", True)
+    return summary_document([r.as_json() for r in reports], exitstatus=exitstatus, targets=targets,
+                            complete=complete, extra=fields)  # fmt: skip
 
 
 def _case(report: PairReport) -> ET.Element:
@@ -158,7 +157,7 @@ def _case(report: PairReport) -> ET.Element:
     outcome, reason = final["outcome"], junit_escape(final.get("reason") or "")
     if outcome in FAILING and report.quarantined is None:
         ET.SubElement(case, "failure" if outcome == "failed" else "error", message=reason).text = reason
-    elif outcome in FAILING or outcome == "skipped":
+    elif outcome in FAILING or outcome in ("skipped", "xfailed"):  # an xfail is a skip to JUnit, as in pytest
         message = f"quarantined: {junit_escape(report.quarantined)} ({reason})" if report.quarantined else reason
         ET.SubElement(case, "skipped", message=message)
     return case

@@ -5,8 +5,10 @@ description in ``$TINYHIL_FARM_SHARD`` (JSON: run id, board id and slots, target
 the file descriptor of the pipe results go to). At configure the plugin takes the board's lease, held by this
 process until it exits (a killed shard frees the board at once, see :mod:`tinyhil.device_farm.leases`), pins the
 session to the shard's target (``pytest_hil_select_targets``), and for each test writes two JSON lines to the pipe:
-``{"event": "start", "nodeid": ...}`` before it runs and ``{"event": "result", ...}`` after, with its outcome,
-duration, reason and, for a failure the farm retries, its infrastructure cause
+``{"event": "start", "nodeid": ...}`` before it runs and ``{"event": "result", ...}`` after, with ``reports``, the
+reports of its phases as pytest serializes them (``pytest_report_to_serializable``, which the engine classifies with
+:mod:`tinyhil.fixtures.outcomes`, as pytest-xdist's controller does with its workers' reports), ``started`` and
+``finished``, for a failure the farm retries its infrastructure cause
 (:func:`~tinyhil.device_farm.outcomes.infrastructure_cause`), and ``bundle``, the directory of the test's repro
 bundle when ``--hil-repro-dir`` wrote one (the board's map entry goes into it). The environment also names the
 board for tests that drive it with their own stack: ``TINYHIL_BOARD`` and ``DEV``, and ``CUDA_VISIBLE_DEVICES`` on
@@ -34,7 +36,7 @@ from tinyhil.device_farm.outcomes import infrastructure_cause
 from tinyhil.fixtures.collect import item_arg
 from tinyhil.fixtures.fixtures import HIL_OPEN_OPTIONS
 from tinyhil.fixtures.hooks import HIL_BOARD_ENTRY, REPRO_BUNDLE_PROPERTY
-from tinyhil.fixtures.summary import report_reason
+from tinyhil.fixtures.outcomes import serialize
 from tinyhil.registry import Target, default_registry
 
 __all__ = ["SHARD_ENV", "ShardSpec", "pytest_configure"]
@@ -70,14 +72,14 @@ class ShardSpec:
 
 
 class _Shard:
-    def __init__(self, spec: ShardSpec) -> None:
-        self.spec = spec
+    def __init__(self, spec: ShardSpec, config: pytest.Config) -> None:
+        self.spec, self.config = spec, config
         self.lease: Lease | None = None
-        self.outcomes: dict[str, dict[str, Any]] = {}
+        self.tests: dict[str, dict[str, Any]] = {}  # node id -> its serialized reports so far, and what else is sent
         self.args: dict[str, str] = {}  # node id -> the argument the engine selected the item by
 
     def send(self, record: dict[str, Any]) -> None:
-        data = (json.dumps(record) + "\n").encode()
+        data = (json.dumps(record, default=str) + "\n").encode()  # a user property may hold any object
         view = memoryview(data)
         while view:
             view = view[os.write(self.spec.results_fd, view) :]
@@ -106,8 +108,7 @@ class _Shard:
         if self.lease is not None:
             self.lease.update(nodeid)
         started = time.time()
-        self.outcomes[nodeid] = {"outcome": "passed", "duration_s": 0.0, "reason": "", "infrastructure": None,
-                                 "started": started}  # fmt: skip
+        self.tests[nodeid] = {"reports": [], "infrastructure": None, "started": started}
         self.send({"event": "start", "nodeid": self.args.get(nodeid, nodeid), "time": started})
 
     @pytest.hookimpl(wrapper=True)
@@ -116,25 +117,19 @@ class _Shard:
         if call.excinfo is not None and not call.excinfo.errisinstance(pytest.skip.Exception):
             cause = infrastructure_cause(call.excinfo.value)
             if cause is not None:  # the board is suspect: stop here, the farm probes it and places the rest
-                self.outcomes.setdefault(item.nodeid, {})["infrastructure"] = cause
+                self.tests.setdefault(item.nodeid, {})["infrastructure"] = cause
                 item.session.shouldstop = f"infrastructure failure on board {self.spec.board}: {cause}"
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        result = self.outcomes.setdefault(report.nodeid, {"outcome": "passed", "duration_s": 0.0, "reason": ""})
-        result["duration_s"] = result.get("duration_s", 0.0) + report.duration
-        if report.failed:
-            result["outcome"] = "failed" if report.when == "call" else "error"
-            result["reason"] = report_reason(report)
-        elif report.skipped and result["outcome"] == "passed":
-            result["outcome"] = "skipped"
-            result["reason"] = report_reason(report)
+        test = self.tests.setdefault(report.nodeid, {})
+        test.setdefault("reports", []).append(serialize(self.config, report))
         bundle = dict(report.user_properties).get(REPRO_BUNDLE_PROPERTY)
         if bundle is not None:  # --hil-repro-dir wrote one: the farm's reports link it
-            result["bundle"] = str(bundle)
+            test["bundle"] = str(bundle)
         if report.when == "teardown":
             nodeid = self.args.get(report.nodeid, report.nodeid)
-            self.send({"event": "result", "nodeid": nodeid, **result, "finished": time.time()})
+            self.send({"event": "result", "nodeid": nodeid, **self.tests.pop(report.nodeid), "finished": time.time()})
 
 
 def _die_with_parent(parent_pid: int) -> None:
@@ -154,7 +149,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"tinyhil.device_farm.shard_plugin runs only in farm shards (${SHARD_ENV} is unset)")
     spec = ShardSpec.from_json(text)
     _die_with_parent(spec.parent_pid)
-    shard = _Shard(spec)
+    shard = _Shard(spec, config)
     try:  # held until this process exits
         shard.lease = acquire(spec.lease_dir, spec, Holder.here(spec.run_id), timeout_s=spec.lease_timeout_s)
     except LeaseTimeout as exc:

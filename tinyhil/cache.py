@@ -7,7 +7,7 @@ Layout under :func:`cache_dir` (``$TINYHIL_CACHE``, else ``$XDG_CACHE_HOME/tinyh
     extracted/<archive sha256>/              an archive's tree, renamed into place once complete
     locks/<name>.lock                        advisory locks for expensive builds (:func:`cache_lock`)
 
-Every entry appears by one ``rename`` of a complete temporary sibling (``.tmp-*``), so a reader never sees a partial
+Every entry appears by one ``rename`` of a complete temporary sibling (a dot file), so a reader never sees a partial
 file or tree, and concurrent processes need no lock: the loser of a rename race uses the winner's copy and deletes
 its own. Archives are vetted member by member before anything is written (:mod:`tinyhil._archive` lists the
 rules), never trusting tarfile's own filters, and extracted into a private ``.tmp-*`` directory that becomes the entry
@@ -40,6 +40,7 @@ from tinyhil._archive import (
     UnsafeArchive,
     extract_archive,
 )
+from tinyhil._files import replacing, write_atomically
 from tinyhil.errors import InvalidArgument
 
 __all__ = [
@@ -182,19 +183,11 @@ def _download(url: str, expected: str | None) -> Path:
         recorded = _read_sidecar(sidecar)
         if recorded is not None and (expected is None or recorded == expected):
             return target
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(dir=folder, prefix=_TMP_PREFIX)
-    try:
-        with open(fd, "wb") as handle:
-            actual = _copy_url(url, handle)
+    with replacing(target) as handle:  # renamed into place after its sidecar, once verified
+        actual = _copy_url(url, handle)
         if expected is not None and actual != expected:
             raise ChecksumMismatch(url, expected, actual)
-        _write_atomically(sidecar, actual.encode())
-        os.replace(partial, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(partial)
-        raise
+        write_atomically(sidecar, actual)
     return target
 
 
@@ -219,12 +212,6 @@ def _copy_url(url: str, out: BinaryIO) -> str:
     except OSError as exc:  # URLError, HTTPError, timeouts and local file errors are all OSErrors
         raise ArtifactError(f"downloading {url} failed: {exc}") from exc
     return digest.hexdigest()
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=_TMP_PREFIX, delete=False) as handle:
-        handle.write(data)
-    os.replace(handle.name, path)
 
 
 def _extract(archive: Path, digest: str, limits: ArchiveLimits) -> Path:

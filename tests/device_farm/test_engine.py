@@ -185,7 +185,9 @@ class _InstantRunner:
             raise RuntimeError("runner broke")
         for node in job.nodes:
             on_event({"event": "start", "nodeid": node})
-            on_event({"event": "result", "nodeid": node, "outcome": "passed", "duration_s": 0.01})
+            reports = [{"nodeid": node, "when": when, "outcome": "passed", "duration": 0.01, "longrepr": None}
+                       for when in ("setup", "call", "teardown")]  # fmt: skip
+            on_event({"event": "result", "nodeid": node, "reports": reports})
         return ShardExit(0)
 
 

@@ -11,7 +11,8 @@ import pytest
 from tinyhil.device_farm import trace_cli
 from tinyhil.device_farm.cli import main
 from tinyhil.device_farm.report_html import render_report
-from tinyhil.device_farm.reports import PairReport, write_summary
+from tinyhil.device_farm.reports import PairReport, farm_summary
+from tinyhil.fixtures.summary import write_summary
 from tinyhil.trace import load_trace
 from tinyhil.trace.bundle import BUNDLE_FILE, BUNDLE_TRACE, BundleError, bundle_dir_name, check_nodeid, load_bundle
 
@@ -321,7 +322,7 @@ def test_farm_reports_link_a_failing_pairs_bundle(tmp_path: Path) -> None:
              "outcome": "failed", "reason": "boom", "bundle": str(tmp_path / "bundle-dir")}  # fmt: skip
     passed = {**final, "nodeid": "t.py::u", "outcome": "passed", "bundle": str(tmp_path / "stale")}
     reports = [PairReport(final), PairReport(passed)]
-    write_summary(tmp_path / "summary.json", reports, {"run_id": "r"})
+    write_summary(tmp_path / "summary.json", farm_summary(reports, {"run_id": "r", "exitstatus": 1, "targets": []}))
     results = json.loads((tmp_path / "summary.json").read_text())["results"]
     assert [r["bundle"] for r in results] == [str(tmp_path / "bundle-dir"), None]
     page = render_report(reports, {"run_id": "r"})

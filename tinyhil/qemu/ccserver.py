@@ -34,6 +34,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Final
 
+from tinyhil._files import replacing
 from tinyhil.cache import ArtifactError, ChecksumMismatch, cache_dir, cache_lock, fetch, file_sha256
 from tinyhil.qemu.runner import ARCH2ELF_MACHINE, GuestRunner, Rootfs
 
@@ -288,7 +289,6 @@ def _build(rootfs: Rootfs, runner: GuestRunner, source: bytes, tcc_tree: Path, b
                 f"building the compile server with {' '.join(command)} failed (exit status {done.returncode}):\n"
                 f"{(done.stderr + done.stdout).strip()}"
             )
-        partial = binary.with_name(f".tmp-{os.getpid()}-{binary.name}")
-        partial.write_bytes(built)
-        partial.chmod(0o755)
-        os.replace(partial, binary)
+        with replacing(binary) as partial:
+            partial.write(built)
+            os.fchmod(partial.fileno(), 0o755)

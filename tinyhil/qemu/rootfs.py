@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from tinyhil._files import replacing, write_atomically
 from tinyhil.cache import ArtifactError, cache_dir, cache_lock, fetch, file_sha256
 from tinyhil.qemu.runner import Rootfs
 
@@ -104,11 +105,9 @@ def build_rootfs_archive(debs: Sequence[Path], out: Path) -> None:
                 raise ArtifactError(f"dpkg-deb -x {deb} failed: {done.stderr.strip()}")
         _trim(tree)
         relativize_symlinks(tree)
-        partial = out.with_name(f".tmp-{os.getpid()}-{out.name}")
-        with tarfile.open(partial, "w", format=tarfile.PAX_FORMAT) as tar:
+        with replacing(out) as partial, tarfile.open(fileobj=partial, mode="w", format=tarfile.PAX_FORMAT) as tar:
             for path in sorted(tree.rglob("*"), key=lambda p: p.relative_to(tree).parts):
                 tar.add(path, arcname=str(path.relative_to(tree)), recursive=False, filter=_normalized)
-        os.replace(partial, out)
 
 
 def debian_rootfs_reason(arch: str, packages: Sequence[str] = TCC_ROOTFS_PACKAGES) -> str | None:
@@ -158,14 +157,8 @@ def debian_rootfs(arch: str, packages: Sequence[str] = TCC_ROOTFS_PACKAGES) -> R
     digest = sidecar.read_text().strip() if sidecar.is_file() else ""
     if not digest:  # an archive from before sidecars, or a build interrupted between the two renames
         digest = file_sha256(archive)
-        _write_text_atomically(sidecar, digest)
+        write_atomically(sidecar, digest)
     return Rootfs(fetch(archive, sha256=digest, extract=True), str(archive), digest)
-
-
-def _write_text_atomically(path: Path, text: str) -> None:
-    partial = path.with_name(f".tmp-{os.getpid()}-{path.name}")
-    partial.write_text(text)
-    os.replace(partial, path)
 
 
 def _download_and_build(debian_arch: str, packages: Sequence[str], archive: Path) -> None:
@@ -187,7 +180,7 @@ def _download_and_build(debian_arch: str, packages: Sequence[str], archive: Path
         if done.returncode != 0 or len(debs) != len(packages):
             raise ArtifactError(f"apt-get download {' '.join(wanted)} failed: {done.stderr.strip()}")
         build_rootfs_archive(debs, archive)
-    _write_text_atomically(archive.with_name(archive.name + ".sha256"), file_sha256(archive))
+    write_atomically(archive.with_name(archive.name + ".sha256"), file_sha256(archive))
 
 
 def pinned_rootfs(url_or_path: str, sha256: str) -> Rootfs:

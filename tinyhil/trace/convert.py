@@ -8,13 +8,12 @@ that replaces it only once the whole trace is written: a trace found malformed h
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any, Final
 
+from tinyhil._files import replacing
 from tinyhil.errors import InvalidArgument
 from tinyhil.trace.jsonl import JSONL_SUFFIX, read_jsonl, write_jsonl
 from tinyhil.trace.pcapng import PCAPNG_SUFFIX, write_pcapng
@@ -66,8 +65,6 @@ def write_trace(header: TraceHeader, records: Iterable[Record], path: str | Path
     """Write a trace (``records`` streamed) in the format ``path``'s extension names, atomically: into a temporary
     file beside ``path``, renamed over it when complete, removed when anything fails. Returns the record count."""
     write = _WRITERS[trace_format(path)]
-    target = Path(path)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     count = 0
 
     def counted() -> Iterable[Record]:
@@ -76,13 +73,8 @@ def write_trace(header: TraceHeader, records: Iterable[Record], path: str | Path
             count += 1
             yield record
 
-    try:
-        with os.fdopen(handle, "wb") as out:
-            write(header, counted(), out)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with replacing(Path(path)) as out:
+        write(header, counted(), out)
     return count
 
 
