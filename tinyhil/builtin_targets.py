@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from tinyhil._check import check_int
-from tinyhil.amdgpu.device_base import WAIT_TIMEOUT_MS
+from tinyhil.amdgpu.driver import WAIT_TIMEOUT_MS
 from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource
 from tinyhil.cache import ArtifactError
 from tinyhil.compiler import AMD_RENDERERS, HOST_CC_RENDERERS, HostCCompiler
 from tinyhil.device import Device
 from tinyhil.errors import TargetUnavailable
 from tinyhil.fileio import FileIO, RealFileIO
-from tinyhil.kfd.amd_device import KfdAmdDevice
+from tinyhil.kfd.over_kfd import KfdAmdDevice
 from tinyhil.null_device import NullDevice
 from tinyhil.nv.target import nv
 from tinyhil.qemu.toolchains import (
@@ -34,7 +34,7 @@ from tinyhil.spec.amdgpu_firmware import FIRMWARE_PACKAGE, GFX1100_FIRMWARE
 from tinyhil.spec.kfd_topology import KFD_DEVICE_PATH
 from tinyhil.usb.backend import open_usb3, probe_usb3
 from tinyhil.usb.errors import BridgeUnavailable
-from tinyhil.usbgpu.amd_device import USB_AMD_CAPABILITIES
+from tinyhil.usbgpu.over_usb import USB_AMD_CAPABILITIES
 
 __all__ = ["KfdAmdOptions", "NullOptions", "UsbAmdOptions", "amd_kfd", "amd_usb", "null",
            "null_qcomcl_a630", "null_qemucc_aarch64", "nv", "usb_firmware_reason"]  # fmt: skip
@@ -161,7 +161,7 @@ def amd_usb(resolved: Target, options: UsbAmdOptions) -> Device:
         TargetUnavailable: no usable bridge (libusb missing, none attached, wrong bridge firmware), or the GPU's
             firmware files are missing (the probe says so first; checked again here, for an opener called directly).
     """
-    from tinyhil.usbgpu.amd_device import UsbAmdDevice
+    from tinyhil.usbgpu.over_usb import UsbAmdDevice
 
     try:
         transport = open_usb3(options.serial)

@@ -21,7 +21,7 @@ from tinyhil.amdgpu.firmware import GeneratedFirmware
 from tinyhil.compiler import HostCCompiler
 from tinyhil.trace import RecordingHandle, TraceRecorder
 from tinyhil.usb import _usb1, open_usb3
-from tinyhil.usbgpu.amd_device import UsbAmdDevice
+from tinyhil.usbgpu.over_usb import UsbAmdDevice
 
 TIMEOUT_MS: Final = 200  # libusb timeout of every transfer under umockdev (a replay answers in well under 1 ms)
 WAIT_TIMEOUT_MS: Final = 2000  # the device runtime's own waits

@@ -1,4 +1,4 @@
-"""The KFD+AMD device runtime: :class:`~tinyhil.amdgpu.device_base.AmdDeviceBase` over the reference KFD client.
+"""The KFD+AMD device runtime: :class:`~tinyhil.amdgpu.driver.AmdDeviceBase` over the reference KFD client.
 
 The same code runs on a machine with ``/dev/kfd`` (``KFD+AMD``) and on MOCKKFD (``MOCKKFD+AMD``); only the
 :class:`~tinyhil.fileio.FileIO` differs. Memory placement:
@@ -27,7 +27,7 @@ from typing import Any, Final, cast
 
 from tinyhil._check import check_int
 from tinyhil.allocator import OutOfMemory
-from tinyhil.amdgpu.device_base import WAIT_TIMEOUT_MS, AmdDeviceBase, AmdRing, CompletionEvent, GpuRegion, MemoryUse
+from tinyhil.amdgpu.driver import WAIT_TIMEOUT_MS, AmdDeviceBase, AmdRing, CompletionEvent, GpuRegion, MemoryUse
 from tinyhil.compiler import Compiler
 from tinyhil.device import Buffer
 from tinyhil.errors import DeviceTimeout, InvalidArgument

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from tinyhil.amdgpu.device_base import GpuPointer
+from tinyhil.amdgpu.driver import GpuPointer
 from tinyhil.builtin_targets import NO_KFD_REASON, _kfd_probe
 from tinyhil.compiler import HostCCompiler
 from tinyhil.emulators.amdgpu import AmdGpu
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.errors import InvalidArgument, StateError, TargetUnavailable
 from tinyhil.kfd import KfdMemoryFault
-from tinyhil.kfd.amd_device import KfdAmdDevice
+from tinyhil.kfd.over_kfd import KfdAmdDevice
 from tinyhil.mocks.kfd import MockKFD
 from tinyhil.registry import default_registry
 
