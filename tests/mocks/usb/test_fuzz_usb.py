@@ -32,11 +32,10 @@ from tinyhil.emulators.faults import FaultPlan, Operation
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.fixtures.strategies import fault_plans
 from tinyhil.mocks.usb3 import MockUSB3
-from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP, SECTOR_BYTES
+from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP, MAX_TIMEOUT_MS, SECTOR_BYTES
 
 pytestmark = pytest.mark.fuzz
 
-MAX_TIMEOUT_MS: Final = WAIT_CAP_NS // 1_000_000
 WAIT_CAP_S: Final = WAIT_CAP_NS // 1_000_000_000
 DIR_IN: Final = 0x80
 U8, U16 = 0xFF, 0xFFFF
