@@ -17,9 +17,9 @@ from tinyhil.emulators.amdgpu.gfx1100.psp import Psp
 from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.spec.amdgpu_firmware import FIRMWARE_DIR, FIRMWARE_PACKAGE, GFX1100_FIRMWARE
 from tinyhil.spec.gfx1100_psp import PspBootloaderCmd, PspFwType
-from tinyhil.usbgpu.over_usb import UsbAmdDevice
 from tinyhil.usbgpu.gfx1100.psp import PspBlock
 from tinyhil.usbgpu.gfx1100_gpu import Gfx1100UsbGpu
+from tinyhil.usbgpu.over_usb import UsbAmdDevice
 
 REAL_FILES = pytest.mark.skipif(
     not all(Path(FIRMWARE_DIR, name).is_file() for name in GFX1100_FIRMWARE),

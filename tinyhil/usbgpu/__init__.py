@@ -10,8 +10,8 @@
 
 from __future__ import annotations
 
-from tinyhil.usbgpu.over_usb import USB_AMD_CAPABILITIES, USB_CAPABILITIES, UsbAmdDevice
 from tinyhil.usbgpu.copy import CopyRevision, DrainError, UsbCopy
+from tinyhil.usbgpu.over_usb import USB_AMD_CAPABILITIES, USB_CAPABILITIES, UsbAmdDevice
 from tinyhil.usbgpu.program import ChunkPlan, chunk_packets, copyin_program
 from tinyhil.usbgpu.usb_gpu import UsbGpu
 

@@ -28,7 +28,7 @@ from typing import Final
 
 from tinyhil._check import as_readonly_bytes, check_range
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES, DOORBELL_BAR_BYTES, DOORBELL_SLOT_BYTES
+from tinyhil.spec.amdgpu import DOORBELL_BAR_BYTES, DOORBELL_SLOT_BYTES
 from tinyhil.spec.amdgpu_pm4 import Pm4Op
 from tinyhil.spec.gfx1100_discovery import DISCOVERY_TMR_OFFSET
 from tinyhil.spec.gfx1100_gmc import FB_BLOCK_BYTES, NAVI31_FB_BASE
@@ -56,6 +56,7 @@ from tinyhil.spec.gfx1100_regs import (
 
 from ...kernel import EventKernel
 from ...observe import Observation, Observed, Observer
+from ...pcie import DEFAULT_VRAM_BYTES
 from ..executor import KernelExecutor
 from ..gpu import AmdGpu
 from ..services import Interrupt, InterruptKind
