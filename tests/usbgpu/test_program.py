@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tinyhil.align import ceil_div, round_up
 from tinyhil.spec.amdgpu import SYS_APERTURE
 from tinyhil.spec.asm2464 import CPL_RELEASE_OFFSET, PCIE_CQ_WINDOW, PCIE_SRAM_BASE, SECTOR_BYTES, WINDOW_BYTES
 from tinyhil.spec.copyin import (
@@ -34,21 +35,17 @@ SENTINEL_REVISIONS = tuple(CHUNK)
 POLL, COPY, WRITE = 6, 7, 6  # dwords of the three packets of a chunk
 
 
-def _round_up(value: int, unit: int) -> int:
-    return -(-value // unit) * unit
-
-
 def spec_plans(revision: CopyRevision, nbytes: int, seq: int) -> list[ChunkPlan]:
     """The chunk plans as docs/copyin.md words them, written independently of the driver."""
     chunk = CHUNK[revision]
     plans = []
-    for index in range(-(-nbytes // chunk)):
+    for index in range(ceil_div(nbytes, chunk)):
         size = min(chunk, nbytes - index * chunk)
         if revision is CopyRevision.PIPELINED:  # [payload][zero pad][sentinel as the last dword]
-            wire = _round_up(size + SENTINEL_BYTES, SECTOR_BYTES)
+            wire = round_up(size + SENTINEL_BYTES, SECTOR_BYTES)
             at = wire - SENTINEL_BYTES
         else:  # [payload padded to sectors][one 512 B sentinel sector]
-            at = _round_up(size, SECTOR_BYTES)
+            at = round_up(size, SECTOR_BYTES)
             wire = at + SECTOR_BYTES
         plans.append(ChunkPlan(index, seq + index, index * chunk, size, wire, at))
     return plans

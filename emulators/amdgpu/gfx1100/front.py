@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Final
 
 from tinyhil._check import as_readonly_bytes, check_range
+from tinyhil.align import ceil_div
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu import DOORBELL_BAR_BYTES, DOORBELL_SLOT_BYTES
 from tinyhil.spec.amdgpu_pm4 import Pm4Op
@@ -281,7 +282,7 @@ class Gfx1100Front:
         bar = self._doorbell_bar
         bar[offset : offset + view.nbytes] = view
         first = (offset + 4) // DOORBELL_SLOT_BYTES
-        for slot in range(first, -(-(offset + view.nbytes) // DOORBELL_SLOT_BYTES)):
+        for slot in range(first, ceil_div(offset + view.nbytes, DOORBELL_SLOT_BYTES)):
             start = slot * DOORBELL_SLOT_BYTES
             self._route(start, int.from_bytes(bar[start : start + DOORBELL_SLOT_BYTES], "little"))
 
