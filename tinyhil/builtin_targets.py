@@ -36,8 +36,8 @@ from tinyhil.usb.backend import open_usb3, probe_usb3
 from tinyhil.usb.errors import BridgeUnavailable
 from tinyhil.usbgpu.over_usb import USB_AMD_CAPABILITIES
 
-__all__ = ["KfdAmdOptions", "NullOptions", "UsbAmdOptions", "amd_kfd", "amd_usb", "null",
-           "null_qcomcl_a630", "null_qemucc_aarch64", "nv", "usb_firmware_reason"]  # fmt: skip
+__all__ = ["KfdAmdOptions", "NullOptions", "UsbAmdOptions", "amd_kfd", "amd_usb", "kfd_probe", "null",
+           "null_qcomcl_a630", "null_qemucc_aarch64", "nv", "usb_firmware_reason", "usb_probe"]  # fmt: skip
 
 NULL_CAPABILITIES = ["null", "compile", "copyin", "copy", "fill", "exec", "timestamps"]
 COMPILE_ONLY_CAPABILITIES = [*NULL_CAPABILITIES, "compile-only", "qemu-compiler"]
@@ -116,7 +116,7 @@ def usb_firmware_reason(firmware: FirmwareSource | None = None) -> str | None:
     )
 
 
-def _usb_probe(*, context: Any = None, firmware: FirmwareSource | None = None) -> str | None:
+def usb_probe(*, context: Any = None, firmware: FirmwareSource | None = None) -> str | None:
     """Why ``USB+AMD`` cannot run here: libusb missing, no bridge attached, or (with a bridge) the gfx1100 firmware
     files the bring-up uploads missing (:func:`usb_firmware_reason`).
 
@@ -148,7 +148,7 @@ class UsbAmdOptions:
     "USB+AMD",
     # host-native code objects run only on the emulated GPU, so no exec on a real board
     capabilities=sorted(USB_AMD_CAPABILITIES | {"real-hardware"}),
-    probe=_usb_probe,
+    probe=usb_probe,
     emulated=False,
     summary="AMD GPU (gfx1100) behind an ASM2464 USB bridge (the real-register bring-up not yet run on a board)",
     options=UsbAmdOptions,
@@ -179,7 +179,7 @@ NO_KFD_REASON = "no /dev/kfd: the amdgpu driver's KFD is not present on this mac
 KFD_CAPABILITIES = ["kfd", "sdma", "signals", "copyin", "copyout", "copy", "fill", "timestamps", "real-hardware"]
 
 
-def _kfd_probe(*, fileio: FileIO | None = None) -> str | None:
+def kfd_probe(*, fileio: FileIO | None = None) -> str | None:
     """Why ``KFD+AMD`` cannot run here: ``/dev/kfd`` missing or not openable (``fileio``: tests inject a seam)."""
     io = RealFileIO() if fileio is None else fileio
     try:
@@ -202,7 +202,7 @@ class KfdAmdOptions:
 @target(
     "KFD+AMD",
     capabilities=KFD_CAPABILITIES,
-    probe=_kfd_probe,
+    probe=kfd_probe,
     emulated=False,
     renderers=AMD_RENDERERS,
     default_renderer="CC",

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tinyhil.amdgpu.driver import GpuPointer
-from tinyhil.builtin_targets import NO_KFD_REASON, _kfd_probe
+from tinyhil.builtin_targets import NO_KFD_REASON, kfd_probe
 from tinyhil.compiler import HostCCompiler
 from tinyhil.emulators.amdgpu import AmdGpu
 from tinyhil.emulators.kernel import EventKernel
@@ -121,9 +121,9 @@ class _Denied:
 
 
 def test_kfd_amd_probe_reports_why_it_cannot_run() -> None:
-    assert _kfd_probe(fileio=_Missing()) == NO_KFD_REASON  # type: ignore[arg-type]
-    assert "render" in str(_kfd_probe(fileio=_Denied()))  # type: ignore[arg-type]
-    assert _kfd_probe(fileio=_mock().fileio) is None
+    assert kfd_probe(fileio=_Missing()) == NO_KFD_REASON  # type: ignore[arg-type]
+    assert "render" in str(kfd_probe(fileio=_Denied()))  # type: ignore[arg-type]
+    assert kfd_probe(fileio=_mock().fileio) is None
 
 
 def test_kfd_amd_is_unavailable_here_with_no_dev_kfd() -> None:

@@ -27,7 +27,7 @@ from tinyhil.spec.copyin import (
     sentinel,
     window_pcie,
 )
-from tinyhil.usbgpu.copy import CopyRevision, _plans
+from tinyhil.usbgpu.copy import CopyRevision, chunk_plans
 from tinyhil.usbgpu.program import ChunkPlan, chunk_packets, copyin_program, copyout_packets, copyout_program
 
 CHUNK = {CopyRevision.PIPELINED: CHUNK_BYTES, CopyRevision.SENTINEL_SECTOR: SECTOR_CHUNK_BYTES}
@@ -78,11 +78,11 @@ def test_stamped_program_equals_the_built_one(revision: CopyRevision, seq: int) 
 @pytest.mark.parametrize("seq", SEQS, ids=hex)
 def test_driver_plans_follow_the_spec(revision: CopyRevision, seq: int) -> None:
     for nbytes in sizes(revision):
-        assert _plans(revision, nbytes, seq) == spec_plans(revision, nbytes, seq)
+        assert chunk_plans(revision, nbytes, seq) == spec_plans(revision, nbytes, seq)
 
 
 def test_naive_plans_are_whole_windows_without_sentinel() -> None:
-    plans = _plans(CopyRevision.NAIVE, 2 * NAIVE_CHUNK_BYTES + 1, 5)
+    plans = chunk_plans(CopyRevision.NAIVE, 2 * NAIVE_CHUNK_BYTES + 1, 5)
     assert [(p.offset, p.size, p.wire) for p in plans] == [
         (0, NAIVE_CHUNK_BYTES, NAIVE_CHUNK_BYTES),
         (NAIVE_CHUNK_BYTES, NAIVE_CHUNK_BYTES, NAIVE_CHUNK_BYTES),

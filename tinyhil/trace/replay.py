@@ -38,7 +38,6 @@ from tinyhil.usb import typed_usb1
 __all__ = ["ReplayContext", "ReplayHandle", "ReplayTransfer"]
 
 
-
 def _view(data: Any) -> Payload:
     """The caller's OUT payload as flat bytes, without a copy: it is compared with the recorded one while the call
     lasts (a mismatch error shows only its first bytes)."""
