@@ -9,6 +9,7 @@ Emulated targets live with their mocks (``tinyhil.mocks.targets``); both modules
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,7 @@ from tinyhil._check import check_int
 from tinyhil.amdgpu.driver import WAIT_TIMEOUT_MS
 from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource
 from tinyhil.cache import ArtifactError
-from tinyhil.compiler import AMD_RENDERERS, HOST_CC_RENDERERS, HostCCompiler
+from tinyhil.compiler import AMD_RENDERERS, HOST_CC_RENDERERS, Compiler, HostCCompiler
 from tinyhil.device import Device
 from tinyhil.errors import TargetUnavailable
 from tinyhil.fileio import FileIO, RealFileIO
@@ -80,11 +81,7 @@ def _qemucc_aarch64_probe() -> str | None:
 )
 def null_qemucc_aarch64(resolved: Target, options: NullOptions) -> Device:
     """Open NULL with the qemu-backed aarch64 C compiler (builds its rootfs and compile server on first use)."""
-    try:
-        compiler = qemucc_compiler("aarch64")
-    except ArtifactError as exc:
-        raise TargetUnavailable(resolved.name, str(exc)) from exc
-    return NullDevice(resolved.name, compiler, allow_copyout=options.allow_copyout)
+    return _null_with(resolved, options, lambda: qemucc_compiler("aarch64"))
 
 
 @target(
@@ -96,8 +93,14 @@ def null_qemucc_aarch64(resolved: Target, options: NullOptions) -> Device:
 )
 def null_qcomcl_a630(resolved: Target, options: NullOptions) -> Device:
     """Open NULL with the Adreno OpenCL compiler (configured by TINYHIL_QCOMCL_ROOTFS and its sha256)."""
+    return _null_with(resolved, options, lambda: qcomcl_compiler("a630"))
+
+
+def _null_with(resolved: Target, options: NullOptions, make_compiler: Callable[[], Compiler]) -> Device:
+    """NULL with the compiler ``make_compiler`` builds; one whose artifacts cannot be had makes the target
+    unavailable (TargetUnavailable naming why)."""
     try:
-        compiler = qcomcl_compiler("a630")
+        compiler = make_compiler()
     except ArtifactError as exc:
         raise TargetUnavailable(resolved.name, str(exc)) from exc
     return NullDevice(resolved.name, compiler, allow_copyout=options.allow_copyout)
