@@ -4,6 +4,7 @@
 - ``support.wire``: a recorder around the usb1 handle a ``Usb3Transport`` drives (MockUSB3's emulated one).
 - ``support.boards``: a fresh emulated bridge and GPU brought up over USB, for the copyin/copyout tests.
 - ``support.hosts``: fake sysfs/procfs host trees for the farm's discovery tests.
+- ``support.engine_queues``: ``check_queue_outcome``, what any ring leaves an engine-model queue in.
 - ``support.firmware``: ``REAL_FIRMWARE``, the mark of a test that needs the gfx1100 firmware files.
 - ``support.host_kernels``: C kernels the emulated GPUs' host-native executor runs (``VADD_C``).
 - ``support.scripts``: the one loader of files that are scripts, not modules (``load_benchmark``, ``load_script``).
