@@ -19,7 +19,7 @@ from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Function
 from tinyhil.emulators.observe import Observer
 from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.spec.gfx1100_regs import Reg
-from tinyhil.usbgpu.amd_device import UsbAmdDevice
+from tinyhil.usbgpu.over_usb import UsbAmdDevice
 
 REQUIRED_OPEN_S = 1.0
 

@@ -24,6 +24,7 @@ import argparse
 
 import numpy as np
 
+from tinyhil.align import round_up
 from tinyhil.device_farm.bench import best_seconds
 from tinyhil.registry import open_target
 
@@ -38,7 +39,7 @@ def measure(nbytes: int, repeats: int = 7) -> dict[str, float]:
     data = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
     target = np.zeros_like(data)  # zeros_like writes every page: touched before timing
     out = np.zeros_like(data)
-    vram_bytes = max(256 * MB, -(-2 * nbytes // MB) * MB)
+    vram_bytes = max(256 * MB, round_up(2 * nbytes, MB))
     with open_target(TARGET, vram_bytes=vram_bytes) as device:
         buf = device.alloc(nbytes)
         device.copyin(buf, data)  # warm-up: commits VRAM and staging pages

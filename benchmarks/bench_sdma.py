@@ -15,6 +15,7 @@ import argparse
 
 import numpy as np
 
+from tinyhil.align import round_up
 from tinyhil.amdgpu import AmdQueue, sdma_const_fill, sdma_copy_linear, sdma_fence
 from tinyhil.device_farm.bench import best_seconds
 from tinyhil.emulators.amdgpu import AmdGpu, QueueKind
@@ -28,7 +29,7 @@ COPY_MIN_RATIO, FILL_MIN_RATIO = 0.7, 0.5
 
 def measure(nbytes: int, repeats: int = 5) -> dict[str, float]:
     """Ratios (emulated throughput / numpy throughput) for COPY_LINEAR and CONST_FILL of ``nbytes``."""
-    vram_bytes = -(-(DATA + 2 * nbytes) // MB) * MB
+    vram_bytes = round_up(DATA + 2 * nbytes, MB)
     gpu = AmdGpu(EventKernel(), vram_bytes=vram_bytes, vram_at_zero=True)
     layout = {"ring_va": RING, "ring_bytes": 0x10000, "rptr_va": RPTR, "wptr_va": WPTR, "doorbell_index": 0}
     queue = AmdQueue(DirectQueueTransport(gpu, wait_ns=10**12), QueueKind.SDMA, **layout)

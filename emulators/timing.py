@@ -34,6 +34,7 @@ from dataclasses import dataclass, fields
 from typing import ClassVar, Final
 
 from tinyhil._check import check_int
+from tinyhil.align import ceil_div
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.asm2464 import STREAM_PACKET_BYTES_USB3
 
@@ -44,7 +45,7 @@ DEFAULT_PRESET: Final = "asm2464-usb3"
 
 
 def _ns_for(nbytes: int, bytes_per_s: int) -> int:
-    return -(-nbytes * _NS_PER_S // bytes_per_s)
+    return ceil_div(nbytes * _NS_PER_S, bytes_per_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +121,7 @@ class TimingModel:
 
     def stream_ns(self, nbytes: int) -> int:
         """A bulk transfer of ``nbytes`` through an 0xF0 stream, whole packets at the stream rate."""
-        packets = -(-nbytes // self.stream_packet_bytes)
+        packets = ceil_div(nbytes, self.stream_packet_bytes)
         return self.bulk_setup_ns + _ns_for(packets * self.stream_packet_bytes, self.stream_bytes_per_s)
 
     def stream_packets_done(self, elapsed_ns: int) -> int:

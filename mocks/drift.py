@@ -26,9 +26,10 @@ from tinyhil.registry import Target, default_registry
 from tinyhil.trace.drift import Divergence, Reply, compare
 from tinyhil.trace.errors import TraceFormatError
 from tinyhil.trace.exchanges import exchanges, iter_exchanges
+from tinyhil.trace.recorder import LIBUSB2STATUS
 from tinyhil.trace.records import Complete, HostCall, Op, Record, Submit, Trace, TraceHeader, Transfer, TransferStatus
 from tinyhil.trace.source import TraceSource
-from tinyhil.usb import _usb1
+from tinyhil.usb import typed_usb1
 
 __all__ = ["DRIFT_TARGET", "MAX_VRAM_BYTES", "board_options", "drift", "drift_report", "emulator_replies",
            "from_jsonable", "options_from_json"]  # fmt: skip
@@ -39,8 +40,6 @@ DRIFT_TARGET: Final = "MOCKUSB+AMD"  # the emulator a trace's requests are fed t
 MAX_VRAM_BYTES: Final = 16 << 30
 _PUMP_S: Final = 60.0  # one event pump: libusb's handle_events wait, in virtual seconds
 _PUMPS: Final = 8  # pumps before a completion the trace holds counts as never coming
-# usb1's TRANSFER_* status -> TransferStatus, by the rule its names follow (records.TransferStatus)
-_STATUS: Final = {getattr(_usb1, f"TRANSFER_{status.value}"): status for status in TransferStatus}
 _MISSING: Final = Reply(TransferStatus.ERROR, note="the emulator was never asked")
 
 
@@ -178,7 +177,7 @@ class _Walk:
     def call(self, seq: int, is_in: bool, make: Any) -> None:
         try:
             result = make()
-        except _usb1.USBError as exc:
+        except typed_usb1.USBError as exc:
             self.replies[seq] = _usb_reply(exc, is_in=is_in)
             return
         except Exception as exc:  # the emulator refused the request itself: a divergence, not a crash
@@ -229,7 +228,7 @@ class _Walk:
         if record.tag not in self.done:
             self.replies[seq] = Reply(TransferStatus.TIMED_OUT, note="the emulator never completed it")
             return
-        status = _STATUS.get(transfer.getStatus(), TransferStatus.ERROR)
+        status = LIBUSB2STATUS.get(transfer.getStatus(), TransferStatus.ERROR)
         actual = transfer.getActualLength()
         data = bytes(memoryview(transfer.getBuffer())[:actual]) if is_in else b""
         self.replies[seq] = Reply(status, actual, data)  # an async outcome is its status (no usb1 class raised)
@@ -253,13 +252,13 @@ class _Walk:
         if record.op is Op.CANCEL:
             found = self.inflight.get(value or 0)
             if found is not None:
-                with contextlib.suppress(_usb1.USBError):  # it completed already; the recorded completion says how
+                with contextlib.suppress(typed_usb1.USBError):  # it completed already; the recorded completion says how
                     found[1].cancel()
             return
         if record.op is Op.GET_CONFIGURATION:
             try:
                 self.replies[record.seq] = Reply(ret=int(h.getConfiguration()))
-            except _usb1.USBError as exc:
+            except typed_usb1.USBError as exc:
                 self.replies[record.seq] = _usb_reply(exc, is_in=True)
             return
         self.call(record.seq, False, lambda: (calls[record.op](), 0)[1])

@@ -3,7 +3,7 @@
 - :func:`open_recorded_usb3` opens :class:`~tinyhil.mocks.usb3.MockUSB3` with the emulated context wrapped in a
   :class:`~tinyhil.trace.recorder.RecordingContext` before discovery, so the trace holds everything from
   ``setConfiguration`` on, stamped with the board's virtual clock. ``MOCKUSB+AMD`` uses it when given ``record=PATH``.
-- ``REPLAY+AMD`` is the USB device runtime (:class:`~tinyhil.usbgpu.amd_device.UsbAmdDevice`, the same code as
+- ``REPLAY+AMD`` is the USB device runtime (:class:`~tinyhil.usbgpu.over_usb.UsbAmdDevice`, the same code as
   ``MOCKUSB+AMD`` and ``USB+AMD``) over the real :class:`~tinyhil.usb.transport.Usb3Transport`, opened through the
   real discovery, on a :class:`~tinyhil.trace.replay.ReplayContext` (registered in :mod:`tinyhil.mocks.targets` with
   the capabilities of ``MOCKUSB+AMD``, the target it replays). It replays one recorded test: it is available
@@ -165,7 +165,7 @@ def replay_device(
     from tinyhil.compiler import HostCCompiler
     from tinyhil.usb.backend import open_bridge_handle
     from tinyhil.usb.transport import Usb3Transport
-    from tinyhil.usbgpu.amd_device import UsbAmdDevice
+    from tinyhil.usbgpu.over_usb import UsbAmdDevice
 
     context = ReplayContext(trace, order=order, name=name)
     handle, ctx = open_bridge_handle(context=context)

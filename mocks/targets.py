@@ -1,6 +1,6 @@
 """The emulated device targets, registered through the ``tinyhil.targets`` entry point.
 
-- ``MOCKUSB+AMD[:renderer[:arch]]``: the USB device runtime (:class:`~tinyhil.usbgpu.amd_device.UsbAmdDevice`, the same
+- ``MOCKUSB+AMD[:renderer[:arch]]``: the USB device runtime (:class:`~tinyhil.usbgpu.over_usb.UsbAmdDevice`, the same
   code as ``USB+AMD``) over :class:`~tinyhil.mocks.usb3.MockUSB3`: an emulated ASM2464 with an emulated gfx1100
   (Navi 31's real register interface, the only one modelled on the USB path) behind it. Options:
   :class:`MockUsbOptions`. :func:`open_mock_usb3` opens the bridge level alone.
@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from tinyhil._check import check_int
-from tinyhil.amdgpu.device_base import COMPILER_CAPABILITIES
+from tinyhil.amdgpu.driver import COMPILER_CAPABILITIES
 from tinyhil.compiler import AMD_RENDERERS
 from tinyhil.device import Device
 from tinyhil.errors import InvalidArgument
 from tinyhil.registry import Target, check_choice, check_option, default_registry, target
 from tinyhil.spec.amdgpu_firmware import FIRMWARE_DIR, FIRMWARE_PACKAGE
-from tinyhil.usbgpu.amd_device import USB_AMD_CAPABILITIES
+from tinyhil.usbgpu.over_usb import USB_AMD_CAPABILITIES
 
 if TYPE_CHECKING:  # imported when opened: loading the registry's entry points stays light
     from tinyhil.amdgpu.firmware import FirmwareSource
@@ -169,7 +169,7 @@ def mock_usb_amd(resolved: Target, options: MockUsbOptions) -> Device:
     """The USB device runtime over a fresh MockUSB3 board with a gfx1100 behind the bridge."""
     from tinyhil.compiler_amdgpu import amd_compiler
     from tinyhil.mocks.usb3 import MockUSB3
-    from tinyhil.usbgpu.amd_device import UsbAmdDevice
+    from tinyhil.usbgpu.over_usb import UsbAmdDevice
 
     compiler = amd_compiler(resolved.name, resolved.renderer, resolved.arch)
     board = {"gfx_target_version": GFX_TARGET_VERSIONS[resolved.arch or MOCKUSB_ARCHS[0]], **options.board()}
@@ -300,7 +300,7 @@ def mock_kfd_amd(resolved: Target, options: MockKfdOptions) -> Device:
     if index >= count:
         raise InvalidArgument(f"{resolved.name}: GPU index {index}, expected < gpus={count}")
     from tinyhil.compiler_amdgpu import amd_compiler
-    from tinyhil.kfd.amd_device import KfdAmdDevice
+    from tinyhil.kfd.over_kfd import KfdAmdDevice
     from tinyhil.mocks.kfd import MockKFD
 
     compiler = amd_compiler(resolved.name, resolved.renderer, resolved.arch)

@@ -29,10 +29,10 @@ from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Function
 from tinyhil.emulators.asm2464 import Asm2464, Quirks
 from tinyhil.emulators.faults import FaultPlan
 from tinyhil.emulators.kernel import EventKernel
+from tinyhil.emulators.pcie import DEFAULT_VRAM_BYTES
 from tinyhil.emulators.timing import DEFAULT_PRESET, TimingModel
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.mocks.usb.context import EmulatedUsbContext, TransferMode
-from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES
 from tinyhil.usb.backend import open_bridge_handle
 from tinyhil.usb.transport import Usb3Transport
 

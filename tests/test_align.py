@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tinyhil._check import check_ring_bytes
-from tinyhil.align import round_down, round_up
+from tinyhil.align import ceil_div, round_down, round_up
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu import RING_MAX_BYTES, RING_MIN_BYTES
 from tinyhil.spec.kfd_queues import KFD_MIN_QUEUE_RING_SIZE
@@ -28,6 +28,12 @@ def test_any_unit_gives_the_nearest_multiple_on_each_side(value: int, unit: int)
     up, down = round_up(value, unit), round_down(value, unit)
     assert up % unit == 0 and down % unit == 0
     assert down <= value <= up and up - down in ((0,) if value % unit == 0 else (unit,))
+
+
+@given(st.integers(min_value=-(1 << 64), max_value=1 << 64), st.integers(min_value=1, max_value=10_000))
+def test_ceil_div_counts_the_units_that_cover_a_value(value: int, unit: int) -> None:
+    pieces = ceil_div(value, unit)
+    assert (pieces - 1) * unit < value <= pieces * unit
 
 
 @pytest.mark.parametrize(

@@ -115,12 +115,12 @@ def test_usb_amd_with_a_bridge_is_available_exactly_when_the_firmware_files_are_
 
     everything, no_rlc = Files(*GFX1100_FIRMWARE), Files(*GFX1100_FIRMWARE[:-1])
     assert isinstance(everything, FirmwareSource)
-    assert builtin_targets._usb_probe(context=OneBridge(), firmware=everything) is None
-    reason = builtin_targets._usb_probe(context=OneBridge(), firmware=no_rlc)
+    assert builtin_targets.usb_probe(context=OneBridge(), firmware=everything) is None
+    reason = builtin_targets.usb_probe(context=OneBridge(), firmware=no_rlc)
     assert reason == builtin_targets.usb_firmware_reason(no_rlc)
     assert reason is not None and reason.startswith("an ASM2464 bridge is attached, but the gfx1100 firmware")
     assert "gc_11_0_0_rlc.bin" in reason and "gc_11_0_0_mec.bin" not in reason and FIRMWARE_PACKAGE in reason
-    assert builtin_targets._usb_probe(context=OneBridge()) == builtin_targets.usb_firmware_reason()  # default files
+    assert builtin_targets.usb_probe(context=OneBridge()) == builtin_targets.usb_firmware_reason()  # default files
 
 
 @pytest.mark.parametrize(

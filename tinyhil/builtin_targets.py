@@ -9,19 +9,20 @@ Emulated targets live with their mocks (``tinyhil.mocks.targets``); both modules
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from tinyhil._check import check_int
-from tinyhil.amdgpu.device_base import WAIT_TIMEOUT_MS
+from tinyhil.amdgpu.driver import WAIT_TIMEOUT_MS
 from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource
 from tinyhil.cache import ArtifactError
-from tinyhil.compiler import AMD_RENDERERS
+from tinyhil.compiler import AMD_RENDERERS, Compiler
 from tinyhil.compiler_amdgpu import amd_compiler
 from tinyhil.device import Device
 from tinyhil.errors import TargetUnavailable
 from tinyhil.fileio import FileIO, RealFileIO
-from tinyhil.kfd.amd_device import KfdAmdDevice
+from tinyhil.kfd.over_kfd import KfdAmdDevice
 from tinyhil.null_device import NullDevice
 from tinyhil.nv.target import nv
 from tinyhil.qemu.toolchains import (
@@ -35,10 +36,10 @@ from tinyhil.spec.amdgpu_firmware import FIRMWARE_PACKAGE, GFX1100_FIRMWARE
 from tinyhil.spec.kfd_topology import KFD_DEVICE_PATH
 from tinyhil.usb.backend import open_usb3, probe_usb3
 from tinyhil.usb.errors import BridgeUnavailable
-from tinyhil.usbgpu.amd_device import USB_AMD_CAPABILITIES
+from tinyhil.usbgpu.over_usb import USB_AMD_CAPABILITIES
 
-__all__ = ["KfdAmdOptions", "NullOptions", "UsbAmdOptions", "amd_kfd", "amd_usb", "null",
-           "null_qcomcl_a630", "null_qemucc_aarch64", "nv", "usb_firmware_reason"]  # fmt: skip
+__all__ = ["KfdAmdOptions", "NullOptions", "UsbAmdOptions", "amd_kfd", "amd_usb", "kfd_probe", "null",
+           "null_qcomcl_a630", "null_qemucc_aarch64", "nv", "usb_firmware_reason", "usb_probe"]  # fmt: skip
 
 NULL_CAPABILITIES = ["null", "compile", "copyin", "copy", "fill", "exec", "timestamps"]
 COMPILE_ONLY_CAPABILITIES = [*NULL_CAPABILITIES, "compile-only", "qemu-compiler"]
@@ -82,11 +83,7 @@ def _qemucc_aarch64_probe() -> str | None:
 )
 def null_qemucc_aarch64(resolved: Target, options: NullOptions) -> Device:
     """Open NULL with the qemu-backed aarch64 C compiler (builds its rootfs and compile server on first use)."""
-    try:
-        compiler = qemucc_compiler("aarch64")
-    except ArtifactError as exc:
-        raise TargetUnavailable(resolved.name, str(exc)) from exc
-    return NullDevice(resolved.name, compiler, allow_copyout=options.allow_copyout)
+    return _null_with(resolved, options, lambda: qemucc_compiler("aarch64"))
 
 
 @target(
@@ -98,8 +95,14 @@ def null_qemucc_aarch64(resolved: Target, options: NullOptions) -> Device:
 )
 def null_qcomcl_a630(resolved: Target, options: NullOptions) -> Device:
     """Open NULL with the Adreno OpenCL compiler (configured by TINYHIL_QCOMCL_ROOTFS and its sha256)."""
+    return _null_with(resolved, options, lambda: qcomcl_compiler("a630"))
+
+
+def _null_with(resolved: Target, options: NullOptions, make_compiler: Callable[[], Compiler]) -> Device:
+    """NULL with the compiler ``make_compiler`` builds; one whose artifacts cannot be had makes the target
+    unavailable (TargetUnavailable naming why)."""
     try:
-        compiler = qcomcl_compiler("a630")
+        compiler = make_compiler()
     except ArtifactError as exc:
         raise TargetUnavailable(resolved.name, str(exc)) from exc
     return NullDevice(resolved.name, compiler, allow_copyout=options.allow_copyout)
@@ -118,7 +121,7 @@ def usb_firmware_reason(firmware: FirmwareSource | None = None) -> str | None:
     )
 
 
-def _usb_probe(*, context: Any = None, firmware: FirmwareSource | None = None) -> str | None:
+def usb_probe(*, context: Any = None, firmware: FirmwareSource | None = None) -> str | None:
     """Why ``USB+AMD`` cannot run here: libusb missing, no bridge attached, or (with a bridge) the gfx1100 firmware
     files the bring-up uploads missing (:func:`usb_firmware_reason`).
 
@@ -150,7 +153,7 @@ class UsbAmdOptions:
     "USB+AMD",
     # host-native code objects run only on the emulated GPU, so no exec on a real board
     capabilities=sorted(USB_AMD_CAPABILITIES | {"real-hardware"}),
-    probe=_usb_probe,
+    probe=usb_probe,
     emulated=False,
     summary="AMD GPU (gfx1100) behind an ASM2464 USB bridge (the real-register bring-up not yet run on a board)",
     options=UsbAmdOptions,
@@ -163,7 +166,7 @@ def amd_usb(resolved: Target, options: UsbAmdOptions) -> Device:
         TargetUnavailable: no usable bridge (libusb missing, none attached, wrong bridge firmware), or the GPU's
             firmware files are missing (the probe says so first; checked again here, for an opener called directly).
     """
-    from tinyhil.usbgpu.amd_device import UsbAmdDevice
+    from tinyhil.usbgpu.over_usb import UsbAmdDevice
 
     try:
         transport = open_usb3(options.serial)
@@ -182,7 +185,7 @@ KFD_CAPABILITIES = ["kfd", "sdma", "signals", "copyin", "copyout", "copy", "fill
                     "fault-recovery"]  # fmt: skip
 
 
-def _kfd_probe(*, fileio: FileIO | None = None) -> str | None:
+def kfd_probe(*, fileio: FileIO | None = None) -> str | None:
     """Why ``KFD+AMD`` cannot run here: ``/dev/kfd`` missing or not openable (``fileio``: tests inject a seam)."""
     io = RealFileIO() if fileio is None else fileio
     try:
@@ -205,7 +208,7 @@ class KfdAmdOptions:
 @target(
     "KFD+AMD",
     capabilities=KFD_CAPABILITIES,
-    probe=_kfd_probe,
+    probe=kfd_probe,
     emulated=False,
     renderers=AMD_RENDERERS,
     default_renderer="CC",

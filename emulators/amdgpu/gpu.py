@@ -10,10 +10,11 @@ import numpy as np
 
 from tinyhil._check import check_int
 from tinyhil.errors import InvalidArgument, StateError
-from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES, QueueKind
+from tinyhil.spec.amdgpu import QueueKind
 
 from ..kernel import EventKernel, VirtualTimeout
 from ..observe import Observation, Observed, Observer
+from ..pcie import DEFAULT_VRAM_BYTES
 from .engine import EngineServices, Interrupt, QueueConfig, RingEngine
 from .executor import HostNativeExecutor, KernelExecutor
 from .mappings import FlatTranslation

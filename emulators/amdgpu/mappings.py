@@ -23,10 +23,11 @@ import numpy as np
 
 from tinyhil._check import as_writable_bytes, check_int
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.amdgpu import GPU_VA_LIMIT, PAGE_BYTES, SYS_APERTURE, SYS_APERTURE_END
+from tinyhil.spec.amdgpu import GPU_VA_LIMIT, PAGE_BYTES, SYS_APERTURE
 
 from .errors import GpuMemoryFault
 from .memory import HostSpan, Run, Vram
+from .model_choices import SYS_APERTURE_END
 
 __all__ = ["FlatTranslation", "Mapping"]
 

@@ -1,16 +1,35 @@
-"""Choices of this GPU model that no hardware fixes: how the engine model reports a queue's state and what stopped it.
+"""Choices of this GPU model that no hardware fixes: how the engine model reports a queue's state and what stopped it,
+where the flat translation puts its system aperture, and which IP discovery table versions the gfx1100 model writes.
 
 A real GPU reports a stopped queue through its own interface (gfx1100: an interrupt vector on the IH ring, the VM
 fault status registers; docs/gfx1100.md); these codes are the engine model's own encoding, carried by
 :class:`~tinyhil.emulators.amdgpu.errors.GpuQueueError` and the engine's ``status`` / ``error_code``, for the model's
-tests and for MOCKKFD's translation into KFD events. No driver of a real interface reads them.
+tests and for MOCKKFD's translation into KFD events. No driver of a real interface reads any of these.
 """
 
 from __future__ import annotations
 
 from enum import IntEnum, IntFlag
+from typing import Final
 
-__all__ = ["ErrorCode", "QueueStatus"]
+from tinyhil.spec.amdgpu import SYS_APERTURE
+
+__all__ = [
+    "DISCOVERY_VERSION_MAJOR",
+    "DISCOVERY_VERSION_MINOR",
+    "IP_DISCOVERY_VERSION",
+    "SYS_APERTURE_BYTES",
+    "SYS_APERTURE_END",
+    "ErrorCode",
+    "QueueStatus",
+]
+
+SYS_APERTURE_BYTES: Final = 1 << 44  # the flat translation's aperture spans PCIe addresses 0 .. 2**44 - 1
+SYS_APERTURE_END: Final = SYS_APERTURE + SYS_APERTURE_BYTES  # the first GPU address past the aperture
+# docs/gfx1100.md section 3: binary_header version 1.0; ip_discovery_header version 4 (real tables carry 3 or 4)
+DISCOVERY_VERSION_MAJOR: Final = 1
+DISCOVERY_VERSION_MINOR: Final = 0
+IP_DISCOVERY_VERSION: Final = 4
 
 
 class QueueStatus(IntFlag):

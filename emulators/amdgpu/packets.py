@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
+from tinyhil.align import ceil_div
 from tinyhil.spec.amdgpu import CompareFunction
 
 from .model_choices import ErrorCode, QueueStatus
@@ -109,5 +110,5 @@ class PollWait:
         """The first poll instant (``start + k * interval``) at or after ``now_ns``."""
         if self.interval_ns == 0 or now_ns <= self.start_ns:
             return max(now_ns, self.start_ns)
-        polls = -(-(now_ns - self.start_ns) // self.interval_ns)
+        polls = ceil_div(now_ns - self.start_ns, self.interval_ns)
         return self.start_ns + polls * self.interval_ns

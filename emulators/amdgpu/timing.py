@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from tinyhil._check import check_int
+from tinyhil.align import ceil_div
 from tinyhil.spec.amdgpu import POLL_INTERVAL_CYCLES
 
 __all__ = ["DEFAULT_TIMING", "GpuTiming"]
@@ -47,7 +48,7 @@ class GpuTiming:
     def transfer_ns(self, nbytes: int, *, system: bool = False) -> int:
         """Time to move ``nbytes`` (beyond the packet cost); ``system``: to or from the system aperture."""
         rate = self.system_bytes_per_us if system and self.system_bytes_per_us else self.bytes_per_us
-        return -(-nbytes * 1000 // rate)
+        return ceil_div(nbytes * 1000, rate)
 
     def poll_interval_ns(self, interval: int) -> int:
         """A poll interval field (units of 16 clock cycles) in nanoseconds."""

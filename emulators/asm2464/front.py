@@ -37,7 +37,7 @@ from tinyhil.emulators.asm2464.ep0 import ControlEndpoint, StandardRequest
 from tinyhil.emulators.asm2464.inline import InlinePath
 from tinyhil.emulators.asm2464.urb import Urb, UsbStatus
 from tinyhil.emulators.faults import Fault, FaultKind, Operation, Transfer
-from tinyhil.spec.asm2464 import CONTROL_EP, ENDPOINTS
+from tinyhil.spec.asm2464 import CONTROL_EP, ENDPOINTS, MAX_TIMEOUT_MS
 
 if TYPE_CHECKING:
     from tinyhil.emulators.asm2464.device import Asm2464
@@ -45,10 +45,11 @@ if TYPE_CHECKING:
 # CONTROL_EP (the spec's) and StandardRequest (ep0's) are re-exported: the usb1 mock imports them from here
 __all__ = ["CONTROL_EP", "UNBOUNDED_WAIT_NS", "WAIT_CAP_NS", "StandardRequest", "UsbFront"]
 
-UNBOUNDED_WAIT_NS: Final = 3600 * 1_000_000_000  # a libusb timeout of 0 ("forever") gives up after 1 virtual hour
+_NS_PER_MS: Final = 1_000_000
+UNBOUNDED_WAIT_NS: Final = 3600 * 1000 * _NS_PER_MS  # a libusb timeout of 0 ("forever") gives up after 1 virtual hour
 # The longest a synchronous call waits for one transfer, and so the longest transfer timeout the emulated usb1 stack
 # accepts (mocks/usb/_requests.py refuses a longer one up front): every transfer ends by its own timeout within it.
-WAIT_CAP_NS: Final = 2 * UNBOUNDED_WAIT_NS
+WAIT_CAP_NS: Final = MAX_TIMEOUT_MS * _NS_PER_MS  # the spec's transfer timeout cap, in virtual time
 _COMPLETED: Final = UsbStatus.COMPLETED
 _WAIT_WHAT: Final = "a USB transfer to complete or time out"
 

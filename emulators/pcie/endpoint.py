@@ -15,13 +15,13 @@ from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.spec.amdgpu import DOORBELL_BAR_BYTES, REGS_BAR_BYTES, Bar
 from tinyhil.spec.pci import CLASS_DISPLAY_VGA, VENDOR_ID_AMD
 
-__all__ = ["PlainEndpoint", "gpu_bars"]
+__all__ = ["DEFAULT_VRAM_BYTES", "PlainEndpoint", "gpu_bars"]
 
 PLAIN_DEVICE_ID: Final = 0x744C  # model choice: a Navi 31 device ID; the plain endpoint runs nothing
 VRAM_BAR: Final = int(Bar.VRAM)
 DOORBELL_BAR: Final = int(Bar.DOORBELL)
 REGISTER_BAR: Final = int(Bar.REGS)
-DEFAULT_VRAM_BYTES: Final = 256 << 20
+DEFAULT_VRAM_BYTES: Final = 256 << 20  # model choice: the VRAM of an emulated GPU behind the bridge unless told
 DOORBELL_BYTES: Final = DOORBELL_BAR_BYTES  # docs/asm2464.md "PCIe behind the bridge"
 REGISTER_BYTES: Final = REGS_BAR_BYTES
 BAR0_POWER_ON_MAX_BYTES: Final = 256 << 20  # BAR0 powers on at min(VRAM, 256 MB), as discrete AMD GPUs do

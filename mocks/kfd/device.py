@@ -32,7 +32,7 @@ from tinyhil.mocks.kfd.state import GpuDevice, Process
 from tinyhil.mocks.kfd.topology import SysfsTree, gpu_identities, model_for
 from tinyhil.mocks.kfd.usermem import MAPS_PATH, UserMemory
 
-__all__ = ["DEFAULT_GTT_LIMIT_BYTES", "MockKFD"]
+__all__ = ["DEFAULT_GTT_LIMIT_BYTES", "PORT_MEMBERS", "MockKFD"]
 
 DEFAULT_GTT_LIMIT_BYTES: Final = 4 << 30
 
@@ -45,7 +45,7 @@ def _protocol_members(protocol: type) -> tuple[str, ...]:
 
 
 # Derived from the protocol, so the check cannot drift from it (``isinstance(port, GpuPort)`` asks the same).
-_PORT_MEMBERS: Final = _protocol_members(GpuPort)
+PORT_MEMBERS: Final = _protocol_members(GpuPort)
 _BUILD_OPTIONS: Final = ("gpus", "arch", "seed", "vram_bytes")
 
 
@@ -122,7 +122,7 @@ class MockKFD:
         except TypeError:
             raise InvalidArgument(f"ports={ports!r}, expected a sequence of GpuPorts (n fresh GPUs: gpus=n)") from None
         for index, port in enumerate(ports):
-            missing = [name for name in _PORT_MEMBERS if not hasattr(port, name)]
+            missing = [name for name in PORT_MEMBERS if not hasattr(port, name)]
             if missing:
                 raise InvalidArgument(f"ports[{index}]={type(port).__name__} lacks GpuPort members {missing}")
         if len({id(port.kernel) for port in ports}) > 1:

@@ -35,9 +35,9 @@ from typing import Any, Final, Literal, overload
 
 import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 
-from tinyhil.emulators.asm2464 import UNBOUNDED_WAIT_NS, WAIT_CAP_NS
+from tinyhil.emulators.asm2464 import UNBOUNDED_WAIT_NS
 from tinyhil.mocks.usb._errors import invalid_param
-from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP
+from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP, MAX_TIMEOUT_MS
 
 __all__ = [
     "BULK_ENDPOINTS",
@@ -60,7 +60,6 @@ NS_PER_MS: Final = 1_000_000
 U8: Final = 0xFF
 U16: Final = 0xFFFF
 U32: Final = 0xFFFFFFFF  # libusb's timeout is an unsigned int of milliseconds
-MAX_TIMEOUT_MS: Final = WAIT_CAP_NS // NS_PER_MS  # the longest timeout the emulated stack runs: 7,200,000 ms (2 h)
 DIRECTION_IN: Final = 0x80  # usb1.ENDPOINT_IN
 DIRECTION_OUT: Final = 0x00  # usb1.ENDPOINT_OUT
 BULK_ENDPOINTS: Final = frozenset({BULK_OUT_EP, BULK_IN_EP})

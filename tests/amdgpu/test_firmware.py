@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from support.firmware import REAL_FIRMWARE
 
 from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareMissing, FirmwareSource, GeneratedFirmware, make_image
 from tinyhil.errors import InvalidArgument
@@ -28,10 +29,6 @@ from tinyhil.spec.amdgpu_firmware import (
 )
 from tinyhil.spec.gfx1100_psp import PspFwBinType, PspFwType
 
-REAL_FILES = pytest.mark.skipif(
-    not all(Path(FIRMWARE_DIR, name).is_file() for name in GFX1100_FIRMWARE),
-    reason=f"the gfx1100 firmware files are not in {FIRMWARE_DIR}: install {FIRMWARE_PACKAGE}",
-)
 SOS = "psp_13_0_0_sos.bin"
 
 
@@ -76,7 +73,7 @@ def test_generated_sos_lists_the_nine_components_after_a_36_byte_header() -> Non
     assert [c.fw_type for c in psp_sos_components(blob)] == [3, 5, 2, 7, 8, 9, 10, 1, 4]
 
 
-@REAL_FILES
+@REAL_FIRMWARE
 def test_the_real_sos_file_is_accepted_with_its_six_components() -> None:
     """Its header_size_bytes is 36 while six 16-byte descriptors follow it, before the ucode array at 256."""
     blob = DirectoryFirmware().load(SOS)
@@ -87,7 +84,7 @@ def test_the_real_sos_file_is_accepted_with_its_six_components() -> None:
     assert components[0].offset_bytes == 256 and components[-1].offset_bytes + components[-1].size_bytes == len(blob)
 
 
-@REAL_FILES
+@REAL_FIRMWARE
 @pytest.mark.parametrize("name", GFX1100_FIRMWARE)
 def test_every_real_payload_is_a_signed_image_the_parser_accepts(name: str) -> None:
     for fw_type, payload in payloads(DirectoryFirmware(), name):
@@ -97,7 +94,7 @@ def test_every_real_payload_is_a_signed_image_the_parser_accepts(name: str) -> N
         assert image.image_bytes == 0x100 + image.size_signed + 0x100 <= len(payload)
 
 
-@REAL_FILES
+@REAL_FIRMWARE
 @pytest.mark.parametrize("name", GFX1100_IP_FIRMWARE)
 def test_generated_files_carry_the_real_files_header_versions_and_sections(name: str) -> None:
     kind = GFX1100_IP_FIRMWARE[name]
@@ -109,7 +106,7 @@ def test_generated_files_carry_the_real_files_header_versions_and_sections(name:
     assert (generated.ucode_start_addr is None) == (real.ucode_start_addr is None)
 
 
-@REAL_FILES
+@REAL_FIRMWARE
 def test_the_real_rlc_file_is_v2_3_and_gives_the_rlc_set_then_rlc_g() -> None:
     rlc = ip_firmware(DirectoryFirmware().load("gc_11_0_0_rlc.bin"), FirmwareKind.RLC)
     assert rlc.header.header_version == (2, 3)
@@ -245,7 +242,7 @@ def test_a_name_the_generator_does_not_make_is_missing() -> None:
         GeneratedFirmware().load("dcn_3_2_0_dmcub.bin")
 
 
-@REAL_FILES
+@REAL_FIRMWARE
 @pytest.mark.parametrize("name", GFX1100_FIRMWARE)
 def test_the_installed_files_pass_the_header_check(name: str) -> None:
     header = parse_firmware_header(DirectoryFirmware().load(name), name=name)

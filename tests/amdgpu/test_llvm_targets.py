@@ -11,7 +11,7 @@ import pytest
 from support.rdna3 import needs_clang
 from support.rdna3_corpus import SOURCE, divloop_reference
 
-from tinyhil.amdgpu.device_base import GpuPointer
+from tinyhil.amdgpu.driver import GpuPointer
 from tinyhil.amdgpu.errors import KernelLoadError, QueueStopped
 from tinyhil.device import Buffer, Device, Program
 from tinyhil.emulators.amdgpu.pm4 import Pm4Engine

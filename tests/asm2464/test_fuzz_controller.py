@@ -20,6 +20,7 @@ import pytest
 import usb1
 from hypothesis import given
 from hypothesis import strategies as st
+from support.boards import recover_and_write
 
 from tinyhil.asm2464 import Asm2464Controller, PcieError
 from tinyhil.asm2464.stream import MAX_MEM_ACCESS_BYTES
@@ -30,7 +31,7 @@ from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.errors import DeviceTimeout, InvalidArgument
 from tinyhil.fixtures.strategies import fault_plans
 from tinyhil.mocks.usb3 import MockUSB3
-from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP, SECTOR_BYTES, FmtType
+from tinyhil.spec.asm2464 import SECTOR_BYTES, FmtType
 from tinyhil.usb import MAX_TIMEOUT_MS, ShortTransfer
 
 pytestmark = pytest.mark.fuzz
@@ -127,21 +128,6 @@ def _check_call(usb: MockUSB3, ctrl: Asm2464Controller, call: Call) -> None:
     assert usb.in_flight == (), f"{call}: left an asynchronous transfer unreaped"
 
 
-def _follow_up(usb: MockUSB3, seed: int) -> None:
-    """Faults off, the host's recovery (a power cycle if the board left the bus or wedged, CLEAR_FEATURE(HALT) on both
-    bulk endpoints), then a valid scsi_write must land its bytes."""
-    bridge = usb.bridge
-    bridge.faults = FaultPlan()
-    if bridge.front.gone or bridge.wedged:
-        bridge.reset()
-    usb.clear_halt(BULK_OUT_EP)
-    usb.clear_halt(BULK_IN_EP)
-    usb.clear_error()
-    payload = np.random.default_rng(seed).integers(0, 256, 2 * SECTOR_BYTES + 5, dtype=np.uint8).tobytes()
-    Asm2464Controller(usb).scsi_write(payload)
-    assert bridge.read_sram(0, len(payload)) == payload, "the follow-up scsi_write landed other bytes"
-
-
 @given(
     calls=st.lists(CALLS, min_size=1, max_size=4),
     plan=fault_plans(max_occurrence=3),
@@ -159,4 +145,4 @@ def test_random_controller_calls_raise_only_documented_errors_and_refusals_chang
         usb.bridge.faults = plan  # after the set-up, so the plan's occurrences count the fuzzed calls
         for call in calls:
             _check_call(usb, ctrl, call)
-        _follow_up(usb, seed)
+        recover_and_write(usb, seed)

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.host_kernels import VADD_C
 
 from tinyhil.amdgpu import (
     AmdQueue,
@@ -55,18 +56,6 @@ from tinyhil.usbgpu.gfx1100_gpu import Gfx1100UsbGpu, open_usb_gpu
 VRAM_BYTES = 64 << 20
 SDMA_RING, COMPUTE_RING, RING_BYTES = 0x100000, 0x110000, 0x10000
 DATA, ARGS, PROGRAM = 0x400000, 0x7F0000, 0x800000
-VADD = b"""
-#include <stdint.h>
-void vadd(uint64_t *args, const uint32_t group_id[3], const uint32_t group_size[3]) {
-    float *out = (float *)args[0];
-    const float *a = (const float *)args[1], *b = (const float *)args[2];
-    uint64_t n = args[3];
-    for (uint32_t t = 0; t < group_size[0]; t++) {
-        uint64_t i = (uint64_t)group_id[0] * group_size[0] + t;
-        if (i < n) out[i] = a[i] + b[i];
-    }
-}
-"""
 
 
 @dataclass
@@ -201,7 +190,7 @@ def test_vector_add_dispatched_through_pm4_gives_the_numpy_result(board: Board) 
     out, a_va, b_va = DATA, DATA + 0x10000, DATA + 0x20000
     driver.write_memory(a_va, a)
     driver.write_memory(b_va, b)
-    code = CodeObject("vadd", (ArgKind.POINTER,) * 3 + (ArgKind.VALUE,), compiler.compile(VADD))
+    code = CodeObject("vadd", (ArgKind.POINTER,) * 3 + (ArgKind.VALUE,), compiler.compile(VADD_C))
     driver.write_memory(PROGRAM, pack_code_object(code))
     driver.write_memory(ARGS, np.array([out, a_va, b_va, n], "<u8"))
     queue.submit(pm4_launch(PROGRAM, ARGS, (-(-n // 64), 1, 1), (64, 1, 1)), pm4_release_mem(DATA + 0xF000, 7))

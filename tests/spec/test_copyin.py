@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from tinyhil.spec.amdgpu_sdma import SdmaPollRegmemDw
 from tinyhil.spec.copyin import SENTINEL_TAG, SEQ_MASK, sentinel
-from tinyhil.usbgpu.copy import CopyRevision, _plans
-from tinyhil.usbgpu.program import _COL_SENTINEL, copyin_program
+from tinyhil.usbgpu.copy import CopyRevision, chunk_plans
+from tinyhil.usbgpu.program import copyin_program
 
 SEQS = [0, 1, 0xFFFFFE, 0xFFFFFF, 0x1000000, 0x1000001, (1 << 62) + 0xFFFFFF]
 
@@ -23,7 +24,7 @@ def test_one_seq_and_an_array_of_seqs_give_the_same_sentinels() -> None:
 
 
 def test_the_stamped_program_polls_for_the_sentinel_of_each_chunk() -> None:
-    plans = _plans(CopyRevision.PIPELINED, 6 * 0x40000, 0xFFFFFD)
+    plans = chunk_plans(CopyRevision.PIPELINED, 6 * 0x40000, 0xFFFFFD)
     program = copyin_program(plans, 0x1000_0000)
     rows = program.reshape(len(plans), -1)
-    assert rows[:, _COL_SENTINEL].tolist() == [sentinel(plan.seq) for plan in plans]
+    assert rows[:, SdmaPollRegmemDw.REFERENCE].tolist() == [sentinel(plan.seq) for plan in plans]

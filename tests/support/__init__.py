@@ -5,6 +5,9 @@
 - ``support.boards``: a fresh emulated bridge and GPU brought up over USB, for the copyin/copyout tests.
 - ``support.hosts``: fake sysfs/procfs host trees for the farm's discovery tests.
 - ``support.outcome_suite``: a suite with a test of every outcome, and what each must be reported as.
+- ``support.engine_queues``: ``check_queue_outcome``, what any ring leaves an engine-model queue in.
+- ``support.firmware``: ``REAL_FIRMWARE``, the mark of a test that needs the gfx1100 firmware files.
+- ``support.host_kernels``: C kernels the emulated GPUs' host-native executor runs (``VADD_C``).
 - ``support.scripts``: the one loader of files that are scripts, not modules (``load_benchmark``, ``load_script``).
 
 Nothing here is collected: the modules hold no tests.

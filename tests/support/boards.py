@@ -24,6 +24,7 @@ from tinyhil.emulators.faults import Fault, FaultPlan, Operation
 from tinyhil.emulators.observe import Observer
 from tinyhil.mocks.usb3 import MockUSB3
 from tinyhil.spec.amdgpu import QueueKind
+from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP, SECTOR_BYTES
 from tinyhil.spec.copyin import SDMA_RING_BYTES
 from tinyhil.usbgpu.copy import UsbCopy
 from tinyhil.usbgpu.gfx1100_gpu import Gfx1100UsbGpu, open_usb_gpu
@@ -107,3 +108,19 @@ def sram_bulk_out_occurrences(run: Callable[[Board], None], mode: str = "sync", 
 
 
 NEVER = FaultPlan.single(Operation.bulk_out(), 1 << 30, Fault.drop())
+
+
+def recover_and_write(usb: MockUSB3, seed: int) -> None:
+    """After a fuzzed run: faults off, the host's recovery (a power cycle if the board left the bus or wedged,
+    CLEAR_FEATURE(HALT) on both bulk endpoints, the transport's latched error cleared), then a valid scsi_write must
+    land its bytes."""
+    bridge = usb.bridge
+    bridge.faults = FaultPlan()
+    if bridge.front.gone or bridge.wedged:
+        bridge.reset()
+    usb.clear_halt(BULK_OUT_EP)
+    usb.clear_halt(BULK_IN_EP)
+    usb.clear_error()
+    payload = np.random.default_rng(seed).integers(0, 256, 2 * SECTOR_BYTES + 5, dtype=np.uint8).tobytes()
+    Asm2464Controller(usb).scsi_write(payload)
+    assert bridge.read_sram(0, len(payload)) == payload, "the follow-up scsi_write landed other bytes"

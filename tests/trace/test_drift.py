@@ -20,8 +20,8 @@ from tinyhil.mocks.replay import jsonable
 from tinyhil.spec.asm2464 import Request
 from tinyhil.spec.copyin import CHUNK_BYTES
 from tinyhil.trace import TraceFormatError, load_trace
-from tinyhil.trace.drift import Reply, compare, drift_lines, first_difference, trace_divergence
-from tinyhil.trace.exchanges import exchanges
+from tinyhil.trace.drift import Reply, compare, drift_lines, trace_divergence
+from tinyhil.trace.exchanges import exchanges, first_difference
 from tinyhil.trace.records import TransferStatus
 from tinyhil.usbgpu.copy import DrainError
 

@@ -20,7 +20,7 @@ from tinyhil.trace import TraceFormatError, load_trace
 from tinyhil.trace.jsonl import parse_jsonl
 from tinyhil.trace.pcapng import dump_pcapng
 from tinyhil.trace.pcapng_reader import parse_pcapng
-from tinyhil.usb import _usb1
+from tinyhil.usb import typed_usb1
 
 pytestmark = pytest.mark.fuzz
 
@@ -46,7 +46,7 @@ def _consume(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for consumer in CONSUMERS:
         if consumer == "replay":
             # TraceFormatError, ReplayMismatch, a device error; a usb1 error the trace recorded
-            with contextlib.suppress(TinyHilError, _usb1.USBError):
+            with contextlib.suppress(TinyHilError, typed_usb1.USBError):
                 open_replay(path).close()
             continue
         other.unlink(missing_ok=True)

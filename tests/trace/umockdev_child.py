@@ -20,8 +20,8 @@ import numpy as np
 from tinyhil.amdgpu.firmware import GeneratedFirmware
 from tinyhil.compiler import HostCCompiler
 from tinyhil.trace import RecordingHandle, TraceRecorder
-from tinyhil.usb import _usb1, open_usb3
-from tinyhil.usbgpu.amd_device import UsbAmdDevice
+from tinyhil.usb import open_usb3, typed_usb1
+from tinyhil.usbgpu.over_usb import UsbAmdDevice
 
 TIMEOUT_MS: Final = 200  # libusb timeout of every transfer under umockdev (a replay answers in well under 1 ms)
 WAIT_TIMEOUT_MS: Final = 2000  # the device runtime's own waits
@@ -112,7 +112,7 @@ def main(argv: list[str]) -> int:
     recorder = TraceRecorder()
     status = 1
     try:
-        transport = open_usb3(context=_RecordedContext(_usb1.new_context(), recorder))
+        transport = open_usb3(context=_RecordedContext(typed_usb1.new_context(), recorder))
         # The host compiler, as MOCKUSB+AMD and REPLAY+AMD have: with one, the runtime also starts its compute queue,
         # so without it (USB+AMD today) the bring-up would issue other requests than the recording holds.
         # The generated firmware MOCKUSB+AMD boots its gfx1100 with: the boot sends the images over USB.

@@ -53,7 +53,7 @@ def test_missing_libusb_is_reported_precisely_everywhere() -> None:
     assert raised.value.reason == str(raised.value)
     assert isinstance(raised.value.__cause__, OSError)
     assert probe_usb3(context=MissingLibusbContext()) == raised.value.reason
-    assert builtin_targets._usb_probe(context=MissingLibusbContext()) == raised.value.reason
+    assert builtin_targets.usb_probe(context=MissingLibusbContext()) == raised.value.reason
 
 
 def test_missing_libusb_through_the_real_usb1_context(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -224,8 +224,8 @@ def test_listing_opens_nothing_and_the_probe_finds_the_board(usb_fake: ModuleTyp
     assert board.handle is None and board.closed
     assert probe_usb3(context=FakeContext(board)) is None
     # A bridge is attached: USB+AMD is available exactly when the gfx1100 firmware files are installed.
-    assert builtin_targets._usb_probe(context=FakeContext(board)) == builtin_targets.usb_firmware_reason()
-    assert builtin_targets._usb_probe(context=FakeContext()) == NO_BRIDGE_REASON
+    assert builtin_targets.usb_probe(context=FakeContext(board)) == builtin_targets.usb_firmware_reason()
+    assert builtin_targets.usb_probe(context=FakeContext()) == NO_BRIDGE_REASON
 
 
 def test_an_emulated_stack_without_kernel_driver_detach_opens_too(usb_fake: ModuleType) -> None:
@@ -284,7 +284,7 @@ import json
 import usb1
 from tinyhil import builtin_targets
 from tinyhil.usb import list_bridges, open_usb3
-out = {"bridges": [str(b) for b in list_bridges()], "probe": builtin_targets._usb_probe()}
+out = {"bridges": [str(b) for b in list_bridges()], "probe": builtin_targets.usb_probe()}
 try:
     open_usb3()
 except Exception as exc:

@@ -10,21 +10,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.firmware import REAL_FIRMWARE
 
 from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource, GeneratedFirmware
 from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Function
 from tinyhil.emulators.amdgpu.gfx1100.psp import Psp
 from tinyhil.mocks.usb3 import MockUSB3
-from tinyhil.spec.amdgpu_firmware import FIRMWARE_DIR, FIRMWARE_PACKAGE, GFX1100_FIRMWARE
+from tinyhil.spec.amdgpu_firmware import FIRMWARE_DIR
 from tinyhil.spec.gfx1100_psp import PspBootloaderCmd, PspFwType
-from tinyhil.usbgpu.amd_device import UsbAmdDevice
 from tinyhil.usbgpu.gfx1100.psp import PspBlock
 from tinyhil.usbgpu.gfx1100_gpu import Gfx1100UsbGpu
+from tinyhil.usbgpu.over_usb import UsbAmdDevice
 
-REAL_FILES = pytest.mark.skipif(
-    not all(Path(FIRMWARE_DIR, name).is_file() for name in GFX1100_FIRMWARE),
-    reason=f"the gfx1100 firmware files are not in {FIRMWARE_DIR}: install {FIRMWARE_PACKAGE}",
-)
 # Section 11 step 10 for an RLC v2.3 header: the LOAD_IP_FW types in order.
 IP_FW_TYPES = [PspFwType.SMU, PspFwType.SDMA_UCODE_TH1, PspFwType.SDMA_UCODE_TH0, PspFwType.RS64_MEC,
                PspFwType.RS64_MEC_P0_STACK, PspFwType.IMU_I, PspFwType.IMU_D, PspFwType.RLC_IRAM,
@@ -103,7 +100,7 @@ def psp_of(usb: MockUSB3) -> Psp:
     return function.front.psp
 
 
-@REAL_FILES
+@REAL_FIRMWARE
 def test_mockusb_amd_boots_over_the_real_files_and_copies_bit_exactly(
     usb: MockUSB3, sent: list[tuple[int, bytes]]
 ) -> None:

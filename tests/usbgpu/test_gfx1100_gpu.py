@@ -29,8 +29,8 @@ from tinyhil.spec.gfx1100_regs import Reg
 from tinyhil.spec.gfx1100_smu import SmuDebugMsg
 from tinyhil.spec.gfx1100_soc import BOOTED_SCRATCH_REG7
 from tinyhil.spec.pci import Command
-from tinyhil.usbgpu.amd_device import UsbAmdDevice
 from tinyhil.usbgpu.gfx1100_gpu import Gfx1100UsbGpu, open_usb_gpu
+from tinyhil.usbgpu.over_usb import UsbAmdDevice
 
 # Section 11, the "waits for" column, in order: (step, register the driver polls).
 SPEC_WAITS = (

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tinyhil.align import ceil_div, round_up
 from tinyhil.spec.amdgpu import SYS_APERTURE
 from tinyhil.spec.asm2464 import CPL_RELEASE_OFFSET, PCIE_CQ_WINDOW, PCIE_SRAM_BASE, SECTOR_BYTES, WINDOW_BYTES
 from tinyhil.spec.copyin import (
@@ -26,7 +27,7 @@ from tinyhil.spec.copyin import (
     sentinel,
     window_pcie,
 )
-from tinyhil.usbgpu.copy import CopyRevision, _plans
+from tinyhil.usbgpu.copy import CopyRevision, chunk_plans
 from tinyhil.usbgpu.program import ChunkPlan, chunk_packets, copyin_program, copyout_packets, copyout_program
 
 CHUNK = {CopyRevision.PIPELINED: CHUNK_BYTES, CopyRevision.SENTINEL_SECTOR: SECTOR_CHUNK_BYTES}
@@ -34,21 +35,17 @@ SENTINEL_REVISIONS = tuple(CHUNK)
 POLL, COPY, WRITE = 6, 7, 6  # dwords of the three packets of a chunk
 
 
-def _round_up(value: int, unit: int) -> int:
-    return -(-value // unit) * unit
-
-
 def spec_plans(revision: CopyRevision, nbytes: int, seq: int) -> list[ChunkPlan]:
     """The chunk plans as docs/copyin.md words them, written independently of the driver."""
     chunk = CHUNK[revision]
     plans = []
-    for index in range(-(-nbytes // chunk)):
+    for index in range(ceil_div(nbytes, chunk)):
         size = min(chunk, nbytes - index * chunk)
         if revision is CopyRevision.PIPELINED:  # [payload][zero pad][sentinel as the last dword]
-            wire = _round_up(size + SENTINEL_BYTES, SECTOR_BYTES)
+            wire = round_up(size + SENTINEL_BYTES, SECTOR_BYTES)
             at = wire - SENTINEL_BYTES
         else:  # [payload padded to sectors][one 512 B sentinel sector]
-            at = _round_up(size, SECTOR_BYTES)
+            at = round_up(size, SECTOR_BYTES)
             wire = at + SECTOR_BYTES
         plans.append(ChunkPlan(index, seq + index, index * chunk, size, wire, at))
     return plans
@@ -81,11 +78,11 @@ def test_stamped_program_equals_the_built_one(revision: CopyRevision, seq: int) 
 @pytest.mark.parametrize("seq", SEQS, ids=hex)
 def test_driver_plans_follow_the_spec(revision: CopyRevision, seq: int) -> None:
     for nbytes in sizes(revision):
-        assert _plans(revision, nbytes, seq) == spec_plans(revision, nbytes, seq)
+        assert chunk_plans(revision, nbytes, seq) == spec_plans(revision, nbytes, seq)
 
 
 def test_naive_plans_are_whole_windows_without_sentinel() -> None:
-    plans = _plans(CopyRevision.NAIVE, 2 * NAIVE_CHUNK_BYTES + 1, 5)
+    plans = chunk_plans(CopyRevision.NAIVE, 2 * NAIVE_CHUNK_BYTES + 1, 5)
     assert [(p.offset, p.size, p.wire) for p in plans] == [
         (0, NAIVE_CHUNK_BYTES, NAIVE_CHUNK_BYTES),
         (NAIVE_CHUNK_BYTES, NAIVE_CHUNK_BYTES, NAIVE_CHUNK_BYTES),

@@ -7,61 +7,13 @@ only the :class:`QueueTransport` differs. On the USB path the transport is the g
 
 from __future__ import annotations
 
+from . import pm4, sdma
 from .errors import KernelLoadError, QueueStopped
-from .pm4 import (
-    pm4_acquire_mem,
-    pm4_dispatch_direct,
-    pm4_header,
-    pm4_indirect_buffer,
-    pm4_launch,
-    pm4_launch_kernel,
-    pm4_nop,
-    pm4_release_mem,
-    pm4_set_sh_reg,
-    pm4_set_uconfig_reg,
-    pm4_wait_reg_mem,
-    pm4_write_data,
-)
+from .pm4 import *  # noqa: F403  (the PM4 packet builders: pm4.__all__)
 from .queue import AmdQueue
 from .queue_transport import QueueTransport
-from .sdma import (
-    sdma_const_fill,
-    sdma_copy_linear,
-    sdma_fence,
-    sdma_header,
-    sdma_indirect,
-    sdma_nop,
-    sdma_poll_regmem,
-    sdma_timestamp,
-    sdma_trap,
-    sdma_write,
-)
+from .sdma import *  # noqa: F403  (the SDMA packet builders: sdma.__all__)
 
-__all__ = [
-    "AmdQueue",
-    "KernelLoadError",
-    "QueueStopped",
-    "QueueTransport",
-    "pm4_acquire_mem",
-    "pm4_dispatch_direct",
-    "pm4_header",
-    "pm4_indirect_buffer",
-    "pm4_launch",
-    "pm4_launch_kernel",
-    "pm4_nop",
-    "pm4_release_mem",
-    "pm4_set_sh_reg",
-    "pm4_set_uconfig_reg",
-    "pm4_wait_reg_mem",
-    "pm4_write_data",
-    "sdma_const_fill",
-    "sdma_copy_linear",
-    "sdma_fence",
-    "sdma_header",
-    "sdma_indirect",
-    "sdma_nop",
-    "sdma_poll_regmem",
-    "sdma_timestamp",
-    "sdma_trap",
-    "sdma_write",
-]
+__all__ = ["AmdQueue", "KernelLoadError", "QueueStopped", "QueueTransport"]
+__all__ += pm4.__all__
+__all__ += sdma.__all__

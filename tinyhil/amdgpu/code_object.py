@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from tinyhil.align import ceil_div, round_up
 from tinyhil.spec.amdhsa import (
     ABI_VERSION_TO_CODE_OBJECT,
     EF_AMDGPU_MACH,
@@ -48,6 +49,7 @@ _SHDR: Final = struct.Struct("<IIQQQQIIQQ")
 _PHDR: Final = struct.Struct("<IIQQQQQQ")
 _SYM: Final = struct.Struct("<IBBHQQ")
 _NOTE: Final = struct.Struct("<III")
+_NOTE_ALIGN: Final = 4  # ELF64 note name and descriptor are each padded to 4 bytes (as AMDGPU notes are)
 _KD: Final = struct.Struct("<IIIIq20xIIIHH4x")
 MAX_IMAGE_BYTES: Final = 64 << 20  # the load image's extent (vaddr + memsz), bounded before anything is allocated
 _MAX_METADATA_BYTES: Final = 1 << 20
@@ -97,7 +99,7 @@ class KernelDescriptor:
     def dispatch_rsrc2(self, dynamic_lds_bytes: int = 0) -> int:
         """``COMPUTE_PGM_RSRC2`` as a driver programs it: the descriptor's value with LDS_SIZE covering the group
         segment plus ``dynamic_lds_bytes`` (an HSA descriptor leaves LDS_SIZE 0: the dispatch supplies it)."""
-        lds = -(-(self.group_segment_fixed_size + dynamic_lds_bytes) // _LDS_GRANULE_BYTES)
+        lds = ceil_div(self.group_segment_fixed_size + dynamic_lds_bytes, _LDS_GRANULE_BYTES)
         if lds > _LDS_GRANULE_MASK:
             raise CodeObjectError(f"{self.name}: {lds * _LDS_GRANULE_BYTES:#x} bytes of LDS, more than the field holds")
         cleared = self.compute_pgm_rsrc2 & ~(_LDS_GRANULE_MASK << Rsrc2.GRANULATED_LDS_SIZE)
@@ -157,8 +159,8 @@ def _metadata(sections: list[tuple[Any, ...]], data: bytes) -> dict[str, Any]:
         while pos + _NOTE.size <= len(notes):
             namesz, descsz, ntype = _NOTE.unpack_from(notes, pos)
             name_at = pos + _NOTE.size
-            desc_at = name_at + (namesz + 3) // 4 * 4
-            end = desc_at + (descsz + 3) // 4 * 4
+            desc_at = name_at + round_up(namesz, _NOTE_ALIGN)
+            end = desc_at + round_up(descsz, _NOTE_ALIGN)
             if desc_at + descsz > len(notes):
                 raise _fail(f"note at {pos:#x} claims {namesz:#x}+{descsz:#x} bytes past its section")
             name = notes[name_at : name_at + namesz].rstrip(b"\0")

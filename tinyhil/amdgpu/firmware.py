@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
 
 from tinyhil._check import check_int
+from tinyhil.align import ceil_div
 from tinyhil.errors import InvalidArgument, TinyHilError
 from tinyhil.spec.amdgpu_firmware import (
     COMMON_HEADER_BYTES,
@@ -118,7 +119,7 @@ class DirectoryFirmware:
 
 def _body(label: str, nbytes: int) -> bytes:
     """Deterministic filler: SHA-256 in counter mode over ``label``."""
-    blocks = -(-nbytes // 32)
+    blocks = ceil_div(nbytes, hashlib.sha256().digest_size)
     return b"".join(hashlib.sha256(f"{label}:{i}".encode()).digest() for i in range(blocks))[:nbytes]
 
 

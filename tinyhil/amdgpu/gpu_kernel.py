@@ -1,6 +1,6 @@
 """GPU machine code on the AMD runtime: load an AMDHSA code object, lay out its kernarg segment, emit its dispatch.
 
-What :meth:`~tinyhil.amdgpu.device_base.AmdDeviceBase.exec` does with a program whose binary is an AMDGPU ELF
+What :meth:`~tinyhil.amdgpu.driver.AmdDeviceBase.exec` does with a program whose binary is an AMDGPU ELF
 (``e_machine`` EM_AMDGPU, e.g. from the ``LLVM`` renderer, ``tinyhil.compiler_amdgpu``), as ROCr or a PM4
 driver does on a board (docs/amdgpu.md "Kernel executor"):
 

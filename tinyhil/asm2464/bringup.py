@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from tinyhil._check import check_int
-from tinyhil.align import round_up
+from tinyhil.align import round_down, round_up
 from tinyhil.asm2464.controller import Asm2464Controller
 from tinyhil.asm2464.topology import PcieBar, PcieBridge, PcieTopology, PcieWindow
 from tinyhil.errors import DeviceError, InvalidArgument
@@ -261,7 +261,7 @@ def _program_bar(controller: Asm2464Controller, gpu: tuple[int, int, int], bar: 
 def _window(bars: list[PcieBar]) -> PcieWindow | None:
     if not bars:
         return None
-    base = min(b.address for b in bars) // BRIDGE_WINDOW_ALIGN * BRIDGE_WINDOW_ALIGN
+    base = round_down(min(b.address for b in bars), BRIDGE_WINDOW_ALIGN)
     return PcieWindow(base, round_up(max(b.end for b in bars), BRIDGE_WINDOW_ALIGN) - 1)
 
 

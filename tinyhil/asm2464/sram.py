@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tinyhil._check import check_int
+from tinyhil.align import ceil_div
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.asm2464 import (
     ARM_DIRECTION_IN,
@@ -29,7 +30,7 @@ __all__ = ["SramArm", "arm_request", "pad_to_sectors", "sectors_for"]
 
 def sectors_for(nbytes: int) -> int:
     """512 B sectors needed to hold ``nbytes`` (rounded up)."""
-    return -(-nbytes // SECTOR_BYTES)
+    return ceil_div(nbytes, SECTOR_BYTES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,7 @@ class SramArm:
         check_int("slot_start", self.slot_start, min_value=0, max_value=SLOTS - 1)
         check_int("slot_count", self.slot_count, min_value=0, max_value=SLOTS)
         if not self.slot_count:
-            object.__setattr__(self, "slot_count", -(-self.sectors // SLOT_SECTORS))
+            object.__setattr__(self, "slot_count", ceil_div(self.sectors, SLOT_SECTORS))
         end_slot = self.slot_start + self.slot_count
         if end_slot > SLOTS or self.sectors > self.slot_count * SLOT_SECTORS:
             raise InvalidArgument(

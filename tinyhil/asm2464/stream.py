@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from tinyhil._check import check_int
+from tinyhil.align import ceil_div, round_down
 from tinyhil.asm2464.tlp import byte_enables
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.asm2464 import BYTE_ENABLE_SHIFT, TLP_BYTE_ENABLE_ALL, FmtType
@@ -100,9 +101,9 @@ def check_mem_access(address: int, size: int, *, stream_chunk_bytes: int, single
     ):
         _refuse(address, size, stream_chunk_bytes, single_max_bytes)
     head = min(-address % DWORD_BYTES, size)
-    body = (size - head) // DWORD_BYTES * DWORD_BYTES
+    body = round_down(size - head, DWORD_BYTES)
     count = (head > 0) + (size - head - body > 0)
-    count += body // DWORD_BYTES if body <= single_max_bytes else -(-body // stream_chunk_bytes)
+    count += body // DWORD_BYTES if body <= single_max_bytes else ceil_div(body, stream_chunk_bytes)
     if count > MAX_PLAN_PIECES:
         raise InvalidArgument(
             f"an access of {size:#x} bytes with stream_chunk_bytes={stream_chunk_bytes:#x} and "
@@ -157,7 +158,7 @@ def _plan(address: int, size: int, stream_chunk_bytes: int, single_max_bytes: in
     if head:
         pieces.append(MemPiece(address, 0, head, stream=False))
         offset = head
-    body_end = offset + (size - offset) // DWORD_BYTES * DWORD_BYTES
+    body_end = offset + round_down(size - offset, DWORD_BYTES)
     if body_end - offset <= single_max_bytes:
         for dword in range(offset, body_end, DWORD_BYTES):
             pieces.append(MemPiece(address + dword, dword, DWORD_BYTES, stream=False))

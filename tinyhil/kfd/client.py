@@ -18,6 +18,7 @@ from typing import Any, Final, ParamSpec, TypeVar
 
 from tinyhil._check import check_int
 from tinyhil._state import requires_open
+from tinyhil.align import ceil_div
 from tinyhil.allocator import RangeAllocator
 from tinyhil.errors import DeviceError, DeviceTimeout, InvalidArgument
 from tinyhil.fileio import FileIO, IoctlArg, RealFileIO
@@ -299,7 +300,7 @@ class KFD:
                 expected = f"{until:#x}" if isinstance(until, int) else "a value satisfying the condition"
                 raise DeviceTimeout(f"u64 at VA {allocation.va + offset:#x} is {value:#x} after {timeout_ms} ms, "
                                     f"expected {expected}")  # fmt: skip
-            self.wait_events(events, timeout_ms=min(poll_ms, -(-remaining_ns // _NS_PER_MS)))
+            self.wait_events(events, timeout_ms=min(poll_ms, ceil_div(remaining_ns, _NS_PER_MS)))
 
     # --- lifetime ------------------------------------------------------------------------------------------------
     @property

@@ -14,7 +14,7 @@ from enum import Enum
 from typing import Final, Protocol
 
 from tinyhil._check import as_readonly_bytes
-from tinyhil.align import round_up
+from tinyhil.align import round_down, round_up
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.fileio import MappedBuffer
 from tinyhil.kfd.topology import KfdNode
@@ -125,7 +125,7 @@ def cwsr_sizes(node: KfdNode) -> CwsrSizes:
     ctl_stack = round_up(_CTL_STACK_HEADER_BYTES + waves * stack_per_wave + _CTL_STACK_TAIL_BYTES, PAGE_BYTES)
     if version // _VERSION_MAJOR == _GFX_NAVI10 // _VERSION_MAJOR:
         ctl_stack = min(ctl_stack, _CTL_STACK_LIMIT_GFX10)
-    eop = _EOP_BYTES_GFX94X if version // _VERSION_FAMILY * _VERSION_FAMILY == _GFX_94X_FAMILY else _EOP_BYTES
+    eop = _EOP_BYTES_GFX94X if round_down(version, _VERSION_FAMILY) == _GFX_94X_FAMILY else _EOP_BYTES
     debug = round_up(waves * _DEBUGGER_BYTES_PER_WAVE, _DEBUGGER_BYTES_ALIGN)
     return CwsrSizes(ctl_stack, ctl_stack + wg_data, debug, eop)
 

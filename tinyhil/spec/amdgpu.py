@@ -17,7 +17,6 @@ from tinyhil.errors import InvalidArgument
 
 __all__ = [
     "COMPARE_OPERATORS",
-    "DEFAULT_VRAM_BYTES",
     "DOORBELL_BAR_BYTES",
     "DOORBELL_SLOTS",
     "DOORBELL_SLOT_BYTES",
@@ -28,11 +27,10 @@ __all__ = [
     "POLL_RETRY_FOREVER",
     "REGS_BAR_BYTES",
     "RING_ALIGN_BYTES",
+    "RING_BASE_SHIFT",
     "RING_MAX_BYTES",
     "RING_MIN_BYTES",
     "SYS_APERTURE",
-    "SYS_APERTURE_BYTES",
-    "SYS_APERTURE_END",
     "TIMESTAMP_HZ",
     "TIMESTAMP_PERIOD_NS",
     "Bar",
@@ -153,12 +151,9 @@ class RegFields:
 
 
 # --- Memory (docs/amdgpu.md "Memory") ---
-DEFAULT_VRAM_BYTES: Final = 256 << 20
 PAGE_BYTES: Final = 4096  # VA mappings are page-granular (GPU VM pages and the x86-64 host pages KFD maps)
 PAGE_SHIFT: Final = PAGE_BYTES.bit_length() - 1
 SYS_APERTURE: Final = 1 << 44  # GPU address SYS_APERTURE + pcie_addr reaches the bridge (USB path)
-SYS_APERTURE_BYTES: Final = 1 << 44  # model choice: the aperture spans PCIe addresses 0 .. 2**44 - 1
-SYS_APERTURE_END: Final = SYS_APERTURE + SYS_APERTURE_BYTES  # the first GPU address past the aperture
 GPU_VA_LIMIT: Final = 1 << 48  # 48-bit GPU virtual addresses (GC 9-11 VM)
 
 # --- Signals and timestamps (docs/amdgpu.md "Signals, timestamps, interrupts") ---
@@ -179,9 +174,12 @@ class QueueKind(IntEnum):
         return 1 if self is QueueKind.SDMA else 4
 
 
-RING_MIN_BYTES: Final = 256  # model choice: ring sizes are powers of two from 256 B ...
-RING_MAX_BYTES: Final = 1 << 30  # ... to 1 GB
-RING_ALIGN_BYTES: Final = 256  # model choice: ring bases are 256-byte aligned
+# Ring sizes are powers of two from 256 B to 1 GB: the rule the engine model enforces and the driver's queues obey
+# (docs/amdgpu.md "Queues"; the KFD ABI has its own minimum, KFD_MIN_QUEUE_RING_SIZE).
+RING_MIN_BYTES: Final = 256
+RING_MAX_BYTES: Final = 1 << 30
+RING_BASE_SHIFT: Final = 8  # SDMA RB_BASE and CP_HQD_PQ_BASE / CP_HQD_EOP_BASE_ADDR hold the address >> 8 ...
+RING_ALIGN_BYTES: Final = 1 << RING_BASE_SHIFT  # ... so ring bases are 256-byte aligned
 
 
 # --- USB-path BARs (docs/gfx1100.md section 1: BAR0 VRAM, BAR2 doorbells, BAR5 registers) ---

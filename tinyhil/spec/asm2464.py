@@ -30,6 +30,7 @@ __all__ = [
     "ENDPOINTS",
     "GPU_BUS",
     "LTSSM_L0",
+    "MAX_TIMEOUT_MS",
     "PCIE_ADMIN_WINDOW",
     "PCIE_CQ_WINDOW",
     "PCIE_POWER_ON",
@@ -82,6 +83,11 @@ ENDPOINTS: Final = (CONTROL_EP, BULK_OUT_EP, BULK_IN_EP)  # every endpoint of th
 BRIDGE_CONFIGURATION: Final = 1
 BRIDGE_INTERFACE: Final = 0
 LTSSM_L0: Final = 0x78  # XDATA 0xB450 reads this when the PCIe link is up
+# The longest one transfer to the bridge may wait, on real and emulated boards alike: 2 hours. libusb takes up to
+# 2**32 - 1 ms (49.7 days), but nothing a caller passes may make the host wait for days. The host-side check
+# (tinyhil.usb.check_timeout_ms) and the emulator's virtual wait cap (WAIT_CAP_NS) both derive from it, so whatever
+# the host lets through the emulator runs.
+MAX_TIMEOUT_MS: Final = 2 * 3600 * 1000
 
 # --- Vendor control requests (docs/asm2464.md "Vendor requests") ---
 REQUEST_TYPE_OUT: Final = 0x40

@@ -1,7 +1,7 @@
 """gfx1100 IP discovery (section 3): the discovery binary at the top of VRAM, its signatures and tables.
 
-Numbers cite ``docs/gfx1100.md`` "The register interface" (section in the comment); values the spec leaves open and this
-project chose are marked "model".
+Numbers cite ``docs/gfx1100.md`` "The register interface" (section in the comment). The table versions the model
+writes are its own choice: :mod:`tinyhil.emulators.amdgpu.model_choices`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,10 @@ __all__ = [
     "BINARY_SIGNATURE",
     "DISCOVERY_TMR_OFFSET",
     "DISCOVERY_TMR_SIZE",
-    "DISCOVERY_VERSION_MAJOR",
-    "DISCOVERY_VERSION_MINOR",
     "GC_INFO_SIGNATURE",
     "HARVEST_ENTRIES",
     "HARVEST_TABLE_SIGNATURE",
     "IP_DISCOVERY_SIGNATURE",
-    "IP_DISCOVERY_VERSION",
     "BinaryTable",
 ]
 
@@ -31,9 +28,6 @@ IP_DISCOVERY_SIGNATURE: Final = 0x53445049  # "IPDS"
 GC_INFO_SIGNATURE: Final = 0x4347  # "GC"
 HARVEST_TABLE_SIGNATURE: Final = 0x56524148  # "HARV"
 HARVEST_ENTRIES: Final = 32  # harvest_table: 32 x {u16 hw_id, u8 number_instance, u8 reserved}
-DISCOVERY_VERSION_MAJOR: Final = 1  # model: binary_header version
-DISCOVERY_VERSION_MINOR: Final = 0
-IP_DISCOVERY_VERSION: Final = 4  # model: ip_discovery_header.version (section 15: real table is 3 or 4)
 
 
 class BinaryTable(IntEnum):

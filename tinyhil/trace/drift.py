@@ -15,14 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-import numpy as np
-
 from tinyhil.errors import InvalidArgument
-from tinyhil.trace.exchanges import Exchange, exchanges
+from tinyhil.trace.exchanges import Exchange, exchanges, first_difference
 from tinyhil.trace.pcapng import ERR2STATUS
 from tinyhil.trace.records import Payload, Trace, TransferStatus
 
-__all__ = ["Divergence", "Reply", "compare", "drift_lines", "first_difference", "trace_divergence"]
+__all__ = ["Divergence", "Reply", "compare", "drift_lines", "trace_divergence"]
 
 _SHOWN_BYTES: Final = 16
 
@@ -89,18 +87,6 @@ class Divergence:
 
 def _byte(data: Payload, at: int) -> str:
     return f"{data[at]:#04x}" if at < len(data) else "(end of data)"
-
-
-def first_difference(expected: Payload, got: Payload) -> int | None:
-    """The offset of the first byte where ``expected`` and ``got`` differ (the shorter one's length when one is a
-    prefix of the other), or ``None`` when they are equal; compared with numpy, never byte by byte in Python."""
-    common = min(len(expected), len(got))
-    a = np.frombuffer(expected, dtype=np.uint8, count=common)
-    b = np.frombuffer(got, dtype=np.uint8, count=common)
-    differ = np.flatnonzero(a != b)
-    if len(differ):
-        return int(differ[0])
-    return None if len(expected) == len(got) else common
 
 
 def compare(exchanges: Sequence[Exchange], replies: Sequence[Reply]) -> list[Divergence]:

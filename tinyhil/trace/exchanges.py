@@ -32,10 +32,10 @@ from tinyhil.trace.records import (
     TransferStatus,
 )
 from tinyhil.trace.source import TraceSource
-from tinyhil.usb import _usb1
+from tinyhil.usb import typed_usb1
 
-__all__ = ["HOST_QUEUE", "Exchange", "ReplayOrder", "ReplayScript", "WireRequest", "err_class", "exchanges",
-           "host_request", "iter_exchanges"]  # fmt: skip
+__all__ = ["HOST_QUEUE", "Exchange", "ReplayOrder", "ReplayScript", "WireRequest", "difference_text", "err_class",
+           "exchanges", "first_difference", "host_request", "iter_exchanges"]  # fmt: skip
 
 _CLEAR_FEATURE: Final = (0x02, 0x01)  # standard OUT to an endpoint: CLEAR_FEATURE(ENDPOINT_HALT = 0)
 _SET_CONFIGURATION: Final = (0x00, 0x09)  # standard OUT to the device
@@ -121,8 +121,8 @@ _STATUS2ERR: Final = {status: name for name, status in ERR2STATUS.items()}
 
 
 def err_class(name: str, seq: int) -> type[Exception]:
-    cls = getattr(_usb1.usb1, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, _usb1.USBError)):
+    cls = getattr(typed_usb1.usb1, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, typed_usb1.USBError)):
         raise TraceFormatError(f"record seq {seq}", f"field 'err'={name!r}, expected a usb1 error class name")
     return cls
 
@@ -224,16 +224,24 @@ def iter_exchanges(records: Iterable[Record], *, host_ops: bool, ordered: bool =
         yield slot[0]
 
 
-def _first_difference(expected: Payload, actual: Payload) -> str:
-    """Where two payloads first differ, in words (empty when one is a prefix of the other)."""
-    common = min(len(expected), len(actual))
-    a = np.frombuffer(expected, dtype=np.uint8)[:common]
-    b = np.frombuffer(actual, dtype=np.uint8)[:common]
+def first_difference(expected: Payload, got: Payload) -> int | None:
+    """The offset of the first byte where ``expected`` and ``got`` differ (the shorter one's length when one is a
+    prefix of the other), or ``None`` when they are equal; compared with numpy, never byte by byte in Python."""
+    common = min(len(expected), len(got))
+    a = np.frombuffer(expected, dtype=np.uint8, count=common)
+    b = np.frombuffer(got, dtype=np.uint8, count=common)
     differ = np.flatnonzero(a != b)
-    if not len(differ):
+    if len(differ):
+        return int(differ[0])
+    return None if len(expected) == len(got) else common
+
+
+def difference_text(expected: Payload, actual: Payload) -> str:
+    """Where two payloads first differ, in words (empty when they are equal or one is a prefix of the other)."""
+    at = first_difference(expected, actual)
+    if at is None or at >= min(len(expected), len(actual)):
         return ""
-    at = int(differ[0])
-    return f"; data differs first at byte {at:#x}: expected {a[at]:#04x}, actual {b[at]:#04x}"
+    return f"; data differs first at byte {at:#x}: expected {expected[at]:#04x}, actual {actual[at]:#04x}"
 
 
 class ReplayScript:
@@ -279,7 +287,7 @@ class ReplayScript:
             )
         expected = queue[0]
         if expected.request != actual:
-            detail = _first_difference(expected.request.data, actual.data) if expected.request.data else ""
+            detail = difference_text(expected.request.data, actual.data) if expected.request.data else ""
             raise self._fail(
                 ReplayMismatch(
                     f"replay of {self.name}: call {self.consumed + 1} differs from the recording (record seq "

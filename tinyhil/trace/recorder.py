@@ -32,19 +32,28 @@ from tinyhil.trace.records import (
     Transfer,
     TransferStatus,
 )
-from tinyhil.usb import _usb1
+from tinyhil.usb import typed_usb1
 
-__all__ = ["RecordingContext", "RecordingHandle", "RecordingTransfer", "TraceRecorder"]
+__all__ = [
+    "LIBUSB2STATUS",
+    "STATUS2LIBUSB",
+    "RecordingContext",
+    "RecordingHandle",
+    "RecordingTransfer",
+    "TraceRecorder",
+]
 
-_STATUS: Final = {
-    _usb1.TRANSFER_COMPLETED: TransferStatus.COMPLETED,
-    _usb1.TRANSFER_ERROR: TransferStatus.ERROR,
-    _usb1.TRANSFER_TIMED_OUT: TransferStatus.TIMED_OUT,
-    _usb1.TRANSFER_CANCELLED: TransferStatus.CANCELLED,
-    _usb1.TRANSFER_STALL: TransferStatus.STALL,
-    _usb1.TRANSFER_NO_DEVICE: TransferStatus.NO_DEVICE,
-    _usb1.TRANSFER_OVERFLOW: TransferStatus.OVERFLOW,
+# usb1's TRANSFER_* status codes and the trace's TransferStatus, both ways (the replay and the drift check use them)
+LIBUSB2STATUS: Final = {
+    typed_usb1.TRANSFER_COMPLETED: TransferStatus.COMPLETED,
+    typed_usb1.TRANSFER_ERROR: TransferStatus.ERROR,
+    typed_usb1.TRANSFER_TIMED_OUT: TransferStatus.TIMED_OUT,
+    typed_usb1.TRANSFER_CANCELLED: TransferStatus.CANCELLED,
+    typed_usb1.TRANSFER_STALL: TransferStatus.STALL,
+    typed_usb1.TRANSFER_NO_DEVICE: TransferStatus.NO_DEVICE,
+    typed_usb1.TRANSFER_OVERFLOW: TransferStatus.OVERFLOW,
 }
+STATUS2LIBUSB: Final = {status: code for code, status in LIBUSB2STATUS.items()}
 _ENDPOINT_IN: Final = 0x80
 _NO_SETUP: Final = (None, None, None, None)  # a bulk transfer's setup fields
 _ARENA_MIN_BYTES: Final = 64 << 10  # payloads from this size on go to the arena
@@ -174,7 +183,7 @@ class RecordingTransfer:
         args = (seq, t_ns, tag, self._endpoint, length, data, self._timeout, *self._setup)
         try:
             self._inner.submit()
-        except _usb1.USBError as exc:
+        except typed_usb1.USBError as exc:
             recorder.fill(seq, Submit, *args, err=type(exc).__name__)
             raise
         recorder.fill(seq, Submit, *args)
@@ -184,7 +193,7 @@ class RecordingTransfer:
         seq, t_ns = recorder.start()
         actual = inner.getActualLength()
         data = recorder.keep(memoryview(inner.getBuffer())[:actual]) if self._is_in and actual else b""
-        status = _STATUS.get(inner.getStatus(), TransferStatus.ERROR)
+        status = LIBUSB2STATUS.get(inner.getStatus(), TransferStatus.ERROR)
         recorder.fill(seq, Complete, seq, t_ns, self.tag, status, actual, data)
         if self._callback is not None:
             self._callback(self)
@@ -193,7 +202,7 @@ class RecordingTransfer:
         seq, t_ns = self._recorder.start()
         try:
             self._inner.cancel()
-        except _usb1.USBError as exc:
+        except typed_usb1.USBError as exc:
             self._recorder.fill(seq, HostCall, seq, t_ns, self._recorder.clock() - t_ns, Op.CANCEL, self.tag,
                                 err=type(exc).__name__)  # fmt: skip
             raise
@@ -229,7 +238,7 @@ class RecordingHandle:
         seq, t_ns = self._recorder.start()
         try:
             result = call()
-        except _usb1.USBError as exc:
+        except typed_usb1.USBError as exc:
             self._recorder.fill(
                 seq, HostCall, seq, t_ns, self._recorder.clock() - t_ns, op, value, err=type(exc).__name__
             )
@@ -242,7 +251,7 @@ class RecordingHandle:
         seq, t_ns = self._recorder.start()
         try:
             result = call()
-        except _usb1.USBError as exc:
+        except typed_usb1.USBError as exc:
             received, transferred = _partial(exc)
             self._recorder.fill(seq, Transfer, seq=seq, t_ns=t_ns, dur_ns=self._recorder.clock() - t_ns, op=op,
                                          **{**fields, "data": received if is_in else fields["data"]},

@@ -111,6 +111,16 @@ def _check_err(err: object) -> None:
         )
 
 
+def _check_request(record: Transfer | Submit, control: bool) -> int:
+    """The request fields a synchronous transfer and a submit share (setup, length, OUT data, timeout); returns
+    the checked length."""
+    _check_setup(control, record.ep, record.bmRequestType, record.bRequest, record.wValue, record.wIndex)
+    length = _check_length(control, record.length)
+    _check_data("data", record.data, length)
+    _check_u("timeout", record.timeout, U32)
+    return length
+
+
 @dataclass(frozen=True, slots=True)
 class UsbmonFields:
     """The usbmon header of one pcapng packet (``struct mon_bin_hdr``, Linux ``drivers/usb/mon/mon_bin.c``), kept
@@ -155,10 +165,7 @@ class Transfer:
         _check_common(self.seq, self.t_ns, self.dur_ns)
         if self.op not in (Op.CONTROL, Op.BULK):
             raise TraceFormatError("field 'op'", f"op={self.op!r}, expected 'control' or 'bulk'")
-        _check_setup(self.op is Op.CONTROL, self.ep, self.bmRequestType, self.bRequest, self.wValue, self.wIndex)
-        length = _check_length(self.op is Op.CONTROL, self.length)
-        _check_data("data", self.data, length)
-        _check_u("timeout", self.timeout, U32)
+        length = _check_request(self, self.op is Op.CONTROL)
         if (self.ret is None) == (self.err is None):
             raise TraceFormatError("field 'ret'", f"ret={self.ret!r:.30} err={self.err!r:.30}, expected exactly one of "
                                                   "them", field="ret")  # fmt: skip
@@ -196,10 +203,7 @@ class Submit:
     def __post_init__(self) -> None:
         _check_common(self.seq, self.t_ns, 0)
         _check_u("tag", self.tag, U64)
-        _check_setup(self.bmRequestType is not None, self.ep, self.bmRequestType, self.bRequest, self.wValue,
-                     self.wIndex)  # fmt: skip
-        _check_data("data", self.data, _check_length(self.bmRequestType is not None, self.length))
-        _check_u("timeout", self.timeout, U32)
+        _check_request(self, self.is_control)
         _check_err(self.err)
 
     @property

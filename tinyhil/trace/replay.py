@@ -25,22 +25,17 @@ Raises:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Any
 
 from tinyhil.errors import InvalidArgument
 from tinyhil.trace.errors import ReplayMismatch, TraceNotConsumed
 from tinyhil.trace.exchanges import Exchange, ReplayOrder, ReplayScript, WireRequest, err_class, host_request
-from tinyhil.trace.records import ENDPOINT_IN, Op, Payload, Trace, TransferStatus
+from tinyhil.trace.recorder import STATUS2LIBUSB
+from tinyhil.trace.records import ENDPOINT_IN, Op, Payload, Trace
 from tinyhil.trace.source import TraceSource
-from tinyhil.usb import _usb1
+from tinyhil.usb import typed_usb1
 
 __all__ = ["ReplayContext", "ReplayHandle", "ReplayTransfer"]
-
-_STATUS2INT: Final = {TransferStatus.COMPLETED: _usb1.TRANSFER_COMPLETED, TransferStatus.ERROR: _usb1.TRANSFER_ERROR,
-                      TransferStatus.TIMED_OUT: _usb1.TRANSFER_TIMED_OUT,
-                      TransferStatus.CANCELLED: _usb1.TRANSFER_CANCELLED, TransferStatus.STALL: _usb1.TRANSFER_STALL,
-                      TransferStatus.NO_DEVICE: _usb1.TRANSFER_NO_DEVICE,
-                      TransferStatus.OVERFLOW: _usb1.TRANSFER_OVERFLOW}  # fmt: skip
 
 
 def _view(data: Any) -> Payload:
@@ -71,7 +66,7 @@ class ReplayTransfer:
         self._buffer: Any = bytearray()
         self._callback: Any = None
         self._user_data: Any = None
-        self._status = _usb1.TRANSFER_COMPLETED
+        self._status = typed_usb1.TRANSFER_COMPLETED
         self._actual = 0
         self._submitted = False
         self._exchange: Exchange | None = None
@@ -106,12 +101,12 @@ class ReplayTransfer:
         exchange = self._exchange
         assert exchange is not None
         self._submitted = False
-        self._status = _STATUS2INT[exchange.status]
+        self._status = STATUS2LIBUSB[exchange.status]
         self._actual = exchange.actual
         buffer = memoryview(self._buffer).cast("B")
         if len(exchange.data) > len(buffer) or exchange.actual > len(buffer):
             # more than the buffer holds: what libusb reports for a device that sent too much, never an exception
-            self._status, self._actual = _usb1.TRANSFER_OVERFLOW, len(buffer)
+            self._status, self._actual = typed_usb1.TRANSFER_OVERFLOW, len(buffer)
         if exchange.data:
             moved = min(len(exchange.data), len(buffer))
             buffer[:moved] = memoryview(exchange.data).cast("B")[:moved]
@@ -120,7 +115,7 @@ class ReplayTransfer:
 
     def cancel(self) -> None:
         if not self._submitted:
-            raise _usb1.USBErrorNotFound(_usb1.usb1.ERROR_NOT_FOUND)
+            raise typed_usb1.USBErrorNotFound(typed_usb1.usb1.ERROR_NOT_FOUND)
 
     def getStatus(self) -> int:
         return self._status

@@ -34,7 +34,7 @@ from typing import Any, Final
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.copyin import CHUNK_BYTES, SECTOR_CHUNK_BYTES, SENTINEL_BYTES
 from tinyhil.trace.errors import TraceFormatError
-from tinyhil.trace.exchanges import Exchange, _first_difference, exchanges
+from tinyhil.trace.exchanges import Exchange, difference_text, exchanges
 from tinyhil.trace.pcapng import save_pcapng
 from tinyhil.trace.records import ENDPOINT_IN, Op, Record, Trace, TraceHeader, Transfer
 
@@ -321,12 +321,12 @@ def first_divergence(recorded: Trace, issued: Trace) -> str | None:
     want, got = _compared(recorded, host_ops=host_ops), _compared(issued, host_ops=host_ops)
     for number, (expected, actual) in enumerate(zip(want, got, strict=False), 1):
         if expected.request != actual.request:
-            detail = _first_difference(expected.request.data, actual.request.data)
+            detail = difference_text(expected.request.data, actual.request.data)
             return (f"exchange {number}: the client issued another request than record seq {expected.seq}{detail}\n"
                     f"  recorded: {expected.request.describe()}\n"
                     f"  issued:   {actual.request.describe()} -> {_answer_text(actual)}")  # fmt: skip
         if _answer(expected) != _answer(actual):
-            detail = _first_difference(expected.data, actual.data)
+            detail = difference_text(expected.data, actual.data)
             return (f"exchange {number} ({expected.request.describe()}): the client got another answer than record "
                     f"seq {expected.seq}{detail}\n  recorded: {_answer_text(expected)}\n"
                     f"  got:      {_answer_text(actual)}")  # fmt: skip

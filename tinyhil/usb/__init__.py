@@ -7,6 +7,8 @@
 - :mod:`tinyhil.usb.transfer_pool`: ``TransferPool`` (tags, reaping, error latching).
 - :mod:`tinyhil.usb.backend`: ``open_usb3``, ``list_bridges``, ``probe_usb3`` over ``usb1`` and the system libusb.
 - :mod:`tinyhil.usb.errors`: ``BridgeUnavailable``, ``ShortTransfer``.
+- :mod:`tinyhil.usb.typed_usb1`: the parts of ``usb1`` tinyhil uses (its errors, transfer statuses, a context),
+  typed.
 """
 
 from __future__ import annotations

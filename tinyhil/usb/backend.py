@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
 from tinyhil.spec.asm2464 import BRIDGE_CONFIGURATION, BRIDGE_INTERFACE, BRIDGE_VID_PIDS, PRODUCT_PREFIXES
-from tinyhil.usb import _usb1
+from tinyhil.usb import typed_usb1
 from tinyhil.usb.errors import BridgeUnavailable
 from tinyhil.usb.transport import Usb3Transport
 
@@ -62,12 +62,12 @@ class BridgeInfo:
 
 def _open_context(context: Any) -> Any:
     """Open ``context`` (a fresh ``usb1.USBContext`` when ``None``); libusb trouble becomes BridgeUnavailable."""
-    ctx = _usb1.new_context() if context is None else context
+    ctx = typed_usb1.new_context() if context is None else context
     try:
         ctx.open()
     except OSError as exc:  # usb1 raises OSError(ENOENT) when it cannot load the C library
         raise BridgeUnavailable(f"libusb-1.0 not found: {exc}; {_LIBUSB_HINT}") from exc
-    except _usb1.USBError as exc:
+    except typed_usb1.USBError as exc:
         raise BridgeUnavailable(f"libusb-1.0 failed to initialise: {exc}") from exc
     return ctx
 
@@ -89,7 +89,7 @@ def _info(device: _Device) -> BridgeInfo:
 def _serial_of(device: _Device) -> str:
     try:
         return repr(device.getSerialNumber())
-    except _usb1.USBError as exc:
+    except typed_usb1.USBError as exc:
         return f"<serial unreadable: {exc}>"
 
 
@@ -132,7 +132,7 @@ def _choose(devices: list[_Device], serial: str | None) -> _Device:
         listing = ", ".join(f"{_info(d)} serial {_serial_of(d)}" for d in devices)
         raise BridgeUnavailable(f"{len(devices)} ASM2464 bridges attached ({listing}); pass serial= to choose one")
     for device in devices:
-        with contextlib.suppress(_usb1.USBError):
+        with contextlib.suppress(typed_usb1.USBError):
             if device.getSerialNumber() == serial:
                 return device
     listing = ", ".join(f"{_info(d)} serial {_serial_of(d)}" for d in devices)
@@ -167,9 +167,9 @@ def _detach_kernel_driver_on_claim(handle: Any) -> None:
         try:
             if not driver_active(BRIDGE_INTERFACE):
                 return
-        except _usb1.USBError:
+        except typed_usb1.USBError:
             return
-    with contextlib.suppress(_usb1.USBErrorNotSupported):
+    with contextlib.suppress(typed_usb1.USBErrorNotSupported):
         detach(True)
 
 

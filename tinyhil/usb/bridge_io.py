@@ -7,17 +7,12 @@ ASM2464 client and the copyin protocol unchanged. Timeouts are in milliseconds.
 
 from __future__ import annotations
 
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from tinyhil._check import check_int
+from tinyhil.spec.asm2464 import MAX_TIMEOUT_MS
 
 __all__ = ["MAX_TIMEOUT_MS", "AsyncBridgeIO", "BridgeIO", "check_timeout_ms"]
-
-# The longest one transfer may wait, on real and emulated boards alike: 2 hours. libusb takes up to 2**32 - 1 ms
-# (49.7 days), but nothing a caller passes may make the host wait for days; 2 h is also the emulated usb1 stack's
-# virtual wait cap (tinyhil.mocks.usb's MAX_TIMEOUT_MS; a test holds the two equal), so whatever passes this check
-# the emulator runs, and a driver that checks it before its first request never sends half an operation.
-MAX_TIMEOUT_MS: Final = 2 * 3600 * 1000
 
 
 def check_timeout_ms(timeout: object) -> int:

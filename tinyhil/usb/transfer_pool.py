@@ -24,13 +24,13 @@ from typing import Any, Final, cast
 
 from tinyhil._check import check_int
 from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
-from tinyhil.usb import _usb1
+from tinyhil.usb import typed_usb1
 from tinyhil.usb.errors import ShortTransfer
 from tinyhil.usb.handle import EventPump, TransferCallback, UsbHandle, UsbTransfer
 
 __all__ = ["TransferPool"]
 
-_COMPLETED: Final = _usb1.TRANSFER_COMPLETED
+_COMPLETED: Final = typed_usb1.TRANSFER_COMPLETED
 _ENDPOINT_IN: Final = 0x80  # bit 7 of an endpoint address: device to host
 _PUMP_SLACK: Final = 16  # extra pump rounds beyond the transfer timeout (each completion may end one round early)
 
@@ -194,10 +194,10 @@ class TransferPool:
         result = slot.result
         if result is not None and actual:
             result[:actual] = memoryview(transfer.getBuffer())[:actual]
-        if status != _usb1.TRANSFER_COMPLETED:
-            error_cls = _usb1.STATUS2ERROR.get(status, _usb1.USBError)
+        if status != typed_usb1.TRANSFER_COMPLETED:
+            error_cls = typed_usb1.STATUS2ERROR.get(status, typed_usb1.USBError)
             error: Any = error_cls()
-            if error_cls is _usb1.USBErrorTimeout:  # as usb1's synchronous calls report a timeout
+            if error_cls is typed_usb1.USBErrorTimeout:  # as usb1's synchronous calls report a timeout
                 error.transferred = actual
                 if result is not None:
                     error.received = bytes(result[:actual])
@@ -305,7 +305,7 @@ class TransferPool:
         for slot in self._tag2slot.values():
             if not slot.done:
                 # NotFound: it completed meanwhile; NoDevice: the device is gone and its transfers complete anyway.
-                with contextlib.suppress(_usb1.USBErrorNotFound, _usb1.USBErrorNoDevice):
+                with contextlib.suppress(typed_usb1.USBErrorNotFound, typed_usb1.USBErrorNoDevice):
                     slot.transfer.cancel()
         stuck: list[DeviceTimeout] = []
         for slot in list(self._tag2slot.values()):

@@ -22,7 +22,7 @@ from typing import Any, Final, Literal, overload
 from tinyhil._check import as_readonly_bytes, as_writable_bytes, check_int
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.asm2464 import BRIDGE_INTERFACE, BULK_IN_EP, BULK_OUT_EP, REQUEST_TYPE_IN, REQUEST_TYPE_OUT
-from tinyhil.usb import _usb1
+from tinyhil.usb import typed_usb1
 from tinyhil.usb.bridge_io import check_timeout_ms
 from tinyhil.usb.errors import ShortTransfer
 from tinyhil.usb.handle import EventPump, UsbHandle
@@ -335,7 +335,7 @@ class Usb3Transport:
             finally:
                 try:
                     self._handle.releaseInterface(BRIDGE_INTERFACE)
-                except _usb1.USBErrorNoDevice:
+                except typed_usb1.USBErrorNoDevice:
                     pass
                 finally:
                     self._handle.close()

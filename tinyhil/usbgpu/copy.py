@@ -56,7 +56,7 @@ from tinyhil.usbgpu.usb_gpu import UsbGpu, vram_address
 
 from .program import ChunkPlan, copyin_program, copyout_program
 
-__all__ = ["CopyRevision", "DrainError", "UsbCopy"]
+__all__ = ["CopyRevision", "DrainError", "UsbCopy", "chunk_plans"]
 
 DEFAULT_DRAIN_POLLS: Final = 2000  # fence reads before giving up: ~0.2 s at a ~100 us USB control round trip
 _FENCE: Final = struct.Struct("<Q")
@@ -93,7 +93,8 @@ class DrainError(DeviceTimeout):
         self.fence = fence
 
 
-def _plans(revision: CopyRevision, nbytes: int, seq: int) -> list[ChunkPlan]:
+def chunk_plans(revision: CopyRevision, nbytes: int, seq: int) -> list[ChunkPlan]:
+    """The chunks of an ``nbytes`` copyin under ``revision``, numbered from sequence number ``seq`` (docs/copyin.md)."""
     chunk = {
         CopyRevision.PIPELINED: CHUNK_BYTES,
         CopyRevision.SENTINEL_SECTOR: SECTOR_CHUNK_BYTES,
@@ -225,7 +226,7 @@ class UsbCopy:
         if not view.nbytes:
             return
         self._prepare()
-        plans = _plans(self.revision, view.nbytes, self.seq)
+        plans = chunk_plans(self.revision, view.nbytes, self.seq)
         if self.revision is CopyRevision.NAIVE:
             self._copyin_naive(dest_va, view, plans)
         else:

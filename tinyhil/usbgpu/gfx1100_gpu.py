@@ -24,7 +24,7 @@ GPU address layout (VMID 0, one page table for both hubs):
 
 The host reaches VRAM below the BAR0 size through BAR0; the bridge's SRAM and windows (the system aperture for the
 GPU) it writes with the controller (``scsi_write``, XDATA), not through this class. Opened with ``heap_va`` (as
-:class:`~tinyhil.usbgpu.amd_device.UsbAmdDevice` does), the driver maps only the VRAM below it at boot, and
+:class:`~tinyhil.usbgpu.over_usb.UsbAmdDevice` does), the driver maps only the VRAM below it at boot, and
 :meth:`~Gfx1100UsbGpu.map` / :meth:`~Gfx1100UsbGpu.unmap` set and clear the heap's entries per allocation
 (:mod:`tinyhil.usbgpu.gfx1100.page_tables`), each followed by one TLB flush.
 

@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from tinyhil.amdgpu.sdma import sdma_copy_linear, sdma_poll_regmem, sdma_write
 from tinyhil.spec.amdgpu import SYS_APERTURE, CompareFunction
+from tinyhil.spec.amdgpu_sdma import SDMA_PACKET_DWORDS, SdmaCopyLinearDw, SdmaOp, SdmaPollRegmemDw, SdmaWriteDw
 from tinyhil.spec.asm2464 import CPL_RELEASE_OFFSET, PCIE_CQ_WINDOW, PCIE_SRAM_BASE
 from tinyhil.spec.copyin import (
     COPYOUT_PIECE_BYTES,
@@ -36,12 +37,13 @@ from tinyhil.spec.copyin import (
 __all__ = ["ChunkPlan", "chunk_packets", "copyin_program", "copyout_packets", "copyout_program"]
 
 U32: Final = 0xFFFF_FFFF
-# Dword positions inside one chunk's three packets (POLL_REGMEM 6, COPY_LINEAR 7, WRITE of a u64 6 dwords).
-_POLL_DWORDS, _COPY_DWORDS = 6, 7
-_COL_SENTINEL: Final = 3  # POLL_REGMEM reference
-_COL_DST: Final = _POLL_DWORDS + 5  # COPY_LINEAR dst lo, hi
-_COL_FENCE: Final = _POLL_DWORDS + _COPY_DWORDS + 4  # WRITE data lo, hi
-_COL_COPY_SRC: Final = 3  # COPY_LINEAR src lo, hi (the first packet of a copyout piece)
+# Dword positions inside one chunk's three packets (POLL_REGMEM, COPY_LINEAR, WRITE of a u64).
+_POLL_DWORDS = SDMA_PACKET_DWORDS[SdmaOp.POLL_REGMEM]
+_COPY_DWORDS = SDMA_PACKET_DWORDS[SdmaOp.COPY_LINEAR]
+_COL_SENTINEL: Final = SdmaPollRegmemDw.REFERENCE
+_COL_DST: Final = _POLL_DWORDS + SdmaCopyLinearDw.DST_ADDR_LO  # lo, then hi
+_COL_FENCE: Final = _POLL_DWORDS + _COPY_DWORDS + SdmaWriteDw.DATA  # lo, then hi
+_COL_COPY_SRC: Final = SdmaCopyLinearDw.SRC_ADDR_LO  # lo, then hi (the first packet of a copyout piece)
 _RELEASE: Final = b"\x01\x00\x00\x00"  # the completion-queue entry that releases a copyout's bulk IN
 
 

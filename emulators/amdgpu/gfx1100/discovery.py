@@ -24,16 +24,15 @@ from tinyhil.align import round_up
 from tinyhil.spec.gfx1100_discovery import (
     BINARY_SIGNATURE,
     DISCOVERY_TMR_SIZE,
-    DISCOVERY_VERSION_MAJOR,
-    DISCOVERY_VERSION_MINOR,
     GC_INFO_SIGNATURE,
     HARVEST_ENTRIES,
     HARVEST_TABLE_SIGNATURE,
     IP_DISCOVERY_SIGNATURE,
-    IP_DISCOVERY_VERSION,
     BinaryTable,
 )
 from tinyhil.spec.gfx1100_regs import IP_BASES, IP_VERSIONS
+
+from ..model_choices import DISCOVERY_VERSION_MAJOR, DISCOVERY_VERSION_MINOR, IP_DISCOVERY_VERSION
 
 __all__ = ["GC_INFO", "build_discovery", "checksum16"]
 

@@ -27,8 +27,9 @@ from collections.abc import Callable
 from typing import Final
 
 from tinyhil._check import as_readonly_bytes, check_range
+from tinyhil.align import ceil_div
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES, DOORBELL_BAR_BYTES, DOORBELL_SLOT_BYTES
+from tinyhil.spec.amdgpu import DOORBELL_BAR_BYTES, DOORBELL_SLOT_BYTES
 from tinyhil.spec.amdgpu_pm4 import Pm4Op
 from tinyhil.spec.gfx1100_discovery import DISCOVERY_TMR_OFFSET
 from tinyhil.spec.gfx1100_gmc import FB_BLOCK_BYTES, NAVI31_FB_BASE
@@ -56,6 +57,7 @@ from tinyhil.spec.gfx1100_regs import (
 
 from ...kernel import EventKernel
 from ...observe import Observation, Observed, Observer
+from ...pcie import DEFAULT_VRAM_BYTES
 from ..executor import KernelExecutor
 from ..gpu import AmdGpu
 from ..services import Interrupt, InterruptKind
@@ -280,7 +282,7 @@ class Gfx1100Front:
         bar = self._doorbell_bar
         bar[offset : offset + view.nbytes] = view
         first = (offset + 4) // DOORBELL_SLOT_BYTES
-        for slot in range(first, -(-(offset + view.nbytes) // DOORBELL_SLOT_BYTES)):
+        for slot in range(first, ceil_div(offset + view.nbytes, DOORBELL_SLOT_BYTES)):
             start = slot * DOORBELL_SLOT_BYTES
             self._route(start, int.from_bytes(bar[start : start + DOORBELL_SLOT_BYTES], "little"))
 

@@ -24,11 +24,12 @@ from __future__ import annotations
 from typing import Final
 
 from tinyhil.spec.amd_pci_ids import DEVICE_IDS
-from tinyhil.spec.amdgpu import DEFAULT_VRAM_BYTES, DOORBELL_BAR_BYTES, Bar
+from tinyhil.spec.amdgpu import DOORBELL_BAR_BYTES, Bar
 from tinyhil.spec.gfx1100_regs import BAR5_BYTES
 from tinyhil.spec.pci import CLASS_DISPLAY_VGA, VENDOR_ID_AMD
 
 from ...kernel import EventKernel
+from ...pcie import DEFAULT_VRAM_BYTES
 from ...pcie.type0 import BarSpec, Type0Config
 from ..executor import KernelExecutor
 from ..pcie import BridgedFunction, HostPort

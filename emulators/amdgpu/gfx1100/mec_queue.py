@@ -21,7 +21,7 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.amdgpu import DOORBELL_SLOT_BYTES, QueueKind
+from tinyhil.spec.amdgpu import DOORBELL_SLOT_BYTES, RING_BASE_SHIFT, QueueKind
 from tinyhil.spec.gfx1100_regs import (
     CP_HQD_DEQUEUE_REQUEST_DEQUEUE_REQ,
     CP_HQD_PQ_CONTROL_QUEUE_SIZE,
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 __all__ = ["MecQueues"]
 
 _log = logging.getLogger("tinyhil.emulators.amdgpu.gfx1100")
-_RING_BASE_SHIFT: Final = 8  # PQ_BASE holds the ring address >> 8
 _U32: Final = 0xFFFF_FFFF
 
 
@@ -106,7 +105,7 @@ class MecQueues:
         try:
             queue = self.gpu.create_queue(
                 QueueKind.COMPUTE,
-                ring_va=regs.pair(Reg.CP_HQD_PQ_BASE, Reg.CP_HQD_PQ_BASE_HI) << _RING_BASE_SHIFT,
+                ring_va=regs.pair(Reg.CP_HQD_PQ_BASE, Reg.CP_HQD_PQ_BASE_HI) << RING_BASE_SHIFT,
                 ring_bytes=4 << (CP_HQD_PQ_CONTROL_QUEUE_SIZE.get(regs.stored(Reg.CP_HQD_PQ_CONTROL)) + 1),
                 rptr_va=regs.pair(Reg.CP_HQD_PQ_RPTR_REPORT_ADDR, Reg.CP_HQD_PQ_RPTR_REPORT_ADDR_HI),
                 wptr_va=regs.pair(Reg.CP_HQD_PQ_WPTR_POLL_ADDR, Reg.CP_HQD_PQ_WPTR_POLL_ADDR_HI),

@@ -25,7 +25,7 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.amdgpu import DOORBELL_SLOT_BYTES, QueueKind
+from tinyhil.spec.amdgpu import DOORBELL_SLOT_BYTES, RING_BASE_SHIFT, QueueKind
 from tinyhil.spec.gfx1100_regs import (
     GRBM_SOFT_RESET_SOFT_RESET_SDMA0,
     SDMA0_F32_CNTL_HALT,
@@ -49,7 +49,6 @@ __all__ = ["SDMA1_REGISTER_STRIDE", "SdmaQueue0"]
 _F32_CNTL_STRIDE: Final = 0x20  # section 8: SDMA0_F32_CNTL 0x589A, SDMA1_F32_CNTL 0x58BA (seg 1)
 
 _log = logging.getLogger("tinyhil.emulators.amdgpu.gfx1100")
-_RING_BASE_SHIFT: Final = 8  # RB_BASE holds the ring address >> 8
 _U32: Final = 0xFFFF_FFFF
 
 
@@ -137,7 +136,7 @@ class SdmaQueue0:
         try:
             self.queue = self.gpu.create_queue(
                 QueueKind.SDMA,
-                ring_va=regs.pair(self.rb_base, self.rb_base_hi) << _RING_BASE_SHIFT,
+                ring_va=regs.pair(self.rb_base, self.rb_base_hi) << RING_BASE_SHIFT,
                 ring_bytes=4 << SDMA0_QUEUE0_RB_CNTL_RB_SIZE.get(value),
                 rptr_va=regs.pair(self.rptr_addr_lo, self.rptr_addr_hi),
                 wptr_va=regs.pair(self.wptr_poll_lo, self.wptr_poll_hi),

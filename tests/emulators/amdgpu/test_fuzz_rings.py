@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.engine_queues import check_queue_outcome
 
-from tinyhil.emulators.amdgpu import AmdGpu, GpuQueueError, QueueKind
-from tinyhil.emulators.amdgpu.model_choices import ErrorCode
+from tinyhil.emulators.amdgpu import AmdGpu, QueueKind
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.spec.amdgpu import SYS_APERTURE
 from tinyhil.spec.amdgpu_pm4 import PM4_HEADER_COUNT, PM4_TYPE_3, Pm4Op, ShReg
@@ -241,13 +241,7 @@ def run(kind: QueueKind, ring: list[int], ib: list[int], wptr: int | None) -> No
     finally:
         tracemalloc.stop()
     assert peak < HOST_BYTES_BUDGET, f"{peak:#x} bytes of host memory for a {len(ring)}-dword ring"
-    if queue.stopped:
-        assert queue.error_code != ErrorCode.NONE and queue.error_message.startswith(queue.name + ": ")
-        with pytest.raises(GpuQueueError):
-            queue.check()
-    else:
-        assert queue.idle or queue.waiting or "waiting for the rest" in queue.describe(), queue.describe()
-        queue.check()
+    check_queue_outcome(queue)
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

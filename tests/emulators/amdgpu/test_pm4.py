@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.host_kernels import VADD_C
 
 from tinyhil.amdgpu import (
     pm4_acquire_mem,
@@ -32,18 +33,6 @@ DATA = 0x400000
 PROGRAM = 0x800000
 ARGS = 0x7F0000
 
-VADD = b"""
-#include <stdint.h>
-void vadd(uint64_t *args, const uint32_t group_id[3], const uint32_t group_size[3]) {
-    float *out = (float *)args[0];
-    const float *a = (const float *)args[1], *b = (const float *)args[2];
-    uint64_t n = args[3];
-    for (uint32_t t = 0; t < group_size[0]; t++) {
-        uint64_t i = (uint64_t)group_id[0] * group_size[0] + t;
-        if (i < n) out[i] = a[i] + b[i];
-    }
-}
-"""
 FILL = b"""
 #include <stdint.h>
 void fill(uint64_t *args, const uint32_t group_id[3], const uint32_t group_size[3]) {
@@ -77,7 +66,7 @@ def shared_objects() -> dict[str, bytes]:
     reason = compiler.unavailable_reason()
     if reason is not None:
         pytest.skip(reason)
-    return {"vadd": compiler.compile(VADD), "fill": compiler.compile(FILL), "groups": compiler.compile(GROUPS)}
+    return {"vadd": compiler.compile(VADD_C), "fill": compiler.compile(FILL), "groups": compiler.compile(GROUPS)}
 
 
 def _load(gpu: AmdGpu, shared_object: bytes, entry: str, signature: tuple[ArgKind, ...], args: list[int]) -> None:

@@ -10,9 +10,9 @@ import itertools
 from collections.abc import Callable
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.engine_queues import check_queue_outcome
 
 from tinyhil.amdgpu import (
     pm4_acquire_mem,
@@ -33,8 +33,7 @@ from tinyhil.amdgpu import (
     sdma_trap,
     sdma_write,
 )
-from tinyhil.emulators.amdgpu import AmdGpu, GpuQueueError, QueueKind
-from tinyhil.emulators.amdgpu.model_choices import ErrorCode
+from tinyhil.emulators.amdgpu import AmdGpu, QueueKind
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.spec.amdgpu import CompareFunction
 from tinyhil.spec.amdgpu_pm4 import ReleaseMemDataSel, ReleaseMemIntSel, ShReg
@@ -147,12 +146,7 @@ def run_ring(kind: QueueKind, dwords: list[int]) -> None:
     gpu.write(POINTERS_VA + 8, wptr.to_bytes(8, "little"))
     gpu.ring_doorbell(0, wptr)
     gpu.kernel.run_until_idle()
-    if queue.stopped:
-        assert queue.error_code != ErrorCode.NONE and queue.error_message.startswith(queue.name + ": ")
-        with pytest.raises(GpuQueueError):
-            queue.check()
-    else:
-        assert queue.idle or queue.waiting or "waiting for the rest" in queue.describe(), queue.describe()
+    check_queue_outcome(queue)
     untouched()
 
 

@@ -12,7 +12,7 @@ from tinyhil.emulators.kernel import EventKernel
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.kfd import read_topology
 from tinyhil.mocks.kfd import GPU_MODELS, GpuPort, MockKFD
-from tinyhil.mocks.kfd.device import _PORT_MEMBERS
+from tinyhil.mocks.kfd.device import PORT_MEMBERS
 from tinyhil.mocks.targets import AMD_ARCHS, GFX_TARGET_VERSIONS, MOCKKFD_MAX_GPUS, MOCKKFD_VRAM_BYTES
 from tinyhil.spec.amd_pci_ids import DEVICE_IDS
 
@@ -37,16 +37,16 @@ def test_a_port_missing_part_of_the_api_is_named(helpers: Any, kernel: EventKern
 
 
 def test_the_port_check_is_the_protocol_itself() -> None:
-    assert {"read", "write", "on_interrupt", "kernel", "vram", "timestamp"} <= set(_PORT_MEMBERS)
-    assert set(_PORT_MEMBERS) == {name for name in vars(GpuPort) if not name.startswith("_")} | set(
+    assert {"read", "write", "on_interrupt", "kernel", "vram", "timestamp"} <= set(PORT_MEMBERS)
+    assert set(PORT_MEMBERS) == {name for name in vars(GpuPort) if not name.startswith("_")} | set(
         GpuPort.__annotations__
     )
 
 
-@pytest.mark.parametrize("member", _PORT_MEMBERS)
+@pytest.mark.parametrize("member", PORT_MEMBERS)
 def test_a_port_missing_any_protocol_member_is_refused(helpers: Any, kernel: EventKernel, member: str) -> None:
     fake = helpers.load_fake_gpu().FakeGpu(kernel)
-    port = types.SimpleNamespace(**{name: getattr(fake, name) for name in _PORT_MEMBERS if name != member})
+    port = types.SimpleNamespace(**{name: getattr(fake, name) for name in PORT_MEMBERS if name != member})
     assert not isinstance(port, GpuPort)  # the runtime protocol check and MockKFD's agree
     with pytest.raises(InvalidArgument, match=rf"ports\[0\]=SimpleNamespace lacks GpuPort members \['{member}'\]"):
         MockKFD([port])  # type: ignore[list-item]

@@ -12,7 +12,7 @@ from tinyhil.allocator import OutOfMemory
 from tinyhil.device import Device
 from tinyhil.errors import DeviceTimeout, InvalidArgument, TinyHilError
 from tinyhil.kfd import KFD, KfdMemoryFault, MemoryDomain
-from tinyhil.kfd.amd_device import KfdAmdDevice
+from tinyhil.kfd.over_kfd import KfdAmdDevice
 from tinyhil.mocks.kfd import MockFileIO, MockKFD
 from tinyhil.mocks.kfd.faults import AllocFailure, KfdFaultPlan, MemoryFaultAt, QueueHang
 from tinyhil.mocks.kfd.state import MemKind

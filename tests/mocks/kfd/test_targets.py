@@ -8,7 +8,7 @@ import pytest
 
 from tinyhil.errors import InvalidArgument
 from tinyhil.kfd import read_topology
-from tinyhil.kfd.amd_device import KfdAmdDevice
+from tinyhil.kfd.over_kfd import KfdAmdDevice
 from tinyhil.mocks.kfd import MockFileIO
 from tinyhil.registry import default_registry, open_target
 

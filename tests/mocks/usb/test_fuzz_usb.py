@@ -25,18 +25,17 @@ import pytest
 import usb1
 from hypothesis import given
 from hypothesis import strategies as st
+from support.boards import recover_and_write
 
-from tinyhil.asm2464 import Asm2464Controller
 from tinyhil.emulators.asm2464 import WAIT_CAP_NS, Asm2464
 from tinyhil.emulators.faults import FaultPlan, Operation
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.fixtures.strategies import fault_plans
 from tinyhil.mocks.usb3 import MockUSB3
-from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP, SECTOR_BYTES
+from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP, MAX_TIMEOUT_MS, SECTOR_BYTES
 
 pytestmark = pytest.mark.fuzz
 
-MAX_TIMEOUT_MS: Final = WAIT_CAP_NS // 1_000_000
 WAIT_CAP_S: Final = WAIT_CAP_NS // 1_000_000_000
 DIR_IN: Final = 0x80
 U8, U16 = 0xFF, 0xFFFF
@@ -354,20 +353,6 @@ def _check_one(usb: MockUSB3, r: UsbRequest) -> None:
         assert bridge.state_digest() == before, f"{r}: rejected by the device ({error!r}) but the emulator changed"
 
 
-def _follow_up(usb: MockUSB3, seed: int) -> None:
-    """Faults off, the host's recovery (a power cycle if the board left the bus or wedged, CLEAR_FEATURE(HALT) on both
-    bulk endpoints), then a valid scsi_write must land its bytes."""
-    bridge = usb.bridge
-    bridge.faults = FaultPlan()
-    if bridge.front.gone or bridge.wedged:
-        bridge.reset()
-    usb.clear_halt(BULK_OUT_EP)
-    usb.clear_halt(BULK_IN_EP)
-    payload = np.random.default_rng(seed).integers(0, 256, 2 * SECTOR_BYTES + 5, dtype=np.uint8).tobytes()
-    Asm2464Controller(usb).scsi_write(payload)
-    assert bridge.read_sram(0, len(payload)) == payload, "the follow-up scsi_write landed other bytes"
-
-
 @given(
     requests=st.lists(st.one_of(usb_requests().map(lambda r: [r]), armed_bulks()), min_size=1, max_size=3).map(
         lambda groups: [r for group in groups for r in group]
@@ -382,7 +367,7 @@ def test_random_usb_requests_end_in_usb1_outcomes_and_rejections_change_nothing(
     with MockUSB3.over(Asm2464(faults=plan, seed=seed, function=PlainEndpoint(vram_bytes=1 << 20)), mode=mode) as usb:
         for r in requests:
             _check_one(usb, r)
-        _follow_up(usb, seed)
+        recover_and_write(usb, seed)
 
 
 @given(request=usb_requests(), mode=st.sampled_from(["sync", "timed"]))
@@ -390,4 +375,4 @@ def test_a_random_request_on_a_healthy_board_takes_no_fault_path(request: UsbReq
     """No fault plan: the inline fast path runs, and every rejection must leave the digest as it was."""
     with MockUSB3.over(Asm2464(function=PlainEndpoint(vram_bytes=1 << 20)), mode=mode) as usb:
         _check_one(usb, request)
-        _follow_up(usb, 0)
+        recover_and_write(usb, 0)

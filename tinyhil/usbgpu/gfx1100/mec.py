@@ -15,6 +15,7 @@ from tinyhil.amdgpu._packet import hi32, lo32
 from tinyhil.amdgpu.queue import AmdQueue
 from tinyhil.errors import DeviceError
 from tinyhil.spec import gfx1100_mec as values
+from tinyhil.spec.amdgpu import RING_BASE_SHIFT
 from tinyhil.spec.gfx1100_regs import Reg
 from tinyhil.usbgpu.gfx1100.block import BootState
 from tinyhil.usbgpu.gfx1100.gmc import GmcBlock
@@ -28,7 +29,6 @@ _MEC: Final = 1  # GRBM_GFX_CNTL.meid of the MEC
 _VMIDS: Final = 16
 _CP_IDLE: Final = 0
 _BOOTLOAD_COMPLETE: Final = 1 << 31  # RLC_RLCS_BOOTLOAD_STATUS bit 31: bootload_complete
-_RING_BASE_SHIFT: Final = 8  # CP_HQD_PQ_BASE / CP_HQD_EOP_BASE_ADDR hold the address >> 8
 # Section 9: AM's values
 _SH_MEM_CONFIG: Final = {"address_mode": 0, "alignment_mode": 3, "initial_inst_prefetch": 3}  # 64-bit, unaligned
 _SH_MEM_BASES: Final = {"private_base": 2, "shared_base": 1}
@@ -116,7 +116,7 @@ class MecBlock:
         regs, layout = state.regs, state.layout
         mqd, eop = state.mc(layout.mqd), state.mc(layout.eop)
         queue_size = (queue.ring_bytes // _DWORD_BYTES).bit_length() - 2  # ring = 2 ** (queue_size + 1) dwords
-        ring, eop_base = queue.ring_va >> _RING_BASE_SHIFT, eop >> _RING_BASE_SHIFT
+        ring, eop_base = queue.ring_va >> RING_BASE_SHIFT, eop >> RING_BASE_SHIFT
         self._select(me=_MEC)
         try:
             for reg, value in (

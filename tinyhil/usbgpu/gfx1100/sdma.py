@@ -13,7 +13,7 @@ from tinyhil.amdgpu._packet import hi32, lo32
 from tinyhil.amdgpu.queue import AmdQueue
 from tinyhil.errors import DeviceError
 from tinyhil.spec import gfx1100_sdma as values
-from tinyhil.spec.amdgpu import DOORBELL_SLOT_BYTES
+from tinyhil.spec.amdgpu import DOORBELL_SLOT_BYTES, RING_BASE_SHIFT
 from tinyhil.spec.gfx1100_regs import SDMA1_REGISTER_STRIDE, Reg
 from tinyhil.usbgpu.gfx1100.block import BootState
 
@@ -22,7 +22,6 @@ __all__ = ["SDMA_DOORBELL", "SDMA_ENGINES", "SdmaBlock", "sdma_doorbell"]
 SDMA_ENGINES: Final = (0, 1)
 SDMA_DOORBELL: Final = 0x800  # BAR2 byte offset of SDMA0's doorbell; SDMA1's is the next u64
 _DWORD_BYTES: Final = 4  # S2A ranges and doorbell offsets in dwords; rb_size = log2(ring dwords)
-_RING_BASE_SHIFT: Final = 8  # RB_BASE holds the ring address >> 8
 # S2A port 2 (section 10, AM's values): awid 0xE, awaddr[31:28] 3, the two SDMA doorbells.
 _S2A_SDMA_AWID: Final = 0xE
 _S2A_SDMA_AWADDR_31_28: Final = 3
@@ -74,7 +73,7 @@ class SdmaBlock:
         for reg in (Reg.SDMA0_QUEUE0_RB_RPTR, Reg.SDMA0_QUEUE0_RB_RPTR_HI, Reg.SDMA0_QUEUE0_RB_WPTR,
                     Reg.SDMA0_QUEUE0_RB_WPTR_HI):  # fmt: skip
             regs.write(reg + shift, 0)
-        ring = queue.ring_va >> _RING_BASE_SHIFT
+        ring = queue.ring_va >> RING_BASE_SHIFT
         regs.write(Reg.SDMA0_QUEUE0_RB_BASE + shift, lo32(ring))
         regs.write(Reg.SDMA0_QUEUE0_RB_BASE_HI + shift, hi32(ring))
         regs.write(Reg.SDMA0_QUEUE0_RB_RPTR_ADDR_LO + shift, lo32(queue.rptr_va))

@@ -4,13 +4,12 @@ get a PSP status."""
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 import pytest
+from support.firmware import REAL_FIRMWARE
 from support.gfx1100 import BOOTLOADER_ORDER, IP_FW_ORDER, MSG1, TMR, TOC_TYPE, RawDriver
 
 from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource, GeneratedFirmware, make_image
-from tinyhil.spec.amdgpu_firmware import FIRMWARE_DIR, FIRMWARE_PACKAGE, GFX1100_FIRMWARE
 from tinyhil.spec.gfx1100_psp import (
     PSP_BL_READY,
     PSP_RESPONSE_READY,
@@ -22,12 +21,8 @@ from tinyhil.spec.gfx1100_psp import (
 )
 from tinyhil.spec.gfx1100_regs import Reg
 
-REAL_FILES = pytest.mark.skipif(
-    not all(Path(FIRMWARE_DIR, name).is_file() for name in GFX1100_FIRMWARE),
-    reason=f"the gfx1100 firmware files are not in {FIRMWARE_DIR}: install {FIRMWARE_PACKAGE}",
-)
 SOURCES = [pytest.param(GeneratedFirmware(), id="generated"), pytest.param(DirectoryFirmware(), id="real",
-                                                                             marks=REAL_FILES)]  # fmt: skip
+                                                                             marks=REAL_FIRMWARE)]  # fmt: skip
 
 
 def with_u32(image: bytes, **fields: int) -> bytes:

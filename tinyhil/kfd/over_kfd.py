@@ -1,4 +1,4 @@
-"""The KFD+AMD device runtime: :class:`~tinyhil.amdgpu.device_base.AmdDeviceBase` over the reference KFD client.
+"""The KFD+AMD device runtime: :class:`~tinyhil.amdgpu.driver.AmdDeviceBase` over the reference KFD client.
 
 The same code runs on a machine with ``/dev/kfd`` (``KFD+AMD``) and on MOCKKFD (``MOCKKFD+AMD``); only the
 :class:`~tinyhil.fileio.FileIO` differs. Memory placement:
@@ -26,8 +26,9 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
 from tinyhil._check import check_int
+from tinyhil.align import ceil_div
 from tinyhil.allocator import OutOfMemory
-from tinyhil.amdgpu.device_base import WAIT_TIMEOUT_MS, AmdDeviceBase, AmdRing, CompletionEvent, GpuRegion, MemoryUse
+from tinyhil.amdgpu.driver import WAIT_TIMEOUT_MS, AmdDeviceBase, AmdRing, CompletionEvent, GpuRegion, MemoryUse
 from tinyhil.compiler import Compiler
 from tinyhil.device import Buffer
 from tinyhil.errors import DeviceTimeout, InvalidArgument
@@ -232,7 +233,7 @@ class KfdAmdDevice(AmdDeviceBase):
             pending = faults.pop(self.gpu.gpu_id, None)
             if pending is not None:
                 raise pending
-            remaining_ms = -(-(deadline - self.kfd.now_ns()) // _NS_PER_MS)
+            remaining_ms = ceil_div(deadline - self.kfd.now_ns(), _NS_PER_MS)
             if remaining_ms <= 0:
                 raise DeviceTimeout(f"{self.name}: timed out after {self.wait_timeout_ms} ms waiting for {what}")
             try:

@@ -8,14 +8,14 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from tinyhil.amdgpu.device_base import GpuPointer
-from tinyhil.builtin_targets import NO_KFD_REASON, _kfd_probe
+from tinyhil.amdgpu.driver import GpuPointer
+from tinyhil.builtin_targets import NO_KFD_REASON, kfd_probe
 from tinyhil.compiler import HostCCompiler
 from tinyhil.emulators.amdgpu import AmdGpu
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.errors import InvalidArgument, TargetUnavailable
 from tinyhil.kfd import KfdMemoryFault
-from tinyhil.kfd.amd_device import KfdAmdDevice
+from tinyhil.kfd.over_kfd import KfdAmdDevice
 from tinyhil.mocks.kfd import MockKFD
 from tinyhil.registry import default_registry
 
@@ -122,9 +122,9 @@ class _Denied:
 
 
 def test_kfd_amd_probe_reports_why_it_cannot_run() -> None:
-    assert _kfd_probe(fileio=_Missing()) == NO_KFD_REASON  # type: ignore[arg-type]
-    assert "render" in str(_kfd_probe(fileio=_Denied()))  # type: ignore[arg-type]
-    assert _kfd_probe(fileio=_mock().fileio) is None
+    assert kfd_probe(fileio=_Missing()) == NO_KFD_REASON  # type: ignore[arg-type]
+    assert "render" in str(kfd_probe(fileio=_Denied()))  # type: ignore[arg-type]
+    assert kfd_probe(fileio=_mock().fileio) is None
 
 
 def test_kfd_amd_is_unavailable_here_with_no_dev_kfd() -> None:

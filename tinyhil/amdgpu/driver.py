@@ -277,13 +277,20 @@ class AmdDeviceBase(DeviceBase):
         if timeline.completed >= value:
             return
         what = f"{timeline.kind.name} queue signal at {timeline.signal_va:#x} to reach {value}"
+        seen = timeline.completed
+
+        def reached() -> bool:  # the value the last poll read is the one kept: no second read once it holds
+            nonlocal seen
+            seen = self._signal_value(timeline)
+            return seen >= value
+
         try:
-            self._wait(lambda: self._signal_value(timeline) >= value, what)
+            self._wait(reached, what)
         except DeviceError as error:
             if not self._recover(timeline):
                 self.failure = error
             raise
-        timeline.completed = max(timeline.completed, self._signal_value(timeline))
+        timeline.completed = max(timeline.completed, seen)
         if timeline.completed >= timeline.submitted:
             timeline.bytes_since_completed = 0
 

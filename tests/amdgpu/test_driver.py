@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from tinyhil.amdgpu import KernelLoadError
-from tinyhil.amdgpu.device_base import AMD_CAPABILITIES, AmdDeviceBase, GpuPointer, MemoryUse
+from tinyhil.amdgpu.driver import AMD_CAPABILITIES, AmdDeviceBase, GpuPointer, MemoryUse
 from tinyhil.device import Program
 from tinyhil.errors import InvalidArgument
-from tinyhil.kfd.amd_device import KfdAmdDevice
+from tinyhil.kfd.over_kfd import KfdAmdDevice
 from tinyhil.profile import ProfileRangeEvent
 from tinyhil.registry import open_target
 from tinyhil.spec.amdgpu import QueueKind

@@ -11,7 +11,26 @@ from __future__ import annotations
 import importlib
 from typing import Any, Final
 
-__all__ = ["new_context"]
+__all__ = [
+    "STATUS2ERROR",
+    "TRANSFER_CANCELLED",
+    "TRANSFER_COMPLETED",
+    "TRANSFER_ERROR",
+    "TRANSFER_NO_DEVICE",
+    "TRANSFER_OVERFLOW",
+    "TRANSFER_STALL",
+    "TRANSFER_TIMED_OUT",
+    "USBError",
+    "USBErrorIO",
+    "USBErrorNoDevice",
+    "USBErrorNotFound",
+    "USBErrorNotSupported",
+    "USBErrorOverflow",
+    "USBErrorPipe",
+    "USBErrorTimeout",
+    "new_context",
+    "usb1",
+]
 
 usb1: Any = importlib.import_module("usb1")
 
