@@ -24,7 +24,7 @@ import argparse
 
 import numpy as np
 
-from tinyhil.device_farm.bench import best_seconds
+from tinyhil.benchtime import best_seconds
 from tinyhil.registry import open_target
 
 MB = 1 << 20

@@ -8,8 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from tinyhil import InvalidArgument, open_target
-from tinyhil.device_farm import bench as bench_module
-from tinyhil.device_farm.bench import (
+from tinyhil.cli import bench as bench_module
+from tinyhil.cli import main
+from tinyhil.cli.bench import (
     DEFAULT_TOLERANCE,
     bench_copyin,
     check_tolerance,
@@ -17,7 +18,6 @@ from tinyhil.device_farm.bench import (
     largest_alloc_bytes,
     parse_size,
 )
-from tinyhil.device_farm.cli import main
 from tinyhil.spec.copyin import HARDWARE_COPYIN_MBPS
 
 

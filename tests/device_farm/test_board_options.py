@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tinyhil.device_farm.board_options import target_options
-from tinyhil.device_farm.hwmap import EmulatedLocator, HwmapError, parse_hwmap
+from tinyhil.device_farm.inventory.board_options import target_options
+from tinyhil.device_farm.inventory.hwmap import EmulatedLocator, HwmapError, parse_hwmap
 from tinyhil.emulators.faults import Fault, FaultPlan, FaultRule, Operation
 from tinyhil.errors import InvalidArgument
 

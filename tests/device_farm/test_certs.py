@@ -14,8 +14,8 @@ pytest.importorskip("cryptography", reason="needs the farm extra (cryptography)"
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from tinyhil.device_farm.certs import CA_CERT, CA_KEY, host_files, make_certs
-from tinyhil.device_farm.cli import main
+from tinyhil.cli import main
+from tinyhil.device_farm.cluster.certs import CA_CERT, CA_KEY, host_files, make_certs
 from tinyhil.errors import InvalidArgument
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyhil.device_farm.cli import main
+from tinyhil.cli import main
 
 FOUNDATION_TARGETS = {"NULL", "MOCKUSB+AMD", "MOCKKFD+AMD", "USB+AMD", "KFD+AMD"}
 

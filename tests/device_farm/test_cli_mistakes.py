@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tinyhil.device_farm._pipes import OUTPUT_CLOSED_EXIT_STATUS
-from tinyhil.device_farm.cli import EXIT_UNAVAILABLE, EXIT_USAGE, main
-from tinyhil.device_farm.hwmap import target_inventory
+from tinyhil.cli import EXIT_UNAVAILABLE, EXIT_USAGE, main
+from tinyhil.device_farm.inventory.hwmap import target_inventory
+from tinyhil.pipes import OUTPUT_CLOSED_EXIT_STATUS
 from tinyhil.registry import default_registry
 
 TINYHIL = str(Path(sys.executable).parent / "tinyhil")

@@ -90,7 +90,7 @@ def test_a_killed_host_has_its_shard_rerun_on_the_other_eligible_worker_and_ever
     with loopback_cluster(tmp_path) as cluster:
         cluster.start_worker("host-a", emulated_board("usb-a", "MOCKUSB+AMD", "host-a"), env=marks)
         cluster.start_worker("host-b", emulated_board("usb-b", "MOCKUSB+AMD", "host-b"), env=marks)
-        command = [sys.executable, "-m", "tinyhil.device_farm.cli", "farm", "run", "--engine", "dask", "--scheduler",
+        command = [sys.executable, "-m", "tinyhil.cli", "farm", "run", "--engine", "dask", "--scheduler",
                    cluster.address, "--suite", str(suite), "--report", str(tmp_path / "run"), "--state",
                    str(tmp_path / "client-state"), "--board-grace", "2"]  # fmt: skip
         run = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -153,7 +153,7 @@ def test_the_scheduler_going_away_ends_the_run_with_the_journal_kept_and_resume_
     run_dir = tmp_path / "run"
     with loopback_cluster(tmp_path) as cluster:
         cluster.start_worker("host-a", emulated_board("usb-a", "MOCKUSB+AMD", "host-a"), env=marks)
-        command = [sys.executable, "-m", "tinyhil.device_farm.cli", "farm", "run", "--engine", "dask", "--scheduler",
+        command = [sys.executable, "-m", "tinyhil.cli", "farm", "run", "--engine", "dask", "--scheduler",
                    cluster.address, "--suite", str(suite), "--report", str(run_dir), "--state",
                    str(tmp_path / "s"), "--scheduler-grace", "1"]  # fmt: skip
         run = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

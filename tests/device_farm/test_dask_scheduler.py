@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyhil.device_farm.dask_cluster import SchedulerSettings, scheduler_command
+from tinyhil.device_farm.cluster.dask_cluster import SchedulerSettings, scheduler_command
 from tinyhil.errors import InvalidArgument
 
 needs_dask = pytest.mark.skipif(
@@ -25,7 +25,7 @@ needs_dask = pytest.mark.skipif(
 def test_the_scheduler_listens_on_loopback_with_the_farm_settings() -> None:
     from distributed import Client
 
-    command = [sys.executable, "-m", "tinyhil.device_farm.cli", "farm", "scheduler", "--port", "0",
+    command = [sys.executable, "-m", "tinyhil.cli", "farm", "scheduler", "--port", "0",
                "--no-workers-timeout", "4", "--allowed-failures", "1"]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -108,7 +108,7 @@ def test_a_worker_offers_only_its_good_boards_as_resources(tmp_path: Path) -> No
     from distributed import Client
 
     (tmp_path / "hwmap.toml").write_text(WORKER_MAP)
-    cli = [sys.executable, "-m", "tinyhil.device_farm.cli", "farm"]
+    cli = [sys.executable, "-m", "tinyhil.cli", "farm"]
     scheduler = subprocess.Popen([*cli, "scheduler", "--port", "0"], stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True)  # fmt: skip
     worker: subprocess.Popen[str] | None = None
@@ -138,16 +138,16 @@ def _after(command: list[str], option: str) -> str:
 
 @needs_dask
 def test_the_commands_run_the_farms_classes_on_loopback_with_no_http_unless_asked() -> None:
-    from tinyhil.device_farm.dask_cluster import Listening, worker_command
+    from tinyhil.device_farm.cluster.dask_cluster import Listening, worker_command
 
     spec = json.loads(_after(scheduler_command(SchedulerSettings(port=0)), "--spec"))
-    assert spec["cls"] == "tinyhil.device_farm.dask_servers.FarmScheduler"
+    assert spec["cls"] == "tinyhil.device_farm.cluster.dask_servers.FarmScheduler"
     assert spec["opts"] == {"host": "127.0.0.1", "port": 0, "protocol": "tcp", "dashboard": False,
                             "dashboard_address": None}  # fmt: skip
     asked = json.loads(_after(scheduler_command(SchedulerSettings(host="::1", dashboard_port=0)), "--spec"))["opts"]
     assert (asked["host"], asked["dashboard"], asked["dashboard_address"]) == ("[::1]", True, "127.0.0.1:0")
     plain = worker_command("tcp://127.0.0.1:8786", {"board:a": 1.0}, name="h")
-    assert _after(plain, "--worker-class") == "tinyhil.device_farm.dask_servers.FarmWorker"
+    assert _after(plain, "--worker-class") == "tinyhil.device_farm.cluster.dask_servers.FarmWorker"
     listen = (_after(plain, "--host"), _after(plain, "--worker-port"), _after(plain, "--nanny-port"))
     assert listen == ("127.0.0.1", "0", "0")
     assert "--no-dashboard" in plain and "--dashboard" not in plain

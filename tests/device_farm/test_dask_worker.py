@@ -7,9 +7,9 @@ from typing import Any
 
 from support.cluster import emulated_board, needs_dask
 
-from tinyhil.device_farm.dask_cluster import WorkerSettings
-from tinyhil.device_farm.health import ProbeResult
-from tinyhil.device_farm.hwmap import Board
+from tinyhil.device_farm.cluster.dask_cluster import WorkerSettings
+from tinyhil.device_farm.health.states import ProbeResult
+from tinyhil.device_farm.inventory.hwmap import Board
 
 pytestmark = needs_dask
 
@@ -32,7 +32,7 @@ class _Worker:
 
 
 def _plugin(tmp_path: Path, verdicts: dict[str, bool]) -> Any:
-    from tinyhil.device_farm.dask_worker import FarmWorkerPlugin
+    from tinyhil.device_farm.cluster.dask_worker import FarmWorkerPlugin
 
     class Probed(FarmWorkerPlugin):
         def probe(self, board: Board) -> ProbeResult:
@@ -72,7 +72,7 @@ def test_the_worker_settings_round_trip_through_the_environment_form() -> None:
 
 
 def test_describe_reports_the_host_name_and_the_offered_boards(tmp_path: Path) -> None:
-    from tinyhil.device_farm.dask_worker import PLUGIN_NAME, describe_worker
+    from tinyhil.device_farm.cluster.dask_worker import PLUGIN_NAME, describe_worker
 
     plugin, worker = _plugin(tmp_path, {"usb-a": True, "kfd-a": False}), _Worker()
     plugin.setup(worker)

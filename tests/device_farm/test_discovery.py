@@ -10,9 +10,16 @@ from typing import Any
 import pytest
 from support.hosts import FakeHost
 
-from tinyhil.device_farm.discovery import Discovery, FoundBoard, discover, discover_kfd, discover_nv, discover_usb
-from tinyhil.device_farm.drift import compare, map_entry
-from tinyhil.device_farm.hwmap import BoardKind, KfdLocator, NvLocator, UsbLocator, parse_hwmap
+from tinyhil.device_farm.inventory.discovery import (
+    Discovery,
+    FoundBoard,
+    discover,
+    discover_kfd,
+    discover_nv,
+    discover_usb,
+)
+from tinyhil.device_farm.inventory.hwmap import BoardKind, KfdLocator, NvLocator, UsbLocator, parse_hwmap
+from tinyhil.device_farm.inventory.map_drift import compare, map_entry
 from tinyhil.emulators.asm2464 import Asm2464
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.mocks.usb.context import EmulatedUsbContext

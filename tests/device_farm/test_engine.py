@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tinyhil.device_farm.engine import FarmEngine, LocalEngine, Result
-from tinyhil.device_farm.health import HealthBook, ProbeResult
-from tinyhil.device_farm.hwmap import Board, parse_hwmap
-from tinyhil.device_farm.planner import Pair, plan
-from tinyhil.device_farm.shard_process import Event, ShardExit, ShardJob
+from tinyhil.device_farm.engine import FarmEngine, Result
+from tinyhil.device_farm.engine.local import LocalEngine
+from tinyhil.device_farm.health.states import HealthBook, ProbeResult
+from tinyhil.device_farm.inventory.hwmap import Board, parse_hwmap
+from tinyhil.device_farm.planning import Pair, plan
+from tinyhil.device_farm.shard.parent import Event, ShardExit, ShardJob
 
 SUITE = """
 import os, signal
@@ -68,7 +69,7 @@ def _engine(
     (tmp_path / "suite" / "test_suite.py").write_text(SUITE)
     (tmp_path / "suite" / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "marks").mkdir()
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tinyhil.device_farm.shard_plugin"]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tinyhil.device_farm.shard.plugin"]
     env = {**os.environ, "MARKS": str(tmp_path / "marks")}
     cwd, leases = tmp_path / "suite", tmp_path / "leases"
     return LocalEngine(boards, command=command, cwd=cwd, lease_dir=leases, run_id="r1", workers=2, health=health,
@@ -145,7 +146,7 @@ def test_an_engine_error_on_one_lane_hands_its_pairs_to_the_others_instead_of_ha
 
 
 def test_a_shard_environment_names_its_board_for_tests_with_their_own_stack() -> None:
-    from tinyhil.device_farm.shard_process import board_environment
+    from tinyhil.device_farm.shard.parent import board_environment
 
     boards = parse_hwmap(
         '[[board]]\nid = "nv-0"\nkind = "nv"\nnv = { uuid = "GPU-5f2c7a10" }\n\n'

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from support.hosts import FakeHost
 
-from tinyhil.device_farm.cli import EXIT_USAGE, main
-from tinyhil.device_farm.hwmap import load_hwmap
+from tinyhil.cli import EXIT_USAGE, main
+from tinyhil.device_farm.inventory.hwmap import load_hwmap
 from tinyhil.device_farm.leases import Holder, acquire
 
 MAP = """

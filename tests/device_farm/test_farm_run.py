@@ -11,18 +11,17 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from tinyhil.device_farm.cli import main
-from tinyhil.device_farm.farm_run import FarmRun, _durations, _read_pairs, parse_subset, select_pairs
-from tinyhil.device_farm.health import HealthBook, ProbeResult
-from tinyhil.device_farm.hwmap import emulated_inventory, load_hwmap
+from tinyhil.cli import main
+from tinyhil.device_farm.collection import read_pairs
+from tinyhil.device_farm.health.states import HealthBook, ProbeResult
+from tinyhil.device_farm.inventory.hwmap import load_hwmap
 from tinyhil.device_farm.journal import read_journal
-from tinyhil.device_farm.planner import Pair
-from tinyhil.device_farm.reports import PairReport, junit_unescape, write_junit
+from tinyhil.device_farm.planning import Pair, parse_subset, read_durations, select_pairs
+from tinyhil.device_farm.reports.summary import PairReport, junit_unescape, write_junit
 from tinyhil.errors import InvalidArgument
 from tinyhil.loading import FileFormatError
 
@@ -159,7 +158,7 @@ def test_a_sigkilled_farm_run_resumes_without_rerunning_or_losing_results(tmp_pa
     suite = tmp_path / "test_slow_suite.py"
     suite.write_text(SLOW_SUITE)
     run_dir, state = tmp_path / "run", tmp_path / "s"
-    args = [sys.executable, "-m", "tinyhil.device_farm.cli", "farm", "run", "--suite", str(suite), "--state",
+    args = [sys.executable, "-m", "tinyhil.cli", "farm", "run", "--suite", str(suite), "--state",
             str(state), "--target", "NULL", "--workers", "1"]  # fmt: skip
     process = subprocess.Popen([*args, "--report", str(run_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     journal = run_dir / "journal.jsonl"
@@ -184,10 +183,9 @@ def test_a_sigkilled_farm_run_resumes_without_rerunning_or_losing_results(tmp_pa
 
 def test_subsets_split_the_pairs_into_disjoint_parts_that_cover_them_all() -> None:
     pairs = [Pair(f"t.py::test_{n}", "NULL") for n in range(23)]
-    base = FarmRun(emulated_inventory(), (), Path("."), Path("."), 1)
 
     def parts(seed: int) -> list[set[str]]:
-        return [{p.key for p in select_pairs(replace(base, subset=(i, 3), subset_seed=seed), pairs)} for i in (1, 2, 3)]
+        return [{p.key for p in select_pairs(pairs, subset=(i, 3), subset_seed=seed)} for i in (1, 2, 3)]
 
     keys = parts(0)
     assert set().union(*keys) == {p.key for p in pairs} and sum(len(k) for k in keys) == len(pairs)
@@ -217,7 +215,7 @@ class _Terminal(io.StringIO):
 
 def test_in_a_terminal_progress_is_one_updating_line_naming_what_each_board_runs() -> None:
     from tinyhil.device_farm.engine import Result
-    from tinyhil.device_farm.farm_run import Progress
+    from tinyhil.device_farm.reports.progress import Progress
 
     out = _Terminal()
     progress = Progress(2, out)
@@ -353,10 +351,10 @@ def test_collected_pairs_read_back_are_typed_once(tmp_path: Path, text: str, fie
     path = tmp_path / "pairs.json"
     path.write_text(text)
     with pytest.raises(FileFormatError) as raised:
-        _read_pairs(path)
+        read_pairs(path)
     assert (raised.value.path, raised.value.field) == (str(path), field) and raised.value.why.startswith(why)
     path.write_text(_pairs_document(skip="lacks copyin", target=None))
-    assert _read_pairs(path)[0]["skip"] == "lacks copyin"
+    assert read_pairs(path)[0]["skip"] == "lacks copyin"
 
 
 @pytest.mark.parametrize(
@@ -365,6 +363,6 @@ def test_collected_pairs_read_back_are_typed_once(tmp_path: Path, text: str, fie
 )
 def test_kept_durations_that_cannot_be_used_are_a_fresh_start(tmp_path: Path, text: str) -> None:
     (tmp_path / "durations.json").write_text(text)
-    assert _durations(tmp_path) == {}
+    assert read_durations(tmp_path) == {}
     (tmp_path / "durations.json").write_text('{"a": 1.5, "b": "slow", "c": -1, "d": true, "e": 1e300}')
-    assert _durations(tmp_path) == {"a": 1.5}
+    assert read_durations(tmp_path) == {"a": 1.5}

@@ -2,7 +2,7 @@
 and one line (never a traceback) for a refused address or an unreachable scheduler.
 
 The clusters here are started the documented way (``tinyhil farm scheduler`` and ``tinyhil farm worker`` as
-processes, :mod:`tinyhil.device_farm.loopback`); what they listen on is read from ``/proc/net/tcp{,6}`` for the
+processes, :mod:`tinyhil.device_farm.cluster.loopback`); what they listen on is read from ``/proc/net/tcp{,6}`` for the
 sockets their processes (and their children: the nanny's worker) hold.
 """
 
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from support.cluster import LoopbackCluster, emulated_board, farm_run, listening, loopback_cluster, needs_dask
 
-from tinyhil.device_farm.cli import main
-from tinyhil.device_farm.security import FarmTLS, check_scheme, is_loopback, listen_host, load_farm_config
+from tinyhil.cli import main
+from tinyhil.device_farm.cluster.security import FarmTLS, check_scheme, is_loopback, listen_host, load_farm_config
 from tinyhil.errors import InvalidArgument
 from tinyhil.loading import FileFormatError
 
@@ -234,7 +234,7 @@ def _tls(directory: Path, host: str) -> FarmTLS:
 def test_a_tls_cluster_refuses_a_client_without_the_certificate_or_with_another_cas(
     tls_cluster: LoopbackCluster, certs: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tinyhil.device_farm.dask_cluster import SchedulerUnreachable, reach_scheduler
+    from tinyhil.device_farm.cluster.dask_cluster import SchedulerUnreachable, reach_scheduler
 
     address = tls_cluster.address
     assert address.startswith("tls://127.0.0.1:")

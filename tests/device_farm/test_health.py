@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tinyhil.device_farm.health import HealthBook, HealthState, ProbeResult
-from tinyhil.device_farm.hwmap import parse_hwmap
-from tinyhil.device_farm.probes import PROBE_SRAM_BYTES, probe_board
+from tinyhil.device_farm.health.probes import PROBE_SRAM_BYTES, probe_board
+from tinyhil.device_farm.health.states import HealthBook, HealthState, ProbeResult
+from tinyhil.device_farm.inventory.hwmap import parse_hwmap
 from tinyhil.emulators.asm2464 import Asm2464
 from tinyhil.emulators.faults import Fault, FaultPlan, Operation
 from tinyhil.errors import InvalidArgument

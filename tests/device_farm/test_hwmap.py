@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyhil.device_farm.hwmap import (
+from tinyhil.device_farm.inventory.hwmap import (
     MAX_BOARDS,
     MAX_SLOTS,
     BoardKind,
@@ -274,7 +274,7 @@ def test_a_map_over_the_size_cap_is_refused_without_reading_it_whole(tmp_path: P
             out.write(chunk)
     child = (
         "import re, sys\n"
-        "from tinyhil.device_farm.hwmap import HwmapError, load_hwmap\n"
+        "from tinyhil.device_farm.inventory.hwmap import HwmapError, load_hwmap\n"
         "try:\n    load_hwmap(sys.argv[1])\nexcept HwmapError as exc:\n    print(exc)\n"
         "print(re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1))\n"
     )

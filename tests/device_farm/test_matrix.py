@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tinyhil.device_farm.matrix import render_matrix
+from tinyhil.device_farm.reports.matrix import render_matrix
 
 
 def test_rows_are_tests_and_columns_are_targets() -> None:

@@ -8,7 +8,7 @@ import pytest
 import usb1
 
 from tinyhil.device_farm.leases import LeaseTimeout
-from tinyhil.device_farm.outcomes import infrastructure_cause, killed_cause
+from tinyhil.device_farm.shard.infrastructure import infrastructure_cause, killed_cause
 from tinyhil.errors import DeviceError
 from tinyhil.usb.errors import BridgeUnavailable
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinyhil.device_farm.hwmap import Board, BoardKind, EmulatedLocator, UsbLocator
-from tinyhil.device_farm.planner import Lane, Pair, plan
+from tinyhil.device_farm.inventory.hwmap import Board, BoardKind, EmulatedLocator, UsbLocator
+from tinyhil.device_farm.planning import Lane, Pair, plan
 from tinyhil.errors import InvalidArgument
 
 

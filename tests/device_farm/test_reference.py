@@ -7,8 +7,8 @@ from typing import Any
 
 from tinyhil import TargetRegistry, default_registry, target
 from tinyhil.capabilities import CAPABILITIES
+from tinyhil.cli.targets import UNDESCRIBED, render_target_reference
 from tinyhil.device import Device
-from tinyhil.device_farm.reference import UNDESCRIBED, render_target_reference
 from tinyhil.null_device import NullDevice
 from tinyhil.registry import Target
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tinyhil.device_farm.cli import main
-from tinyhil.device_farm.report_html import render_report
-from tinyhil.device_farm.reports import PairReport
+from tinyhil.cli import main
+from tinyhil.device_farm.reports.html import render_report
+from tinyhil.device_farm.reports.summary import PairReport
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS_ENV = "TINYHIL_TEST_ARTIFACTS"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tinyhil.device_farm.hwmap import parse_hwmap
-from tinyhil.device_farm.resources import board_resource, unservable, worker_resources
+from tinyhil.device_farm.cluster.resources import board_resource, unservable, worker_resources
+from tinyhil.device_farm.inventory.hwmap import parse_hwmap
 
 HWMAP = parse_hwmap(
     '[[board]]\nid = "emu-usb"\nkind = "emulated"\nemulated = { target = "MOCKUSB+AMD", slots = 3 }\n\n'

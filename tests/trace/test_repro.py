@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tinyhil.device_farm import trace_cli
-from tinyhil.device_farm.cli import main
-from tinyhil.device_farm.report_html import render_report
-from tinyhil.device_farm.reports import PairReport, write_summary
+from tinyhil.cli import main
+from tinyhil.cli import trace as trace_cli
+from tinyhil.device_farm.reports.html import render_report
+from tinyhil.device_farm.reports.summary import PairReport, write_summary
 from tinyhil.trace import load_trace
 from tinyhil.trace.bundle import BUNDLE_FILE, BUNDLE_TRACE, BundleError, bundle_dir_name, check_nodeid, load_bundle
 
