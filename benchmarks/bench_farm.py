@@ -26,8 +26,7 @@ from pathlib import Path
 
 from tinyhil.device_farm.inventory.hwmap import emulated_inventory
 from tinyhil.device_farm.journal import read_journal
-from tinyhil.device_farm.planning import Pair
-from tinyhil.device_farm.planning import DURATIONS_NAME
+from tinyhil.device_farm.planning import DURATIONS_NAME, Pair
 from tinyhil.device_farm.run import FarmRun, run_farm
 
 REQUIRED_RATIO = 1.1

@@ -31,8 +31,7 @@ from bench_farm import suite
 from tinyhil.device_farm.cluster.loopback import emulated_board, loopback_cluster
 from tinyhil.device_farm.inventory.hwmap import parse_hwmap
 from tinyhil.device_farm.journal import read_journal
-from tinyhil.device_farm.planning import Pair
-from tinyhil.device_farm.planning import DURATIONS_NAME
+from tinyhil.device_farm.planning import DURATIONS_NAME, Pair
 from tinyhil.device_farm.run import DaskOptions, FarmRun, run_farm
 
 REQUIRED_RATIO = 1.15

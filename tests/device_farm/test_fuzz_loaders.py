@@ -19,13 +19,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tinyhil.device_farm.collection import read_pairs
 from tinyhil.device_farm.health.states import HealthBook
 from tinyhil.device_farm.inventory.hwmap import HwmapError, load_hwmap, parse_hwmap
 from tinyhil.device_farm.journal import read_journal
 from tinyhil.device_farm.leases import read_holder
-from tinyhil.device_farm.quarantine import QuarantineError, load_quarantine, parse_quarantine
-from tinyhil.device_farm.collection import read_pairs
 from tinyhil.device_farm.planning import read_durations
+from tinyhil.device_farm.quarantine import QuarantineError, load_quarantine, parse_quarantine
 from tinyhil.loading import FileFormatError
 
 pytestmark = pytest.mark.fuzz
