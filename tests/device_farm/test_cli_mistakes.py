@@ -114,13 +114,38 @@ def test_a_missing_suite_is_refused_before_the_run(tmp_path: Path, capsys: pytes
     assert not (tmp_path / "r").exists()
 
 
+def _run_command(command: str, tmp_path: Path) -> list[str]:
+    """``tinyhil run`` or ``tinyhil farm run`` on NULL, its state in ``tmp_path``: made by the one run constructor."""
+    if command == "run":
+        return ["run", "--target", "NULL"]
+    return ["farm", "run", "--target", "NULL", "--state", str(tmp_path / "state")]
+
+
+RUN_COMMANDS = ["run", "farm run"]
+
+
+@pytest.mark.parametrize("command", RUN_COMMANDS)
 @pytest.mark.parametrize("arg", ["--hil-target=MOCKUSB+AMD", "--hil-target", "--junitxml=x.xml", "--hil-summary=s"])
 def test_pytest_arguments_cannot_override_what_the_run_manages(
-    arg: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    command: str, arg: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["run", "--target", "NULL", "--report", str(tmp_path), "--", arg, "MOCKUSB+AMD"]) == EXIT_USAGE
+    report = tmp_path / "report"
+    assert main([*_run_command(command, tmp_path), "--report", str(report), "--", arg, "MOCKUSB+AMD"]) == EXIT_USAGE
     err = capsys.readouterr().err
-    assert "the run sets" in err and "instead" in err
+    assert err.startswith(f"tinyhil {command.split()[0]}: pytest argument ") and "the run sets" in err
+    assert not (report / "summary.json").exists() and not (report / "pairs.json").exists()
+
+
+@pytest.mark.parametrize("command", RUN_COMMANDS)
+def test_both_runs_refuse_a_missing_suite_and_no_workers_alike(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = str(tmp_path / "r")
+    assert main([*_run_command(command, tmp_path), "--suite", "/nope", "--report", report]) == EXIT_USAGE
+    assert "suite '/nope': no such file or directory" in capsys.readouterr().err
+    assert main([*_run_command(command, tmp_path), "--workers", "0", "--report", report]) == EXIT_USAGE
+    assert "--workers 0, expected an integer >= 1" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 def test_run_honours_dev(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
