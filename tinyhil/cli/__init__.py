@@ -37,7 +37,7 @@ from tinyhil.cli.usage import (
     EXIT_USAGE,
     exit_status_epilog,
 )
-from tinyhil.device_farm.run import TargetsUnavailable
+from tinyhil.device_farm.run import MANAGED_PYTEST_OPTIONS, TargetsUnavailable
 from tinyhil.errors import TinyHilError
 from tinyhil.pipes import silence_stdout
 from tinyhil.registry import default_registry
@@ -72,17 +72,37 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _runs_tests(args: argparse.Namespace) -> bool:
+    """Whether the command is a run (``tinyhil run``, ``tinyhil farm run``): its pytest arguments go after ``--``."""
+    return bool(args.command == "run" or getattr(args, "farm_command", None) == "run")
+
+
+def _unrecognized(unknown: Sequence[str], *, runs_tests: bool) -> str:
+    """argparse's message for options the command does not know; for a run, the fix (the run's own option for one
+    the run sets itself, else ``--`` before pytest's options)."""
+    message = f"unrecognized arguments: {' '.join(unknown)}"
+    if not runs_tests:
+        return message
+    options = [arg.split("=", 1)[0] for arg in unknown]
+    managed = [option for option in options if option in MANAGED_PYTEST_OPTIONS]
+    if managed:
+        return f"{message}; {managed[0]} is the run's own: use {MANAGED_PYTEST_OPTIONS[managed[0]]}"
+    return f"{message}; pytest's options go after --"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tinyhil`` command ``argv`` (default: ``sys.argv[1:]``); returns its exit status."""
-    args = parser().parse_args(argv)
+    top = parser()
+    args, unknown = top.parse_known_args(argv)
+    if unknown:
+        top.error(_unrecognized(unknown, runs_tests=_runs_tests(args)))
     try:
         status = int(args.handler(args, default_registry()))
         sys.stdout.flush()
         return status
     except BrokenPipeError:  # stdout's reader went away (`| head`): no traceback; a run it cut short says so
         status = silence_stdout()
-        cut_short = args.command == "run" or getattr(args, "farm_command", None) == "run"
-        return EXIT_OUTPUT_CLOSED if cut_short else status
+        return EXIT_OUTPUT_CLOSED if _runs_tests(args) else status
     except TargetsUnavailable as exc:
         print(f"tinyhil {args.command}: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE

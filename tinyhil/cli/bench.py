@@ -18,7 +18,7 @@ import numpy as np
 
 from tinyhil._check import check_int
 from tinyhil.allocator import OutOfMemory
-from tinyhil.cli.usage import EXIT_FAILED, EXIT_OK, EXIT_USAGE, description, exit_status_epilog
+from tinyhil.cli.usage import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_subcommand, description, exit_status_epilog
 from tinyhil.device import Buffer, Device
 from tinyhil.emulators.timing import TimingModel
 from tinyhil.errors import DeviceError, InvalidArgument
@@ -237,9 +237,8 @@ def add_bench_command(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
-    copyin = benches.add_parser(
-        "copyin", help="predicted USB copyin throughput of each protocol revision next to the hardware figures"
-    )
+    copyin = add_subcommand(benches, "copyin", "predicted USB copyin throughput of each protocol revision next to the "
+                            "hardware figures", EXIT_OK, EXIT_FAILED, EXIT_USAGE)  # fmt: skip
     copyin.add_argument("--model", default="asm2464-usb3", help="timing model preset (default: asm2464-usb3)")
     copyin.add_argument("--size", default="64M", help="bytes to copy in, e.g. 64M, 512K (default: 64M)")
     copyin.add_argument(

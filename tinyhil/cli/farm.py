@@ -51,6 +51,7 @@ from tinyhil.cli.usage import (
     EXIT_OUTPUT_CLOSED,
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
+    add_subcommand,
     description,
     exit_status_epilog,
 )
@@ -92,6 +93,9 @@ from tinyhil.registry import TargetRegistry
 __all__ = ["DASK_SHARDS", "LOCAL_SHARDS", "add_farm_command"]
 
 LOCAL_SHARDS: Final = 2
+# What a farm run can exit with (it runs tests); the other farm commands give fewer.
+_RUN_STATUSES: Final = (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_ENGINE_LOST, EXIT_INTERRUPTED,
+                        EXIT_OUTPUT_CLOSED)  # fmt: skip
 DASK_SHARDS: Final = 64  # Dask's resources limit each board to its slots; this caps the shards one run keeps in flight
 
 
@@ -331,13 +335,18 @@ def add_farm_command(commands: Any) -> None:
         help="the device farm: discover boards, run suites on them (locally or on Dask), status, scheduler, worker, "
         "certs",
         description=description(__doc__),
-        epilog=exit_status_epilog(
-            EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_ENGINE_LOST, EXIT_INTERRUPTED, EXIT_OUTPUT_CLOSED
-        ),
+        epilog=exit_status_epilog(*_RUN_STATUSES),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = farm.add_subparsers(dest="farm_command", required=True, metavar="FARM_COMMAND")
-    found = sub.add_parser("discover", help="list this host's boards and the drift against a hardware map")
+    found = add_subcommand(
+        sub,
+        "discover",
+        "list this host's boards and the drift against a hardware map",
+        EXIT_OK,
+        EXIT_FAILED,
+        EXIT_USAGE,
+    )
     found.add_argument("--hwmap", metavar="FILE", help="hardware map to compare with (hwmap.toml)")
     found.add_argument(
         "--root", default="/", metavar="DIR", help="host root to read sysfs and procfs under (default /)"
@@ -346,7 +355,9 @@ def add_farm_command(commands: Any) -> None:
     found.add_argument("--host", metavar="NAME", help="this host's name in the map (default: the hostname)")
     found.add_argument("--json", action="store_true", help="print JSON for machines")
     found.set_defaults(handler=_discover)
-    run = sub.add_parser("run", help="run a suite on the farm's boards: plan, shards under leases, journal, reports")
+    run = add_subcommand(
+        sub, "run", "run a suite on the farm's boards: plan, shards under leases, journal, reports", *_RUN_STATUSES
+    )
     run.add_argument("--hwmap", metavar="FILE", help="hardware map (default: every available emulated target)")
     run.add_argument("--workers", type=int, metavar="N",
                      help=f"shards at once (default {LOCAL_SHARDS}; with --engine dask {DASK_SHARDS})")  # fmt: skip
@@ -373,14 +384,18 @@ def add_farm_command(commands: Any) -> None:
     _security_options(run, listens=False)
     run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra arguments passed to pytest")
     run.set_defaults(handler=_run)
-    certs = sub.add_parser("certs", help="make a private CA and per-host certificates for the farm's mutual TLS")
+    certs = add_subcommand(
+        sub, "certs", "make a private CA and per-host certificates for the farm's mutual TLS", EXIT_OK, EXIT_USAGE
+    )
     certs.add_argument("directory", metavar="DIR", help="where the CA and the certificates go (made 0700)")
     certs.add_argument("--host", action="append", metavar="NAME",
                        help="a host that needs a certificate (repeatable; default: this host's name)")  # fmt: skip
     certs.add_argument("--days", type=int, metavar="N", help="validity in days (default 825)")
     certs.add_argument("--force", action="store_true", help="replace existing files (and make a new CA)")
     certs.set_defaults(handler=_certs)
-    scheduler = sub.add_parser("scheduler", help="a Dask scheduler with the farm's settings (the farm extra)")
+    scheduler = add_subcommand(
+        sub, "scheduler", "a Dask scheduler with the farm's settings (the farm extra)", EXIT_USAGE, EXIT_INTERRUPTED
+    )
     _listen_options(scheduler, port=8786, port_help="port (default 8786; 0: any free port)",
                     dashboard_port=DEFAULT_DASHBOARD_PORT)  # fmt: skip
     scheduler.add_argument("--no-workers-timeout", type=float, default=DEFAULT_NO_WORKERS_TIMEOUT_S, metavar="S",
@@ -388,7 +403,14 @@ def add_farm_command(commands: Any) -> None:
     scheduler.add_argument("--allowed-failures", type=int, default=DEFAULT_ALLOWED_FAILURES, metavar="N",
                            help="worker deaths a task may cause before it stops")  # fmt: skip
     scheduler.set_defaults(handler=_scheduler)
-    worker = sub.add_parser("worker", help="a Dask worker offering this host's GOOD boards (the farm extra)")
+    worker = add_subcommand(
+        sub,
+        "worker",
+        "a Dask worker offering this host's GOOD boards (the farm extra)",
+        EXIT_USAGE,
+        EXIT_UNAVAILABLE,
+        EXIT_INTERRUPTED,
+    )
     worker.add_argument("--scheduler", required=True, metavar="ADDRESS",
                         help="tcp://HOST:PORT of the scheduler (tls://HOST:PORT with TLS)")  # fmt: skip
     _listen_options(worker, port=0, port_help="the worker's port (default 0: any free port)", dashboard_port=0)
@@ -410,7 +432,7 @@ def add_farm_command(commands: Any) -> None:
         "--state", metavar="DIR", help=f"farm state directory (default: ${STATE_ENV} or ~/.local/state)"
     )
     worker.set_defaults(handler=_worker)
-    status = sub.add_parser("status", help="boards with their health, leases and holders")
+    status = add_subcommand(sub, "status", "boards with their health, leases and holders", EXIT_OK, EXIT_USAGE)
     status.add_argument("--hwmap", metavar="FILE", help="hardware map (default: every emulated target)")
     status.add_argument(
         "--state", metavar="DIR", help=f"farm state directory (default: ${STATE_ENV} or ~/.local/state)"
@@ -418,13 +440,3 @@ def add_farm_command(commands: Any) -> None:
     status.add_argument("--probe", action="store_true", help="probe every board that needs it first")
     status.add_argument("--json", action="store_true", help="print JSON for machines")
     status.set_defaults(handler=_status)
-    statuses = {
-        "discover": (EXIT_OK, EXIT_FAILED, EXIT_USAGE),
-        "run": (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_ENGINE_LOST, EXIT_INTERRUPTED,
-                EXIT_OUTPUT_CLOSED),
-        "worker": (EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED),
-        "scheduler": (EXIT_USAGE, EXIT_INTERRUPTED),
-    }  # fmt: skip
-    for name, command in sub.choices.items():
-        command.epilog = exit_status_epilog(*statuses.get(name, (EXIT_OK, EXIT_USAGE)))
-        command.formatter_class = argparse.RawDescriptionHelpFormatter

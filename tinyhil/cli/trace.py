@@ -16,7 +16,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from tinyhil.cli.usage import EXIT_FAILED, EXIT_OK, EXIT_USAGE, description, exit_status_epilog
+from tinyhil.cli.usage import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_subcommand, description, exit_status_epilog
 from tinyhil.errors import InvalidArgument
 from tinyhil.printable import printable
 from tinyhil.registry import TargetRegistry
@@ -73,13 +73,29 @@ def add_trace_command(commands: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = trace.add_subparsers(dest="trace_command", required=True, metavar="TRACE_COMMAND")
-    convert = sub.add_parser("convert", help="convert a trace (formats from the extensions .hiltrace.jsonl, .pcapng)")
+    convert = add_subcommand(
+        sub,
+        "convert",
+        "convert a trace (formats from the extensions .hiltrace.jsonl, .pcapng)",
+        EXIT_OK,
+        EXIT_FAILED,
+        EXIT_USAGE,
+    )
     convert.add_argument("source", metavar="IN", help="the trace to read")
     convert.add_argument("destination", metavar="OUT", help="the file to write")
     convert.set_defaults(handler=_convert)
-    show = sub.add_parser("show", help="summarise a trace: requests by name, transfer sizes, errors")
+    show = add_subcommand(
+        sub, "show", "summarise a trace: requests by name, transfer sizes, errors", EXIT_OK, EXIT_FAILED, EXIT_USAGE
+    )
     show.add_argument("file", metavar="FILE", help="a .hiltrace.jsonl or .pcapng trace")
     show.set_defaults(handler=_show)
-    drift = sub.add_parser("drift", help="list every reply the emulator gives that differs from a trace's")
+    drift = add_subcommand(
+        sub,
+        "drift",
+        "list every reply the emulator gives that differs from a trace's",
+        EXIT_OK,
+        EXIT_FAILED,
+        EXIT_USAGE,
+    )
     drift.add_argument("file", metavar="TRACE", help="a .hiltrace.jsonl or .pcapng trace with a MOCKUSB+AMD header")
     drift.set_defaults(handler=_drift)

@@ -7,8 +7,10 @@ names them for the command line and adds the ones only the command line gives.
 
 from __future__ import annotations
 
+import argparse
+import re
 import textwrap
-from typing import Final
+from typing import Any, Final
 
 from tinyhil.device_farm.run import EXIT_ENGINE_LOST, EXIT_UNAVAILABLE
 from tinyhil.pipes import OUTPUT_CLOSED_EXIT_STATUS
@@ -22,6 +24,7 @@ __all__ = [
     "EXIT_STATUSES",
     "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
+    "add_subcommand",
     "description",
     "exit_status_epilog",
 ]
@@ -31,6 +34,7 @@ EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C ended
 EXIT_OUTPUT_CLOSED: Final = OUTPUT_CLOSED_EXIT_STATUS
+_ROLE: Final = re.compile(r":\w+:`~?([^`]+)`")  # a Sphinx role in a docstring, :func:`~a.b`
 _WIDTH: Final = 100  # the epilog's lines, wrapped here: argparse keeps them as they are
 
 EXIT_STATUSES: Final[dict[int, str]] = {
@@ -53,13 +57,21 @@ def exit_status_epilog(*statuses: int) -> str:
     chosen = statuses or tuple(EXIT_STATUSES)
     lines = [textwrap.fill(EXIT_STATUSES[status], _WIDTH, initial_indent=f"  {status:>3}  ", subsequent_indent=" " * 7)
              for status in chosen]  # fmt: skip
-    return "exit status:\n" + "\n".join(lines) + "\n  other: pytest's own status"
+    pytest_own = ["  other: pytest's own status"] if EXIT_OUTPUT_CLOSED in chosen else []  # the commands that run tests
+    return "\n".join(["exit status:", *lines, *pytest_own])
 
 
 def description(doc: str | None, *, paragraphs: int | None = None) -> str | None:
     """A command's ``--help`` description: its module's docstring (the first ``paragraphs``, default all), with the
-    docstring's literal markup (double backquotes) dropped."""
+    docstring's markup (double backquotes, ``:func:`~name``` roles) dropped."""
     if doc is None:
         return None
     kept = doc.strip().split("\n\n")[:paragraphs]
-    return "\n\n".join(kept).replace("``", "")
+    return _ROLE.sub(r"\1", "\n\n".join(kept)).replace("``", "")
+
+
+def add_subcommand(commands: Any, name: str, summary: str, *statuses: int) -> Any:
+    """Add subcommand ``name`` to ``commands`` (an argparse subparsers action): its ``--help`` opens with ``summary``
+    (what its parent's ``--help`` lists) and ends with ``statuses`` (:func:`exit_status_epilog`)."""
+    return commands.add_parser(name, help=summary, description=summary, epilog=exit_status_epilog(*statuses),
+                               formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip

@@ -41,18 +41,18 @@ def _discover(root: Path, *extra: str) -> list[str]:
 
 
 def test_without_a_map_it_prints_what_it_found_and_the_entries_to_add(
-    tmp_path: Path, fake_host: FakeHost, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(_discover(fake_host.build(tmp_path))) == 0
+    assert main(_discover(FakeHost().build(tmp_path))) == 0
     out = capsys.readouterr().out
     assert out.startswith("found on lab-1: 3 boards\n")
     assert out.count("[[board]]") == 3 and 'kind = "nv"' in out and 'targets = ["KFD+AMD"]' in out
 
 
 def test_drift_is_printed_and_exits_1_and_usb_boards_are_not_called_missing_when_usb_was_skipped(
-    tmp_path: Path, fake_host: FakeHost, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    root = fake_host.build(tmp_path)
+    root = FakeHost().build(tmp_path)
     (tmp_path / "map.toml").write_text(MAP)
     assert main(_discover(root, "--hwmap", str(tmp_path / "map.toml"))) == 1
     out = capsys.readouterr().out
@@ -62,10 +62,8 @@ def test_drift_is_printed_and_exits_1_and_usb_boards_are_not_called_missing_when
     assert out.count("[[board]]") == 2  # the second KFD GPU and the NV GPU are new
 
 
-def test_json_output_carries_found_boards_notes_and_drift(
-    tmp_path: Path, fake_host: FakeHost, capsys: pytest.CaptureFixture[str]
-) -> None:
-    root = fake_host.build(tmp_path)
+def test_json_output_carries_found_boards_notes_and_drift(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = FakeHost().build(tmp_path)
     (tmp_path / "map.toml").write_text(MAP)
     assert main(_discover(root, "--hwmap", str(tmp_path / "map.toml"), "--json")) == 1
     document = json.loads(capsys.readouterr().out)
