@@ -59,8 +59,9 @@ def parser() -> argparse.ArgumentParser:
     """The ``tinyhil`` parser, assembled from each command module's ``add_*`` function."""
     top = argparse.ArgumentParser(
         prog="tinyhil",
-        description="tinyhil: a hardware-in-the-loop test and emulation harness. Run the portable suite on emulated "
-        "and real targets, drive the device farm, work with USB traces and repro bundles, benchmark the timing model.",
+        description="tinyhil: a hardware-in-the-loop test and emulation harness. Run the portable suite on emulated\n"
+        "and real targets, drive the device farm, work with USB traces and repro bundles, benchmark the timing model.\n"
+        "`tinyhil COMMAND --help` describes a command.",
         epilog=exit_status_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
