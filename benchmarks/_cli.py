@@ -16,14 +16,14 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from tinyhil.device_farm._pipes import BROKEN_PIPE_EXIT_STATUS, silence_stdout
+from tinyhil.pipes import BROKEN_PIPE_EXIT_STATUS, silence_stdout
 
 __all__ = ["BROKEN_PIPE_EXIT_STATUS", "run_main"]
 
 
 def run_main(main: Callable[[], int | None]) -> NoReturn:
     """Exit with ``main()``'s status (``None`` counts as 0), or quietly once stdout's reader has gone (the recipe is
-    :mod:`tinyhil.device_farm._pipes`, shared with the ``tinyhil`` command line)."""
+    :mod:`tinyhil.pipes`, shared with the ``tinyhil`` command line)."""
     try:
         status = main()
         sys.stdout.flush()  # inside the try: a broken pipe is seen here, not at interpreter shutdown

@@ -24,10 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from tinyhil.device_farm.farm_run import DURATIONS_NAME, FarmRun, run_farm
-from tinyhil.device_farm.hwmap import emulated_inventory
+from tinyhil.device_farm.inventory.hwmap import emulated_inventory
 from tinyhil.device_farm.journal import read_journal
-from tinyhil.device_farm.planner import Pair
+from tinyhil.device_farm.planning import DURATIONS_NAME, Pair
+from tinyhil.device_farm.run import FarmRun, run_farm
 
 REQUIRED_RATIO = 1.1
 

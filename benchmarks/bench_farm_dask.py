@@ -5,7 +5,7 @@
 The suite is ``bench_farm.py``'s (``--tests`` sleeps of uneven, heavy-tailed durations, known to the farm from an
 earlier run). Two emulated NULL boards, one per "host", run it:
 
-- on the Dask engine: a loopback cluster (:mod:`tinyhil.device_farm.loopback`) of ``tinyhil farm scheduler`` and
+- on the Dask engine: a loopback cluster (:mod:`tinyhil.device_farm.cluster.loopback`) of ``tinyhil farm scheduler`` and
   two ``tinyhil farm worker`` processes, each worker offering its host's board;
 - on the local engine: the same two boards in one map, on this host.
 
@@ -28,11 +28,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the farm benchmark beside it, however this one is loaded
 from bench_farm import suite
 
-from tinyhil.device_farm.farm_run import DURATIONS_NAME, DaskOptions, FarmRun, run_farm
-from tinyhil.device_farm.hwmap import parse_hwmap
+from tinyhil.device_farm.cluster.loopback import emulated_board, loopback_cluster
+from tinyhil.device_farm.inventory.hwmap import parse_hwmap
 from tinyhil.device_farm.journal import read_journal
-from tinyhil.device_farm.loopback import emulated_board, loopback_cluster
-from tinyhil.device_farm.planner import Pair
+from tinyhil.device_farm.planning import DURATIONS_NAME, Pair
+from tinyhil.device_farm.run import DaskOptions, FarmRun, run_farm
 
 REQUIRED_RATIO = 1.15
 REQUIRED_OVERHEAD_MS = 20.0

@@ -19,8 +19,8 @@ import functools
 
 import numpy as np
 
+from tinyhil.benchtime import best_seconds
 from tinyhil.device import Buffer, Device
-from tinyhil.device_farm.bench import best_seconds
 from tinyhil.registry import open_target
 
 MB = 1 << 20

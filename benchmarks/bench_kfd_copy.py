@@ -25,7 +25,7 @@ import argparse
 import numpy as np
 
 from tinyhil.align import round_up
-from tinyhil.device_farm.bench import best_seconds
+from tinyhil.benchtime import best_seconds
 from tinyhil.registry import open_target
 
 MB = 1 << 20

@@ -15,8 +15,8 @@ import math
 import random
 import time
 
-from tinyhil.device_farm.hwmap import Board, BoardKind, EmulatedLocator
-from tinyhil.device_farm.planner import Pair, plan
+from tinyhil.device_farm.inventory.hwmap import Board, BoardKind, EmulatedLocator
+from tinyhil.device_farm.planning import Pair, plan
 
 TARGETS = ("MOCKUSB+AMD", "MOCKKFD+AMD", "NULL", "USB+AMD")
 CAPABILITIES = ("copyin", "copyout", "fill", "exec", "usb3", "timestamps", "signals", "sram-windows")

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from tinyhil.amdgpu.code_object import CodeObject, hidden_kernargs, load_code_object, user_sgprs
-from tinyhil.device_farm.bench import best_seconds
+from tinyhil.benchtime import best_seconds
 from tinyhil.emulators.amdgpu.mappings import FlatTranslation
 from tinyhil.emulators.amdgpu.memory import AddressSpace, IoRegion, Vram
 from tinyhil.emulators.amdgpu.rdna3 import DispatchSetup, DispatchStats, run_dispatch

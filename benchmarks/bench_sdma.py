@@ -17,7 +17,7 @@ import numpy as np
 
 from tinyhil.align import round_up
 from tinyhil.amdgpu import AmdQueue, sdma_const_fill, sdma_copy_linear, sdma_fence
-from tinyhil.device_farm.bench import best_seconds
+from tinyhil.benchtime import best_seconds
 from tinyhil.emulators.amdgpu import AmdGpu, QueueKind
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.mocks.amdgpu import DirectQueueTransport

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tinyhil.benchtime import best_seconds
 from tinyhil.device import Device
-from tinyhil.device_farm.bench import best_seconds
 from tinyhil.mocks.replay import replay_device
 from tinyhil.registry import default_registry, open_target
 from tinyhil.trace import load_trace

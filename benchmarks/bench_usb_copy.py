@@ -32,7 +32,7 @@ from types import ModuleType
 
 import numpy as np
 
-from tinyhil.device_farm.bench import best_seconds
+from tinyhil.benchtime import best_seconds
 from tinyhil.registry import open_target
 
 MB = 1 << 20

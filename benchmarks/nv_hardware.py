@@ -5,7 +5,7 @@
 1. Runs the portable HIL suite on the ``NV`` target, strict (``pytest --pyargs tinyhil.fixtures.suite --hil-target
    NV --hil-strict``, in a child process; ``--gpu`` sets its ``CUDA_VISIBLE_DEVICES``).
 2. Measures 64 MB ``copyin`` and ``copyout_into`` on ``NV`` against ``numpy.copyto`` of the same bytes, side by
-   side, best of ``--repeats`` rounds (``tinyhil.device_farm.bench.best_seconds``), after one checked round trip.
+   side, best of ``--repeats`` rounds (``tinyhil.benchtime.best_seconds``), after one checked round trip.
    Host memory is pageable numpy memory, as a test's is, so the figures include CUDA's staging copy.
 
 Exit status: the suite's (0 when it passed), or 4 when ``NV`` cannot run here (the reason is printed), as
@@ -24,8 +24,8 @@ from typing import Final
 
 import numpy as np
 
+from tinyhil.benchtime import best_seconds
 from tinyhil.device import Device
-from tinyhil.device_farm.bench import best_seconds
 from tinyhil.registry import default_registry
 
 MB: Final = 1 << 20

@@ -26,7 +26,9 @@ from typing import Any, Final
 
 from tinyhil.loading import LIMITS, Fields, FileFormatError, parse_json
 
-__all__ = ["RESULT_FIELDS", "Journal", "JournalState", "read_journal"]
+__all__ = ["JOURNAL_NAME", "RESULT_FIELDS", "Journal", "JournalState", "read_journal"]
+
+JOURNAL_NAME: Final = "journal.jsonl"  # in a run's directory
 
 RESULT_FIELDS: Final = ("key", "nodeid", "target", "board", "attempt", "outcome", "final")
 

@@ -24,9 +24,19 @@ from tinyhil._files import write_atomically
 from tinyhil.errors import DeviceTimeout, InvalidArgument
 from tinyhil.loading import LIMITS, Fields, FileFormatError, parse_json, read_capped
 
-__all__ = ["Holder", "Leasable", "Lease", "LeaseTimeout", "acquire", "holders", "read_holder"]
+__all__ = [
+    "DEFAULT_LEASE_TIMEOUT_S",
+    "Holder",
+    "Leasable",
+    "Lease",
+    "LeaseTimeout",
+    "acquire",
+    "holders",
+    "read_holder",
+]
 
 DEFAULT_POLL_S: Final = 0.05
+DEFAULT_LEASE_TIMEOUT_S: Final = 60.0  # how long a shard waits for its board's lease
 _HOLDER_FIELDS: Final = ("host", "pid", "run_id", "test", "since")
 
 

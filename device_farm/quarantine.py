@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from tinyhil.device_farm.toml_lines import TableLines, raising
+from tinyhil.device_farm.inventory.toml_lines import TableLines, raising
 from tinyhil.loading import Fields, FileFormatError, parse_toml, read_capped
 
 __all__ = [

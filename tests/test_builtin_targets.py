@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tinyhil import InvalidArgument, TargetUnavailable, default_registry
-from tinyhil.device_farm.cli import main
+from tinyhil.cli import main
 from tinyhil.qemu.toolchains import qcomcl_unavailable_reason, qemucc_unavailable_reason
 
 COMPILE_ONLY = {"compile", "compile-only", "qemu-compiler", "null", "copyin", "exec", "timestamps"}

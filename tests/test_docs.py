@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyhil.device_farm.reference import REFERENCE_PATH, render_target_reference
+from tinyhil.cli.targets import REFERENCE_PATH, render_target_reference
 from tinyhil.registry import default_registry
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,5 +1,6 @@
-"""Data flows one way: the bottom floor (core, emulators) never imports the top floor, and device models import
-nothing that could make them nondeterministic or tie them to a host (README.md, "Layout")."""
+"""Data flows one way: the bottom floor (core, emulators) never imports the top floor, the command line (the roof,
+``tinyhil.cli``) is imported by nothing, and device models import nothing that could make them nondeterministic or
+tie them to a host (README.md, "Layout")."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIRS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
 TOP_FLOOR = ("tinyhil.mocks", "tinyhil.device_farm", "tinyhil.fixtures")
+ROOF = "tinyhil.cli"  # the command line: it may import every floor, and nothing imports it
+ROOF_DIR = Path("tinyhil") / "cli"
 # Host-process runners may live in emulators/ in modules of their own, which no device model imports.
 EMULATOR_HOST_RUNNERS = {"qemu_runner.py"}
 EMULATOR_FORBIDDEN = ("pytest", "hypothesis", "usb1", "time", "random", "socket", "subprocess", "threading")
@@ -57,7 +60,11 @@ def _hits(imports: set[str], prefixes: tuple[str, ...]) -> list[str]:
     return sorted(i for i in imports if any(i == p or i.startswith(p + ".") for p in prefixes))
 
 
-@pytest.mark.parametrize("path", _sources("tinyhil"), ids=lambda p: str(p.relative_to(ROOT)))
+def _core_sources() -> list[Path]:
+    return [p for p in _sources("tinyhil") if not p.is_relative_to(ROOT / ROOF_DIR)]
+
+
+@pytest.mark.parametrize("path", _core_sources(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_core_never_imports_the_top_floor_or_the_emulators(path: Path) -> None:
     bad = _hits(_imports(path), (*TOP_FLOOR, "tinyhil.emulators"))
     assert not bad, f"{path.relative_to(ROOT)} imports {bad}; the core reaches those only through the registry"
@@ -90,6 +97,29 @@ def test_spec_modules_hold_facts_and_import_nothing_else_of_tinyhil(path: Path) 
 def test_mocks_never_import_the_farm_or_the_plugin(path: Path) -> None:
     bad = _hits(_imports(path), ("tinyhil.device_farm", "tinyhil.fixtures", "pytest"))
     assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
+
+
+def _below_the_roof() -> list[Path]:
+    folders = [*PACKAGE_DIRS.values(), "benchmarks"]
+    return [p for folder in folders for p in _sources(folder) if not p.is_relative_to(ROOT / ROOF_DIR)]
+
+
+def _module_or_script_imports(path: Path) -> set[str]:
+    if path.is_relative_to(ROOT / "benchmarks"):  # scripts, not a package: their imports are all absolute
+        return _imports_of(path.read_text(), "")
+    return _imports(path)
+
+
+@pytest.mark.parametrize("path", _below_the_roof(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_nothing_imports_the_command_line(path: Path) -> None:
+    bad = _hits(_module_or_script_imports(path), (ROOF,))
+    assert not bad, f"{path.relative_to(ROOT)} imports {bad}; the command line is the roof: move what both need down"
+
+
+def test_the_roof_is_exempt_from_the_core_rule_and_only_the_roof() -> None:
+    core = _core_sources()
+    assert ROOT / ROOF_DIR / "__init__.py" not in core and ROOT / "tinyhil" / "registry.py" in core
+    assert {p.parent for p in _sources("tinyhil") if p not in core} == {ROOT / ROOF_DIR}
 
 
 def test_the_walker_sees_relative_and_nested_imports() -> None:

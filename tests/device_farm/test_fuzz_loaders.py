@@ -19,11 +19,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tinyhil.device_farm.farm_run import _durations, _read_pairs
-from tinyhil.device_farm.health import HealthBook
-from tinyhil.device_farm.hwmap import HwmapError, load_hwmap, parse_hwmap
+from tinyhil.device_farm.collection import read_pairs
+from tinyhil.device_farm.health.states import HealthBook
+from tinyhil.device_farm.inventory.hwmap import HwmapError, load_hwmap, parse_hwmap
 from tinyhil.device_farm.journal import read_journal
 from tinyhil.device_farm.leases import read_holder
+from tinyhil.device_farm.planning import read_durations
 from tinyhil.device_farm.quarantine import QuarantineError, load_quarantine, parse_quarantine
 from tinyhil.loading import FileFormatError
 
@@ -173,12 +174,12 @@ def test_toml_loaders_raise_only_their_typed_errors(document: bytes | str) -> No
     )
 )
 def test_json_loaders_raise_only_the_typed_error(document: bytes | str) -> None:
-    for load in (read_holder, _read_pairs, _health):
+    for load in (read_holder, read_pairs, _health):
         with _file(document) as path:
             _only(FileFormatError, lambda: load(path))  # noqa: B023 (called at once)
     with _file(document) as path:
         path.rename(path.with_name("durations.json"))
-        assert all(type(v) is float and v >= 0 for v in _durations(path.parent).values())
+        assert all(type(v) is float and v >= 0 for v in read_durations(path.parent).values())
 
 
 @given(st.lists(st.one_of(result_records.map(_json), documents.map(str), deep), max_size=6))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyhil.device_farm.hwmap import parse_hwmap
+from tinyhil.device_farm.inventory.hwmap import parse_hwmap
 from tinyhil.device_farm.leases import Holder, LeaseTimeout, acquire, holders, read_holder
 from tinyhil.errors import InvalidArgument
 from tinyhil.loading import LIMITS, FileFormatError
@@ -69,7 +69,7 @@ def test_a_sigkilled_holder_frees_the_board_at_once(tmp_path: Path) -> None:
     child = textwrap.dedent(
         f"""
         import sys, time
-        from tinyhil.device_farm.hwmap import parse_hwmap
+        from tinyhil.device_farm.inventory.hwmap import parse_hwmap
         from tinyhil.device_farm.leases import Holder, acquire
         board = parse_hwmap({HWMAP_TEXT!r}).boards[0]
         lease = acquire({str(tmp_path)!r}, board, Holder.here("victim", "test_hang"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from support.outcome_suite import EXPECTED, SUITE
 
-from tinyhil.device_farm.cli import main
+from tinyhil.cli import main
 from tinyhil.fixtures.summary import summary_problems
 
 

@@ -7,11 +7,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from tinyhil.device_farm.discovery import discover_nv
-from tinyhil.device_farm.drift import map_entry
-from tinyhil.device_farm.health import ProbeResult
-from tinyhil.device_farm.hwmap import BoardKind, NvLocator, parse_hwmap, target_inventory
-from tinyhil.device_farm.probes import probe_board
+from tinyhil.device_farm.health.probes import probe_board
+from tinyhil.device_farm.health.states import ProbeResult
+from tinyhil.device_farm.inventory.discovery import discover_nv
+from tinyhil.device_farm.inventory.hwmap import BoardKind, NvLocator, parse_hwmap, target_inventory
+from tinyhil.device_farm.inventory.map_drift import map_entry
 from tinyhil.registry import default_registry
 
 UUID = "GPU-5f2c7a10-0000-4000-8000-000000000001"

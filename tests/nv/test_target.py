@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import tinyhil
-from tinyhil.device_farm.cli import main
+from tinyhil.cli import main
 from tinyhil.errors import InvalidArgument, TargetUnavailable
 from tinyhil.nv import CUresult
 from tinyhil.nv import target as nv_target

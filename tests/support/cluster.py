@@ -1,4 +1,5 @@
-"""The loopback cluster of :mod:`tinyhil.device_farm.loopback` for tests, and ``tinyhil farm run`` to completion."""
+"""The loopback cluster of :mod:`tinyhil.device_farm.cluster.loopback` for tests, and ``tinyhil farm run`` to
+completion."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyhil.device_farm.loopback import TINYHIL, LoopbackCluster, emulated_board, loopback_cluster
+from tinyhil.device_farm.cluster.loopback import TINYHIL, LoopbackCluster, emulated_board, loopback_cluster
 
 __all__ = ["LoopbackCluster", "emulated_board", "farm_run", "listening", "loopback_cluster", "needs_dask",
            "session_pids"]  # fmt: skip

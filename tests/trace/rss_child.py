@@ -11,7 +11,7 @@ import json
 import re
 import sys
 
-from tinyhil.device_farm.cli import main
+from tinyhil.cli import main
 
 if __name__ == "__main__":
     status = main(sys.argv[1:])

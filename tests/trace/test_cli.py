@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyhil.device_farm.cli import EXIT_USAGE, main
+from tinyhil.cli import EXIT_USAGE, main
 
 
 def test_convert_both_ways_and_show(recorded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

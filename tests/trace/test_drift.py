@@ -11,12 +11,12 @@ import pytest
 import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 
 import tinyhil
-from tinyhil.device_farm.cli import main
+from tinyhil.cli import main
 from tinyhil.emulators.asm2464 import Quirks
 from tinyhil.emulators.faults import Fault, FaultKind, FaultPlan, FaultRule, Operation, Transfer
 from tinyhil.errors import InvalidArgument
-from tinyhil.mocks.drift import board_options, drift, emulator_replies, from_jsonable
 from tinyhil.mocks.replay import jsonable
+from tinyhil.mocks.trace_drift import board_options, drift, emulator_replies, from_jsonable
 from tinyhil.spec.asm2464 import Request
 from tinyhil.spec.copyin import CHUNK_BYTES
 from tinyhil.trace import TraceFormatError, load_trace

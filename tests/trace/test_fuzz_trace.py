@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tinyhil.device_farm.cli import EXIT_USAGE, main
+from tinyhil.cli import EXIT_USAGE, main
 from tinyhil.errors import TinyHilError
 from tinyhil.mocks.replay import open_replay
 from tinyhil.trace import TraceFormatError, load_trace

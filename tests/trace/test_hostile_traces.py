@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tinyhil.device_farm.cli import EXIT_USAGE, main
+from tinyhil.cli import EXIT_USAGE, main
 from tinyhil.mocks.replay import open_replay
 from tinyhil.trace import TraceFormatError, load_trace, open_trace
 from tinyhil.trace.limits import TRANSFER_MAX_BYTES

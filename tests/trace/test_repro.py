@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from tinyhil.device_farm import trace_cli
-from tinyhil.device_farm.cli import main
-from tinyhil.device_farm.report_html import render_report
-from tinyhil.device_farm.reports import PairReport, farm_summary
+from tinyhil.cli import main
+from tinyhil.cli import repro as repro_cli
+from tinyhil.device_farm.reports.html import render_report
+from tinyhil.device_farm.reports.summary import PairReport, farm_summary
 from tinyhil.fixtures.summary import write_summary
 from tinyhil.trace import load_trace
 from tinyhil.trace.bundle import BUNDLE_FILE, BUNDLE_TRACE, BundleError, bundle_dir_name, check_nodeid, load_bundle
@@ -287,7 +287,7 @@ def test_nothing_from_the_bundle_becomes_a_pytest_option(
         commands.append(command)
         return subprocess.CompletedProcess(command, 5, "", "")
 
-    monkeypatch.setattr(trace_cli.subprocess, "run", run)
+    monkeypatch.setattr(repro_cli.subprocess, "run", run)
     bundle = _write(tmp_path / "b", {**_good(tmp_path), "nodeid": "t.py::t[NULL]", "reason": "\x1b]0;title\x07x"})
     assert main(["repro", "--on", "emulator", str(bundle)]) == 2  # no summary: the rerun ran no such test
     (command,) = commands

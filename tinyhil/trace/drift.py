@@ -1,7 +1,7 @@
 """Drift: where a device's replies to a trace's requests differ from the replies the trace recorded.
 
 A trace's host side (its requests, :func:`~tinyhil.trace.exchanges.exchanges`) is fed to another device (the
-emulator, by :mod:`tinyhil.mocks.drift`), which gives one :class:`Reply` per exchange; :func:`compare` lists every
+emulator, by :mod:`tinyhil.mocks.trace_drift`), which gives one :class:`Reply` per exchange; :func:`compare` lists every
 exchange whose reply differs from the recorded one as a :class:`Divergence`: the record's ``seq``, the request (by
 name, from the bridge spec), the expected and the actual reply and the first byte where the data differ. This
 module only compares: it builds no device (the bottom floor imports no mock).

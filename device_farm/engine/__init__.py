@@ -1,0 +1,385 @@
+"""The farm's engine: each lane of a plan runs its pairs as shards, one at a time; where a shard runs is the
+engine's runner.
+
+A shard is a ``pytest`` process over some pairs of one lane (:mod:`~tinyhil.device_farm.shard.parent`): it takes the
+board's lease, pins the target, and sends a start and a result event per test, so a crashing test takes down only its
+shard. The local runner (:mod:`~tinyhil.device_farm.engine.local`) starts it on this host; the Dask runner in the farm
+worker of the board's host (:mod:`~tinyhil.device_farm.engine.dask_runner`). At most ``workers`` shards run at once.
+
+Outcomes follow :mod:`~tinyhil.device_farm.shard.infrastructure`. A test failure is final. An infrastructure failure
+(the board lost, the lease timed out, the shard or its worker killed while a test ran) is recorded as a non-final
+attempt, counted against the board's health (UNKNOWN: the lane probes it before its next shard, and a BAD board's lane
+stops, handing its pairs to other lanes), and the pair is retried on another eligible board, up to ``max_attempts``;
+with no other board left, it is retried where it was, after the probe. Pairs a shard never started go back to their lane
+without counting an attempt; a board no worker offers any more leaves the run like a BAD one. Every result goes to
+``on_result`` as it arrives, at most one final result per pair. A runner that raises :class:`EngineLost` (the Dask
+scheduler went away) stops the whole run: no further result is reported, and :meth:`FarmEngine.run` raises it once the
+lanes have stopped. :meth:`FarmEngine.stop` (the run's output closed) starts no further shard: the running ones finish
+and report, and :meth:`FarmEngine.run` returns with the pairs no shard ran left without a result
+(:attr:`FarmEngine.stopped` says why).
+
+The engine's state is updated before ``on_result`` is called, so a callback that raises never leaves a result
+reported but uncounted, and a pair that no board is left for is reported on the board it was routed to or last
+failed on, never on the lane that happened to notice.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from tinyhil.device_farm.health.states import HealthBook, ProbeResult
+from tinyhil.device_farm.inventory.hwmap import Board
+from tinyhil.device_farm.leases import DEFAULT_LEASE_TIMEOUT_S
+from tinyhil.device_farm.planning import Lane, Pair, Plan
+from tinyhil.device_farm.shard.parent import Event, ShardExit, ShardJob
+from tinyhil.errors import InvalidArgument, TinyHilError
+from tinyhil.fixtures.outcomes import classify
+
+__all__ = [
+    "DEFAULT_MAX_ATTEMPTS",
+    "EngineLost",
+    "FarmEngine",
+    "Result",
+    "ShardRunner",
+]
+
+DEFAULT_MAX_ATTEMPTS: Final = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One attempt of one pair; ``final`` is False for an infrastructure failure that is retried."""
+
+    key: str
+    nodeid: str
+    target: str
+    board: str
+    host: str
+    attempt: int
+    outcome: str
+    duration_s: float
+    reason: str = ""
+    infrastructure: str | None = None
+    final: bool = True
+    started: float = 0.0
+    finished: float = 0.0
+    bundle: str | None = None  # the failing test's reproduction bundle (--hil-repro-dir), when its shard wrote one
+
+    def record(self) -> dict[str, Any]:
+        """The journal record of this result."""
+        return {"kind": "result", **{name: getattr(self, name) for name in self.__slots__}}
+
+
+@dataclass(frozen=True, slots=True)
+class _Attempt:
+    """What one attempt of a pair came to, as a shard reported it (or as the engine saw it end)."""
+
+    outcome: str
+    reason: str = ""
+    infrastructure: str | None = None
+    duration_s: float = 0.0
+    started: float = 0.0
+    finished: float = 0.0
+    bundle: str | None = None
+
+    @classmethod
+    def lost(cls, cause: str) -> _Attempt:
+        """An attempt the infrastructure ended (``error``, with the cause as its reason)."""
+        return cls("error", cause, cause)
+
+    @classmethod
+    def from_event(cls, event: Mapping[str, Any]) -> _Attempt:
+        """A shard's ``result`` event: its phases' serialized reports, classified by the one rule."""
+        test = classify(event.get("reports", ()))
+        return cls(test.outcome, test.reason, event.get("infrastructure"), test.duration_s, event.get("started", 0.0),
+                   event.get("finished", 0.0), event.get("bundle"))  # fmt: skip
+
+
+class EngineLost(TinyHilError, RuntimeError):
+    """The engine itself went away mid-run (the Dask scheduler): the run stops; its journal keeps what arrived."""
+
+
+class ShardRunner(Protocol):
+    """Where shards run: ``run`` runs one and returns how it ended, passing each of its events to ``on_event`` as
+    it arrives; ``host`` is where shards run when no event says otherwise."""
+
+    host: str
+
+    def run(self, job: ShardJob, on_event: Callable[[Event], None]) -> ShardExit:
+        """Run ``job``; raises :class:`EngineLost` when the run cannot go on at all."""
+
+
+@dataclass(slots=True)
+class _Retry:
+    pair: Pair
+    failed_on: str
+
+
+@dataclass(slots=True)
+class _State:
+    queues: dict[Lane, deque[Pair]]
+    retries: list[_Retry] = field(default_factory=list)
+    attempts: dict[str, int] = field(default_factory=dict)
+    outstanding: int = 0
+    dead: set[str] = field(default_factory=set)
+    inflight: dict[Lane, list[Pair]] = field(default_factory=dict)
+    reported: set[str] = field(default_factory=set)  # keys with a final result
+    lost: EngineLost | None = None  # the run stopped: nothing more is reported
+    failed: Exception | None = None  # what a caller's callback raised (the run stopped)
+
+
+def _no_result(result: Result) -> None:
+    """The result callback before :meth:`FarmEngine.run` sets one."""
+
+
+def _no_start(board: str, nodeid: str) -> None:
+    """The default start callback: nothing to show."""
+
+
+def _check_count(name: str, value: object) -> None:
+    if type(value) is not int or value < 1:
+        raise InvalidArgument(f"{name}={value!r}, expected an integer >= 1")
+
+
+class FarmEngine:
+    """Runs plans through ``runner``: lanes, retries, health and one final result per pair."""
+
+    def __init__(
+        self,
+        boards: Sequence[Board],
+        runner: ShardRunner,
+        *,
+        run_id: str,
+        workers: int,
+        health: HealthBook | None = None,
+        probe: Callable[[Board], ProbeResult] | None = None,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        lease_timeout_s: float = DEFAULT_LEASE_TIMEOUT_S,
+        pytest_args: Sequence[str] = (),
+    ) -> None:
+        _check_count("workers", workers)
+        _check_count("max_attempts", max_attempts)
+        self.boards = {board.id: board for board in boards}
+        self.runner, self.run_id, self.pytest_args = runner, run_id, tuple(pytest_args)
+        self.health, self.probe = health, probe
+        self.max_attempts, self.lease_timeout_s = max_attempts, lease_timeout_s
+        self._slots = threading.BoundedSemaphore(workers)
+        self._cond = threading.Condition()
+        self._plan = Plan()
+        self._on_result: Callable[[Result], None] = _no_result
+        self._on_start: Callable[[str, str], None] = _no_start
+        self.stopped: str | None = None  # why stop() was called; no shard starts after it
+
+    # --- scheduling state: every method of this part runs under self._cond ---
+    def _take(self, state: _State, lane: Lane) -> list[Pair] | None:
+        """The next batch for ``lane``: its own pairs, else retries it may run; ``None`` when the run is over."""
+        while True:
+            if state.outstanding == 0 or lane.board in state.dead or state.lost is not None or self.stopped:
+                return None
+            own = state.queues[lane]
+            batch = list(own) or [r.pair for r in state.retries if self._may_retry(state, r, lane.board)]
+            if batch:
+                own.clear()
+                state.retries = [r for r in state.retries if r.pair not in batch]
+                state.inflight[lane] = batch
+                return batch
+            self._cond.wait()
+
+    def _alive(self, state: _State, pair: Pair) -> list[str]:
+        return [b for b in self._plan.eligible[pair.key] if b not in state.dead]
+
+    def _may_retry(self, state: _State, retry: _Retry, board: str) -> bool:
+        eligible = self._alive(state, retry.pair)
+        return board in eligible and (board != retry.failed_on or eligible == [board])
+
+    def _report(self, state: _State, pair: Pair, where: tuple[str, str], attempt: int, done: _Attempt,
+                final: bool) -> None:  # fmt: skip
+        if state.lost is not None or pair.key in state.reported:  # stopped, or a late duplicate: never twice
+            return
+        board, host = where
+        if final:  # counted before the callback runs: a callback that raises cannot make a pair run twice
+            state.outstanding -= 1
+            state.reported.add(pair.key)
+        self._cond.notify_all()
+        result = Result(pair.key, pair.node_id, pair.target, board, host, attempt, done.outcome, done.duration_s,
+                        done.reason, done.infrastructure, final, done.started, done.finished, done.bundle)  # fmt: skip
+        self._call(state, self._on_result, result)
+
+    def _call(self, state: _State, callback: Callable[..., None], *args: Any) -> None:
+        """Call the caller's ``callback``; one that raises stops the run (:meth:`run` raises it at its end) instead
+        of killing the lane in the middle of its accounting."""
+        try:
+            callback(*args)
+        except Exception as exc:
+            state.failed = state.failed or exc
+            self.stopped = self.stopped or f"a result callback raised {type(exc).__name__}: {exc}"
+            self._cond.notify_all()
+
+    def _attempted(self, state: _State, pair: Pair, where: tuple[str, str], done: _Attempt) -> None:
+        """Count an attempt; an infrastructure failure with attempts left is retried, anything else is final."""
+        if state.lost is not None or pair.key in state.reported:
+            return
+        attempt = state.attempts[pair.key] = state.attempts.get(pair.key, 0) + 1
+        retry = done.infrastructure is not None and attempt < self.max_attempts
+        self._report(state, pair, where, attempt, done, final=not retry)
+        if retry:
+            state.retries.append(_Retry(pair, where[0]))
+
+    def _board_died(self, state: _State, board: str, why: str) -> None:
+        """Take ``board`` out of the run: its pairs go to other lanes; pairs no board is left for end as errors."""
+        state.dead.add(board)
+        for lane, queue in state.queues.items():
+            if lane.board == board:
+                state.retries.extend(_Retry(pair, board) for pair in queue)
+                queue.clear()
+        for retry in [r for r in state.retries if not self._alive(state, r.pair)]:
+            state.retries.remove(retry)
+            done = _Attempt("error", f"no eligible board left ({board}: {why})", why)
+            where = (retry.failed_on, self.runner.host)  # where it was routed or last failed, not this board
+            self._report(state, retry.pair, where, state.attempts.get(retry.pair.key, 1), done, final=True)
+        self._cond.notify_all()
+
+    def stop(self, reason: str) -> None:
+        """Start no further shard (the run's output closed, say): running shards finish and report their results;
+        :meth:`run` then returns, leaving the pairs no shard ran without a result. Safe from any thread, and from
+        an ``on_result`` or ``on_start`` callback."""
+        with self._cond:
+            self.stopped = self.stopped or reason
+            self._cond.notify_all()
+
+    # --- running ---
+    def run(
+        self, plan: Plan, on_result: Callable[[Result], None], on_start: Callable[[str, str], None] = _no_start
+    ) -> None:
+        """Run every routed pair of ``plan``, calling ``on_start(board, nodeid)`` as each test starts and
+        ``on_result`` with each attempt as it ends (from the lanes' threads, one call at a time); returns when every
+        pair has its final result, or once the shards running at :meth:`stop` have ended.
+
+        Raises:
+            EngineLost: the runner lost its engine; the results reported before stand, nothing after.
+        """
+        self._plan, self._on_result, self._on_start = plan, on_result, on_start
+        state = _State(queues={lane: deque(pairs) for lane, pairs in plan.shards.items()})
+        state.outstanding = sum(len(pairs) for pairs in plan.shards.values())
+        threads = [
+            threading.Thread(target=self._lane, args=(state, lane), daemon=True, name=f"tinyhil-lane-{lane}")
+            for lane in plan.shards
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if state.lost is not None:
+            raise state.lost
+        if state.failed is not None:
+            raise state.failed
+
+    def _healthy(self, state: _State, board: Board) -> bool:
+        """Probe ``board`` when its health says so; False (and the board out of the run) when it is not GOOD."""
+        if self.health is None or self.probe is None:
+            return True
+        return self.health.ready(board, self.probe)
+
+    def _lane(self, state: _State, lane: Lane) -> None:
+        try:
+            self._run_lane(state, lane)
+        except EngineLost as exc:
+            with self._cond:
+                state.lost = state.lost or exc
+                self._cond.notify_all()
+        except BaseException as exc:  # never leave the other lanes waiting for pairs this one held
+            with self._cond:
+                held = [p for p in state.inflight.pop(lane, []) if p.key not in state.reported]
+                state.retries.extend(_Retry(pair, lane.board) for pair in held)
+                self._board_died(state, lane.board, f"engine error on this lane: {type(exc).__name__}: {exc}")
+            raise
+
+    def _run_lane(self, state: _State, lane: Lane) -> None:
+        board = self.boards[lane.board]
+        while True:
+            with self._cond:
+                batch = self._take(state, lane)
+            if batch is None:
+                return
+            if not self._healthy(state, board):
+                reason = self.health.record(board.id).reason if self.health is not None else "probe failed"
+                with self._cond:
+                    state.retries.extend(_Retry(pair, board.id) for pair in batch)
+                    self._board_died(state, board.id, reason)
+                return
+            with self._slots:
+                if self.stopped:  # stopped while this lane waited for a slot: its batch stays without results
+                    return
+                self._shard(state, lane, board, batch)
+
+    def _shard(self, state: _State, lane: Lane, board: Board, batch: list[Pair]) -> None:
+        """Run ``batch`` as one shard on ``board`` and account for every pair of it."""
+        account = _ShardAccount(self, state, board, batch)
+        job = ShardJob(self.run_id, board, batch[0].target, tuple(pair.node_id for pair in batch), self.pytest_args,
+                       self.lease_timeout_s)  # fmt: skip
+        end = self.runner.run(job, account.event)
+        with self._cond:
+            account.end(end)
+            state.queues[lane].extendleft(reversed(account.left))  # never started: back to the lane, no attempt
+            if end.board_gone:
+                self._board_died(state, board.id, end.lost or "no worker offers it")
+            self._cond.notify_all()
+        if (account.infrastructure or end.lost) and self.health is not None:
+            self.health.record_infrastructure_failure(board.id, account.infrastructure or end.lost or "")
+
+
+class _ShardAccount:
+    """One shard's events as they arrive: which test runs, which are done, and what they came to."""
+
+    def __init__(self, engine: FarmEngine, state: _State, board: Board, batch: list[Pair]) -> None:
+        self.engine, self.state, self.board = engine, state, board
+        self.by_node = {pair.node_id: pair for pair in batch}
+        self.host = engine.runner.host
+        self.running: str | None = None
+        self.done: set[str] = set()
+        self.infrastructure: str | None = None
+        self.left: list[Pair] = []
+
+    def _lost(self, nodeid: str, cause: str) -> None:
+        self.engine._attempted(self.state, self.by_node[nodeid], (self.board.id, self.host), _Attempt.lost(cause))
+        self.done.add(nodeid)
+        self.infrastructure = self.infrastructure or cause
+
+    def event(self, event: Event) -> None:
+        with self.engine._cond:
+            kind, nodeid = event["event"], event.get("nodeid")
+            if kind == "host":  # where the shard runs (the Dask runner says so before anything else)
+                self.host = str(event["host"])
+            elif kind == "start" and nodeid in self.by_node and nodeid not in self.done:
+                self.running = nodeid
+                self.engine._call(self.state, self.engine._on_start, self.board.id, nodeid)
+            elif kind == "lost" and self.running is not None:  # the test's process died; the shard goes on
+                self._lost(self.running, str(event["cause"]))
+                self.running = None
+            elif kind == "lease-timeout":  # every pair of the batch lost an attempt to it
+                for node in [n for n in self.by_node if n not in self.done]:
+                    self._lost(node, f"lease timeout: {event['reason']}")
+            elif kind == "result" and nodeid in self.by_node and nodeid not in self.done:
+                self.running = None
+                self.done.add(nodeid)
+                attempt = _Attempt.from_event(event)
+                self.engine._attempted(self.state, self.by_node[nodeid], (self.board.id, self.host), attempt)
+                self.infrastructure = attempt.infrastructure or self.infrastructure
+
+    def end(self, end: ShardExit) -> None:
+        """Account for the pairs the events did not settle (under the engine's lock)."""
+        self.host = end.host or self.host
+        if self.running is not None:  # the shard ended inside a test
+            self._lost(self.running, end.lost or f"shard exited with status {end.returncode} during the test")
+        left = [pair for node, pair in self.by_node.items() if node not in self.done]
+        if left and self.infrastructure is None and end.lost is None:
+            tail = end.stderr.strip().splitlines()[-1:] or [f"exit status {end.returncode}"]
+            for pair in left:  # pytest refused them (a bad node id, a usage error): not the board's fault
+                where = (self.board.id, self.host)
+                self.engine._attempted(self.state, pair, where, _Attempt("error", f"not run: {tail[0]}"))
+            left = []
+        self.left = left

@@ -1,0 +1,165 @@
+"""``report.html``: one self-contained page of a farm run (no network needed to view it).
+
+Sections: a banner when the run is incomplete (``complete: false`` in the summary: it stopped before every pair
+ran; ``id="incomplete"``); the totals; the test x target matrix (each cell the outcome and the board that ran it);
+failures with their messages (and a link to the reproduction bundle, ``data-bundle``, when the pair left one); flaky
+and quarantined tests; board health; and a timeline of which board ran what and when. Every element a reader or a test
+counts carries a ``data-`` attribute (``data-outcome``, ``data-board``, ``data-test``).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from tinyhil._files import write_atomically
+from tinyhil.device_farm.reports.matrix import row_name
+from tinyhil.device_farm.reports.summary import PairReport, totals_line
+from tinyhil.fixtures.outcomes import FAILING
+from tinyhil.printable import printable
+
+__all__ = ["render_report", "write_report"]
+
+_STYLE: Final = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 1.6em; }
+table { border-collapse: collapse; } td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; }
+td.cell { font-size: 12px; white-space: nowrap; }
+.passed { background: #d7f5d7; } .failed, .error { background: #f8d0d0; } .skipped { background: #eee; }
+.xfailed, .xpassed { background: #f5ecc8; } .quarantined { outline: 2px dashed #b58900; }
+.timeline { position: relative; border-left: 1px solid #999; }
+.lane { position: relative; height: 18px; margin: 3px 0; background: #fafafa; }
+.lane-name { position: absolute; left: -11em; width: 10.5em; text-align: right; font-size: 12px; }
+.bar { position: absolute; top: 2px; height: 14px; min-width: 2px; opacity: .85; }
+.timeline-wrap { margin-left: 11em; }
+pre { white-space: pre-wrap; margin: 0; }
+.incomplete { background: #fde2b8; border: 2px solid #b35c00; padding: 6px 10px; }
+"""
+
+
+def _e(value: object) -> str:
+    """``value`` as HTML text or attribute: markup escaped, control characters shown as ``\\xNN`` (printable)."""
+    return html.escape(printable(str(value)), quote=True)
+
+
+def _where(attempt: Mapping[str, Any]) -> str:
+    """``board @ host`` (just the board where no host ran it: a pair reported without running)."""
+    board, host = attempt.get("board") or "-", attempt.get("host") or "-"
+    return str(board) if host == "-" else f"{board} @ {host}"
+
+
+def _cell(report: PairReport) -> str:
+    outcome = str(report.final["outcome"])
+    classes = f"cell {outcome}" + (" quarantined" if report.quarantined else "")
+    board, host = report.final.get("board") or "-", report.final.get("host") or "-"
+    title = _e(report.final.get("reason") or outcome)
+    return (f'<td class="{classes}" data-outcome="{_e(outcome)}" data-board="{_e(board)}" data-host="{_e(host)}" '
+            f'title="{title}">{_e(outcome)} · {_e(_where(report.final))}</td>')  # fmt: skip
+
+
+def _bundle_link(report: PairReport) -> str:
+    """`` (repro bundle)`` linking the pair's bundle directory, or nothing when it left none."""
+    if report.bundle is None:
+        return ""
+    # as_uri percent-encodes every byte a URI cannot hold; no filesystem call (a journal's path may hold a NUL)
+    href = Path(report.bundle).as_uri() if Path(report.bundle).is_absolute() else report.bundle
+    return (
+        f' (<a class="bundle" data-bundle="{_e(report.bundle)}" href="{_e(href)}">repro bundle</a>: '
+        f"<code>tinyhil repro {_e(report.bundle)}</code>)"
+    )
+
+
+def _flaky_line(report: PairReport) -> str:
+    lost = "; ".join(f"attempt {_e(a.get('attempt'))} on {_e(_where(a))}: {_e(a.get('infrastructure'))}"
+                     for a in report.earlier)  # fmt: skip
+    final = report.final
+    return f"{_e(final['nodeid'])}: {lost}; then {_e(final['outcome'])} on {_e(_where(final))}"
+
+
+def _matrix(reports: Sequence[PairReport]) -> str:
+    targets = sorted({str(r.final["target"]) for r in reports})
+    rows: dict[str, dict[str, PairReport]] = {}
+    for report in reports:
+        target = str(report.final["target"])
+        rows.setdefault(row_name(str(report.final["nodeid"]), target), {})[target] = report
+    head = "".join(f"<th>{_e(t)}</th>" for t in targets)
+    body = []
+    for test in sorted(rows):
+        cells = []
+        for target in targets:
+            found = rows[test].get(target)
+            cells.append('<td class="cell" data-outcome="none">—</td>' if found is None else _cell(found))
+        body.append(f'<tr data-test="{_e(test)}"><th>{_e(test)}</th>{"".join(cells)}</tr>')
+    return f'<table id="matrix"><thead><tr><th>test</th>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _listing(element_id: str, items: Sequence[str], empty: str) -> str:
+    if not items:
+        return f'<p id="{element_id}" data-count="0">{_e(empty)}</p>'
+    return f'<ul id="{element_id}" data-count="{len(items)}">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+
+
+def _timeline(reports: Sequence[PairReport]) -> str:
+    attempts = [a for r in reports for a in (*r.earlier, r.final) if a.get("started") and a.get("finished")]
+    if not attempts:
+        return '<div class="timeline" id="timeline" data-bars="0"><p>No timed attempts.</p></div>'
+    start = min(float(a["started"]) for a in attempts)
+    span = max(float(a["finished"]) for a in attempts) - start or 1.0
+    lanes: dict[str, list[Mapping[str, Any]]] = {}
+    for attempt in attempts:
+        lanes.setdefault(_where(attempt), []).append(attempt)
+    rows = []
+    for board in sorted(lanes):
+        bars = []
+        for a in lanes[board]:
+            left = (float(a["started"]) - start) / span * 100
+            width = max((float(a["finished"]) - float(a["started"])) / span * 100, 0.2)
+            label = f"{a['nodeid']} attempt {a.get('attempt')}: {a['outcome']}"
+            bars.append(f'<div class="bar {_e(a["outcome"])}" data-test="{_e(a["nodeid"])}" '
+                        f'style="left:{left:.3f}%;width:{width:.3f}%" title="{_e(label)}"></div>')  # fmt: skip
+        first = lanes[board][0]
+        rows.append(f'<div class="lane" data-board="{_e(first["board"])}" data-host="{_e(first.get("host", "-"))}">'
+                    f'<span class="lane-name">{_e(board)}</span>{"".join(bars)}</div>')  # fmt: skip
+    return (f'<div class="timeline-wrap"><div class="timeline" id="timeline" data-bars="{len(attempts)}" '
+            f'data-seconds="{span:.3f}">{"".join(rows)}</div></div>')  # fmt: skip
+
+
+def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any]) -> str:
+    """The page's HTML for ``reports`` and the run's ``extra`` (``run_id``, ``boards`` with their health)."""
+    totals = totals_line(reports)
+    failures = [f"<b>{_e(r.final['nodeid'])}</b> on {_e(_where(r.final))}{_bundle_link(r)}"
+                f"<pre>{_e(r.final.get('reason'))}</pre>"
+                for r in reports if r.final["outcome"] in FAILING and r.quarantined is None]  # fmt: skip
+    flaky = [_flaky_line(r) for r in reports if r.flaky]
+    quarantined = [f"{_e(r.final['nodeid'])}: {_e(r.final['outcome'])} ({_e(r.quarantined)})"
+                   for r in reports if r.quarantined is not None]  # fmt: skip
+    boards = "".join(f'<tr data-board="{_e(b["board"])}" data-health="{_e(b["health"])}" '
+                     f'data-host="{_e(b.get("host", "-"))}"><td>{_e(b["board"])}</td><td>{_e(b.get("host", "-"))}</td>'
+                     f'<td>{_e(b["health"])}</td><td>{_e(b.get("reason", ""))}</td></tr>'
+                     for b in extra.get("boards", []))  # fmt: skip
+    run_id = _e(extra.get("run_id", ""))
+    banner = ""
+    if extra.get("complete") is False:  # the run stopped before every pair ran: say so before anything else
+        banner = (f'<p id="incomplete" class="incomplete" data-missing="{len(extra.get("missing", []))}">'
+                  f"<b>Incomplete run:</b> {_e(extra.get('incomplete', ''))}</p>")  # fmt: skip
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>tinyhil farm run {run_id}</title><style>{_STYLE}</style></head>
+<body>
+<h1>tinyhil farm run {run_id}</h1>{banner}
+<p id="totals" data-pairs="{len(reports)}">{len(reports)} test x target pairs: {_e(totals)}</p>
+<h2>Matrix</h2>{_matrix(reports)}
+<h2>Failures</h2>{_listing("failures", failures, "No failures.")}
+<h2>Flaky</h2>{_listing("flaky", flaky, "No flaky tests.")}
+<h2>Quarantined</h2>{_listing("quarantined", quarantined, "Nothing quarantined.")}
+<h2>Boards</h2><table id="boards"><thead><tr><th>board</th><th>host</th><th>health</th><th>why</th></tr></thead>
+<tbody>{boards}</tbody></table>
+<h2>Timeline</h2>{_timeline(reports)}
+</body></html>
+"""
+
+
+def write_report(path: Path, reports: Sequence[PairReport], extra: Mapping[str, Any]) -> None:
+    """Write ``report.html`` (through a temporary file, so a reader never sees half a page)."""
+    write_atomically(path, render_report(reports, extra))

@@ -1,0 +1,161 @@
+"""The pytest plugin a farm shard runs under: its board pinned and leased, each result sent to the scheduler.
+
+The local engine starts each shard as ``pytest -p tinyhil.device_farm.shard.plugin NODE_ID ...`` with the shard's
+description in ``$TINYHIL_FARM_SHARD`` (JSON: run id, board id and slots, target, lease directory and timeout, and
+the file descriptor of the pipe results go to). At configure the plugin takes the board's lease, held by this
+process until it exits (a killed shard frees the board at once, see :mod:`tinyhil.device_farm.leases`), pins the
+session to the shard's target (``pytest_hil_select_targets``), and for each test writes two JSON lines to the pipe:
+``{"event": "start", "nodeid": ...}`` before it runs and ``{"event": "result", ...}`` after, with ``reports``, the
+reports of its phases as pytest serializes them (``pytest_report_to_serializable``, which the engine classifies with
+:mod:`tinyhil.fixtures.outcomes`, as pytest-xdist's controller does with its workers' reports), ``started`` and
+``finished``, for a failure the farm retries its infrastructure cause
+(:func:`~tinyhil.device_farm.shard.infrastructure.infrastructure_cause`), and ``bundle``, the directory of the test's
+repro bundle when ``--hil-repro-dir`` wrote one (the board's map entry goes into it). The environment also names the
+board for tests that drive it with their own stack: ``TINYHIL_BOARD`` and ``DEV``, and ``CUDA_VISIBLE_DEVICES`` on NV
+boards, the KFD GPU on AMD boards (:func:`~tinyhil.device_farm.shard.parent.board_environment`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pytest
+
+from tinyhil.device import Device
+from tinyhil.device_farm.inventory.board_options import target_options
+from tinyhil.device_farm.leases import Holder, Lease, LeaseTimeout, acquire
+from tinyhil.device_farm.shard.infrastructure import infrastructure_cause
+from tinyhil.fixtures.collect import item_arg
+from tinyhil.fixtures.fixtures import HIL_OPEN_OPTIONS
+from tinyhil.fixtures.hooks import HIL_BOARD_ENTRY, REPRO_BUNDLE_PROPERTY
+from tinyhil.fixtures.outcomes import serialize
+from tinyhil.registry import Target, default_registry
+
+__all__ = ["SHARD_ENV", "ShardSpec", "pytest_configure"]
+
+SHARD_ENV: Final = "TINYHIL_FARM_SHARD"
+_PR_SET_PDEATHSIG: Final = 1  # linux/prctl.h
+
+
+@dataclass(frozen=True, slots=True)
+class ShardSpec:
+    """What a shard process needs to know; serialised into ``$TINYHIL_FARM_SHARD``."""
+
+    run_id: str
+    board: str
+    slots: int
+    target: str
+    lease_dir: str
+    lease_timeout_s: float
+    results_fd: int
+    parent_pid: int = 0
+    options_json: str = "{}"  # the board's target options as its map entry gives them
+
+    @property
+    def id(self) -> str:  # the lease API's view of a board: an id and a slot count
+        return self.board
+
+    def to_json(self) -> str:
+        return json.dumps({name: getattr(self, name) for name in self.__slots__})
+
+    @classmethod
+    def from_json(cls, text: str) -> ShardSpec:
+        return cls(**json.loads(text))
+
+
+class _Shard:
+    def __init__(self, spec: ShardSpec, config: pytest.Config) -> None:
+        self.spec, self.config = spec, config
+        self.lease: Lease | None = None
+        self.tests: dict[str, dict[str, Any]] = {}  # node id -> its serialized reports so far, and what else is sent
+        self.args: dict[str, str] = {}  # node id -> the argument the engine selected the item by
+
+    def send(self, record: dict[str, Any]) -> None:
+        data = (json.dumps(record, default=str) + "\n").encode()  # a user property may hold any object
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.spec.results_fd, view) :]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_hil_select_targets(self, config: pytest.Config, selectors: Sequence[str]) -> list[Target] | None:
+        return [default_registry().resolve(self.spec.target)]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_hil_open_device(
+        self, target: Target, request: pytest.FixtureRequest, options: dict[str, Any]
+    ) -> Device | None:
+        """Open the board's target with its map entry's options (a fault plan, a seed) merged with the plugin's
+        (``record=``, ``trace=``: those win); none: the default."""
+        data = json.loads(self.spec.options_json)
+        if not data:
+            return None
+        opened = request.node.stash.get(HIL_OPEN_OPTIONS, {})
+        request.node.stash[HIL_OPEN_OPTIONS] = {**data, **opened}  # what a repro bundle records
+        return target.open(**{**target_options(self.spec.target, data), **options})
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        self.args = {item.nodeid: item_arg(item) for item in items}
+
+    def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
+        if self.lease is not None:
+            self.lease.update(nodeid)
+        started = time.time()
+        self.tests[nodeid] = {"reports": [], "infrastructure": None, "started": started}
+        self.send({"event": "start", "nodeid": self.args.get(nodeid, nodeid), "time": started})
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        report = yield
+        if call.excinfo is not None and not call.excinfo.errisinstance(pytest.skip.Exception):
+            cause = infrastructure_cause(call.excinfo.value)
+            if cause is not None:  # the board is suspect: stop here, the farm probes it and places the rest
+                self.tests.setdefault(item.nodeid, {})["infrastructure"] = cause
+                item.session.shouldstop = f"infrastructure failure on board {self.spec.board}: {cause}"
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        test = self.tests.setdefault(report.nodeid, {})
+        test.setdefault("reports", []).append(serialize(self.config, report))
+        bundle = dict(report.user_properties).get(REPRO_BUNDLE_PROPERTY)
+        if bundle is not None:  # --hil-repro-dir wrote one: the farm's reports link it
+            test["bundle"] = str(bundle)
+        if report.when == "teardown":
+            nodeid = self.args.get(report.nodeid, report.nodeid)
+            self.send({"event": "result", "nodeid": nodeid, **self.tests.pop(report.nodeid), "finished": time.time()})
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this shard when the engine that started it dies, so a killed ``tinyhil farm run``
+    leaves no shard holding a lease; then check the engine did not die first."""
+    if not sys.platform.startswith("linux") or not parent_pid:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    text = os.environ.get(SHARD_ENV)
+    if not text:
+        raise pytest.UsageError(f"tinyhil.device_farm.shard.plugin runs only in farm shards (${SHARD_ENV} is unset)")
+    spec = ShardSpec.from_json(text)
+    _die_with_parent(spec.parent_pid)
+    shard = _Shard(spec, config)
+    try:  # held until this process exits
+        shard.lease = acquire(spec.lease_dir, spec, Holder.here(spec.run_id), timeout_s=spec.lease_timeout_s)
+    except LeaseTimeout as exc:
+        shard.send({"event": "lease-timeout", "reason": str(exc)})
+        raise pytest.UsageError(str(exc)) from None
+    config.pluginmanager.register(shard, "tinyhil-farm-shard")
+    # the board's map entry as the shard knows it, for repro bundles (--hil-repro-dir)
+    config.stash[HIL_BOARD_ENTRY] = {"board": spec.board, "slots": spec.slots, "target": spec.target,
+                                     "options": json.loads(spec.options_json), "run_id": spec.run_id}  # fmt: skip

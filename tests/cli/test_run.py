@@ -1,0 +1,108 @@
+"""The ``tinyhil`` command: ``targets`` and ``run``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tinyhil.cli import main
+
+FOUNDATION_TARGETS = {"NULL", "MOCKUSB+AMD", "MOCKKFD+AMD", "USB+AMD", "KFD+AMD"}
+
+
+def test_targets_lists_every_target_with_availability(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["targets"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    by_name = {line.split()[0]: line.split(None, 2)[1:] for line in lines}
+    assert set(by_name) >= FOUNDATION_TARGETS
+    assert by_name["NULL"][0] == "available"
+    assert "exec" in by_name["NULL"][1]
+    for name, (state, detail) in by_name.items():
+        assert state in ("available", "unavailable"), name
+        if state == "unavailable":
+            assert detail.strip(), f"{name} is unavailable without a reason"
+
+
+def test_targets_json_is_for_machines(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["targets", "--json"]) == 0
+    rows = {row["target"]: row for row in json.loads(capsys.readouterr().out)}
+    assert set(rows) >= FOUNDATION_TARGETS
+    assert rows["NULL"]["available"] is True and rows["NULL"]["reason"] is None
+    assert "copyin" in rows["NULL"]["capabilities"]
+    assert rows["USB+AMD"]["emulated"] is False
+    for row in rows.values():
+        assert row["available"] or row["reason"]
+
+
+def test_the_console_script_is_installed() -> None:
+    script = Path(sys.executable).parent / "tinyhil"
+    done = subprocess.run([str(script), "targets"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "NULL" in done.stdout
+
+
+def test_run_on_null_writes_junit_and_summary_and_exits_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "report"
+    assert main(["run", "--target", "NULL", "--report", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "running the portable suite on NULL" in out
+    assert "test_alloc_gives_distinct_non_overlapping_buffers" in out and "pass" in out
+    suites = ET.parse(report / "junit.xml").getroot()
+    cases = list(suites.iter("testcase"))
+    assert cases and all(c.find("properties/property[@name='target']") is not None for c in cases)
+    summary = json.loads((report / "summary.json").read_text())
+    assert summary["exitstatus"] == 0
+    assert {r["target"] for r in summary["results"]} == {"NULL"}
+    assert summary["counts"]["passed"] >= 10 and "failed" not in summary["counts"]
+    for result in summary["results"]:
+        assert result["outcome"] in ("passed", "skipped") and result["duration_s"] >= 0
+
+
+def test_run_accepts_a_relative_report_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--target", "NULL", "--report", "rel/report", "--", "-k", "alloc"]) == 0
+    assert json.loads((tmp_path / "rel" / "report" / "summary.json").read_text())["counts"]["passed"] >= 1
+
+
+def test_run_exits_non_zero_when_a_test_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite = tmp_path / "test_broken.py"
+    suite.write_text("def test_good(hil_device):\n    pass\n\ndef test_bad(hil_device):\n    assert 1 == 2\n")
+    report = tmp_path / "report"
+    status = main(["run", "--target", "NULL", "--suite", str(suite), "--report", str(report)])
+    assert status != 0
+    out = capsys.readouterr().out
+    assert "test_bad" in out and "FAIL" in out
+    summary = json.loads((report / "summary.json").read_text())
+    outcomes = {r["nodeid"].split("::")[-1]: r["outcome"] for r in summary["results"]}
+    assert outcomes == {"test_good[NULL]": "passed", "test_bad[NULL]": "failed"}
+
+
+def test_run_with_no_available_target_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--target", "NOPE+X", "--report", str(tmp_path)]) == 2
+    assert "unknown target 'NOPE+X'" in capsys.readouterr().err
+
+
+def test_run_defaults_to_every_available_emulated_target(tmp_path: Path) -> None:
+    env = {**os.environ, "DEV": ""}
+    script = Path(sys.executable).parent / "tinyhil"
+    done = subprocess.run(
+        [str(script), "run", "--report", str(tmp_path), "--", "-k", "alloc"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    ran = {t["name"] for t in summary["targets"]}
+    assert "NULL" in ran and not ({"USB+AMD", "KFD+AMD"} & ran)

@@ -1,0 +1,442 @@
+"""``tinyhil farm ...``: the farm's own commands.
+
+tinyhil farm discover [--hwmap FILE] [--root DIR] [--no-usb] [--host NAME] [--json]
+    what boards this host has, the map entries that would add the new ones, and the drift between the map and
+    the host (missing, new, changed); exit 1 when there is drift, 0 when the map and the host agree.
+tinyhil farm run [--hwmap FILE] [--workers N] [--target T] [--quarantine FILE [--quarantine-verify]]
+                 [--subset i/N [--seed S]] [--report DIR | --resume DIR] [--suite PATH] [--allow-unavailable]
+                 [--engine local|dask --scheduler ADDRESS [TLS]] [-- PYTEST_ARGS]
+    collect the suite once, probe the boards, plan by recorded durations, run the shards under leases (on this
+    host, or with ``--engine dask`` on the farm workers of a Dask cluster), journal every result, and write
+    junit.xml, summary.json and report.html (docs/farm.md).
+tinyhil farm scheduler [--host H] [--port P] [--no-workers-timeout S] [--allowed-failures N] [--dashboard] [TLS]
+    a Dask scheduler with the farm's settings, for runs across hosts (needs the farm extra).
+tinyhil farm worker --scheduler ADDRESS [--hwmap FILE] [--name NAME] [--state DIR] [--host H] [--port P]
+                    [--nanny-port P] [--contact-address ADDRESS] [--connect-timeout S] [--dashboard] [TLS]
+    a Dask worker on this host that probes the host's boards and advertises the GOOD ones as resources; exit 3
+    when no scheduler answers at ADDRESS within the connect timeout.
+tinyhil farm certs DIR [--host NAME ...] [--days N] [--force]
+    a private CA for the lab (kept in DIR) and a certificate and key per host, for the farm's mutual TLS.
+tinyhil farm status [--hwmap FILE] [--state DIR] [--probe] [--json]
+    every board of the map (default: the emulated targets) with its health, and its leases and their holders;
+    ``--probe`` first runs the health probe of every board that needs one.
+
+Every farm process listens on 127.0.0.1 unless ``--host`` says otherwise, with no HTTP server unless
+``--dashboard`` (then on 127.0.0.1); anywhere else needs TLS, given as ``--tls-ca FILE --tls-cert FILE --tls-key
+FILE`` or ``--config farm.toml`` (its ``[security]`` table), or ``--insecure`` (unsafe; docs/farm.md, "Security").
+
+The farm's state (health record, leases) lives in ``--state``, default ``$TINYHIL_FARM_STATE``, else
+``~/.local/state/tinyhil/farm``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import socket
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Final
+
+from tinyhil.cli.usage import (
+    EXIT_ENGINE_LOST,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_OUTPUT_CLOSED,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    add_subcommand,
+    description,
+    exit_status_epilog,
+)
+from tinyhil.device_farm.cluster.dask_cluster import (
+    DEFAULT_ALLOWED_FAILURES,
+    DEFAULT_BOARD_GRACE_S,
+    DEFAULT_CONNECT_TIMEOUT_S,
+    DEFAULT_DASHBOARD_PORT,
+    DEFAULT_NO_WORKERS_TIMEOUT_S,
+    DEFAULT_REFRESH_S,
+    DEFAULT_SCHEDULER_GRACE_S,
+    WORKER_ENV,
+    WORKER_PRELOAD,
+    Listening,
+    SchedulerSettings,
+    SchedulerUnreachable,
+    WorkerSettings,
+    reach_scheduler,
+    scheduler_command,
+    worker_command,
+)
+from tinyhil.device_farm.cluster.resources import worker_resources
+from tinyhil.device_farm.cluster.security import LOOPBACK, FarmTLS, check_scheme, client_config, farm_tls, listen_host
+from tinyhil.device_farm.health.probes import probe_board
+from tinyhil.device_farm.health.states import HealthBook
+from tinyhil.device_farm.inventory.discovery import Discovery, FoundBoard, discover
+from tinyhil.device_farm.inventory.hwmap import Board, HardwareMap, emulated_inventory, load_hwmap
+from tinyhil.device_farm.inventory.map_drift import Drift, compare, map_entry
+from tinyhil.device_farm.journal import JOURNAL_NAME
+from tinyhil.device_farm.leases import holders
+from tinyhil.device_farm.planning import parse_subset
+from tinyhil.device_farm.quarantine import load_quarantine
+from tinyhil.device_farm.run import DaskOptions, choose_targets, new_run, run_farm
+from tinyhil.device_farm.state import STATE_ENV, farm_state_dir, leases_dir
+from tinyhil.errors import InvalidArgument
+from tinyhil.printable import printable
+from tinyhil.registry import TargetRegistry
+
+__all__ = ["DASK_SHARDS", "LOCAL_SHARDS", "add_farm_command"]
+
+LOCAL_SHARDS: Final = 2
+# What a farm run can exit with (it runs tests); the other farm commands give fewer.
+_RUN_STATUSES: Final = (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_ENGINE_LOST, EXIT_INTERRUPTED,
+                        EXIT_OUTPUT_CLOSED)  # fmt: skip
+DASK_SHARDS: Final = 64  # Dask's resources limit each board to its slots; this caps the shards one run keeps in flight
+
+
+def _hwmap(path: str | None, registry: TargetRegistry, host: str | None = None) -> HardwareMap:
+    return load_hwmap(path, registry=registry, host=host) if path else emulated_inventory(registry, host=host)
+
+
+def _where(locator: Any) -> str:
+    return " ".join(f"{name} {value}" for name, value in asdict(locator).items() if value is not None)
+
+
+def _found_line(board: FoundBoard) -> str:
+    return f"  {board.kind.value:<10}  {_where(board.locator):<48}  {board.description} ({board.source})"
+
+
+def _board_line(board: Board) -> str:
+    return f"  {board.id} ({board.kind.value}, {_where(board.locator)})"
+
+
+def _print_text(found: Discovery, drift: Drift | None, host: str, map_path: str | None) -> None:
+    print(f"found on {host}: {len(found.boards)} board{'s' * (len(found.boards) != 1)}")
+    for board in found.boards:
+        print(_found_line(board))
+    for note in found.notes:
+        print(f"  note: {note}")
+    new = found.boards if drift is None else drift.new
+    if drift is not None:
+        if not drift:
+            print(f"no drift: {map_path} and {host} agree")
+        for missing in drift.missing:
+            print(f"missing (in {map_path}, not found):{_board_line(missing)[1:]}")
+        for change in drift.changed:
+            print(f"changed: {change}")
+    if new:
+        print(f"map entries that would add the {'new ' if drift is not None else ''}boards:")
+        for board in new:
+            print()
+            print(map_entry(board), end="")
+
+
+def _found_json(board: FoundBoard) -> dict[str, Any]:
+    return {"kind": board.kind.value, "locator": asdict(board.locator), "description": board.description,
+            "source": board.source, "map_entry": map_entry(board)}  # fmt: skip
+
+
+def _discover(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    host = args.host or socket.gethostname()
+    hwmap = load_hwmap(args.hwmap, registry=registry, host=host) if args.hwmap else None
+    found = discover(args.root, usb=not args.no_usb)
+    drift = compare(hwmap, found, host) if hwmap is not None else None
+    if args.json:
+        document: dict[str, Any] = {"host": host, "found": [_found_json(b) for b in found.boards]}
+        document["notes"] = list(found.notes)
+        if drift is not None:
+            changed = [{"board": c.board.id, "differences": [list(d) for d in c.differences]} for c in drift.changed]
+            missing = [b.id for b in drift.missing]
+            document["drift"] = {"missing": missing, "new": [asdict(b.locator) for b in drift.new], "changed": changed}
+        print(json.dumps(document, indent=1))
+    else:
+        _print_text(found, drift, host, args.hwmap)
+    return 1 if drift else 0
+
+
+def _status(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    hwmap = _hwmap(args.hwmap, registry)
+    state = farm_state_dir(args.state)
+    book = HealthBook(hwmap.boards, clock=time.time, state_dir=state)
+    if args.probe:
+        for board in hwmap.boards:
+            book.ready(board, lambda b: probe_board(b, registry=registry))
+    rows: list[dict[str, Any]] = []
+    held_by = {board.id: holders(leases_dir(state), board) for board in hwmap.boards}
+    for board in hwmap.boards:
+        record = book.record(board.id)
+        slots = held_by[board.id]
+        rows.append({"board": board.id, "kind": board.kind.value, "targets": list(board.targets), "host": board.host,
+                     "health": record.state.value, "reason": record.reason,
+                     "leases": [None if h is None else asdict(h) for h in slots]})  # fmt: skip
+    if args.json:
+        print(json.dumps({"hwmap": hwmap.path, "state": str(state), "boards": rows}, indent=1))
+        return 0
+    print(f"{len(rows)} board{'s' * (len(rows) != 1)} in {hwmap.path}; state in {state}")
+    width = max((len(r["board"]) for r in rows), default=5)
+    for row, board in zip(rows, hwmap.boards, strict=True):
+        # Holders and reasons come from files anyone on the host may write: printed with control characters escaped.
+        held = [f"slot {n}: {printable(str(h), newlines=False)}" for n, h in enumerate(held_by[board.id]) if h]
+        leases = "; ".join(held) or f"free ({board.slots} slot{'s' * (board.slots != 1)})"
+        print(f"  {row['board']:<{width}}  {row['kind']:<10}  {row['health']:<11}  {leases}")
+        reason = printable(row["reason"], newlines=False)
+        print(f"  {'':<{width}}  {', '.join(row['targets']) or '(no target)'}: {reason}")
+    return 0
+
+
+def _tls(args: argparse.Namespace) -> FarmTLS | None:
+    return farm_tls(args.config, args.tls_ca, args.tls_cert, args.tls_key)
+
+
+def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    dask = None
+    tls = _tls(args)
+    if args.engine == "dask":
+        if not args.scheduler:
+            raise InvalidArgument("--engine dask needs --scheduler ADDRESS, such as tcp://127.0.0.1:8786")
+        dask = DaskOptions(check_scheme(args.scheduler, tls), args.board_grace, args.scheduler_grace)
+    elif args.scheduler:
+        raise InvalidArgument(f"--scheduler {args.scheduler}: the local engine has no scheduler; add --engine dask")
+    elif tls is not None:
+        raise InvalidArgument("--tls-*/--config: the local engine opens no connection; TLS is for --engine dask")
+    workers = args.workers if args.workers is not None else (DASK_SHARDS if dask else LOCAL_SHARDS)
+    hwmap: HardwareMap | Callable[[int], HardwareMap] | None
+    if args.hwmap:
+        hwmap = load_hwmap(args.hwmap, registry=registry)
+    else:  # on Dask, what the workers offer
+        hwmap = None if dask else (lambda slots: emulated_inventory(registry, slots=slots))
+    run_dir = Path(args.resume or args.report or f"tinyhil-farm-{time.strftime('%Y%m%d-%H%M%S')}")
+    if args.resume and not (run_dir / JOURNAL_NAME).exists():
+        raise InvalidArgument(f"--resume {args.resume}: no {JOURNAL_NAME} there, expected the directory of a run")
+    # The farm runs a target wherever a board serves it: whether it can run on this host is the boards' to say.
+    targets = choose_targets(registry, args.target, environment=False, default=())
+    run = new_run(hwmap, args.suite or (), run_dir, farm_state_dir(args.state), workers, pytest_args=args.pytest_args,
+                  targets=targets.names, allow_unavailable=args.allow_unavailable,
+                  quarantine=load_quarantine(args.quarantine) if args.quarantine else None,
+                  resume=bool(args.resume), subset=parse_subset(args.subset) if args.subset else None,
+                  subset_seed=args.seed, quarantine_verify=args.quarantine_verify, dask=dask)  # fmt: skip
+    where = f"{len(run.hwmap.boards)} boards from {run.hwmap.path}" if run.hwmap else "the boards farm workers offer"
+    print(f"tinyhil farm run: {where}, {run.workers} shards at once, run in {run.run_dir}")
+    with client_config(tls):  # the run's Dask client, the only one it makes, speaks the farm's TLS
+        return run_farm(run)
+
+
+def _warn(command: str, warning: str | None) -> None:
+    if warning is not None:
+        print(f"tinyhil farm {command}: {warning}", file=sys.stderr, flush=True)
+
+
+def _http(port: int | None) -> str:
+    return "no HTTP server" if port is None else f"dashboard on http://{LOOPBACK}:{port}"
+
+
+def _transport(tls: FarmTLS | None) -> str:
+    return "mutual TLS" if tls is not None else "plain TCP"
+
+
+def _scheduler(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    tls = _tls(args)
+    warning = listen_host(args.host, tls, insecure=args.insecure)
+    dashboard = args.dashboard_port if args.dashboard else None
+    settings = SchedulerSettings(args.host, args.port, args.no_workers_timeout, args.allowed_failures, dashboard, tls)
+    command = scheduler_command(settings)
+    _warn("scheduler", warning)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # a connection per worker, nanny and client: as
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, hard // 2), hard))  # Dask's own scheduler command does
+    print(f"tinyhil farm scheduler: Dask's scheduler on {settings.host}:{settings.port}, no-workers timeout "
+          f"{settings.no_workers_timeout_s:g} s, {settings.allowed_failures} allowed failures, {_transport(tls)}, "
+          f"{_http(dashboard)}", flush=True)  # fmt: skip
+    os.execvpe(command[0], command, settings.environment())  # the scheduler replaces this process: signals reach it
+
+
+def _worker(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    tls = _tls(args)
+    check_scheme(args.scheduler, tls)
+    warning = listen_host(args.host, tls, insecure=args.insecure)
+    listening = Listening(args.host, args.port, args.dashboard_port if args.dashboard else None)
+    if not args.connect_timeout > 0:
+        raise InvalidArgument(f"--connect-timeout {args.connect_timeout:g}, expected seconds > 0")
+    host = args.name or socket.gethostname()
+    hwmap = _hwmap(args.hwmap, registry, host)
+    state = farm_state_dir(args.state)  # this host's own arguments first, then the network
+    _warn("worker", warning)
+    try:
+        reach_scheduler(args.scheduler, timeout_s=args.connect_timeout, tls=tls)
+    except SchedulerUnreachable as exc:
+        print(f"tinyhil farm worker: {exc}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    book = HealthBook(hwmap.boards, clock=time.time, state_dir=state)
+    good = []
+    for board in hwmap.boards:
+        if board.host != host:
+            continue
+        if book.ready(board, lambda b: probe_board(b, registry=registry)):
+            good.append(board)
+        else:
+            record = book.record(board.id)
+            print(f"tinyhil farm worker: board {board.id}: {record.state.value} ({record.reason}); not offered")
+    resources = worker_resources(good)
+    command = worker_command(args.scheduler, resources, name=host, preload=WORKER_PRELOAD, listening=listening,
+                             nanny_port=args.nanny_port, contact_address=args.contact_address, tls=tls)  # fmt: skip
+    offered = ", ".join(f"{k}={v:g}" for k, v in sorted(resources.items())) or "no board"
+    print(f"tinyhil farm worker: {host} -> {args.scheduler}, offering {offered}; listening on {args.host}, "
+          f"{_transport(tls)}, {_http(listening.dashboard_port)}", flush=True)  # fmt: skip
+    hwmap_path = str(Path(args.hwmap).resolve()) if args.hwmap else None
+    settings = WorkerSettings(hwmap_path, str(state.resolve()), host, args.refresh)
+    env = {**os.environ, WORKER_ENV: settings.to_json(), **(tls.environment() if tls else {})}
+    os.execvpe(command[0], command, env)  # the worker replaces this process: signals reach it
+
+
+def _certs(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    from tinyhil.device_farm.cluster.certs import DEFAULT_DAYS, make_certs  # the farm extra (cryptography): only here
+
+    made = make_certs(Path(args.directory), args.host or [socket.gethostname()], force=args.force,
+                      days=DEFAULT_DAYS if args.days is None else args.days)  # fmt: skip
+    print(f"tinyhil farm certs: {'made the CA' if made.new_ca else 'signed with the CA'} {made.ca} "
+          f"(its key {made.ca.with_suffix('.key')} stays off the farm hosts)")  # fmt: skip
+    for host, (cert, key) in made.hosts.items():
+        print(f"  {host}: --tls-ca {made.ca} --tls-cert {cert} --tls-key {key}")
+    return 0
+
+
+def _listen_options(parser: Any, *, port: int, port_help: str, dashboard_port: int) -> None:
+    """``--host``, ``--port``, ``--dashboard``, ``--dashboard-port`` and the TLS options of a listening command."""
+    parser.add_argument("--host", default=LOOPBACK,
+                        help=f"address to listen on (default {LOOPBACK}; anything else needs TLS)")  # fmt: skip
+    parser.add_argument("--port", type=int, default=port, help=port_help)
+    parser.add_argument("--dashboard", action=argparse.BooleanOptionalAction, default=False,
+                        help=f"serve Dask's HTTP dashboard and routes on {LOOPBACK} (default: no HTTP)")  # fmt: skip
+    parser.add_argument("--dashboard-port", type=int, default=dashboard_port, metavar="P",
+                        help=f"the dashboard's port (default {dashboard_port}; 0: any free)")  # fmt: skip
+    _security_options(parser, listens=True)
+
+
+def _security_options(parser: Any, *, listens: bool) -> None:
+    """Add ``--tls-ca/--tls-cert/--tls-key``, ``--config`` and, for a command that ``listens``, ``--insecure``."""
+    parser.add_argument("--tls-ca", metavar="FILE", help="the lab's CA certificate (PEM): turns on mutual TLS")
+    parser.add_argument("--tls-cert", metavar="FILE", help="this host's certificate (PEM), signed by the CA")
+    parser.add_argument("--tls-key", metavar="FILE", help="this host's private key (PEM)")
+    parser.add_argument("--config", metavar="FILE", help="farm config (TOML) whose [security] has ca, cert, key")
+    if listens:
+        parser.add_argument("--insecure", action="store_true",
+                            help="UNSAFE: listen beyond loopback without TLS; anyone who reaches the port runs "
+                                 "code as this user")  # fmt: skip
+
+
+def add_farm_command(commands: Any) -> None:
+    """Add ``farm`` and its subcommands to the ``tinyhil`` parser's subcommands."""
+    farm = commands.add_parser(
+        "farm",
+        help="the device farm: discover boards, run suites on them (locally or on Dask), status, scheduler, worker, "
+        "certs",
+        description=description(__doc__),
+        epilog=exit_status_epilog(*_RUN_STATUSES),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = farm.add_subparsers(dest="farm_command", required=True, metavar="FARM_COMMAND")
+    found = add_subcommand(
+        sub,
+        "discover",
+        "list this host's boards and the drift against a hardware map",
+        EXIT_OK,
+        EXIT_FAILED,
+        EXIT_USAGE,
+    )
+    found.add_argument("--hwmap", metavar="FILE", help="hardware map to compare with (hwmap.toml)")
+    found.add_argument(
+        "--root", default="/", metavar="DIR", help="host root to read sysfs and procfs under (default /)"
+    )
+    found.add_argument("--no-usb", action="store_true", help="skip libusb enumeration (a fake --root has no USB bus)")
+    found.add_argument("--host", metavar="NAME", help="this host's name in the map (default: the hostname)")
+    found.add_argument("--json", action="store_true", help="print JSON for machines")
+    found.set_defaults(handler=_discover)
+    run = add_subcommand(
+        sub, "run", "run a suite on the farm's boards: plan, shards under leases, journal, reports", *_RUN_STATUSES
+    )
+    run.add_argument("--hwmap", metavar="FILE", help="hardware map (default: every available emulated target)")
+    run.add_argument("--workers", type=int, metavar="N",
+                     help=f"shards at once (default {LOCAL_SHARDS}; with --engine dask {DASK_SHARDS})")  # fmt: skip
+    run.add_argument("--engine", choices=("local", "dask"), default="local",
+                     help="where shards run: this host (default) or a Dask cluster's farm workers")  # fmt: skip
+    run.add_argument("--scheduler", metavar="ADDRESS", help="the Dask scheduler, tcp://HOST:PORT (--engine dask)")
+    run.add_argument("--board-grace", type=float, default=DEFAULT_BOARD_GRACE_S, metavar="S",
+                     help="Dask: a board no worker offers for S seconds leaves the run "
+                          f"(default {DEFAULT_BOARD_GRACE_S:g})")  # fmt: skip
+    run.add_argument("--scheduler-grace", type=float, default=DEFAULT_SCHEDULER_GRACE_S, metavar="S",
+                     help="Dask: a scheduler unreachable for S seconds ends the run "
+                          f"(default {DEFAULT_SCHEDULER_GRACE_S:g})")  # fmt: skip
+    run.add_argument("--target", action="append", metavar="T", help="run only on boards serving T (repeatable)")
+    run.add_argument("--quarantine", metavar="FILE", help="quarantine file (TOML)")
+    run.add_argument("--quarantine-verify", action="store_true", help="run only the tests the quarantine names")
+    run.add_argument("--subset", metavar="i/N", help="run the i-th of N parts of the suite (for parallel CI jobs)")
+    run.add_argument("--seed", type=int, default=0, help="seed of the --subset shuffle (default 0)")
+    where = run.add_mutually_exclusive_group()
+    where.add_argument("--report", metavar="DIR", help="the run's directory (default: tinyhil-farm-DATE-TIME)")
+    where.add_argument("--resume", metavar="DIR", help="resume the run in DIR: run only what has no result")
+    run.add_argument("--suite", action="append", metavar="PATH", help="tests to run (default: the portable suite)")
+    run.add_argument("--state", metavar="DIR", help=f"farm state directory (default: ${STATE_ENV} or ~/.local/state)")
+    run.add_argument("--allow-unavailable", action="store_true", help="run even if a --target has no GOOD board")
+    _security_options(run, listens=False)
+    run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra arguments passed to pytest")
+    run.set_defaults(handler=_run)
+    certs = add_subcommand(
+        sub, "certs", "make a private CA and per-host certificates for the farm's mutual TLS", EXIT_OK, EXIT_USAGE
+    )
+    certs.add_argument("directory", metavar="DIR", help="where the CA and the certificates go (made 0700)")
+    certs.add_argument("--host", action="append", metavar="NAME",
+                       help="a host that needs a certificate (repeatable; default: this host's name)")  # fmt: skip
+    certs.add_argument("--days", type=int, metavar="N", help="validity in days (default 825)")
+    certs.add_argument("--force", action="store_true", help="replace existing files (and make a new CA)")
+    certs.set_defaults(handler=_certs)
+    scheduler = add_subcommand(
+        sub, "scheduler", "a Dask scheduler with the farm's settings (the farm extra)", EXIT_USAGE, EXIT_INTERRUPTED
+    )
+    _listen_options(scheduler, port=8786, port_help="port (default 8786; 0: any free port)",
+                    dashboard_port=DEFAULT_DASHBOARD_PORT)  # fmt: skip
+    scheduler.add_argument("--no-workers-timeout", type=float, default=DEFAULT_NO_WORKERS_TIMEOUT_S, metavar="S",
+                           help="fail a task no worker can serve after S seconds")  # fmt: skip
+    scheduler.add_argument("--allowed-failures", type=int, default=DEFAULT_ALLOWED_FAILURES, metavar="N",
+                           help="worker deaths a task may cause before it stops")  # fmt: skip
+    scheduler.set_defaults(handler=_scheduler)
+    worker = add_subcommand(
+        sub,
+        "worker",
+        "a Dask worker offering this host's GOOD boards (the farm extra)",
+        EXIT_USAGE,
+        EXIT_UNAVAILABLE,
+        EXIT_INTERRUPTED,
+    )
+    worker.add_argument("--scheduler", required=True, metavar="ADDRESS",
+                        help="tcp://HOST:PORT of the scheduler (tls://HOST:PORT with TLS)")  # fmt: skip
+    _listen_options(worker, port=0, port_help="the worker's port (default 0: any free port)", dashboard_port=0)
+    worker.add_argument("--nanny-port", type=int, default=0, metavar="P",
+                        help="the port of the worker's nanny (default 0: any free port)")  # fmt: skip
+    worker.add_argument(
+        "--contact-address",
+        metavar="ADDRESS",
+        help="the address others reach the worker at, when not --host:--port (NAT, containers)",
+    )
+    worker.add_argument("--connect-timeout", type=float, default=DEFAULT_CONNECT_TIMEOUT_S, metavar="S",
+                        help=f"give up (exit {EXIT_UNAVAILABLE}) when no scheduler answers in S seconds "
+                             f"(default {DEFAULT_CONNECT_TIMEOUT_S:g})")  # fmt: skip
+    worker.add_argument("--hwmap", metavar="FILE", help="hardware map (default: every available emulated target)")
+    worker.add_argument("--name", help="this host's name in the map and the reports (default: the hostname)")
+    worker.add_argument("--refresh", type=float, default=DEFAULT_REFRESH_S, metavar="S",
+                        help=f"re-probe and re-offer boards every S s (default {DEFAULT_REFRESH_S:g})")  # fmt: skip
+    worker.add_argument(
+        "--state", metavar="DIR", help=f"farm state directory (default: ${STATE_ENV} or ~/.local/state)"
+    )
+    worker.set_defaults(handler=_worker)
+    status = add_subcommand(sub, "status", "boards with their health, leases and holders", EXIT_OK, EXIT_USAGE)
+    status.add_argument("--hwmap", metavar="FILE", help="hardware map (default: every emulated target)")
+    status.add_argument(
+        "--state", metavar="DIR", help=f"farm state directory (default: ${STATE_ENV} or ~/.local/state)"
+    )
+    status.add_argument("--probe", action="store_true", help="probe every board that needs it first")
+    status.add_argument("--json", action="store_true", help="print JSON for machines")
+    status.set_defaults(handler=_status)
