@@ -61,6 +61,7 @@ LIMITS: Final[Mapping[str, FileLimit]] = {
     "lease": FileLimit("lease holder record", 64 * 1024),
     "journal": FileLimit("journal line (journal.jsonl)", 4 * _MIB, per_line=True),
     "bundle": FileLimit("repro bundle (bundle.json)", 1 * _MIB),
+    "tls-pem": FileLimit("TLS certificate or key (PEM)", 1 * _MIB),
     "summary": FileLimit("run summary (summary.json)", 256 * _MIB),
     "pairs": FileLimit("collected pairs (pairs.json)", 256 * _MIB),
     "durations": FileLimit("kept durations (durations.json)", 64 * _MIB),
