@@ -19,7 +19,7 @@ from tinyhil.device_farm.hwmap import NvLocator, board_id_from, parse_hwmap
 
 TINYHIL: Final = Path(sys.executable).with_name("tinyhil")
 _HOSTILE_UUID: Final = 'GPU-\x1b]0;PWNED\x07\x1b[2J"\\\n\x9b\u202e'
-_RAW: Final = tuple(chr(c) for c in (*range(0x20), *range(0x7F, 0xA0))) + ("\u202e",)
+_RAW: Final = (*(chr(c) for c in (*range(0x20), *range(0x7F, 0xA0))), "\u202e")
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ from tinyhil.trace.errors import TraceFormatError
 if TYPE_CHECKING:
     from tinyhil.trace.records import TraceHeader
 
-__all__ = ["CONTROL_MAX_BYTES", "INFLIGHT_MAX_BYTES", "INFLIGHT_MAX_URBS", "STRING_MAX_UNITS", "TIME_MAX_NS", "TRANSFER_MAX_BYTES", "U8", "U16", "U32", "U64",
+__all__ = ["CONTROL_MAX_BYTES", "INFLIGHT_MAX_BYTES", "INFLIGHT_MAX_URBS", "STRING_MAX_UNITS", "TIME_MAX_NS",
+           "TRANSFER_MAX_BYTES", "U8", "U16", "U32", "U64",
            "check_header", "hex_field", "trace_fields"]  # fmt: skip
 
 U8: Final = 0xFF
