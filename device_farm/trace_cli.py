@@ -15,7 +15,6 @@ record at a time. Everything printed that came from a trace has its control char
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -100,6 +99,8 @@ def _rerun(bundle: Any, directory: Path, on: str, work: Path, registry: TargetRe
     options, the node id (checked by :func:`~tinyhil.trace.bundle.check_nodeid`) comes after ``--``, and the rootdir
     (checked to be a directory) is only its working directory.
     """
+    from tinyhil.fixtures.summary import load_summary_results
+
     summary, record = work / "summary.json", work / "record"
     nodeid = bundle.nodeid
     if on == "replay":
@@ -117,7 +118,7 @@ def _rerun(bundle: Any, directory: Path, on: str, work: Path, registry: TargetRe
                "--", argument]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in _SESSION_ENV}
     done = subprocess.run(command, cwd=bundle.rootdir, env=env, capture_output=True, text=True, check=False)
-    results = json.loads(summary.read_text())["results"] if summary.is_file() else []
+    results = load_summary_results(summary) if summary.is_file() else []
     found = [r for r in results if r["nodeid"] == nodeid or str(r["nodeid"]).endswith(f"::{name}")]
     if not found:
         tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
