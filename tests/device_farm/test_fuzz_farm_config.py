@@ -60,14 +60,19 @@ def _only_typed(load: object) -> None:
 
 _scalars = st.one_of(st.sampled_from(_FILES), st.text(max_size=8), st.integers(-(2**70), 2**70), st.booleans())
 _tables = st.dictionaries(st.sampled_from(_KEYS) | st.text(max_size=4), _scalars, max_size=4)
+
+
+def _config(document: dict[str, dict[str, object]]) -> str:
+    lines = []
+    for name, table in document.items():
+        lines.append(f"[{json.dumps(name)}]")
+        lines.extend(f"{json.dumps(key)} = {json.dumps(value)}" for key, value in table.items())
+    return "\n".join(lines) + "\n"
+
+
 _documents = st.one_of(
     st.binary(max_size=200).map(lambda data: data.decode("latin-1")),
-    st.dictionaries(st.sampled_from(_KEYS), _tables, max_size=2).map(
-        lambda doc: "".join(
-            f"[{json.dumps(name)}]\n" + "".join(f"{json.dumps(k)} = {json.dumps(v)}\n" for k, v in table.items())
-            for name, table in doc.items()
-        )  # fmt: skip
-    ),
+    st.dictionaries(st.sampled_from(_KEYS), _tables, max_size=2).map(_config),
 )
 
 
