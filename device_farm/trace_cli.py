@@ -91,7 +91,9 @@ def _say(text: str) -> None:
     print(printable(text, newlines=False))
 
 
-def _rerun(bundle: Any, directory: Path, on: str, work: Path, registry: TargetRegistry) -> tuple[dict[str, Any], Path]:
+def _rerun(
+    bundle: Any, directory: Path, on: str, work: Path, registry: TargetRegistry, source: Path
+) -> tuple[dict[str, Any], Path]:
     """Run the bundle's test once more in a pytest child process; returns its summary entry and the trace file the
     rerun recorded (which may not exist).
 
@@ -107,7 +109,7 @@ def _rerun(bundle: Any, directory: Path, on: str, work: Path, registry: TargetRe
         nodeid = _retarget(bundle.nodeid, bundle.target, _REPLAY_TARGET)
         extra = [f"--hil-target={_REPLAY_TARGET}", f"--hil-replay={directory / bundle.trace}"]
     else:
-        extra = [f"--hil-target={bundle.target}", f"--hil-bundle-options={directory}"]
+        extra = [f"--hil-target={bundle.target}", f"--hil-bundle-options={source}"]
         if "record" in registry.resolve(bundle.target).definition.options:
             extra.append(f"--hil-record={record}")
     name = nodeid.partition("::")[2]
@@ -161,7 +163,7 @@ def _repro(args: argparse.Namespace, registry: TargetRegistry) -> int:
          f"{_REPLAY_TARGET + ' over its trace' if on == 'replay' else 'the emulator with its options'}")  # fmt: skip
     _say(f"  recorded: {bundle.outcome} in {bundle.when}: {bundle.reason}")
     with tempfile.TemporaryDirectory(prefix="tinyhil-repro-") as work:
-        result, rerun_trace = _rerun(bundle, directory, on, Path(work), registry)
+        result, rerun_trace = _rerun(bundle, directory, on, Path(work), registry, Path(args.bundle).resolve())
         outcome, reason = str(result["outcome"]), str(result.get("reason") or "")
         _say(f"  rerun:    {outcome}{': ' + reason if reason else ''}")
         if outcome == bundle.outcome and not any(name in reason for name in _REPLAY_ERRORS):
