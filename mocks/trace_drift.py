@@ -26,6 +26,7 @@ from tinyhil.registry import Target, default_registry
 from tinyhil.trace.drift import Divergence, Reply, compare
 from tinyhil.trace.errors import TraceFormatError
 from tinyhil.trace.exchanges import exchanges, iter_exchanges
+from tinyhil.trace.limits import INFLIGHT_MAX_BYTES, INFLIGHT_MAX_URBS
 from tinyhil.trace.recorder import LIBUSB2STATUS
 from tinyhil.trace.records import Complete, HostCall, Op, Record, Submit, Trace, TraceHeader, Transfer, TransferStatus
 from tinyhil.trace.source import TraceSource
@@ -166,13 +167,38 @@ def _first_line(exc: Exception) -> str:
 
 
 class _Walk:
-    """The records of a trace made on one emulated handle; ``replies`` maps each exchange's ``seq`` to its reply."""
+    """The records of a trace made on one emulated handle; ``replies`` maps each exchange's ``seq`` to its reply.
+
+    What the trace holds in flight is bounded as the host bounds it (:data:`~tinyhil.trace.limits.INFLIGHT_MAX_BYTES`):
+    each submit is charged its buffer before the buffer is made, and a submit past the bytes or the URBs the host lets
+    be outstanding (:data:`~tinyhil.trace.limits.INFLIGHT_MAX_URBS`) is no real capture's (:class:`TraceFormatError`).
+    """
 
     def __init__(self, handle: Any, context: Any) -> None:
         self.handle, self.context = handle, context
         self.replies: dict[int, Reply] = {}
-        self.inflight: dict[int, tuple[int, Any, bool]] = {}  # tag -> (submit seq, transfer, is_in)
+        self.inflight: dict[int, tuple[int, Any, bool, int]] = {}  # tag -> (submit seq, transfer, is_in, charge)
+        self.inflight_bytes = 0
         self.done: set[int] = set()
+
+    def _charge(self, record: Submit) -> int:
+        """Charge ``record``'s URB to the in-flight budget (its earlier submit under the same tag released).
+
+        Raises:
+            TraceFormatError: at the record, naming its length and the budget.
+        """
+        earlier = self.inflight.pop(record.tag, None)
+        if earlier is not None:
+            self.inflight_bytes -= earlier[3]
+        charge = record.length if record.is_in else len(record.data)
+        if self.inflight_bytes + charge > INFLIGHT_MAX_BYTES or len(self.inflight) >= INFLIGHT_MAX_URBS:
+            raise TraceFormatError(f"record seq {record.seq}", f"field 'length': a submit of {record.length:#x} bytes "
+                                   f"with {len(self.inflight)} transfers ({self.inflight_bytes:#x} bytes) in flight, "
+                                   f"expected at most {INFLIGHT_MAX_BYTES:#x} bytes in at most {INFLIGHT_MAX_URBS} "
+                                   "transfers in flight (usbfs's one budget for every URB outstanding)",
+                                   field="length")  # fmt: skip
+        self.inflight_bytes += charge
+        return charge
 
     def call(self, seq: int, is_in: bool, make: Any) -> None:
         try:
@@ -199,6 +225,7 @@ class _Walk:
             self.call(record.seq, False, lambda: h.bulkWrite(record.ep, bytes(record.data), record.timeout))
 
     def submit(self, record: Submit) -> None:
+        charge = self._charge(record)
         transfer = self.handle.getTransfer()
         buffer: Any = bytearray(record.length) if record.is_in else bytearray(record.data)
         done = lambda _t: self.done.add(record.tag)  # noqa: E731
@@ -213,14 +240,16 @@ class _Walk:
             self.replies[record.seq] = Reply.failed(
                 type(exc).__name__, note=str(exc).splitlines()[0] if str(exc) else ""
             )
+            self.inflight_bytes -= charge
             return
-        self.inflight[record.tag] = (record.seq, transfer, record.is_in)
+        self.inflight[record.tag] = (record.seq, transfer, record.is_in, charge)
         self.replies[record.seq] = Reply()  # until its completion, if the trace holds one
 
     def complete(self, record: Complete) -> None:
         if record.tag not in self.inflight:
             return  # the recorded submit failed here, or the capture began with it in flight
-        seq, transfer, is_in = self.inflight.pop(record.tag)
+        seq, transfer, is_in, charge = self.inflight.pop(record.tag)
+        self.inflight_bytes -= charge
         for _ in range(_PUMPS):
             if record.tag in self.done:
                 break
@@ -297,9 +326,13 @@ def emulator_replies(trace: Trace, options: Any = None, *, path: str = "") -> li
         TraceFormatError: the header's options cannot be read back.
     """
     walk = _open_walk(trace.header, options, path)
-    for record in trace.records:
-        walk.step(record)
-    _close(walk)
+    try:
+        for record in trace.records:
+            walk.step(record)
+    except TraceFormatError as exc:
+        raise exc.at(path) from None
+    finally:
+        _close(walk)
     return [walk.replies.get(exchange.seq, _MISSING) for exchange in exchanges(trace)]
 
 

@@ -38,6 +38,9 @@ def replacing(path: Path, *, durable: bool = False) -> Iterator[BinaryIO]:
 
 
 def write_atomically(path: Path, data: str | bytes, *, durable: bool = False) -> None:
-    """Replace ``path``'s content with ``data`` (a text is written as UTF-8) through :func:`replacing`."""
+    """Replace ``path``'s content with ``data`` through :func:`replacing`.
+
+    Text is written as UTF-8; what UTF-8 cannot carry (a lone surrogate, as a test's message naming an undecodable
+    file name holds) is written as its backslash escape, so the file is whole and valid UTF-8."""
     with replacing(path, durable=durable) as out:
-        out.write(data.encode() if isinstance(data, str) else data)
+        out.write(data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data)

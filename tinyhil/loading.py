@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from tinyhil.errors import InvalidArgument
+from tinyhil.printable import printable
 
 __all__ = [
     "INT_DIGITS_MAX",
@@ -60,6 +61,7 @@ LIMITS: Final[Mapping[str, FileLimit]] = {
     "lease": FileLimit("lease holder record", 64 * 1024),
     "journal": FileLimit("journal line (journal.jsonl)", 4 * _MIB, per_line=True),
     "bundle": FileLimit("repro bundle (bundle.json)", 1 * _MIB),
+    "tls-pem": FileLimit("TLS certificate or key (PEM)", 1 * _MIB),
     "summary": FileLimit("run summary (summary.json)", 256 * _MIB),
     "pairs": FileLimit("collected pairs (pairs.json)", 256 * _MIB),
     "durations": FileLimit("kept durations (durations.json)", 64 * _MIB),
@@ -70,7 +72,8 @@ LIMITS: Final[Mapping[str, FileLimit]] = {
 
 class FileFormatError(InvalidArgument):
     """A file tinyhil cannot use: ``path:line: field: what was wrong and what was expected`` (line 0: the file as a
-    whole, shown without a line).
+    whole, shown without a line). The message is one printable line: the field names and values a file put into it
+    have their control characters escaped (:func:`~tinyhil.printable.printable`), here, for every loader.
 
     Attributes:
         path: the file as the user named it. line: 1-based, 0 when unknown. field: the field, or ``file``.
@@ -79,7 +82,7 @@ class FileFormatError(InvalidArgument):
 
     def __init__(self, path: str | Path, line: int, field: str, why: str) -> None:
         where = f"{path}:{line}" if line else f"{path}"
-        super().__init__(f"{where}: {field}: {why}")
+        super().__init__(printable(f"{where}: {field}: {why}", newlines=False))
         self.path, self.line, self.field, self.why = str(path), line, field, why
 
 

@@ -11,11 +11,16 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["printable"]
+__all__ = ["UNSAFE_IN_A_LINE", "printable"]
 
-# C0 controls but tab and newline, DEL, C1 controls, and the Unicode format characters that reorder or hide text.
-_UNSAFE: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
-_UNSAFE_LINES: Final = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+# C0 controls but tab and newline, DEL, C1 controls, the Unicode format characters that reorder or hide text, and
+# lone surrogates (a file name's undecodable bytes as os.fsdecode gives them: written out raw, \udc9b is the C1
+# byte 0x9b, CSI; and no UTF-8 stream can carry one).
+_SHARED: Final = "\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ud800-\udfff\ufeff"
+_UNSAFE: Final = re.compile(f"[\x00-\x08\x0b-\x1f{_SHARED}]")
+_UNSAFE_LINES: Final = re.compile(f"[\x00-\x1f{_SHARED}]")
+# The characters printable(..., newlines=False) escapes, for a writer with escapes of its own (a TOML string).
+UNSAFE_IN_A_LINE: Final = _UNSAFE_LINES
 
 
 def _escape(match: re.Match[str]) -> str:

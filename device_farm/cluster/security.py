@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from typing import Any, Final
 
 from tinyhil.errors import InvalidArgument
 from tinyhil.loading import Fields, parse_toml, read_capped
+from tinyhil.printable import printable
 
 __all__ = [
     "LOOPBACK",
@@ -43,16 +45,24 @@ LOOPBACK: Final = "127.0.0.1"
 _LOOPBACK_NAMES: Final = frozenset({"localhost"})
 _CONFIG_KEYS: Final = ("ca", "cert", "key")
 _ROLES: Final = ("scheduler", "worker", "client")  # Dask's; each farm host uses its one certificate in all three
+_PORT_MAX: Final = 0xFFFF
+# A host name: dot-separated labels of letters, digits and '-', neither starting nor ending with '-' (RFC 1123).
+_LABEL: Final = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+_NAME_MAX: Final = 253
 _HOW_TO_TLS: Final = ("give --tls-ca, --tls-cert and --tls-key (make them with `tinyhil farm certs DIR --host NAME`) "
                       "or --config FILE with a [security] table")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
 class FarmTLS:
-    """Mutual TLS for one host: the lab's CA certificate, this host's certificate and its key (PEM files).
+    """Mutual TLS for one host: the lab's CA certificate, this host's certificate and its key (PEM files), each read
+    and parsed once here (the ``cryptography`` package of the farm extra), so a wrong file is one line at start, not a
+    TLS error inside Dask.
 
     Raises:
-        InvalidArgument: a file is missing or not a regular file (the message names the option).
+        InvalidArgument: a file is missing, not a regular file, over its size cap, not the PEM it should be (the CA
+            and the certificate: X.509 certificates; the key: an unencrypted private key), or the key is not the
+            certificate's; the message names the option and the file.
     """
 
     ca: Path
@@ -65,6 +75,7 @@ class FarmTLS:
             if not Path(path).is_file():
                 raise InvalidArgument(f"--tls-{name} {path}: no such file, expected a PEM file (tinyhil farm certs)")
             object.__setattr__(self, name, Path(path).resolve())
+        _check_pem(self)
 
     def dask_config(self) -> dict[str, Any]:
         """Dask's config for this host's TLS: the same CA, certificate and key for the scheduler, worker and client
@@ -88,6 +99,38 @@ class FarmTLS:
         files = {f"tls_{role}_{part}": str(getattr(self, part)) for role in _ROLES for part in ("cert", "key")}
         make: Any = Security  # untyped
         return make(tls_ca_file=str(self.ca), require_encryption=True, **files)
+
+
+def _check_pem(tls: FarmTLS) -> None:
+    """Parse ``tls``'s three files (see :class:`FarmTLS`); raises InvalidArgument naming the first bad one."""
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives import serialization
+    except ImportError:
+        raise InvalidArgument("--tls-*: TLS needs the farm extra (pip install 'tinyhil[farm]')") from None
+
+    def refuse(name: str, why: str) -> InvalidArgument:
+        what = "a private key" if name == "key" else "an X.509 certificate"
+        return InvalidArgument(printable(f"--tls-{name} {getattr(tls, name)}: {why}, expected {what} in PEM "
+                                         "(tinyhil farm certs)", newlines=False))  # fmt: skip
+
+    chains: dict[str, list[Any]] = {}
+    for name in ("ca", "cert"):
+        try:
+            chains[name] = x509.load_pem_x509_certificates(read_capped(getattr(tls, name), "tls-pem"))
+        except ValueError as exc:  # FileFormatError too (unreadable, over the cap)
+            raise refuse(name, f"not a PEM certificate ({_first(exc)})") from None
+    try:
+        key = serialization.load_pem_private_key(read_capped(tls.key, "tls-pem"), password=None)
+    except (ValueError, TypeError) as exc:  # TypeError: an encrypted key, or a key type TLS cannot use
+        raise refuse("key", f"not an unencrypted PEM private key ({_first(exc)})") from None
+    if chains["cert"][0].public_key() != key.public_key():
+        raise refuse("key", f"not the key of the certificate {tls.cert}")
+
+
+def _first(exc: Exception) -> str:
+    lines = str(exc).splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def is_loopback(host: str) -> bool:
@@ -126,18 +169,51 @@ def _user() -> str:
         return str(os.getuid())
 
 
-def check_scheme(address: str, tls: FarmTLS | None, *, option: str = "--scheduler") -> str:
-    """``address`` if its scheme fits: ``tls://`` with TLS, ``tcp://`` without.
+def _host_port(rest: str) -> tuple[str, int]:
+    """``HOST:PORT`` (what follows a farm address's scheme) split and checked: ``HOST`` an IPv4 address, a bracketed
+    IPv6 address or a host name (RFC 1123 labels), ``PORT`` 1..65535. Returns the host (without brackets) and port.
 
     Raises:
-        InvalidArgument: another scheme, or one that does not match whether TLS is given.
+        ValueError: what is wrong, in words (:func:`check_scheme` names the option and the address).
+    """
+    host, colon, port = rest.rpartition(":")
+    if not colon or not port.isascii() or not port.isdigit() or not 0 < int(port) <= _PORT_MAX:
+        raise ValueError(f"no port, or a port outside 1..{_PORT_MAX}")
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            return str(ipaddress.IPv6Address(host[1:-1])), int(port)
+        except ValueError:
+            raise ValueError(f"{host} is no IPv6 address") from None
+    labels = host.rstrip(".").split(".")
+    if not host or len(host) > _NAME_MAX or not all(_LABEL.fullmatch(label) for label in labels):
+        raise ValueError("no host, or a host that is no IPv4 address, [IPv6 address] or host name")
+    if all(label.isdigit() for label in labels):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            raise ValueError(f"{host} is no IPv4 address") from None
+    return host, int(port)
+
+
+def check_scheme(address: str, tls: FarmTLS | None, *, option: str = "--scheduler") -> str:
+    """``address`` if it is ``SCHEME://HOST:PORT`` (:func:`_host_port`) with the scheme that fits: ``tls://``
+    with TLS, ``tcp://`` without. Nothing is created or connected before this check.
+
+    Raises:
+        InvalidArgument: another scheme, one that does not match whether TLS is given, or a bad host or port.
     """
     want = "tls://" if tls is not None else "tcp://"
-    if address.startswith(want) and len(address) > len(want):
+    shown = printable(address, newlines=False)
+    if address.startswith(want):
+        try:
+            _host_port(address[len(want) :])
+        except ValueError as exc:
+            raise InvalidArgument(f"{option} {shown}: {exc}, expected {want}HOST:PORT such as {want}{LOOPBACK}:8786"
+                                  ) from None  # fmt: skip
         return address
     if tls is None and address.startswith("tls://"):
-        raise InvalidArgument(f"{option} {address}: a tls:// address needs this host's certificate: {_HOW_TO_TLS}")
-    raise InvalidArgument(f"{option} {address}: expected {want}HOST:PORT" + (" (TLS is on)" if tls else ""))
+        raise InvalidArgument(f"{option} {shown}: a tls:// address needs this host's certificate: {_HOW_TO_TLS}")
+    raise InvalidArgument(f"{option} {shown}: expected {want}HOST:PORT" + (" (TLS is on)" if tls else ""))
 
 
 def load_farm_config(path: str | Path) -> FarmTLS:

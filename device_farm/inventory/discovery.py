@@ -20,7 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from tinyhil.device_farm.inventory.hwmap import BoardKind, KfdLocator, Locator, NvLocator, UsbLocator, normalize_pci
+from tinyhil.device_farm.inventory.hwmap import (
+    BoardKind,
+    KfdLocator,
+    Locator,
+    NvLocator,
+    UsbLocator,
+    board_id_from,
+    normalize_pci,
+)
 from tinyhil.errors import InvalidArgument
 from tinyhil.fileio import RealFileIO
 from tinyhil.kfd.topology import read_topology
@@ -49,15 +57,18 @@ class FoundBoard:
     source: str
 
     def suggested_id(self) -> str:
-        """A map id derived from the locator (a suggestion for a new entry, never used to match)."""
+        """A map id derived from the locator (a suggestion for a new entry, never used to match): a valid board id
+        (:func:`~tinyhil.device_farm.inventory.hwmap.board_id_from`) whatever a serial or UUID holds."""
         loc = self.locator
         if isinstance(loc, UsbLocator):
             tail = loc.serial or (loc.port or "").replace(".", "-")
-            return f"bridge-{tail}".lower()
+            return board_id_from(f"bridge-{tail}".lower())
         if isinstance(loc, KfdLocator):
-            return f"kfd-{loc.pci or loc.gpu_id}".replace(":", "-").replace(".", "-")
+            return board_id_from(f"kfd-{loc.pci or loc.gpu_id}".replace(":", "-").replace(".", "-"))
         assert isinstance(loc, NvLocator)
-        return f"nv-{(loc.uuid or '')[4:12] or loc.pci_bus_id}".replace(":", "-").replace(".", "-").lower()
+        return board_id_from(
+            f"nv-{(loc.uuid or '')[4:12] or loc.pci_bus_id}".replace(":", "-").replace(".", "-").lower()
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,7 @@ __all__ = [
     "MapState",
     "NvLocator",
     "UsbLocator",
+    "board_id_from",
     "emulated_inventory",
     "load_hwmap",
     "normalize_pci",
@@ -173,7 +174,9 @@ _LOCATOR_KEYS: Final[Mapping[BoardKind, str]] = {
     BoardKind.NV: "nv",
     BoardKind.EMULATED: "emulated",
 }
-_BOARD_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_BOARD_ID_MAX: Final = 64  # a board id names lock files
+_BOARD_ID: Final = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{_BOARD_ID_MAX - 1}}}")
+_BOARD_ID_OTHER: Final = re.compile(r"[^A-Za-z0-9._-]+")  # what a board id may not hold
 # The board kind per hardware target.
 _HARDWARE_KIND: Final = {"USB+AMD": BoardKind.USB_BRIDGE, "KFD+AMD": BoardKind.AMD_KFD, "NV": BoardKind.NV}
 # The target a board of a kind serves when its entry lists none (discovery's entries name no target for an NV GPU).
@@ -182,6 +185,14 @@ _NEEDS_TARGETS: Final = (BoardKind.USB_BRIDGE, BoardKind.AMD_KFD)
 _VID_PID: Final = re.compile(r"[0-9a-fA-F]{4}:[0-9a-fA-F]{4}")
 _USB_PORT: Final = re.compile(r"\d+-\d+(\.\d+)*")
 _PCI: Final = re.compile(r"(?:[0-9a-fA-F]{4}|[0-9a-fA-F]{8}):[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
+
+
+def board_id_from(text: str) -> str:
+    """The nearest valid board id to ``text`` (a suggestion from a serial or a UUID): each run of characters an id may
+    not hold becomes ``-``, a leading ``.``/``_``/``-`` is dropped, and it is cut to the id's length (``board`` when
+    nothing is left)."""
+    kept = _BOARD_ID_OTHER.sub("-", text).lstrip("._-")[:_BOARD_ID_MAX]
+    return kept if _BOARD_ID.fullmatch(kept) else "board"
 
 
 def normalize_pci(text: str) -> str:

@@ -8,6 +8,7 @@ with neither is *missing*; a device no board matches or claims is *new*, with th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Final
@@ -22,12 +23,18 @@ from tinyhil.device_farm.inventory.hwmap import (
     NvLocator,
     UsbLocator,
 )
+from tinyhil.printable import UNSAFE_IN_A_LINE, printable
 
 __all__ = ["Change", "Drift", "compare", "map_entry"]
 
 # The field that says where a device is plugged in, per locator type; the rest say which device it is.
 _PLACE: Final[Mapping[type, str]] = {UsbLocator: "port", KfdLocator: "pci", NvLocator: "pci_bus_id"}
 _TABLE: Final[Mapping[BoardKind, str]] = {BoardKind.USB_BRIDGE: "usb", BoardKind.AMD_KFD: "kfd", BoardKind.NV: "nv"}
+# What a TOML basic string may not hold raw (TOML 1.0, "String": backslash, quote, controls other than tab), and what
+# a terminal must not get raw (tinyhil.printable): both written as TOML escapes.
+_TOML_UNSAFE: Final = re.compile(f'[\\\\"]|{UNSAFE_IN_A_LINE.pattern}')
+_TOML_ESCAPES: Final = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\b": "\\b", "\f": "\\f"}
+_SURROGATES: Final = re.compile("[\ud800-\udfff]")
 _SUGGESTED_TARGETS: Final[Mapping[BoardKind, tuple[str, ...]]] = {
     BoardKind.USB_BRIDGE: ("USB+AMD",),
     BoardKind.AMD_KFD: ("KFD+AMD",),
@@ -107,9 +114,17 @@ def compare(hwmap: HardwareMap, discovery: Discovery, host: str) -> Drift:
     return Drift(tuple(missing), tuple(unclaimed), tuple(changed))
 
 
+def _toml_escape(match: re.Match[str]) -> str:
+    char = match.group()
+    return _TOML_ESCAPES.get(char) or f"\\u{ord(char):04X}"
+
+
 def _toml(value: object) -> str:
+    """``value`` as a TOML value: a string as a basic string, every character TOML does not allow raw in one
+    (backslash, quote, controls) or a terminal must not get raw (:mod:`tinyhil.printable`) escaped, so the same text
+    reads back; a lone surrogate, which no TOML file can hold, is written as U+FFFD."""
     if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return '"' + _TOML_UNSAFE.sub(_toml_escape, _SURROGATES.sub("\ufffd", value)) + '"'
     return str(value)
 
 
@@ -126,4 +141,4 @@ def map_entry(found: FoundBoard, *, board_id: str | None = None) -> str:
     ]
     if targets:
         lines.append(f"targets = [{', '.join(_toml(t) for t in targets)}]")
-    return "\n".join(lines) + f"  # {found.description}\n"
+    return "\n".join(lines) + f"  # {printable(found.description, newlines=False)}\n"

@@ -108,11 +108,13 @@ def _where(locator: Any) -> str:
 
 
 def _found_line(board: FoundBoard) -> str:
-    return f"  {board.kind.value:<10}  {_where(board.locator):<48}  {board.description} ({board.source})"
+    return printable(
+        f"  {board.kind.value:<10}  {_where(board.locator):<48}  {board.description} ({board.source})", newlines=False
+    )
 
 
 def _board_line(board: Board) -> str:
-    return f"  {board.id} ({board.kind.value}, {_where(board.locator)})"
+    return printable(f"  {board.id} ({board.kind.value}, {_where(board.locator)})", newlines=False)
 
 
 def _print_text(found: Discovery, drift: Drift | None, host: str, map_path: str | None) -> None:
@@ -120,7 +122,7 @@ def _print_text(found: Discovery, drift: Drift | None, host: str, map_path: str 
     for board in found.boards:
         print(_found_line(board))
     for note in found.notes:
-        print(f"  note: {note}")
+        print(f"  note: {printable(note, newlines=False)}")
     new = found.boards if drift is None else drift.new
     if drift is not None:
         if not drift:

@@ -8,7 +8,6 @@ output says where the rerun departed from the bundle), 2 for a bundle that canno
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -49,7 +48,9 @@ def _say(text: str) -> None:
     print(printable(text, newlines=False))
 
 
-def _rerun(bundle: Any, directory: Path, on: str, work: Path, registry: TargetRegistry) -> tuple[dict[str, Any], Path]:
+def _rerun(
+    bundle: Any, directory: Path, on: str, work: Path, registry: TargetRegistry, source: Path
+) -> tuple[dict[str, Any], Path]:
     """Run the bundle's test once more in a pytest child process; returns its summary entry and the trace file the
     rerun recorded (which may not exist).
 
@@ -57,13 +58,15 @@ def _rerun(bundle: Any, directory: Path, on: str, work: Path, registry: TargetRe
     options, the node id (checked by :func:`~tinyhil.trace.bundle.check_nodeid`) comes after ``--``, and the rootdir
     (checked to be a directory) is only its working directory.
     """
+    from tinyhil.fixtures.summary import load_summary_results
+
     summary, record = work / "summary.json", work / "record"
     nodeid = bundle.nodeid
     if on == "replay":
         nodeid = _retarget(bundle.nodeid, bundle.target, REPLAY_TARGET)
         extra = [f"--hil-target={REPLAY_TARGET}", f"--hil-replay={directory / bundle.trace}"]
     else:
-        extra = [f"--hil-target={bundle.target}", f"--hil-bundle-options={directory}"]
+        extra = [f"--hil-target={bundle.target}", f"--hil-bundle-options={source}"]
         if "record" in registry.resolve(bundle.target).definition.options:
             extra.append(f"--hil-record={record}")
     name = nodeid.partition("::")[2]
@@ -74,7 +77,7 @@ def _rerun(bundle: Any, directory: Path, on: str, work: Path, registry: TargetRe
                "--", argument]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in _SESSION_ENV}
     done = subprocess.run(command, cwd=bundle.rootdir, env=env, capture_output=True, text=True, check=False)
-    results = json.loads(summary.read_text())["results"] if summary.is_file() else []
+    results = load_summary_results(summary) if summary.is_file() else []
     found = [r for r in results if r["nodeid"] == nodeid or str(r["nodeid"]).endswith(f"::{name}")]
     if not found:
         tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
@@ -117,7 +120,7 @@ def _repro(args: argparse.Namespace, registry: TargetRegistry) -> int:
          f"{REPLAY_TARGET + ' over its trace' if on == 'replay' else 'the emulator with its options'}")  # fmt: skip
     _say(f"  recorded: {bundle.outcome} in {bundle.when}: {bundle.reason}")
     with tempfile.TemporaryDirectory(prefix="tinyhil-repro-") as work:
-        result, rerun_trace = _rerun(bundle, directory, on, Path(work), registry)
+        result, rerun_trace = _rerun(bundle, directory, on, Path(work), registry, Path(args.bundle).resolve())
         outcome, reason = str(result["outcome"]), str(result.get("reason") or "")
         _say(f"  rerun:    {outcome}{': ' + reason if reason else ''}")
         if outcome == bundle.outcome and not any(name in reason for name in _REPLAY_ERRORS):

@@ -5,8 +5,8 @@ A bundle is a directory holding ``bundle.json`` and, on a recordable target, the
 the options it was opened with (as JSON: quirks, seed, fault plan, mode...; the seed, fault plan and quirks also on
 their own), how it failed (the phase and the one-line reason), the versions of tinyhil, Python and the key
 libraries, the board's hardware-map entry when it ran on the farm (``null`` otherwise), and where pytest ran
-(``rootdir``, ``invocation_dir``, ``test_path`` the test module's absolute path), so that ``tinyhil repro`` can run
-it again.
+(``rootdir``, ``invocation_dir``, ``test_path`` the test module's absolute path, inside the rootdir), so that
+``tinyhil repro`` can run it again.
 
 Raises (:func:`load_bundle`): :class:`BundleError` naming the file and the field.
 """
@@ -25,6 +25,7 @@ from tinyhil._files import write_atomically
 from tinyhil.errors import InvalidArgument
 from tinyhil.loading import LIMITS, Fields, FileFormatError, parse_json, read_capped
 from tinyhil.printable import printable
+from tinyhil.registry import default_registry
 from tinyhil.target import parse_target
 from tinyhil.trace.convert import trace_file_name
 from tinyhil.trace.errors import TraceError
@@ -73,7 +74,7 @@ class ReproBundle:
     quirks: Any = None
     board: dict[str, Any] | None = None
     trace: str | None = None
-    test_path: str | None = None  # the test module, absolute (a farm shard's rootdir may not hold it)
+    test_path: str | None = None  # the test module, absolute, inside rootdir (a farm shard's: its own folder)
     format: str = BUNDLE_FORMAT
     version: int = BUNDLE_VERSION
 
@@ -141,9 +142,10 @@ def load_bundle(path: str | Path) -> tuple[ReproBundle, Path]:
 
     Raises:
         BundleError: no such bundle, not JSON, over a cap, a wrong format or version, a missing, unknown or mistyped
-            field, a node id that is no node id inside its rootdir (:func:`check_nodeid`), a target that is no
-            target string, a rootdir that is no directory, an outcome that is no failure, or a trace it names that
-            is not in the bundle's directory.
+            field, a node id that is no node id inside its rootdir (:func:`check_nodeid`), a test module
+            (``test_path``) outside the rootdir, a target that is no target string, options the target refuses
+            (:func:`_check_options`), a rootdir that is no directory, an outcome that is no failure, or a trace it
+            names that is not in the bundle's directory.
     """
     given = Path(path)
     file = given / BUNDLE_FILE if given.is_dir() else given
@@ -183,13 +185,16 @@ def _read(table: Fields, directory: Path) -> ReproBundle:
     test_path = _absolute(table, "test_path", required=False)
     if test_path is not None and not test_path.endswith(".py"):
         raise table.error("test_path", f"{test_path!r}, expected the absolute path of a .py file")
+    if test_path is not None and not Path(test_path).resolve().is_relative_to(Path(rootdir).resolve()):
+        raise table.error("test_path", f"{test_path!r}: outside the rootdir {rootdir!r}, expected the test module "
+                                       "inside it")  # fmt: skip
     trace = table.string("trace", required=False)
     if trace is not None and (Path(trace).name != trace or not (directory / trace).is_file()):
         raise table.error("trace", f"{trace!r}: no such file in {directory}")
     return ReproBundle(
         nodeid=nodeid,
         target=target,
-        options=table.of_type("options", dict) or {},
+        options=_check_options(table, target),
         outcome=str(outcome),
         when=str(when),
         reason=table.string("reason", empty=True, max_len=_REASON_MAX_CHARS) or "",
@@ -203,6 +208,21 @@ def _read(table: Fields, directory: Path) -> ReproBundle:
         trace=trace,
         test_path=test_path,
     )
+
+
+def _check_options(table: Fields, target: str) -> dict[str, Any]:
+    """The ``options`` field, checked by ``target``'s own option check: every name one the target takes, and, when
+    every value is a plain one (a number, string, bool or null), the values too (its options dataclass). Options
+    recorded as JSON objects (MOCKUSB+AMD's quirks, fault plan, timing) are read back where they are used."""
+    options = table.of_type("options", dict) or {}
+    try:
+        resolved = default_registry().resolve(target)
+        resolved.check_options(options)
+        if not any(isinstance(value, (dict, list)) for value in options.values()):
+            resolved.build_options(options)
+    except (InvalidArgument, LookupError, TypeError) as exc:
+        raise table.error("options", f"{str(exc)[:300]}") from None
+    return options
 
 
 def _absolute(table: Fields, name: str, *, required: bool = True) -> str | None:

@@ -8,6 +8,7 @@ from typing import Any, Final
 
 from tinyhil.errors import TinyHilError
 from tinyhil.loading import FileFormatError
+from tinyhil.printable import printable
 
 __all__ = ["ReplayExhausted", "ReplayMismatch", "TraceError", "TraceFormatError", "TraceNotConsumed"]
 
@@ -34,7 +35,7 @@ class TraceFormatError(TraceError, FileFormatError):
         line = _LINE.match(where)
         FileFormatError.__init__(self, path, int(line.group(1)) if line else 0, field, problem)
         prefix = f"{path}: " if path else ""
-        self.args = (f"{prefix}{where}: {problem}",)
+        self.args = (printable(f"{prefix}{where}: {problem}", newlines=False),)
         self.where = where
         self.problem = problem
 

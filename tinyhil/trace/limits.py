@@ -20,7 +20,8 @@ from tinyhil.trace.errors import TraceFormatError
 if TYPE_CHECKING:
     from tinyhil.trace.records import TraceHeader
 
-__all__ = ["CONTROL_MAX_BYTES", "STRING_MAX_UNITS", "TIME_MAX_NS", "TRANSFER_MAX_BYTES", "U8", "U16", "U32", "U64",
+__all__ = ["CONTROL_MAX_BYTES", "INFLIGHT_MAX_BYTES", "INFLIGHT_MAX_URBS", "STRING_MAX_UNITS", "TIME_MAX_NS",
+           "TRANSFER_MAX_BYTES", "U8", "U16", "U32", "U64",
            "check_header", "hex_field", "trace_fields"]  # fmt: skip
 
 U8: Final = 0xFF
@@ -32,6 +33,12 @@ CONTROL_MAX_BYTES: Final = U16
 # The most one bulk transfer moves on Linux: usbfs refuses a URB larger than its usbfs_memory_mb budget (16 MiB by
 # default) with ENOMEM, and libusb submits a bulk transfer as one URB. A trace asking for more is no real transfer.
 TRANSFER_MAX_BYTES: Final = 16 << 20
+# The most a trace may hold in flight at once (submitted, not yet completed): usbfs_memory_mb is one budget for every
+# URB outstanding on the host, not per URB, so a real capture never had more buffer bytes in flight, nor more URBs
+# than the budget holds of their bookkeeping (Linux charges each struct urb, 184 bytes on x86-64, and struct async:
+# at least 256 bytes).
+INFLIGHT_MAX_BYTES: Final = TRANSFER_MAX_BYTES
+INFLIGHT_MAX_URBS: Final = INFLIGHT_MAX_BYTES // 256
 # Timestamps and durations: 2**62 ns (146 years), so a start plus a duration fits pcapng's unsigned 64-bit timestamp
 # and usbmon's signed 64-bit seconds.
 TIME_MAX_NS: Final = 1 << 62

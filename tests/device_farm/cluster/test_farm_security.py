@@ -9,6 +9,7 @@ sockets their processes (and their children: the nanny's worker) hold.
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import urllib.request
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ import pytest
 from support.cluster import LoopbackCluster, emulated_board, farm_run, listening, loopback_cluster, needs_dask
 
 from tinyhil.cli import main
+from tinyhil.device_farm.cluster.certs import make_certs
 from tinyhil.device_farm.cluster.security import FarmTLS, check_scheme, is_loopback, listen_host, load_farm_config
 from tinyhil.errors import InvalidArgument
 from tinyhil.loading import FileFormatError
@@ -48,6 +50,14 @@ def _port(address: str) -> int:
     return int(address.rsplit(":", 1)[1])
 
 
+def _pem(directory: Path, ca: str, cert: str, key: str) -> None:
+    """A lab CA's certificate and one host's certificate and key (``make_certs``), under the names given."""
+    lab = make_certs(directory / "lab", ["me"])
+    directory.mkdir(parents=True, exist_ok=True)
+    for source, name in ((lab.ca, ca), (lab.hosts["me"][0], cert), (lab.hosts["me"][1], key)):
+        shutil.copyfile(source, directory / name)
+
+
 def _one_line(err: str) -> str:
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -68,16 +78,14 @@ def test_insecure_allows_a_wide_address_with_a_warning_and_tls_allows_it_silentl
     warning = listen_host("0.0.0.0", None, insecure=True)
     assert warning is not None and warning.startswith("WARNING: --insecure: listening on 0.0.0.0 without TLS")
     assert "can run code" in warning
-    for name in ("ca", "cert", "key"):
-        (tmp_path / name).write_text("pem")
+    _pem(tmp_path, "ca", "cert", "key")
     tls = FarmTLS(tmp_path / "ca", tmp_path / "cert", tmp_path / "key")
     assert listen_host("0.0.0.0", tls, insecure=False) is None
     assert listen_host("127.0.0.1", None, insecure=False) is None
 
 
 def test_the_address_scheme_must_match_whether_tls_is_on(tmp_path: Path) -> None:
-    for name in ("ca", "cert", "key"):
-        (tmp_path / name).write_text("pem")
+    _pem(tmp_path, "ca", "cert", "key")
     tls = FarmTLS(tmp_path / "ca", tmp_path / "cert", tmp_path / "key")
     assert check_scheme("tls://lab-0:8786", tls) == "tls://lab-0:8786"
     with pytest.raises(InvalidArgument, match=r"--scheduler tcp://lab-0:8786: expected tls://HOST:PORT \(TLS is on\)"):
@@ -87,9 +95,7 @@ def test_the_address_scheme_must_match_whether_tls_is_on(tmp_path: Path) -> None
 
 
 def test_the_farm_config_gives_the_security_table_relative_to_itself(tmp_path: Path) -> None:
-    for name in ("ca.pem", "me.pem", "me.key"):
-        (tmp_path / "certs" / name).parent.mkdir(exist_ok=True)
-        (tmp_path / "certs" / name).write_text("pem")
+    _pem(tmp_path / "certs", "ca.pem", "me.pem", "me.key")
     config = tmp_path / "farm.toml"
     config.write_text('[security]\nca = "certs/ca.pem"\ncert = "certs/me.pem"\nkey = "certs/me.key"\n')
     assert load_farm_config(config) == FarmTLS(tmp_path / "certs/ca.pem", tmp_path / "certs/me.pem",
@@ -109,8 +115,7 @@ def test_the_farm_config_gives_the_security_table_relative_to_itself(tmp_path: P
     ],
 )
 def test_a_bad_farm_config_is_one_typed_error_naming_the_field(tmp_path: Path, text: str, message: str) -> None:
-    for name in ("ca.pem", "me.pem", "me.key"):
-        (tmp_path / name).write_text("pem")
+    _pem(tmp_path, "ca.pem", "me.pem", "me.key")
     (tmp_path / "farm.toml").write_text(text)
     with pytest.raises(FileFormatError, match=message):
         load_farm_config(tmp_path / "farm.toml")
@@ -151,8 +156,7 @@ def test_incomplete_tls_options_are_named(argv: list[str], message: str, capsys:
 def test_tls_on_the_local_engine_and_a_zero_connect_timeout_are_usage_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for name in ("ca", "cert", "key"):
-        (tmp_path / name).write_text("pem")
+    _pem(tmp_path, "ca", "cert", "key")
     tls = ["--tls-ca", str(tmp_path / "ca"), "--tls-cert", str(tmp_path / "cert"), "--tls-key", str(tmp_path / "key")]
     assert main(["farm", "run", "--report", str(tmp_path / "r"), *tls]) == 2
     assert "the local engine opens no connection; TLS is for --engine dask" in _one_line(capsys.readouterr().err)
