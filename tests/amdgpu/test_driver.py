@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from tinyhil.amdgpu import KernelLoadError
-from tinyhil.amdgpu.driver import AMD_CAPABILITIES, AmdDeviceBase, GpuPointer, MemoryUse
+from tinyhil.amdgpu.driver import AMD_CAPABILITIES, AmdDeviceBase
+from tinyhil.amdgpu.interfaces import GpuPointer, MemoryUse
 from tinyhil.device import Program
 from tinyhil.errors import InvalidArgument
 from tinyhil.kfd.over_kfd import KfdAmdDevice

@@ -11,8 +11,8 @@ import pytest
 from support.rdna3 import needs_clang
 from support.rdna3_corpus import SOURCE, divloop_reference
 
-from tinyhil.amdgpu.driver import GpuPointer
 from tinyhil.amdgpu.errors import KernelLoadError, QueueStopped
+from tinyhil.amdgpu.interfaces import GpuPointer
 from tinyhil.device import Buffer, Device, Program
 from tinyhil.emulators.amdgpu.pm4 import Pm4Engine
 from tinyhil.emulators.amdgpu.rdna3.executor import ProgramCache

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from tinyhil.amdgpu.driver import GpuPointer
+from tinyhil.amdgpu.interfaces import GpuPointer
 from tinyhil.builtin_targets import NO_KFD_REASON, kfd_probe
 from tinyhil.compiler import HostCCompiler
 from tinyhil.emulators.amdgpu import AmdGpu

@@ -35,8 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final
 
 import numpy as np
 
@@ -44,6 +43,7 @@ from tinyhil.align import round_up
 from tinyhil.amdgpu._loader import load_error
 from tinyhil.amdgpu.errors import KernelLoadError
 from tinyhil.amdgpu.gpu_kernel import GpuKernel, is_amdgpu_code_object, load_program_kernel
+from tinyhil.amdgpu.interfaces import AmdRing, CompletionEvent, GpuPointer, GpuRegion, MemoryUse
 from tinyhil.amdgpu.pm4 import pm4_launch, pm4_release_mem, pm4_wait_reg_mem
 from tinyhil.amdgpu.sdma import (
     sdma_const_fill,
@@ -54,7 +54,7 @@ from tinyhil.amdgpu.sdma import (
     sdma_trap,
 )
 from tinyhil.compiler import Compiler
-from tinyhil.device import Buffer, Device, DeviceBase, Dim3, KernelArg, Program, requires_open
+from tinyhil.device import Buffer, DeviceBase, Dim3, KernelArg, Program, requires_open
 from tinyhil.errors import DeviceError, StateError
 from tinyhil.spec.amdgpu import PAGE_BYTES, TIMESTAMP_PERIOD_NS, CompareFunction, QueueKind
 from tinyhil.spec.amdgpu_pm4 import ReleaseMemDataSel, ReleaseMemIntSel
@@ -66,12 +66,6 @@ __all__ = [
     "COMPILER_CAPABILITIES",
     "WAIT_TIMEOUT_MS",
     "AmdDeviceBase",
-    "AmdRing",
-    "CompletionEvent",
-    "GpuPointer",
-    "GpuRegion",
-    "MemoryUse",
-    "MultiGpuDevice",
 ]
 
 # What every AMD runtime does; "compile" and "exec" join when the device has a compiler its GPU can run.
@@ -88,67 +82,6 @@ _KERNARG_BYTES: Final = 64 << 10
 _KERNARG_ALIGN: Final = 256
 _FILL_MAX_BYTES: Final = 1 << 31
 _POLL_INTERVAL: Final = 1  # x 16 GPU clocks between re-checks of a cross-queue wait
-
-
-class GpuPointer(int):
-    """A raw GPU address passed to :meth:`~tinyhil.device.Device.exec` as a *pointer* argument (a plain ``int``
-    is passed as a value). Lets a test hand a kernel an address no buffer covers, e.g. to provoke a memory fault."""
-
-    def __repr__(self) -> str:
-        return f"GpuPointer({int(self):#x})"
-
-
-class MemoryUse(Enum):
-    """What a GPU allocation is for; the path picks the memory (VRAM, GTT, ...) from it."""
-
-    BUFFER = "buffer"  # a user buffer: device memory, reached by the host only through copyin / copyout
-    SIGNAL = "signal"  # timelines and timestamps: small, written by the GPU, read by the host (_host_read)
-    KERNEL = "kernel"  # code objects and kernel arguments: written by the host (_host_write), read by the GPU
-
-
-@dataclass(frozen=True, slots=True)
-class GpuRegion:
-    """GPU memory a path allocated: ``nbytes`` (page multiple) at GPU address ``va``; ``handle`` is the path's own."""
-
-    va: int
-    nbytes: int
-    use: MemoryUse
-    handle: Any = field(default=None, compare=False, repr=False)
-
-
-@dataclass(frozen=True, slots=True)
-class CompletionEvent:
-    """An interrupt the host can sleep on: the GPU writes ``mailbox_va`` (a u64 slot), then interrupts with
-    ``event_id`` as its context (KFD: a signal event and its event-page slot)."""
-
-    mailbox_va: int
-    event_id: int
-
-
-@runtime_checkable
-class AmdRing(Protocol):
-    """A queue as the runtime submits to it (``tinyhil.amdgpu.AmdQueue``, ``tinyhil.kfd.KfdQueue``)."""
-
-    ring_bytes: int
-
-    def submit(self, packets: bytes, /) -> int:
-        """Copy ``packets`` (whole dwords) into the ring, publish the write pointer, ring the doorbell."""
-        ...
-
-
-@runtime_checkable
-class MultiGpuDevice(Protocol):
-    """A device whose machine has several GPUs it can open side by side (capability ``multi-gpu``)."""
-
-    @property
-    def gpu_index(self) -> int: ...
-
-    @property
-    def gpu_count(self) -> int: ...
-
-    def open_peer(self, index: int) -> Device:
-        """Open GPU ``index`` of the same machine (and process) as another device; close it separately."""
-        ...
 
 
 @dataclass(slots=True)

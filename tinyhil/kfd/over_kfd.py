@@ -28,7 +28,8 @@ from typing import Any, Final, cast
 from tinyhil._check import check_int
 from tinyhil.align import ceil_div
 from tinyhil.allocator import OutOfMemory
-from tinyhil.amdgpu.driver import WAIT_TIMEOUT_MS, AmdDeviceBase, AmdRing, CompletionEvent, GpuRegion, MemoryUse
+from tinyhil.amdgpu.driver import WAIT_TIMEOUT_MS, AmdDeviceBase
+from tinyhil.amdgpu.interfaces import AmdRing, CompletionEvent, GpuRegion, MemoryUse
 from tinyhil.compiler import Compiler
 from tinyhil.device import Buffer
 from tinyhil.errors import DeviceTimeout, InvalidArgument

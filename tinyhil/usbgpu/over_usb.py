@@ -38,8 +38,9 @@ from typing import Any, Final
 
 from tinyhil.align import round_up
 from tinyhil.allocator import RangeAllocator
-from tinyhil.amdgpu.driver import AMD_CAPABILITIES, WAIT_TIMEOUT_MS, AmdDeviceBase, AmdRing, GpuRegion, MemoryUse
+from tinyhil.amdgpu.driver import AMD_CAPABILITIES, WAIT_TIMEOUT_MS, AmdDeviceBase
 from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource
+from tinyhil.amdgpu.interfaces import AmdRing, GpuRegion, MemoryUse
 from tinyhil.amdgpu.queue import AmdQueue
 from tinyhil.asm2464.controller import Asm2464Controller
 from tinyhil.compiler import Compiler
