@@ -32,8 +32,7 @@ CAPABILITIES: Final[Mapping[str, str]] = MappingProxyType(
         "copyin": "copy host bytes into device memory (Device.copyin)",
         "copyout": "copy device memory back to the host (Device.copyout / copyout_into)",
         "exec": "run a compiled program over a grid of workgroups (Device.exec)",
-        "fault-recovery": "after a fault on the compute queue is reported, the runtime replaces the queue and the "
-        "device runs the next dispatch",
+        "fault-recovery": "a reported compute-queue fault leaves the device usable: the runtime replaces the queue",
         "fill": "fill device memory with a byte value (Device.fill)",
         "kfd": "driven through the Linux amdkfd uapi: /dev/kfd ioctls, mmaps and the sysfs topology",
         "memory-faults": "a GPU access to unmapped memory fails the next wait with an error naming the address",
