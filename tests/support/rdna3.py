@@ -16,7 +16,7 @@ import pytest
 from tinyhil.amdgpu.code_object import CodeObject, hidden_kernargs, load_code_object, user_sgprs
 from tinyhil.emulators.amdgpu.mappings import FlatTranslation
 from tinyhil.emulators.amdgpu.memory import AddressSpace, IoRegion, Vram
-from tinyhil.emulators.amdgpu.rdna3 import DispatchSetup, DispatchStats, run_dispatch
+from tinyhil.emulators.amdgpu.rdna3 import DispatchSetup, DispatchStats, ProgramCache, run_dispatch
 from tinyhil.spec.amdhsa import KernelCodeProperty
 
 LLVM_MC = shutil.which("llvm-mc-19") or shutil.which("llvm-mc")
@@ -96,6 +96,7 @@ def launch(
     grid: int | tuple[int, int, int],
     block: int | tuple[int, int, int],
     step_budget: int = 1 << 20,
+    cache: ProgramCache | None = None,
 ) -> DispatchStats:
     """Upload ``co``, write ``args`` (the explicit arguments) with the hidden ones, and run ``name`` over ``grid``
     workgroups of ``block`` threads (an int is a 1-D size)."""
@@ -112,7 +113,7 @@ def launch(
     pgm = entries[name] >> 8
     setup = DispatchSetup(pgm & 0xFFFFFFFF, pgm >> 32, kd.compute_pgm_rsrc1, kd.dispatch_rsrc2(),
                           kd.compute_pgm_rsrc3, tuple(user), block3, grid3)  # fmt: skip
-    return run_dispatch(space, setup, step_budget=step_budget)
+    return run_dispatch(space, setup, step_budget=step_budget, cache=cache)
 
 
 def pack(*values: int | float, fmt: str) -> bytes:

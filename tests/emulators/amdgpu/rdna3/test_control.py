@@ -228,7 +228,7 @@ def test_bad_dispatch_setups_are_refused_before_anything_runs() -> None:
     with pytest.raises(InvalidArgument, match="user_data"):
         DispatchSetup(0, 0, 0, 0, user_data=(0,) * 17)
     space = make_space(16 << 20)
-    with pytest.raises(NotImplementedError, match="wave64"):
+    with pytest.raises(WaveTrap, match="wave64"):
         run_dispatch(space, DispatchSetup(CODE_BASE >> 8, 0, 0, 0, wave32=False))
     with pytest.raises(WaveTrap, match="program address is not mapped"):
         run_dispatch(space, DispatchSetup((32 << 20) >> 8, 0, 0, 0))

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.rdna3 import DATA, compile_cl, launch, make_space, needs_clang, read
+from support.rdna3 import CODE_BASE, DATA, compile_cl, launch, make_space, needs_clang, read
 
 from tinyhil.amdgpu.code_object import CodeObject
 from tinyhil.emulators.amdgpu.errors import GpuMemoryFault, WaveTrap
+from tinyhil.emulators.amdgpu.rdna3 import ProgramCache
 
 pytestmark = needs_clang
 
@@ -186,13 +187,15 @@ def test_an_endless_loop_ends_in_a_wave_trap_within_the_budget(kernels: CodeObje
 
 
 def test_a_second_dispatch_of_the_same_code_decodes_nothing(kernels: CodeObject) -> None:
-    from tinyhil.emulators.amdgpu.rdna3.executor import _DEFAULT_CACHE
-
-    space = make_space()
+    space, cache = make_space(), ProgramCache()
+    a = np.arange(32, dtype=np.float32)
+    space.write(DATA, a)
     args = struct.pack("<QQQi", DATA, DATA, DATA + 0x1000, 32)
-    launch(space, kernels, "vadd", args, grid=1, block=32)
-    program = _DEFAULT_CACHE.get(bytes(space.read(0x100000 + kernels.kernels["vadd"].entry_vaddr, 1 << 20)))
-    decoded = dict(program.decoded)
-    assert decoded
-    launch(space, kernels, "vadd", args, grid=1, block=32)
-    assert program.decoded == decoded
+    first = launch(space, kernels, "vadd", args, grid=1, block=32, cache=cache)
+    assert first.decoded == first.steps  # straight-line code: each instruction decoded once
+    assert launch(space, kernels, "vadd", args, grid=1, block=32, cache=cache).decoded == 0
+    # other bytes at the same address are a new program, decoded afresh
+    space.write(CODE_BASE + kernels.kernels["vadd"].entry_vaddr, S_NOP)  # its first instruction (s_clause) replaced
+    again = launch(space, kernels, "vadd", args, grid=1, block=32, cache=cache)
+    assert again.decoded == again.steps
+    np.testing.assert_array_equal(read(space, DATA + 0x1000, 32, "<f4"), a + a)
