@@ -14,6 +14,7 @@ from tinyhil.emulators.amdgpu.errors import GpuMemoryFault, WaveTrap
 from tinyhil.emulators.amdgpu.rdna3 import ProgramCache
 
 pytestmark = needs_clang
+S_NOP = (0xBF800000).to_bytes(4, "little")  # SOPP s_nop 0
 
 SOURCE = """
 static inline int gid(void) {
