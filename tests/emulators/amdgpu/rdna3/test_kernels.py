@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from pathlib import Path
 
 import numpy as np
 import pytest
-from support.rdna3 import CODE_BASE, DATA, compile_cl, launch, make_space, needs_clang, read
+from support.rdna3 import DATA, compile_cl, launch, make_space, needs_clang, read
 
 from tinyhil.amdgpu.code_object import CodeObject
 from tinyhil.emulators.amdgpu.errors import GpuMemoryFault, WaveTrap
@@ -196,7 +197,8 @@ def test_a_second_dispatch_of_the_same_code_decodes_nothing(kernels: CodeObject)
     assert first.decoded == first.steps  # straight-line code: each instruction decoded once
     assert launch(space, kernels, "vadd", args, grid=1, block=32, cache=cache).decoded == 0
     # other bytes at the same address are a new program, decoded afresh
-    space.write(CODE_BASE + kernels.kernels["vadd"].entry_vaddr, S_NOP)  # its first instruction (s_clause) replaced
-    again = launch(space, kernels, "vadd", args, grid=1, block=32, cache=cache)
+    entry = kernels.kernels["vadd"].entry_vaddr
+    image = kernels.image[:entry] + S_NOP + kernels.image[entry + len(S_NOP) :]  # s_clause replaced by s_nop
+    again = launch(space, dataclasses.replace(kernels, image=image), "vadd", args, grid=1, block=32, cache=cache)
     assert again.decoded == again.steps
     np.testing.assert_array_equal(read(space, DATA + 0x1000, 32, "<f4"), a + a)
