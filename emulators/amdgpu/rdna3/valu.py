@@ -264,7 +264,8 @@ def _mask(g: Group, code: int) -> np.ndarray:
 def _write_mask(g: Group, code: int, lanes: np.ndarray) -> None:
     if code == Src.NULL:
         return
-    g.set_s(code, mask_to_bits(np.broadcast_to(lanes, (g.n, 32)) & g.exec))
+    lanes = np.broadcast_to(lanes, (g.n, 32))
+    g.set_s(code, mask_to_bits(lanes if g.all_active else lanes & g.exec))
 
 
 def _special() -> dict[str, Handler]:
@@ -275,19 +276,16 @@ def _special() -> dict[str, Handler]:
 
     def carry(sign: int, reverse: bool, with_in: bool) -> Handler:
         def op(g: Group, i: Inst) -> None:
-            a, b = np.broadcast_arrays(*_sources(g, i, 2))
+            a, b = _sources(g, i, 2)
             if reverse:
                 a, b = b, a
-            c = _mask(g, i.src[2] if i.enc is Enc.VOP3 else Src.VCC_LO).astype(_U32) if with_in else _U32(0)
             with np.errstate(all="ignore"):
-                if sign > 0:
-                    first = a + b
-                    r = first + c
-                    out = (first < a) | (r < first)
-                else:
-                    first = a - b
-                    r = first - c
-                    out = (b > a) | (c > first)
+                r = a + b if sign > 0 else a - b
+                out = (r < a) if sign > 0 else (b > a)
+                if with_in:  # a carry (borrow) in overflows exactly where a +- b alone left r == a
+                    c = _mask(g, i.src[2] if i.enc is Enc.VOP3 else Src.VCC_LO)
+                    r = r + c if sign > 0 else r - c
+                    out = out | ((r == a) & c) if sign > 0 else out | ((b == a) & c)
             g.set_v(i.vdst, np.broadcast_to(r, (g.n, 32)))
             _write_mask(g, i.sdst if i.enc is Enc.VOP3 else Src.VCC_LO, out)
 
