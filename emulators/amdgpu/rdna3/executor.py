@@ -22,6 +22,7 @@ from tinyhil.spec.amdhsa import Rsrc1, Rsrc2
 
 from ..errors import GpuMemoryFault, WaveTrap
 from ..memory import AddressSpace
+from .atomics import ATOMIC_HANDLERS
 from .decode import DecodeError, Inst, decode
 from .opcodes import Enc
 from .operands import Src
@@ -34,7 +35,9 @@ from .vop3p import VOP3P_HANDLERS
 __all__ = ["HANDLERS", "DispatchSetup", "DispatchStats", "Program", "ProgramCache", "run_dispatch"]
 
 Handler = Callable[[Group, Inst], None]
-HANDLERS: Final[dict[str, Handler]] = {**SALU_HANDLERS, **VALU_HANDLERS, **VMEM_HANDLERS, **VOP3P_HANDLERS}
+HANDLERS: Final[dict[str, Handler]] = {
+    **SALU_HANDLERS, **VALU_HANDLERS, **VMEM_HANDLERS, **ATOMIC_HANDLERS, **VOP3P_HANDLERS
+}  # fmt: skip
 PGM_ADDR_SHIFT: Final = 8  # COMPUTE_PGM_LO/HI hold the program address >> 8
 USER_DATA_REGS: Final = 16
 WORKITEM_ID_SHIFT: Final = 10  # GFX11 packs the work-item ids in v0: x | y << 10 | z << 20
@@ -150,7 +153,8 @@ class Program:
         if entry is None:
             self._fill(space, pc + _MAX_INST_BYTES)
             if not 0 <= pc < len(self.code):
-                raise WaveTrap(f"PC outside the code ({len(self.code):#x} bytes from {self.base:#x})", pc=self.base + pc)
+                where = f"{len(self.code):#x} bytes from {self.base:#x}"
+                raise WaveTrap(f"PC outside the code ({where})", pc=self.base + pc)
             try:
                 inst = decode(self.code, pc)
             except DecodeError as exc:

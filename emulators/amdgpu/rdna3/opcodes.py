@@ -136,15 +136,27 @@ _BASE: Final[dict[Enc, dict[int, str]]] = {
         "10:v_dual_max_f32 11:v_dual_min_f32 16:v_dual_add_nc_u32 17:v_dual_lshlrev_b32 18:v_dual_and_b32"
     ),
     Enc.DS: _table(
-        "15:ds_store_2addr_stride64_b32 32:ds_add_rtn_u32 56:ds_load_2addr_stride64_b32 78:ds_store_2addr_b64 "
-        "119:ds_load_2addr_b64 "
-        "0:ds_add_u32 8:ds_max_u32 13:ds_store_b32 14:ds_store_2addr_b32 30:ds_store_b8 31:ds_store_b16 "
+        "15:ds_store_2addr_stride64_b32 56:ds_load_2addr_stride64_b32 78:ds_store_2addr_b64 119:ds_load_2addr_b64 "
+        "0:ds_add_u32 1:ds_sub_u32 2:ds_rsub_u32 3:ds_inc_u32 4:ds_dec_u32 5:ds_min_i32 6:ds_max_i32 7:ds_min_u32 "
+        "8:ds_max_u32 9:ds_and_b32 10:ds_or_b32 11:ds_xor_b32 16:ds_cmpstore_b32 18:ds_min_f32 19:ds_max_f32 "
+        "21:ds_add_f32 32:ds_add_rtn_u32 33:ds_sub_rtn_u32 34:ds_rsub_rtn_u32 35:ds_inc_rtn_u32 36:ds_dec_rtn_u32 "
+        "37:ds_min_rtn_i32 38:ds_max_rtn_i32 39:ds_min_rtn_u32 40:ds_max_rtn_u32 41:ds_and_rtn_b32 "
+        "42:ds_or_rtn_b32 43:ds_xor_rtn_b32 45:ds_storexchg_rtn_b32 48:ds_cmpstore_rtn_b32 50:ds_min_rtn_f32 "
+        "51:ds_max_rtn_f32 64:ds_add_u64 96:ds_add_rtn_u64 121:ds_add_rtn_f32 "
+        "13:ds_store_b32 14:ds_store_2addr_b32 30:ds_store_b8 31:ds_store_b16 "
         "54:ds_load_b32 55:ds_load_2addr_b32 57:ds_load_i8 58:ds_load_u8 59:ds_load_i16 60:ds_load_u16 "
         "77:ds_store_b64 118:ds_load_b64 222:ds_store_b96 223:ds_store_b128 254:ds_load_b96 255:ds_load_b128"
     ),
     Enc.FLAT: _table(
         "16:load_u8 17:load_i8 18:load_u16 19:load_i16 20:load_b32 21:load_b64 22:load_b96 23:load_b128 "
-        "24:store_b8 25:store_b16 26:store_b32 27:store_b64 28:store_b96 29:store_b128"
+        "24:store_b8 25:store_b16 26:store_b32 27:store_b64 28:store_b96 29:store_b128 "
+        "51:atomic_swap_b32 52:atomic_cmpswap_b32 53:atomic_add_u32 54:atomic_sub_u32 55:atomic_csub_u32 "
+        "56:atomic_min_i32 57:atomic_min_u32 58:atomic_max_i32 59:atomic_max_u32 60:atomic_and_b32 "
+        "61:atomic_or_b32 62:atomic_xor_b32 63:atomic_inc_u32 64:atomic_dec_u32 65:atomic_swap_b64 "
+        "66:atomic_cmpswap_b64 67:atomic_add_u64 68:atomic_sub_u64 69:atomic_min_i64 70:atomic_min_u64 "
+        "71:atomic_max_i64 72:atomic_max_u64 73:atomic_and_b64 74:atomic_or_b64 75:atomic_xor_b64 "
+        "76:atomic_inc_u64 77:atomic_dec_u64 80:atomic_cmpswap_f32 81:atomic_min_f32 82:atomic_max_f32 "
+        "86:atomic_add_f32"
     ),
     # Of MUBUF only the cache invalidations clang emits around barriers (buffer loads/stores are not modelled).
     Enc.MUBUF: _table("43:buffer_gl0_inv 44:buffer_gl1_inv"),

@@ -151,14 +151,6 @@ def _ds_store(kind: str, offsets: tuple[int, ...] = (0,), stride: int = 1) -> Ha
     return op
 
 
-def _ds_add(g: Group, i: Inst) -> None:
-    """ds_add_u32: every active lane adds to its LDS dword; lanes hitting the same dword all land (``np.add.at``)."""
-    _, index, inside = _lds_index(g, i, i.simm | (i.offset1 << 8), 4)
-    data = _read_lanes(g, i.src[1] - 256, g.exec, 4).view("<u4")[:, 0]
-    words = g.w.lds.view("<u4")
-    np.add.at(words, index[inside] >> 2, data[inside])
-
-
 def _handlers() -> dict[str, Handler]:
     ops: dict[str, Handler] = {name: _smem(n) for name, n in _SMEM_DWORDS.items()}
     for seg in ("global", "flat"):
@@ -175,7 +167,6 @@ def _handlers() -> dict[str, Handler]:
         ops[f"ds_store_2addr_{kind}"] = _ds_store(kind, (0, 1), size)
     ops["ds_load_2addr_stride64_b32"] = _ds_load("b32", (0, 1), 4 * _STRIDE64)
     ops["ds_store_2addr_stride64_b32"] = _ds_store("b32", (0, 1), 4 * _STRIDE64)
-    ops["ds_add_u32"] = _ds_add
     return ops
 
 
