@@ -20,7 +20,7 @@ from .decode import Inst
 from .lanes import gather, scatter
 from .operands import VGPR_BASE
 from .state import Group
-from .vmem import _lane_addresses, _lds_index, _write_lanes
+from .vmem import _lane_addresses, _lds_index, _pick, _read_lanes, _write_lanes
 
 __all__ = ["ATOMIC_HANDLERS", "DS_ATOMIC_OPS", "GLOBAL_ATOMIC_OPS", "combine"]
 
@@ -134,8 +134,7 @@ def combine(kind: str, slots: np.ndarray, cur: np.ndarray, data: np.ndarray, cmp
 
 def _data(g: Group, reg: int, active: np.ndarray, dwords: int) -> np.ndarray:
     """The active lanes' values of ``dwords`` consecutive VGPRs from ``reg``, as uint32 or uint64 (k,)."""
-    words = np.stack([g.w.vgpr[reg + k, g.sel][active] for k in range(dwords)], axis=1)
-    return np.ascontiguousarray(words).view(np.uint64 if dwords == 2 else np.uint32)[:, 0]
+    return _read_lanes(g, reg, active, 4 * dwords).view(np.uint64 if dwords == 2 else np.uint32)[:, 0]
 
 
 def _returned(g: Group, vdst: int, active: np.ndarray, pre: np.ndarray, dwords: int) -> None:
@@ -149,7 +148,7 @@ def _global_atomic(kind: str, dwords: int) -> Handler:
 
     def op(g: Group, i: Inst) -> None:
         active = g.exec
-        addrs = _lane_addresses(g, i)[active]
+        addrs = _pick(g, _lane_addresses(g, i), active)
         reg = i.src[1] - VGPR_BASE
         data = _data(g, reg, active, dwords)
         cmp = _data(g, reg + dwords, active, dwords) if kind.startswith("cmpswap") else data

@@ -231,6 +231,7 @@ def _setup_waves(setup: DispatchSetup) -> Waves:
     group = np.repeat(np.arange(n_groups, dtype=np.int64), waves_per_group)
     wave_in_group = np.tile(np.arange(waves_per_group, dtype=np.int64), n_groups)
     w.group[:] = group
+    w.lds_base[:] = group * lds
     user = _field(setup.rsrc2, Rsrc2.USER_SGPR_COUNT, _FIELD_5)
     for k, value in enumerate(setup.user_data[:user]):
         w.sgpr[k] = value & 0xFFFFFFFF

@@ -55,6 +55,7 @@ class Waves:
         self.alive = np.ones(n_waves, bool)
         self.waiting = np.zeros(n_waves, bool)  # at s_barrier
         self.group = np.zeros(n_waves, np.int64)  # workgroup index of each wave
+        self.lds_base = np.zeros(n_waves, np.int64)  # byte index of each wave's workgroup LDS in ``lds``
         self.lds_bytes = lds_bytes
         # padded so that the index of a lane outside the allocation (clamped to 0) is always valid
         self.lds = np.zeros(n_groups * lds_bytes + _LDS_PAD_BYTES, np.uint8)
