@@ -17,7 +17,8 @@ from tinyhil.amdgpu.code_object import CodeObject, hidden_kernargs, load_code_ob
 from tinyhil.emulators.amdgpu.mappings import FlatTranslation
 from tinyhil.emulators.amdgpu.memory import AddressSpace, IoRegion, Vram
 from tinyhil.emulators.amdgpu.rdna3 import DispatchSetup, DispatchStats, ProgramCache, run_dispatch
-from tinyhil.spec.amdhsa import KernelCodeProperty
+from tinyhil.emulators.amdgpu.rdna3.state import SCRATCH_LANE_STRIDE
+from tinyhil.spec.amdhsa import KernelCodeProperty, Rsrc2
 
 LLVM_MC = shutil.which("llvm-mc-19") or shutil.which("llvm-mc")
 CLANG = shutil.which("clang-19")
@@ -30,6 +31,7 @@ MC_ARGS = ["-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"]
 CODE_BASE = 0x100000
 KERNARG = 0x200000
 DATA = 0x400000
+SCRATCH = 0x2000000  # the dispatch's scratch memory, when a kernel has a private segment
 VRAM_BYTES = 64 << 20
 
 
@@ -77,13 +79,16 @@ def run_code(
     vgpr_granules: int = 1,
     lds_granules: int = 0,
     step_budget: int = 10_000,
+    scratch_wave_bytes: int = 0,
 ) -> DispatchStats:
-    """Run raw machine code: user SGPRs s0.. from ``user_data``, workgroup id x after them, v0 the thread id."""
+    """Run raw machine code: user SGPRs s0.. from ``user_data``, workgroup id x after them, v0 the thread id;
+    with ``scratch_wave_bytes``, scratch memory at ``SCRATCH`` and the scratch wave offset after the group id."""
     space.write(CODE_BASE, code + b"\0" * 64)
     rsrc1 = vgpr_granules - 1
-    rsrc2 = (len(user_data) << 1) | (1 << 7) | (lds_granules << 15)
-    setup = DispatchSetup(CODE_BASE >> 8, 0, rsrc1, rsrc2,
-                          user_data=tuple(user_data), num_thread=(threads, 1, 1), grid=(groups, 1, 1))  # fmt: skip
+    rsrc2 = (len(user_data) << 1) | (1 << 7) | (lds_granules << 15) | (bool(scratch_wave_bytes) << Rsrc2.ENABLE_PRIVATE_SEGMENT)
+    setup = DispatchSetup(CODE_BASE >> 8, 0, rsrc1, rsrc2, user_data=tuple(user_data), num_thread=(threads, 1, 1),
+                          grid=(groups, 1, 1), scratch_base=SCRATCH if scratch_wave_bytes else None,
+                          scratch_wave_bytes=scratch_wave_bytes)  # fmt: skip
     return run_dispatch(space, setup, step_budget=step_budget, code_window_bytes=len(code) + 64)
 
 
@@ -97,9 +102,11 @@ def launch(
     block: int | tuple[int, int, int],
     step_budget: int = 1 << 20,
     cache: ProgramCache | None = None,
+    scratch: bool = True,
 ) -> DispatchStats:
     """Upload ``co``, write ``args`` (the explicit arguments) with the hidden ones, and run ``name`` over ``grid``
-    workgroups of ``block`` threads (an int is a 1-D size)."""
+    workgroups of ``block`` threads (an int is a 1-D size). ``scratch`` gives the dispatch scratch memory at
+    ``SCRATCH``, sized from the descriptor's private segment."""
     grid3 = (grid, 1, 1) if isinstance(grid, int) else grid
     block3 = (block, 1, 1) if isinstance(block, int) else block
     entries = co.upload(space.write, CODE_BASE)
@@ -111,8 +118,11 @@ def launch(
                            KernelCodeProperty.ENABLE_SGPR_DISPATCH_PTR: 0, KernelCodeProperty.ENABLE_SGPR_QUEUE_PTR: 0,
                            KernelCodeProperty.ENABLE_SGPR_DISPATCH_ID: 0})  # fmt: skip
     pgm = entries[name] >> 8
+    # a dword row per 4 private bytes, each row a dword per lane (docs/rdna3.md "Scratch")
+    wave_bytes = -(-kd.private_segment_fixed_size // 4) * SCRATCH_LANE_STRIDE
     setup = DispatchSetup(pgm & 0xFFFFFFFF, pgm >> 32, kd.compute_pgm_rsrc1, kd.dispatch_rsrc2(),
-                          kd.compute_pgm_rsrc3, tuple(user), block3, grid3)  # fmt: skip
+                          kd.compute_pgm_rsrc3, tuple(user), block3, grid3, scratch_base=SCRATCH if scratch else None,
+                          scratch_wave_bytes=wave_bytes)  # fmt: skip
     return run_dispatch(space, setup, step_budget=step_budget, cache=cache)
 
 

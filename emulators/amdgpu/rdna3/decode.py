@@ -74,6 +74,7 @@ class Inst:
     seg: int = 0
     offset1: int = 0
     glc: bool = False
+    sve: bool = False  # SCRATCH: the VGPR address operand is used
     dual: Inst | None = None
 
     @property
@@ -216,7 +217,7 @@ def _flat(w: int, w1: int, pc: int, size: int) -> Inst:
     return Inst(
         pc, size, Enc.FLAT, op, name, vdst=(w1 >> 24) & 0xFF,
         src=(VGPR_BASE + (w1 & 0xFF), VGPR_BASE + ((w1 >> 8) & 0xFF)), simm=_sext(w & 0x1FFF, 13),
-        saddr=(w1 >> 16) & 0x7F, seg=seg, glc=bool(w >> 14 & 1),
+        saddr=(w1 >> 16) & 0x7F, seg=seg, glc=bool(w >> 14 & 1), sve=bool(w1 >> 23 & 1),
     )  # fmt: skip
 
 

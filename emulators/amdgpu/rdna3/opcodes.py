@@ -117,7 +117,7 @@ _BASE: Final[dict[Enc, dict[int, str]]] = {
         "522:v_mad_i32_i24 523:v_mad_u32_u24 528:v_bfe_u32 529:v_bfe_i32 530:v_bfi_b32 531:v_fma_f32 "
         "534:v_alignbit_b32 537:v_min3_f32 538:v_min3_i32 539:v_min3_u32 540:v_max3_f32 541:v_max3_i32 "
         "542:v_max3_u32 543:v_med3_f32 544:v_med3_i32 545:v_med3_u32 576:v_xor3_b32 580:v_perm_b32 "
-        "582:v_lshl_add_u32 583:v_add_lshl_u32 597:v_add3_u32 598:v_lshl_or_b32 599:v_and_or_b32 "
+        "581:v_xad_u32 582:v_lshl_add_u32 583:v_add_lshl_u32 597:v_add3_u32 598:v_lshl_or_b32 599:v_and_or_b32 "
         "600:v_or3_b32 766:v_mad_u64_u32 767:v_mad_i64_i32 768:v_add_co_u32 769:v_sub_co_u32 "
         "770:v_subrev_co_u32 796:v_ldexp_f32 797:v_bfm_b32 798:v_bcnt_u32_b32 803:v_cvt_pk_u16_u32 "
         "805:v_sub_nc_i32 806:v_add_nc_i32 812:v_mul_lo_u32 813:v_mul_hi_u32 814:v_mul_hi_i32 "

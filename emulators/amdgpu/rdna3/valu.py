@@ -169,6 +169,7 @@ _U32_OPS: Final[dict[str, tuple[int, Fn]]] = {
     "v_and_or_b32": (3, lambda a, b, c: (a & b) | c),
     "v_or3_b32": (3, lambda a, b, c: a | b | c),
     "v_xor3_b32": (3, lambda a, b, c: a ^ b ^ c),
+    "v_xad_u32": (3, lambda a, b, c: (a ^ b) + c),
     "v_lshl_or_b32": (3, lambda a, b, c: (a << (b & 31)) | c),
 }
 

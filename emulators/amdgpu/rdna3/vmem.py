@@ -5,7 +5,7 @@ SMEM ``sbase[63:0] + offset + soffset`` (dword aligned: the low two bits are ign
 GLOBAL ``vaddr[63:0] + offset`` with ``saddr`` off, else ``saddr[63:0] + vaddr[31:0] + offset``;
 FLAT ``vaddr[63:0] + offset``, every address taken as global memory (the LDS and private apertures are not
 modelled yet); DS ``vaddr + offset`` inside the workgroup's LDS, where an access past the allocation reads zero
-and is not written (as the hardware's LDS range check does). SCRATCH is decoded, not executed.
+and is not written (as the hardware's LDS range check does). SCRATCH is scratch.py's, atomics atomics.py's.
 """
 
 from __future__ import annotations

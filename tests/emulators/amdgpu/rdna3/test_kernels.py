@@ -18,6 +18,7 @@ pytestmark = needs_clang
 S_NOP = (0xBF800000).to_bytes(4, "little")  # SOPP s_nop 0
 
 SOURCE = """
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
 static inline int gid(void) {
   return __builtin_amdgcn_workgroup_id_x() * __builtin_amdgcn_workgroup_size_x() + __builtin_amdgcn_workitem_id_x();
 }
@@ -77,6 +78,18 @@ __kernel void scan(__global const int *a, __global int *out) {
   __builtin_amdgcn_s_barrier();
   out[t] = buf[t];
 }
+__kernel void ghist(__global const int *a, __global int *bins, __global int *firsts) {
+  int i = gid(); int v = a[i];
+  __atomic_fetch_add(&bins[v & 63], 1, __ATOMIC_RELAXED);
+  __atomic_fetch_max(&firsts[v & 7], v, __ATOMIC_RELAXED); }
+__kernel void privsum(__global const int *a, __global int *out) {
+  int t = gid(); int arr[32];
+  for (int k = 0; k < 32; k++) arr[k] = a[t * 32 + k] * k;
+  int s = 0;
+  for (int k = 0; k < 32; k++) s += arr[(k * 7 + a[t * 32]) & 31] ^ k;
+  out[t] = s; }
+__kernel void pkfma(__global const half2 *a, __global const half2 *b, __global half2 *c) {
+  int i = gid(); c[i] = a[i] * b[i] + a[i]; }
 __kernel void spin(__global int *out, int n) {
   int i = gid(); while (out[0] != n) { out[1] += i; } }
 """
@@ -202,3 +215,49 @@ def test_a_second_dispatch_of_the_same_code_decodes_nothing(kernels: CodeObject)
     again = launch(space, dataclasses.replace(kernels, image=image), "vadd", args, grid=1, block=32, cache=cache)
     assert again.decoded == again.steps
     np.testing.assert_array_equal(read(space, DATA + 0x1000, 32, "<f4"), a + a)
+
+
+def test_a_global_atomic_histogram_matches_numpy(kernels: CodeObject) -> None:
+    n = 4096
+    a = np.random.default_rng(7).integers(0, 1 << 20, n).astype(np.int32)
+    space = make_space()
+    space.write(DATA, a)
+    bins, firsts = DATA + 4 * n, DATA + 4 * n + 0x1000
+    launch(space, kernels, "ghist", struct.pack("<QQQ", DATA, bins, firsts), grid=n // 256, block=256)
+    np.testing.assert_array_equal(read(space, bins, 64, "<i4"), np.bincount(a & 63, minlength=64))
+    np.testing.assert_array_equal(read(space, firsts, 8, "<i4"), [a[(a & 7) == k].max() for k in range(8)])
+
+
+def test_a_kernel_indexing_a_private_array_uses_scratch_and_matches_numpy(kernels: CodeObject) -> None:
+    assert kernels.kernels["privsum"].private_segment_fixed_size > 0  # clang put the array in scratch
+    threads = 256
+    a = np.random.default_rng(8).integers(-1000, 1000, (threads, 32)).astype(np.int32)
+    space = make_space()
+    space.write(DATA, a)
+    launch(space, kernels, "privsum", struct.pack("<QQ", DATA, DATA + a.nbytes), grid=threads // 64, block=64)
+    arr = a * np.arange(32)
+    k = np.arange(32)
+    picks = (k * 7 + a[:, :1]) & 31
+    want = (np.take_along_axis(arr, picks, axis=1) ^ k).sum(axis=1)
+    np.testing.assert_array_equal(read(space, DATA + a.nbytes, threads, "<i4"), want)
+
+
+def test_a_kernel_using_scratch_without_scratch_memory_traps(kernels: CodeObject) -> None:
+    space = make_space()
+    args = struct.pack("<QQ", DATA, DATA + 0x10000)
+    with pytest.raises(WaveTrap, match="scratch_base is not set") as caught:
+        launch(space, kernels, "privsum", args, grid=1, block=64, scratch=False)
+    assert caught.value.text.startswith("scratch_")
+
+
+def test_packed_f16_math_matches_numpy(kernels: CodeObject) -> None:
+    n = 2048
+    rng = np.random.default_rng(9)
+    a, b = (rng.standard_normal(2 * n).astype(np.float16) for _ in range(2))
+    space = make_space()
+    space.write(DATA, a)
+    space.write(DATA + a.nbytes, b)
+    launch(space, kernels, "pkfma", struct.pack("<QQQ", DATA, DATA + a.nbytes, DATA + 2 * a.nbytes), grid=8, block=256)
+    got = read(space, DATA + 2 * a.nbytes, 2 * n, "<f2")
+    fused = (a.astype(np.float64) * b + a).astype(np.float16)  # v_pk_fma_f16: one rounding
+    np.testing.assert_array_equal(got, fused)
