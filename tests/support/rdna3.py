@@ -85,7 +85,8 @@ def run_code(
     with ``scratch_wave_bytes``, scratch memory at ``SCRATCH`` and the scratch wave offset after the group id."""
     space.write(CODE_BASE, code + b"\0" * 64)
     rsrc1 = vgpr_granules - 1
-    rsrc2 = (len(user_data) << 1) | (1 << 7) | (lds_granules << 15) | (bool(scratch_wave_bytes) << Rsrc2.ENABLE_PRIVATE_SEGMENT)
+    rsrc2 = (len(user_data) << 1) | (1 << 7) | (lds_granules << 15)
+    rsrc2 |= bool(scratch_wave_bytes) << Rsrc2.ENABLE_PRIVATE_SEGMENT
     setup = DispatchSetup(CODE_BASE >> 8, 0, rsrc1, rsrc2, user_data=tuple(user_data), num_thread=(threads, 1, 1),
                           grid=(groups, 1, 1), scratch_base=SCRATCH if scratch_wave_bytes else None,
                           scratch_wave_bytes=scratch_wave_bytes)  # fmt: skip
