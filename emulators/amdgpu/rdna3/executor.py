@@ -30,6 +30,7 @@ from .salu import SALU_HANDLERS
 from .scratch import SCRATCH_HANDLERS
 from .state import LANES, SCRATCH_LANE_STRIDE, Group, OperandError, Waves
 from .valu import VALU_HANDLERS, vopd_handler
+from .valu64 import VALU64_HANDLERS
 from .vmem import VMEM_HANDLERS
 from .vop3p import VOP3P_HANDLERS
 
@@ -37,7 +38,8 @@ __all__ = ["HANDLERS", "DispatchSetup", "DispatchStats", "Program", "ProgramCach
 
 Handler = Callable[[Group, Inst], None]
 HANDLERS: Final[dict[str, Handler]] = {
-    **SALU_HANDLERS, **VALU_HANDLERS, **VMEM_HANDLERS, **ATOMIC_HANDLERS, **SCRATCH_HANDLERS, **VOP3P_HANDLERS
+    **SALU_HANDLERS, **VALU_HANDLERS, **VALU64_HANDLERS, **VMEM_HANDLERS, **ATOMIC_HANDLERS, **SCRATCH_HANDLERS,
+    **VOP3P_HANDLERS,
 }  # fmt: skip
 PGM_ADDR_SHIFT: Final = 8  # COMPUTE_PGM_LO/HI hold the program address >> 8
 USER_DATA_REGS: Final = 16

@@ -81,7 +81,10 @@ _BASE: Final[dict[Enc, dict[int, str]]] = {
     ),
     Enc.SMEM: _table("0:s_load_b32 1:s_load_b64 2:s_load_b128 3:s_load_b256 4:s_load_b512"),
     Enc.VOP1: _table(
-        "0:v_nop 1:v_mov_b32 2:v_readfirstlane_b32 5:v_cvt_f32_i32 6:v_cvt_f32_u32 7:v_cvt_u32_f32 "
+        "0:v_nop 1:v_mov_b32 2:v_readfirstlane_b32 3:v_cvt_i32_f64 4:v_cvt_f64_i32 10:v_cvt_f16_f32 "
+        "11:v_cvt_f32_f16 15:v_cvt_f32_f64 16:v_cvt_f64_f32 21:v_cvt_u32_f64 22:v_cvt_f64_u32 23:v_trunc_f64 "
+        "24:v_ceil_f64 25:v_rndne_f64 26:v_floor_f64 47:v_rcp_f64 49:v_rsq_f64 52:v_sqrt_f64 62:v_fract_f64 "
+        "5:v_cvt_f32_i32 6:v_cvt_f32_u32 7:v_cvt_u32_f32 "
         "8:v_cvt_i32_f32 12:v_cvt_nearest_i32_f32 13:v_cvt_floor_i32_f32 17:v_cvt_f32_ubyte0 18:v_cvt_f32_ubyte1 "
         "19:v_cvt_f32_ubyte2 20:v_cvt_f32_ubyte3 32:v_fract_f32 33:v_trunc_f32 34:v_ceil_f32 35:v_rndne_f32 "
         "36:v_floor_f32 37:v_exp_f32 39:v_log_f32 42:v_rcp_f32 43:v_rcp_iflag_f32 46:v_rsq_f32 51:v_sqrt_f32 "
@@ -97,6 +100,12 @@ _BASE: Final[dict[Enc, dict[int, str]]] = {
         "43:v_fmac_f32 44:v_fmamk_f32 45:v_fmaak_f32 59:v_ldexp_f16"
     ),
     Enc.VOPC: _table(
+        "32:v_cmp_f_f64 33:v_cmp_lt_f64 34:v_cmp_eq_f64 35:v_cmp_le_f64 36:v_cmp_gt_f64 37:v_cmp_lg_f64 "
+        "38:v_cmp_ge_f64 39:v_cmp_o_f64 40:v_cmp_u_f64 41:v_cmp_nge_f64 42:v_cmp_nlg_f64 43:v_cmp_ngt_f64 "
+        "44:v_cmp_nle_f64 45:v_cmp_neq_f64 46:v_cmp_nlt_f64 47:v_cmp_t_f64 160:v_cmpx_f_f64 161:v_cmpx_lt_f64 "
+        "162:v_cmpx_eq_f64 163:v_cmpx_le_f64 164:v_cmpx_gt_f64 165:v_cmpx_lg_f64 166:v_cmpx_ge_f64 "
+        "167:v_cmpx_o_f64 168:v_cmpx_u_f64 169:v_cmpx_nge_f64 170:v_cmpx_nlg_f64 171:v_cmpx_ngt_f64 "
+        "172:v_cmpx_nle_f64 173:v_cmpx_neq_f64 174:v_cmpx_nlt_f64 175:v_cmpx_t_f64 "
         "16:v_cmp_f_f32 17:v_cmp_lt_f32 18:v_cmp_eq_f32 19:v_cmp_le_f32 20:v_cmp_gt_f32 21:v_cmp_lg_f32 "
         "22:v_cmp_ge_f32 23:v_cmp_o_f32 24:v_cmp_u_f32 25:v_cmp_nge_f32 26:v_cmp_nlg_f32 27:v_cmp_ngt_f32 "
         "28:v_cmp_nle_f32 29:v_cmp_neq_f32 30:v_cmp_nlt_f32 31:v_cmp_t_f32 65:v_cmp_lt_i32 66:v_cmp_eq_i32 "
@@ -114,6 +123,7 @@ _BASE: Final[dict[Enc, dict[int, str]]] = {
         "219:v_cmpx_le_u64 220:v_cmpx_gt_u64 221:v_cmpx_ne_u64 222:v_cmpx_ge_u64 254:v_cmpx_class_f32"
     ),
     Enc.VOP3: _table(
+        "807:v_add_f64 808:v_mul_f64 809:v_min_f64 810:v_max_f64 532:v_fma_f64 811:v_ldexp_f64 "
         "522:v_mad_i32_i24 523:v_mad_u32_u24 528:v_bfe_u32 529:v_bfe_i32 530:v_bfi_b32 531:v_fma_f32 "
         "534:v_alignbit_b32 537:v_min3_f32 538:v_min3_i32 539:v_min3_u32 540:v_max3_f32 541:v_max3_i32 "
         "542:v_max3_u32 543:v_med3_f32 544:v_med3_i32 545:v_med3_u32 576:v_xor3_b32 580:v_perm_b32 "
