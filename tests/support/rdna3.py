@@ -18,7 +18,7 @@ from tinyhil.emulators.amdgpu.mappings import FlatTranslation
 from tinyhil.emulators.amdgpu.memory import AddressSpace, IoRegion, Vram
 from tinyhil.emulators.amdgpu.rdna3 import DispatchSetup, DispatchStats, ProgramCache, run_dispatch
 from tinyhil.emulators.amdgpu.rdna3.state import SCRATCH_LANE_STRIDE
-from tinyhil.spec.amdhsa import KernelCodeProperty, Rsrc2
+from tinyhil.spec.amdhsa import KernelCodeProperty, Rsrc1, Rsrc2
 
 LLVM_MC = shutil.which("llvm-mc-19") or shutil.which("llvm-mc")
 CLANG = shutil.which("clang-19")
@@ -33,6 +33,9 @@ KERNARG = 0x200000
 DATA = 0x400000
 SCRATCH = 0x2000000  # the dispatch's scratch memory, when a kernel has a private segment
 VRAM_BYTES = 64 << 20
+# The float fields clang -O2 writes into a gfx1100 descriptor: denormals kept (f32 and f16/f64), DX10 clamp, IEEE.
+CLANG_FLOAT_MODE = (3 << Rsrc1.FLOAT_DENORM_MODE_32) | (3 << Rsrc1.FLOAT_DENORM_MODE_16_64) | (
+    1 << Rsrc1.ENABLE_DX10_CLAMP) | (1 << Rsrc1.ENABLE_IEEE_MODE)  # fmt: skip
 
 
 def make_space(vram_bytes: int = VRAM_BYTES) -> AddressSpace:
@@ -80,11 +83,13 @@ def run_code(
     lds_granules: int = 0,
     step_budget: int = 10_000,
     scratch_wave_bytes: int = 0,
+    rsrc1_float: int = CLANG_FLOAT_MODE,
 ) -> DispatchStats:
     """Run raw machine code: user SGPRs s0.. from ``user_data``, workgroup id x after them, v0 the thread id;
-    with ``scratch_wave_bytes``, scratch memory at ``SCRATCH`` and the scratch wave offset after the group id."""
+    with ``scratch_wave_bytes``, scratch memory at ``SCRATCH`` and the scratch wave offset after the group id;
+    ``rsrc1_float`` is ORed into COMPUTE_PGM_RSRC1 (its float mode fields)."""
     space.write(CODE_BASE, code + b"\0" * 64)
-    rsrc1 = vgpr_granules - 1
+    rsrc1 = (vgpr_granules - 1) | rsrc1_float
     rsrc2 = (len(user_data) << 1) | (1 << 7) | (lds_granules << 15)
     rsrc2 |= bool(scratch_wave_bytes) << Rsrc2.ENABLE_PRIVATE_SEGMENT
     setup = DispatchSetup(CODE_BASE >> 8, 0, rsrc1, rsrc2, user_data=tuple(user_data), num_thread=(threads, 1, 1),

@@ -35,7 +35,9 @@ _FORMATS: Final = (
     (0xFC000000, 0xE0000000, Enc.MUBUF),
 )
 _TWO_DWORDS: Final = frozenset({Enc.SMEM, Enc.VOP3, Enc.VOP3P, Enc.VOPD, Enc.DS, Enc.FLAT, Enc.MUBUF})
-_LITERAL_OPS: Final = frozenset({"v_fmamk_f32", "v_fmaak_f32", "v_dual_fmamk_f32", "v_dual_fmaak_f32"})
+_LITERAL_OPS: Final = frozenset(
+    {"v_fmamk_f32", "v_fmaak_f32", "v_dual_fmamk_f32", "v_dual_fmaak_f32", "s_setreg_imm32_b32"}
+)
 
 
 class DecodeError(ValueError):

@@ -24,6 +24,7 @@ from ..errors import GpuMemoryFault, WaveTrap
 from ..memory import AddressSpace
 from .atomics import ATOMIC_HANDLERS
 from .decode import DecodeError, Inst, decode
+from .mode import MODE_HANDLERS, initial_mode, mode_written
 from .opcodes import Enc
 from .operands import Src
 from .salu import SALU_HANDLERS
@@ -39,7 +40,7 @@ __all__ = ["HANDLERS", "DispatchSetup", "DispatchStats", "Program", "ProgramCach
 Handler = Callable[[Group, Inst], None]
 HANDLERS: Final[dict[str, Handler]] = {
     **SALU_HANDLERS, **VALU_HANDLERS, **VALU64_HANDLERS, **VMEM_HANDLERS, **ATOMIC_HANDLERS, **SCRATCH_HANDLERS,
-    **VOP3P_HANDLERS,
+    **VOP3P_HANDLERS, **MODE_HANDLERS,
 }  # fmt: skip
 PGM_ADDR_SHIFT: Final = 8  # COMPUTE_PGM_LO/HI hold the program address >> 8
 USER_DATA_REGS: Final = 16
@@ -230,6 +231,8 @@ def _setup_waves(setup: DispatchSetup) -> Waves:
     lds = _field(setup.rsrc2, Rsrc2.GRANULATED_LDS_SIZE, _FIELD_9) * _LDS_GRANULE_BYTES
     w = Waves(n_waves, vgprs, n_groups, lds)
     w.scratch_base = setup.scratch_base
+    w.mode[:] = initial_mode(setup.rsrc1)
+    mode_written(w)
     w.scratch_wave_bytes = setup.scratch_wave_bytes
     group = np.repeat(np.arange(n_groups, dtype=np.int64), waves_per_group)
     wave_in_group = np.tile(np.arange(waves_per_group, dtype=np.int64), n_groups)

@@ -65,7 +65,8 @@ _BASE: Final[dict[Enc, dict[int, str]]] = {
     Enc.SOPK: _table(
         "0:s_movk_i32 2:s_cmovk_i32 3:s_cmpk_eq_i32 4:s_cmpk_lg_i32 5:s_cmpk_gt_i32 6:s_cmpk_ge_i32 "
         "7:s_cmpk_lt_i32 8:s_cmpk_le_i32 9:s_cmpk_eq_u32 10:s_cmpk_lg_u32 11:s_cmpk_gt_u32 12:s_cmpk_ge_u32 "
-        "13:s_cmpk_lt_u32 14:s_cmpk_le_u32 15:s_addk_i32 16:s_mulk_i32 24:s_waitcnt_vscnt 25:s_waitcnt_vmcnt "
+        "13:s_cmpk_lt_u32 14:s_cmpk_le_u32 15:s_addk_i32 16:s_mulk_i32 17:s_getreg_b32 18:s_setreg_b32 "
+        "19:s_setreg_imm32_b32 24:s_waitcnt_vscnt 25:s_waitcnt_vmcnt "
         "26:s_waitcnt_expcnt 27:s_waitcnt_lgkmcnt"
     ),
     Enc.SOPC: _table(
@@ -75,6 +76,7 @@ _BASE: Final[dict[Enc, dict[int, str]]] = {
     ),
     Enc.SOPP: _table(
         "0:s_nop 3:s_sleep 4:s_set_inst_prefetch_distance 5:s_clause 7:s_delay_alu 9:s_waitcnt 16:s_trap "
+        "17:s_round_mode 18:s_denorm_mode "
         "31:s_code_end 32:s_branch 33:s_cbranch_scc0 34:s_cbranch_scc1 35:s_cbranch_vccz 36:s_cbranch_vccnz "
         "37:s_cbranch_execz 38:s_cbranch_execnz 48:s_endpgm 53:s_setprio 54:s_sendmsg 60:s_icache_inv "
         "61:s_barrier"

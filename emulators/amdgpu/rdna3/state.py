@@ -61,6 +61,8 @@ class Waves:
         self.lds = np.zeros(n_groups * lds_bytes + _LDS_PAD_BYTES, np.uint8)
         self._exec_mask: np.ndarray | None = None
         self._exec_full = False
+        self.mode = np.zeros(n_waves, _U32)  # the MODE hardware register (mode.py)
+        self.flushes_f32 = False  # whether any wave's MODE flushes f32 denormals
         self.scratch_base: int | None = None  # GPU address of wave 0's private segment (docs/rdna3.md "Scratch")
         self.scratch_wave_bytes = 0
 

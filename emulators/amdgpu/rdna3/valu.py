@@ -14,6 +14,7 @@ from typing import Final
 import numpy as np
 
 from .decode import Inst
+from .mode import flush_f32
 from .opcodes import Enc
 from .operands import Src
 from .state import Group, bits_to_mask, mask_to_bits
@@ -211,19 +212,19 @@ def _sources(g: Group, i: Inst, count: int) -> list[np.ndarray]:
 
 
 def _float_sources(g: Group, i: Inst, count: int) -> list[np.ndarray]:
-    values = [_f(s) for s in _sources(g, i, count)]
+    values = [flush_f32(g, _f(s), False) for s in _sources(g, i, count)]
     if i.enc is Enc.VOP3 and (i.abs or i.neg):
         values = [(-1 if i.neg >> k & 1 else 1) * (np.abs(v) if i.abs >> k & 1 else v) for k, v in enumerate(values)]
     return values
 
 
-def _float_result(i: Inst, r: np.ndarray) -> np.ndarray:
+def _float_result(i: Inst, r: np.ndarray, g: Group | None = None) -> np.ndarray:
     r = np.asarray(r, _F32)
     if i.omod:
         r = r * np.float32(_OMOD[i.omod])
     if i.clamp:
         r = np.where(np.isnan(r), np.float32(0), np.clip(r, np.float32(0), np.float32(1)))
-    return _u(r)
+    return _u(r if g is None else flush_f32(g, r, True))
 
 
 def _f32_op(count: int, fn: Fn, name: str) -> Handler:
@@ -236,7 +237,7 @@ def _f32_op(count: int, fn: Fn, name: str) -> Handler:
 
     def op(g: Group, i: Inst) -> None:
         with np.errstate(all="ignore"):
-            g.set_v(i.vdst, np.broadcast_to(_float_result(i, fn(*_float_sources(g, i, count))), (g.n, 32)))
+            g.set_v(i.vdst, np.broadcast_to(_float_result(i, fn(*_float_sources(g, i, count)), g), (g.n, 32)))
 
     return op
 
@@ -326,7 +327,7 @@ def _special() -> dict[str, Handler]:
     def fmac(g: Group, i: Inst) -> None:
         a, b = _float_sources(g, i, 2)
         with np.errstate(all="ignore"):
-            g.set_v(i.vdst, _float_result(i, _fma(a, b, _f(g.w.vgpr[i.vdst, g.sel]))))
+            g.set_v(i.vdst, _float_result(i, _fma(a, b, flush_f32(g, _f(g.w.vgpr[i.vdst, g.sel]), False)), g))
 
     def fmamk(g: Group, i: Inst) -> None:
         a, b = _float_sources(g, i, 2)
