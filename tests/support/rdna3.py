@@ -44,6 +44,13 @@ def make_space(vram_bytes: int = VRAM_BYTES) -> AddressSpace:
     return AddressSpace(vram, FlatTranslation(vram, vram_at_zero=True, aperture=False), IoRegion("bus"))
 
 
+def make_space_with_mappings(vram_bytes: int = VRAM_BYTES) -> tuple[AddressSpace, FlatTranslation]:
+    """:func:`make_space`, and its translation (to map more, read-only for instance)."""
+    vram = Vram(vram_bytes)
+    mappings = FlatTranslation(vram, vram_at_zero=True, aperture=False)
+    return AddressSpace(vram, mappings, IoRegion("bus")), mappings
+
+
 def mc_encode(lines: Sequence[str]) -> list[bytes]:
     """Each instruction's bytes, as llvm-mc encodes them for gfx1100."""
     assert LLVM_MC is not None

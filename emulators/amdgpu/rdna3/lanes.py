@@ -127,11 +127,17 @@ def gather(space: AddressSpace, addrs: np.ndarray, nbytes: int) -> np.ndarray:
     return out
 
 
+def _check_writable(view: np.ndarray, lo: int, span: int) -> None:
+    if not view.flags.writeable:
+        raise GpuMemoryFault(lo, span, "vector memory store: write to read-only memory")
+
+
 def scatter(space: AddressSpace, addrs: np.ndarray, data: np.ndarray) -> None:
     """Store ``data[k]`` (uint8, shape (len(addrs), nbytes)) at ``addrs[k]``; where lanes overlap the last wins.
 
     Raises:
-        GpuMemoryFault: a lane's bytes have nothing mapped behind them; the lanes of other clusters may be stored.
+        GpuMemoryFault: a lane's bytes have nothing mapped behind them or are read-only; the lanes of other
+            clusters may be stored.
     """
     if not len(addrs):
         return
@@ -140,6 +146,7 @@ def scatter(space: AddressSpace, addrs: np.ndarray, data: np.ndarray) -> None:
     if first is not None:  # one slice assignment into the live view
         view = _fast_view(space, first, len(addrs) * nbytes, len(addrs) * nbytes)
         if view is not None:
+            _check_writable(view, first, len(addrs) * nbytes)
             view.reshape(len(addrs), nbytes)[:] = data
             space.notify_written(first, len(addrs) * nbytes)
             return
@@ -148,6 +155,7 @@ def scatter(space: AddressSpace, addrs: np.ndarray, data: np.ndarray) -> None:
     span = int(addrs.max()) + nbytes - lo
     view = _fast_view(space, lo, span, len(addrs) * nbytes)
     if view is not None:
+        _check_writable(view, lo, span)
         rel = (addrs - np.uint64(lo)).view(np.int64)
         if nbytes % 4 == 0 and lo % 4 == 0 and not int(np.bitwise_or.reduce(rel)) & 3 and len(view) % 4 == 0:
             dwords, values = view.view("<u4"), np.ascontiguousarray(data).view("<u4")

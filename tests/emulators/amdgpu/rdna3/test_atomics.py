@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.rdna3 import DATA, assemble, make_space, needs_llvm_mc, read, run_code
+from support.rdna3 import DATA, assemble, make_space, make_space_with_mappings, needs_llvm_mc, read, run_code
 
+from tinyhil.emulators.amdgpu.errors import GpuMemoryFault
 from tinyhil.emulators.amdgpu.rdna3.atomics import _OPS, combine
 
 KINDS_32 = sorted(_OPS)
@@ -102,3 +103,15 @@ def test_lds_returning_atomics_from_assembly() -> None:
     want_add = [lanes[(lanes < k) & (lanes % 2 == k % 2)].sum() for k in lanes]
     np.testing.assert_array_equal(read(space, DATA, 64, "<i4"), want_max)
     np.testing.assert_array_equal(read(space, DATA + 256, 64, "<u4"), want_add)
+
+
+@needs_llvm_mc
+@pytest.mark.parametrize("store", ["global_store_b32", "global_atomic_add_u32", "global_store_b8"])
+def test_vector_writes_to_read_only_memory_are_memory_faults(store: str) -> None:
+    space, mappings = make_space_with_mappings()
+    readonly = 0x4000_0000
+    mappings.map(readonly, space.vram[DATA : DATA + 0x1000], writable=False)
+    with pytest.raises(GpuMemoryFault, match="read-only") as caught:
+        run_code(space, assemble(f"v_lshlrev_b32 v1, 2, v0\n{store} v1, v0, s[0:1]\ns_endpgm"), user_data=(readonly, 0))
+    assert readonly <= caught.value.va < readonly + 0x1000
+    assert not read(space, DATA, 32, "<u4").any()
