@@ -95,13 +95,13 @@ def _name(enc: Enc, op: int, pc: int) -> str:
     return name
 
 
-def _dword(code: bytes | memoryview, at: int, pc: int) -> int:
+def _dword(code: bytes | bytearray | memoryview, at: int, pc: int) -> int:
     if at + 4 > len(code):
         raise DecodeError(pc, f"instruction runs past the end of the code ({len(code):#x} bytes)")
     return int.from_bytes(code[at : at + 4], "little")
 
 
-def decode(code: bytes | memoryview, pc: int) -> Inst:
+def decode(code: bytes | bytearray | memoryview, pc: int) -> Inst:
     """The instruction at byte offset ``pc`` of ``code``.
 
     Raises:

@@ -46,8 +46,8 @@ def _byte_addresses(g: Group, i: Inst, active: np.ndarray, nbytes: int) -> np.nd
     base = _U64(g.w.scratch_base) + waves * _U64(g.w.scratch_wave_bytes)
     lane_base = base[:, None] + _LANE_BYTES  # (n, 32)
     offset, lane_base = _pick(g, offset, active), _pick(g, lane_base, active)
-    byte = offset[:, None] + np.arange(nbytes, dtype=np.uint64)
-    return lane_base[:, None] + (byte >> _U64(2)) * _U64(SCRATCH_LANE_STRIDE) + (byte & _U64(3))
+    byte: np.ndarray = np.asarray(offset[:, None] + np.arange(nbytes, dtype=np.uint64), np.uint64)
+    return np.asarray(lane_base[:, None] + (byte >> _U64(2)) * _U64(SCRATCH_LANE_STRIDE) + (byte & _U64(3)), _U64)
 
 
 def _load(kind: str) -> Handler:
