@@ -302,9 +302,8 @@ def _special() -> dict[str, Handler]:
                 r = np.asarray(wide % (1 << 64), dtype=object).astype(_U64)
                 out = (wide < -(2**63)) | (wide >= 2**63)
             else:
-                lo = a.astype(_U64) * b.astype(_U64)
-                r = lo + c
-                out = r < c
+                r = a.astype(_U64) * b.astype(_U64) + c
+                out = (r < c) if i.sdst != Src.NULL else np.zeros(1, bool)  # the carry only where it is kept
             g.set_v64(i.vdst, np.broadcast_to(r, (g.n, 32)))
             _write_mask(g, i.sdst, np.asarray(out, bool))
 
