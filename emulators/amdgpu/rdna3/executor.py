@@ -206,11 +206,12 @@ class ProgramCache:
     def get(self, space: AddressSpace, base: int, window_bytes: int) -> Program:
         """The program at ``base``: the cached one when its decoded bytes are still there, else a new one."""
         program = self._programs.get(base)
-        if program is None or program.window_bytes > window_bytes or not program.still_in(space):
+        if program is None or program.extent > window_bytes or not program.still_in(space):
             program = Program(base, window_bytes)
             self._programs[base] = program
             if len(self._programs) > self.entries:
                 self._programs.popitem(last=False)
+        program.window_bytes = window_bytes  # this dispatch's window (a mapping may have grown since)
         self._programs.move_to_end(base)
         return program
 
