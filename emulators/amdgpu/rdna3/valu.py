@@ -171,8 +171,26 @@ _U32_OPS: Final[dict[str, tuple[int, Fn]]] = {
     "v_or3_b32": (3, lambda a, b, c: a | b | c),
     "v_xor3_b32": (3, lambda a, b, c: a ^ b ^ c),
     "v_xad_u32": (3, lambda a, b, c: (a ^ b) + c),
+    "v_perm_b32": (3, lambda a, b, c: _perm(a, b, c)),
     "v_lshl_or_b32": (3, lambda a, b, c: (a << (b & 31)) | c),
 }
+
+
+_PERM_SIGN_BITS: Final = np.array([15, 31, 47, 63], np.uint64)  # selectors 8-11: the sign of bytes 1, 3, 5, 7
+
+
+def _perm(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """v_perm_b32: each byte of the result picks from {S0, S1} (S1 the low dword) by the matching byte of S2:
+    0-7 a byte, 8-11 the sign of byte 1/3/5/7 replicated, 12 zero, 13-255 0xFF."""
+    data = (a.astype(_U64) << _U64(32)) | b.astype(_U64)
+    out = np.zeros(np.broadcast(a, b, c).shape, _U64)
+    for k in range(4):
+        sel = ((c >> _U32(8 * k)) & _U32(0xFF)).astype(_U64)
+        byte = (data >> (np.minimum(sel, _U64(7)) * _U64(8))) & _U64(0xFF)
+        sign = ((data >> _PERM_SIGN_BITS[np.clip(sel, 8, 11).astype(np.int64) - 8]) & _U64(1)) * _U64(0xFF)
+        picked = np.select([sel < 8, sel < 12, sel == 12], [byte, sign, _U64(0)], _U64(0xFF))
+        out |= picked << _U64(8 * k)
+    return out
 
 
 def _s24(a: np.ndarray) -> np.ndarray:

@@ -173,3 +173,31 @@ def test_transcendental_special_values(name: str, value: float, want: float) -> 
     wide = np.ascontiguousarray(np.repeat(a, 2)).view(np.float64)
     got = (run64(f"{name} v6, v2", wide, wide) & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
     _same(got, np.full(32, want, np.float32))
+
+
+def _perm_reference(a: int, b: int, c: int) -> int:
+    """The ISA's BYTE_PERMUTE, one lane at a time."""
+    data = (a << 32) | b
+    out = 0
+    for k in range(4):
+        sel = (c >> (8 * k)) & 0xFF
+        if sel < 8:
+            byte = (data >> (8 * sel)) & 0xFF
+        elif sel < 12:
+            byte = 0xFF if data >> (15 + 16 * (sel - 8)) & 1 else 0
+        else:
+            byte = 0 if sel == 12 else 0xFF
+        out |= byte << (8 * k)
+    return out
+
+
+words = st.lists(st.integers(0, 2**32 - 1), min_size=32, max_size=32)
+
+
+@settings(max_examples=20, deadline=None)
+@given(a=words, b=words, sel=st.lists(st.integers(0, 2**32 - 1) | st.sampled_from([0x0C0B0A09, 0x08070605, 0xFF0D0C03]),
+                                      min_size=32, max_size=32))  # fmt: skip
+def test_v_perm_b32_picks_bytes_as_byte_permute_says(a: list[int], b: list[int], sel: list[int]) -> None:
+    wide_a = np.array([x | (y << 32) for x, y in zip(a, sel, strict=True)], np.uint64)  # v2 = a, v3 = sel
+    got = run64("v_perm_b32 v6, v2, v4, v3", wide_a, np.array(b, np.uint64)) & 0xFFFFFFFF
+    np.testing.assert_array_equal(got, [_perm_reference(x, y, z) for x, y, z in zip(a, b, sel, strict=True)])
