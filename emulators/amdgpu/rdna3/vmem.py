@@ -121,10 +121,13 @@ def _global_store(kind: str) -> Handler:
     return op
 
 
-def _lds_index(g: Group, i: Inst, offset: int, nbytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(active lanes, flat LDS byte index of each active lane, whether it lies inside the allocation)."""
+def _lds_index(
+    g: Group, i: Inst, offset: int, nbytes: int, vaddr: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(active lanes, flat LDS byte index of each active lane, whether it lies inside the allocation); ``vaddr``
+    is the address VGPR as int64 when the caller already has it (the two-address forms)."""
     active = g.exec
-    rel = np.asarray(g.v(i.src[0]), _U32).astype(np.int64) + offset
+    rel = (np.asarray(g.v(i.src[0]), _U32).astype(np.int64) if vaddr is None else vaddr) + offset
     inside = rel + nbytes <= g.w.lds_bytes
     index = rel + g.w.lds_base[g.sel][:, None]
     if not inside.all():
@@ -168,9 +171,10 @@ def _ds_load(kind: str, offsets: tuple[int, ...] = (0,), stride: int = 1) -> Han
 
     def op(g: Group, i: Inst) -> None:
         pieces = []
+        vaddr = np.asarray(g.v(i.src[0]), _U32).astype(np.int64)
         for field in offsets:
             off = (i.simm if field == 0 else i.offset1) * stride if len(offsets) > 1 else i.simm | (i.offset1 << 8)
-            active, index, inside = _lds_index(g, i, off, nbytes)
+            active, index, inside = _lds_index(g, i, off, nbytes, vaddr)
             pieces.append(_extend(_lds_read(g, index, inside, nbytes), kind))
         _write_lanes(g, i.vdst, active, np.concatenate(pieces, axis=1))
 
