@@ -6,7 +6,9 @@ constants as f64). f64 arithmetic is numpy's IEEE double (round to nearest even,
 multiply-add by one ULP where extended precision does not hold the exact product (docs/rdna3.md). VOP3 abs/neg,
 clamp and omod apply. f16 results go to the low half of the destination with the high half zeroed, or to the high
 half (the low half kept) when VOP3 ``op_sel[3]`` is set; an f16 source is the low half, or the high half when its
-``op_sel`` bit is set. Conversions to integers truncate, saturate, and turn NaN into 0, as the ISA guide says.
+``op_sel`` bit is set. Conversions to integers truncate, saturate, and turn NaN into 0, as the ISA guide says;
+``v_frexp_*_f32`` split an f32 into a mantissa in [0.5, 1) and an exponent (inf/NaN: themselves and 0), and
+``v_cvt_pk_u16_u32`` packs two u32s saturated to 16 bits.
 """
 
 from __future__ import annotations
@@ -164,6 +166,18 @@ def _conversions() -> dict[str, Handler]:
 
         return op
 
+    def frexp_mant(g: Group, i: Inst) -> None:
+        with np.errstate(all="ignore"):
+            _set_f32(g, i, np.frexp(_f32_source(g, i))[0])  # inf and NaN come back as they are
+
+    def frexp_exp(g: Group, i: Inst) -> None:
+        exponent = np.frexp(_f32_source(g, i))[1].astype(np.int32)  # 0 for 0, inf and NaN
+        g.set_v(i.vdst, np.broadcast_to(exponent.view(_U32), (g.n, 32)))
+
+    def pk_u16(g: Group, i: Inst) -> None:
+        lo, hi = (np.minimum(np.asarray(g.v(code), _U32), _U32(0xFFFF)) for code in i.src[:2])
+        g.set_v(i.vdst, np.broadcast_to(lo | (hi << _HALF_SHIFT), (g.n, 32)))
+
     def f16_from_f32(g: Group, i: Inst) -> None:
         with np.errstate(all="ignore"):
             _set_f16(g, i, _f32_source(g, i).astype(np.float16))
@@ -175,7 +189,8 @@ def _conversions() -> dict[str, Handler]:
         "v_cvt_f64_f32": f64_from(_f32_source), "v_cvt_f64_i32": f64_from(i32), "v_cvt_f64_u32": f64_from(u32),
         "v_cvt_f32_f64": f32_from(f64), "v_cvt_f32_f16": f32_from(_f16_source),
         "v_cvt_i32_f64": int_from(f64, -(2**31), 2**31 - 1), "v_cvt_u32_f64": int_from(f64, 0, 2**32 - 1),
-        "v_cvt_f16_f32": f16_from_f32,
+        "v_cvt_f16_f32": f16_from_f32, "v_frexp_mant_f32": frexp_mant, "v_frexp_exp_i32_f32": frexp_exp,
+        "v_cvt_pk_u16_u32": pk_u16,
     }  # fmt: skip
 
 

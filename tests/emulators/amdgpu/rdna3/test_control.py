@@ -171,7 +171,7 @@ def test_smem_loads_every_width() -> None:
 @pytest.mark.parametrize(
     ("source", "message"),
     [
-        ("v_cvt_pk_u16_u32 v1, v2, v3\ns_endpgm", "v_cvt_pk_u16_u32 is not implemented"),
+        ("v_cls_i32 v1, v2\ns_endpgm", "v_cls_i32 is not implemented"),
         ("v_pk_add_u16 v1, v2, 1\ns_endpgm", "constant operands of packed math"),
         ("scratch_load_b32 v1, v2, off\ns_endpgm", "scratch_base is not set"),
         ("s_code_end", "s_code_end is not implemented"),

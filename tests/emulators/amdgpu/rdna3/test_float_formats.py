@@ -201,3 +201,22 @@ def test_v_perm_b32_picks_bytes_as_byte_permute_says(a: list[int], b: list[int],
     wide_a = np.array([x | (y << 32) for x, y in zip(a, sel, strict=True)], np.uint64)  # v2 = a, v3 = sel
     got = run64("v_perm_b32 v6, v2, v4, v3", wide_a, np.array(b, np.uint64)) & 0xFFFFFFFF
     np.testing.assert_array_equal(got, [_perm_reference(x, y, z) for x, y, z in zip(a, b, sel, strict=True)])
+
+
+@settings(max_examples=20, deadline=None)
+@given(a=lanes_f32)
+def test_frexp_splits_an_f32_into_mantissa_and_exponent(a: np.ndarray) -> None:
+    wide = np.ascontiguousarray(np.repeat(a, 2)).view(np.float64)
+    got = run64("v_frexp_mant_f32 v6, v2\nv_frexp_exp_i32_f32 v7, v2", wide, wide).view(np.uint32).reshape(32, 2)
+    finite = np.isfinite(a)
+    exponent = np.where(finite & (a != 0), np.floor(np.log2(np.abs(a.astype(np.float64)), where=a != 0)) + 1, 0)
+    mant = np.where(finite & (a != 0), a.astype(np.float64) / 2.0**exponent, a).astype(np.float32)  # exact
+    _same(got[:, 0].view(np.float32), mant)
+    np.testing.assert_array_equal(got[:, 1].view(np.int32), exponent.astype(np.int32))
+
+
+@settings(max_examples=20, deadline=None)
+@given(a=words, b=words)
+def test_v_cvt_pk_u16_u32_saturates_both_halves(a: list[int], b: list[int]) -> None:
+    got = run64("v_cvt_pk_u16_u32 v6, v2, v4", np.array(a, np.uint64), np.array(b, np.uint64)) & 0xFFFFFFFF
+    np.testing.assert_array_equal(got, [min(x, 0xFFFF) | (min(y, 0xFFFF) << 16) for x, y in zip(a, b, strict=True)])
