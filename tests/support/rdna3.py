@@ -139,6 +139,15 @@ def launch(
     return run_dispatch(space, setup, step_budget=step_budget, cache=cache)
 
 
+def cls_reference(value: int) -> int:
+    """The ISA's V_CLS_I32 / S_CLS_I32 loop: the first bit below the sign that differs from it, counted from 1
+    (bit 30); -1 (0xFFFFFFFF) when every bit equals the sign."""
+    for i in range(1, 32):
+        if (value >> (31 - i) & 1) != value >> 31:
+            return i
+    return 0xFFFFFFFF
+
+
 def pack(*values: int | float, fmt: str) -> bytes:
     return struct.pack(fmt, *values)
 

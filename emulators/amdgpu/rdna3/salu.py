@@ -197,6 +197,7 @@ _SOP1_32: Final[dict[str, tuple[Callable[[np.ndarray], np.ndarray], bool]]] = {
     "s_bcnt0_i32_b32": (lambda a: 32 - _popcount(a), True),
     "s_ctz_i32_b32": (lambda a: _ctz(a), False),
     "s_clz_i32_u32": (lambda a: _clz(a), False),
+    "s_cls_i32": (lambda a: _clz(a ^ (_i(a) >> 31).view(_U32)), False),
 }
 
 

@@ -151,6 +151,7 @@ _U32_OPS: Final[dict[str, tuple[int, Fn]]] = {
     "v_cvt_f32_ubyte2": (1, lambda a: _u(((a >> 16) & 0xFF).astype(_F32))),
     "v_cvt_f32_ubyte3": (1, lambda a: _u((a >> 24).astype(_F32))),
     "v_clz_i32_u32": (1, lambda a: _clz(a)),
+    "v_cls_i32": (1, lambda a: _clz(a ^ (_i(a) >> 31).view(_U32))),  # leading bits equal to the sign, 0/-1: -1
     "v_ctz_i32_b32": (1, lambda a: _ctz(a)),
     "v_mad_u32_u24": (3, lambda a, b, c: (a & 0xFFFFFF) * (b & 0xFFFFFF) + c),
     "v_mad_i32_i24": (3, lambda a, b, c: _s24(a) * _s24(b) + _i(c)),
