@@ -1,9 +1,10 @@
 """Vector ALU instructions (VOP1, VOP2, VOPC, VOP3, VOP3SD, VOPD): one numpy operation over every active lane.
 
-Semantics are the RDNA3 ISA guide's; f32 arithmetic is numpy's IEEE single precision (round to nearest even,
-denormals kept, as the descriptors clang writes ask for), NaN inputs to min/max return the other operand, and
+Semantics are the RDNA3 ISA guide's; f32 arithmetic is numpy's IEEE single precision (round to nearest even;
+denormal inputs and results flushed where the wave's MODE says, mode.py), NaN inputs to min/max return the other
+operand, and
 ``v_fma_f32`` is computed in f64 and rounded once more (exact products; the sum may double-round, docs/rdna3.md).
-VOP3's abs/neg source modifiers, clamp and omod apply to the f32 operations.
+VOP3's abs/neg source modifiers, clamp and omod apply to the f32 operations. f64 and conversions: valu64.py.
 """
 
 from __future__ import annotations
