@@ -46,9 +46,13 @@ def _modified(i: Inst, k: int, x: np.ndarray) -> np.ndarray:
 
 
 def _f64_sources(g: Group, i: Inst, count: int) -> list[np.ndarray]:
+    """The f64 operands; a 32-bit literal is an f64's high dword (its low dword zero), as the ISA defines."""
     out = []
     for k, code in enumerate(i.src[:count]):
-        bits = np.ascontiguousarray(np.asarray(g.v64(code), _U64))
+        if code == Src.LITERAL:
+            bits = np.asarray(_U64(i.literal) << _U64(32))
+        else:
+            bits = np.ascontiguousarray(np.asarray(g.v64(code), _U64))
         out.append(_modified(i, k, bits.view(_F64)))
     return out
 

@@ -90,6 +90,9 @@ __kernel void privsum(__global const int *a, __global int *out) {
   out[t] = s; }
 __kernel void pkfma(__global const half2 *a, __global const half2 *b, __global half2 *c) {
   int i = gid(); c[i] = a[i] * b[i] + a[i]; }
+__kernel void convert(__global const float *a, __global half *h, __global float *back, __global double *d) {
+  int i = gid(); half x = (half)a[i]; h[i] = x; back[i] = (float)x + 1.0f;
+  d[i] = (double)a[i] * 3.0 + (double)i; }
 __kernel void spin(__global int *out, int n) {
   int i = gid(); while (out[0] != n) { out[1] += i; } }
 """
@@ -261,3 +264,16 @@ def test_packed_f16_math_matches_numpy(kernels: CodeObject) -> None:
     got = read(space, DATA + 2 * a.nbytes, 2 * n, "<f2")
     fused = (a.astype(np.float64) * b + a).astype(np.float16)  # v_pk_fma_f16: one rounding
     np.testing.assert_array_equal(got, fused)
+
+
+def test_conversions_between_f16_f32_and_f64_match_numpy(kernels: CodeObject) -> None:
+    n = 512
+    a = (np.random.default_rng(10).standard_normal(n) * 1000).astype(np.float32)
+    space = make_space()
+    space.write(DATA, a)
+    h, back, d = DATA + 0x1000, DATA + 0x2000, DATA + 0x3000
+    launch(space, kernels, "convert", struct.pack("<QQQQ", DATA, h, back, d), grid=n // 128, block=128)
+    halves = a.astype(np.float16)
+    np.testing.assert_array_equal(read(space, h, n, "<f2"), halves)
+    np.testing.assert_array_equal(read(space, back, n, "<f4"), halves.astype(np.float32) + np.float32(1))
+    np.testing.assert_array_equal(read(space, d, n, "<f8"), a.astype(np.float64) * 3.0 + np.arange(n))
