@@ -75,7 +75,8 @@ _BASE: Final[dict[Enc, dict[int, str]]] = {
         "12:s_bitcmp0_b32 13:s_bitcmp1_b32 16:s_cmp_eq_u64 17:s_cmp_lg_u64"
     ),
     Enc.SOPP: _table(
-        "0:s_nop 3:s_sleep 4:s_set_inst_prefetch_distance 5:s_clause 7:s_delay_alu 9:s_waitcnt 16:s_trap "
+        "0:s_nop 3:s_sleep 4:s_set_inst_prefetch_distance 5:s_clause 7:s_delay_alu 8:s_waitcnt_depctr 9:s_waitcnt "
+        "16:s_trap "
         "17:s_round_mode 18:s_denorm_mode "
         "31:s_code_end 32:s_branch 33:s_cbranch_scc0 34:s_cbranch_scc1 35:s_cbranch_vccz 36:s_cbranch_vccnz "
         "37:s_cbranch_execz 38:s_cbranch_execnz 48:s_endpgm 53:s_setprio 54:s_sendmsg 60:s_icache_inv "

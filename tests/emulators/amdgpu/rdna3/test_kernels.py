@@ -93,6 +93,13 @@ __kernel void pkfma(__global const half2 *a, __global const half2 *b, __global h
 __kernel void convert(__global const float *a, __global half *h, __global float *back, __global double *d) {
   int i = gid(); half x = (half)a[i]; h[i] = x; back[i] = (float)x + 1.0f;
   d[i] = (double)a[i] * 3.0 + (double)i; }
+__kernel void fdiv(__global const float *a, __global const float *b, __global float *c) {
+  int i = gid(); c[i] = a[i] / b[i]; }
+__kernel void idiv(__global const int *a, __global const int *b, __global int *c) {
+  int i = gid(); c[i] = a[i] / b[i] + a[i] % b[i]; }
+__kernel void fmath(__global const float *a, __global float *c) {
+  int i = gid(); float x = a[i];
+  c[i] = __builtin_sqrtf(__builtin_fabsf(x)) + __builtin_expf(x * 0.01f) + __builtin_logf(__builtin_fabsf(x) + 1.0f); }
 __kernel void spin(__global int *out, int n) {
   int i = gid(); while (out[0] != n) { out[1] += i; } }
 """
@@ -277,3 +284,28 @@ def test_conversions_between_f16_f32_and_f64_match_numpy(kernels: CodeObject) ->
     np.testing.assert_array_equal(read(space, h, n, "<f2"), halves)
     np.testing.assert_array_equal(read(space, back, n, "<f4"), halves.astype(np.float32) + np.float32(1))
     np.testing.assert_array_equal(read(space, d, n, "<f8"), a.astype(np.float64) * 3.0 + np.arange(n))
+
+
+def test_division_and_libm_style_math_match_numpy(kernels: CodeObject) -> None:
+    """f32 division (v_rcp_f32 refined by FMAs: OpenCL allows 2.5 ULP), i32 division and remainder (exact), and
+    sqrt/exp/log as LLVM expands them (OpenCL's bounds: 3 ULP for sqrt/exp/log)."""
+    n = 256
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    space = make_space()
+    space.write(DATA, a)
+    space.write(DATA + 0x1000, b)
+    launch(space, kernels, "fdiv", struct.pack("<QQQ", DATA, DATA + 0x1000, DATA + 0x2000), grid=1, block=n)
+    np.testing.assert_array_max_ulp(read(space, DATA + 0x2000, n, "<f4"), a / b, maxulp=2)
+    x = (a * 100).astype(np.float32)
+    space.write(DATA, x)
+    launch(space, kernels, "fmath", struct.pack("<QQ", DATA, DATA + 0x2000), grid=1, block=n)
+    want = np.sqrt(np.abs(x.astype(np.float64))) + np.exp(x * 0.01) + np.log(np.abs(x.astype(np.float64)) + 1)
+    np.testing.assert_allclose(read(space, DATA + 0x2000, n, "<f4"), want, rtol=4e-7)
+    p = rng.integers(-(10**6), 10**6, n).astype(np.int32)
+    q = (rng.integers(1, 1000, n) * rng.choice([-1, 1], n)).astype(np.int32)
+    space.write(DATA, p)
+    space.write(DATA + 0x1000, q)
+    launch(space, kernels, "idiv", struct.pack("<QQQ", DATA, DATA + 0x1000, DATA + 0x2000), grid=1, block=n)
+    quotient = np.trunc(p / q).astype(np.int64)  # C division truncates toward zero
+    np.testing.assert_array_equal(read(space, DATA + 0x2000, n, "<i4"), quotient + (p - quotient * q))
