@@ -68,13 +68,14 @@ def assemble(source: str) -> bytes:
     return b"".join(mc_encode(lines))
 
 
-def compile_cl(source: str, workdir: Path) -> CodeObject:
-    """An OpenCL C source built by clang-19 at -O2 for gfx1100 and linked by ld.lld-19 into a code object."""
+def compile_cl(source: str, workdir: Path, extra_flags: Sequence[str] = ()) -> CodeObject:
+    """An OpenCL C source built by clang-19 at -O2 for gfx1100 (plus ``extra_flags``) and linked by ld.lld-19 into
+    a code object."""
     assert CLANG is not None and LLD is not None
     src, obj, out = workdir / "k.cl", workdir / "k.o", workdir / "k.co"
     src.write_text(source)
     flags = ["-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-O2", "-nogpulib"]
-    subprocess.run([CLANG, *flags, "-c", str(src), "-o", str(obj)], check=True, capture_output=True)
+    subprocess.run([CLANG, *flags, *extra_flags, "-c", str(src), "-o", str(obj)], check=True, capture_output=True)
     subprocess.run([LLD, "-shared", str(obj), "-o", str(out)], check=True, capture_output=True)
     return load_code_object(out.read_bytes())
 

@@ -24,6 +24,7 @@ from ..errors import GpuMemoryFault, WaveTrap
 from ..memory import AddressSpace
 from .atomics import ATOMIC_HANDLERS
 from .decode import DecodeError, Inst, decode
+from .division import DIVISION_HANDLERS
 from .mode import MODE_HANDLERS, initial_mode, mode_written
 from .opcodes import Enc
 from .operands import Src
@@ -40,7 +41,7 @@ __all__ = ["HANDLERS", "DispatchSetup", "DispatchStats", "Program", "ProgramCach
 Handler = Callable[[Group, Inst], None]
 HANDLERS: Final[dict[str, Handler]] = {
     **SALU_HANDLERS, **VALU_HANDLERS, **VALU64_HANDLERS, **VMEM_HANDLERS, **ATOMIC_HANDLERS, **SCRATCH_HANDLERS,
-    **VOP3P_HANDLERS, **MODE_HANDLERS,
+    **VOP3P_HANDLERS, **MODE_HANDLERS, **DIVISION_HANDLERS,
 }  # fmt: skip
 PGM_ADDR_SHIFT: Final = 8  # COMPUTE_PGM_LO/HI hold the program address >> 8
 USER_DATA_REGS: Final = 16

@@ -126,7 +126,8 @@ _BASE: Final[dict[Enc, dict[int, str]]] = {
         "219:v_cmpx_le_u64 220:v_cmpx_gt_u64 221:v_cmpx_ne_u64 222:v_cmpx_ge_u64 254:v_cmpx_class_f32"
     ),
     Enc.VOP3: _table(
-        "807:v_add_f64 808:v_mul_f64 809:v_min_f64 810:v_max_f64 532:v_fma_f64 811:v_ldexp_f64 "
+        "551:v_div_fixup_f32 552:v_div_fixup_f64 567:v_div_fmas_f32 568:v_div_fmas_f64 764:v_div_scale_f32 "
+        "765:v_div_scale_f64 807:v_add_f64 808:v_mul_f64 809:v_min_f64 810:v_max_f64 532:v_fma_f64 811:v_ldexp_f64 "
         "522:v_mad_i32_i24 523:v_mad_u32_u24 528:v_bfe_u32 529:v_bfe_i32 530:v_bfi_b32 531:v_fma_f32 "
         "534:v_alignbit_b32 537:v_min3_f32 538:v_min3_i32 539:v_min3_u32 540:v_max3_f32 541:v_max3_i32 "
         "542:v_max3_u32 543:v_med3_f32 544:v_med3_i32 545:v_med3_u32 576:v_xor3_b32 580:v_perm_b32 "
@@ -190,5 +191,6 @@ OPCODES: Final[dict[Enc, dict[int, str]]] = {**_BASE, Enc.VOP3: _vop3()}
 VOP3SD_OPS: Final = frozenset(
     op for op, n in OPCODES[Enc.VOP3].items() if n in {"v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32",
                                                        "v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32",
-                                                       "v_mad_u64_u32", "v_mad_i64_i32"}
+                                                       "v_mad_u64_u32", "v_mad_i64_i32", "v_div_scale_f32",
+                                                       "v_div_scale_f64"}
 )  # fmt: skip
