@@ -34,11 +34,13 @@ __all__ = ["FlatTranslation", "Mapping"]
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Mapping:
-    """``backing`` (flat writable bytes) seen by the GPU at ``va``; ``host_address`` is its first byte's address."""
+    """``backing`` (flat bytes) seen by the GPU at ``va``; ``host_address`` is its first byte's address. A mapping
+    that is not ``writable`` hands out read-only views, so a GPU write to it is a :class:`GpuMemoryFault`."""
 
     va: int
     backing: memoryview
     host_address: int
+    writable: bool = True
 
     @property
     def nbytes(self) -> int:
@@ -77,8 +79,9 @@ class FlatTranslation:
     def mappings(self) -> tuple[Mapping, ...]:
         return tuple(self._mappings)
 
-    def map(self, va: int, backing: memoryview) -> Mapping:
-        """Make ``backing`` visible to the GPU at ``va``.
+    def map(self, va: int, backing: memoryview, *, writable: bool = True) -> Mapping:
+        """Make ``backing`` visible to the GPU at ``va``, read-only unless ``writable`` (the page permission a
+        GPUVM PTE's writeable bit gives: a GPU write to a read-only mapping faults; host code is not checked).
 
         Raises:
             InvalidArgument: ``va`` or the size is not page aligned, the range is empty, leaves the 48-bit VA space,
@@ -102,7 +105,8 @@ class FlatTranslation:
                 raise InvalidArgument(
                     f"mapping {va:#x}+{nbytes:#x} overlaps the mapping {other.va:#x}+{other.nbytes:#x}; unmap it first"
                 )
-        mapping = Mapping(va, view, int(np.frombuffer(view, np.uint8).ctypes.data))
+        host_address = int(np.frombuffer(view, np.uint8).ctypes.data)
+        mapping = Mapping(va, view if writable else view.toreadonly(), host_address, writable)
         self._starts.insert(index, va)
         self._mappings.insert(index, mapping)
         self._changed()

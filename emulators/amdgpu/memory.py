@@ -241,6 +241,17 @@ class AddressSpace:
         return memoryview(b"".join(io.read(va, address, nbytes) if view is None else view
                                    for va, nbytes, view, address in runs))  # fmt: skip
 
+    @staticmethod
+    def _check_writable(runs: list[Run]) -> None:
+        """Raise before anything is written when a run is read-only memory (a mapping without write permission).
+
+        Raises:
+            GpuMemoryFault: the first read-only run (``va`` its first byte).
+        """
+        for va, nbytes, view, _address in runs:
+            if view is not None and view.readonly:
+                raise GpuMemoryFault(va, nbytes, "write to read-only memory")
+
     def _scatter(self, runs: list[Run], data: memoryview) -> None:
         offset = 0
         for va, nbytes, view, address in runs:
@@ -268,7 +279,7 @@ class AddressSpace:
         """Write ``data`` at ``va``.
 
         Raises:
-            GpuMemoryFault: part of the range has nothing behind it (then nothing is written).
+            GpuMemoryFault: part of the range has nothing behind it or is read-only (then nothing is written).
         """
         view = memoryview(data) if type(data) is bytes else as_readonly_bytes("data", data)
         nbytes = view.nbytes
@@ -280,6 +291,7 @@ class AddressSpace:
         """Put ``view``'s bytes at ``va``, notifying nobody (what :meth:`write` and the engines' write-backs share).
         The whole range is translated before a byte is written."""
         runs = self.translation.runs(va, view.nbytes)
+        self._check_writable(runs)
         if len(runs) == 1 and runs[0][2] is not None:
             runs[0][2][:] = view
         elif runs:
@@ -294,6 +306,7 @@ class AddressSpace:
         """
         sources = self.translation.runs(src, nbytes)
         targets = self.translation.runs(dst, nbytes)
+        self._check_writable(targets)
         if not sources:
             return False
         if len(targets) == 1:
@@ -325,6 +338,7 @@ class AddressSpace:
         if dword and (va % 4 or nbytes % 4):
             raise InvalidArgument(f"dword fill of {va:#x}+{nbytes:#x}, expected a dword-aligned address and size")
         runs = self.translation.runs(va, nbytes)
+        self._check_writable(runs)
         for start, length, view, address in runs:
             if view is None:  # the bus must take the whole range before anything is written
                 self.io.read(start, address, length)

@@ -174,7 +174,9 @@ class RawDriver:
         self.w(Reg[f"{p}_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32"], 0)
         self.w(Reg[f"{p}_CONTEXT0_CNTL"], 0x01FF_FE07)
 
-    def map_page(self, va: int, address: int, *, system: bool = False, valid: bool = True) -> None:
+    def map_page(
+        self, va: int, address: int, *, system: bool = False, valid: bool = True, writeable: bool = True
+    ) -> None:
         """Map the 4 KB page at ``va`` to VRAM offset (or PCIe bus address, ``system``) ``address``."""
         offset = va - VMID0_VA_START
         table = 0
@@ -187,7 +189,7 @@ class RawDriver:
                 self.next_table += 4096
                 self.put(table + 8 * index, entry.to_bytes(8, "little"))
             table = entry & 0x0000_FFFF_FFFF_FFC0
-        flags = PteFlag.READABLE | PteFlag.WRITEABLE | (PteFlag.VALID if valid else 0)
+        flags = PteFlag.READABLE | (PteFlag.WRITEABLE if writeable else 0) | (PteFlag.VALID if valid else 0)
         flags |= PteFlag.SYSTEM if system else 0
         pte = address | flags
         self.put(table + 8 * (offset >> 12 & 0x1FF), pte.to_bytes(8, "little"))

@@ -16,8 +16,9 @@ import pytest
 from tinyhil.amdgpu.code_object import CodeObject, hidden_kernargs, load_code_object, user_sgprs
 from tinyhil.emulators.amdgpu.mappings import FlatTranslation
 from tinyhil.emulators.amdgpu.memory import AddressSpace, IoRegion, Vram
-from tinyhil.emulators.amdgpu.rdna3 import DispatchSetup, DispatchStats, run_dispatch
-from tinyhil.spec.amdhsa import KernelCodeProperty
+from tinyhil.emulators.amdgpu.rdna3 import DispatchSetup, DispatchStats, ProgramCache, run_dispatch
+from tinyhil.emulators.amdgpu.rdna3.state import SCRATCH_LANE_STRIDE
+from tinyhil.spec.amdhsa import KernelCodeProperty, Rsrc1, Rsrc2
 
 LLVM_MC = shutil.which("llvm-mc-19") or shutil.which("llvm-mc")
 CLANG = shutil.which("clang-19")
@@ -30,13 +31,24 @@ MC_ARGS = ["-arch=amdgcn", "-mcpu=gfx1100", "-show-encoding"]
 CODE_BASE = 0x100000
 KERNARG = 0x200000
 DATA = 0x400000
+SCRATCH = 0x2000000  # the dispatch's scratch memory, when a kernel has a private segment
 VRAM_BYTES = 64 << 20
+# The float fields clang -O2 writes into a gfx1100 descriptor: denormals kept (f32 and f16/f64), DX10 clamp, IEEE.
+CLANG_FLOAT_MODE = (3 << Rsrc1.FLOAT_DENORM_MODE_32) | (3 << Rsrc1.FLOAT_DENORM_MODE_16_64) | (
+    1 << Rsrc1.ENABLE_DX10_CLAMP) | (1 << Rsrc1.ENABLE_IEEE_MODE)  # fmt: skip
 
 
 def make_space(vram_bytes: int = VRAM_BYTES) -> AddressSpace:
     """An address space over plain VRAM at GPU address 0 (no system aperture)."""
     vram = Vram(vram_bytes)
     return AddressSpace(vram, FlatTranslation(vram, vram_at_zero=True, aperture=False), IoRegion("bus"))
+
+
+def make_space_with_mappings(vram_bytes: int = VRAM_BYTES) -> tuple[AddressSpace, FlatTranslation]:
+    """:func:`make_space`, and its translation (to map more, read-only for instance)."""
+    vram = Vram(vram_bytes)
+    mappings = FlatTranslation(vram, vram_at_zero=True, aperture=False)
+    return AddressSpace(vram, mappings, IoRegion("bus")), mappings
 
 
 def mc_encode(lines: Sequence[str]) -> list[bytes]:
@@ -56,13 +68,14 @@ def assemble(source: str) -> bytes:
     return b"".join(mc_encode(lines))
 
 
-def compile_cl(source: str, workdir: Path) -> CodeObject:
-    """An OpenCL C source built by clang-19 at -O2 for gfx1100 and linked by ld.lld-19 into a code object."""
+def compile_cl(source: str, workdir: Path, extra_flags: Sequence[str] = ()) -> CodeObject:
+    """An OpenCL C source built by clang-19 at -O2 for gfx1100 (plus ``extra_flags``) and linked by ld.lld-19 into
+    a code object."""
     assert CLANG is not None and LLD is not None
     src, obj, out = workdir / "k.cl", workdir / "k.o", workdir / "k.co"
     src.write_text(source)
     flags = ["-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa", "-mcpu=gfx1100", "-O2", "-nogpulib"]
-    subprocess.run([CLANG, *flags, "-c", str(src), "-o", str(obj)], check=True, capture_output=True)
+    subprocess.run([CLANG, *flags, *extra_flags, "-c", str(src), "-o", str(obj)], check=True, capture_output=True)
     subprocess.run([LLD, "-shared", str(obj), "-o", str(out)], check=True, capture_output=True)
     return load_code_object(out.read_bytes())
 
@@ -77,13 +90,19 @@ def run_code(
     vgpr_granules: int = 1,
     lds_granules: int = 0,
     step_budget: int = 10_000,
+    scratch_wave_bytes: int = 0,
+    rsrc1_float: int = CLANG_FLOAT_MODE,
 ) -> DispatchStats:
-    """Run raw machine code: user SGPRs s0.. from ``user_data``, workgroup id x after them, v0 the thread id."""
+    """Run raw machine code: user SGPRs s0.. from ``user_data``, workgroup id x after them, v0 the thread id;
+    with ``scratch_wave_bytes``, scratch memory at ``SCRATCH`` and the scratch wave offset after the group id;
+    ``rsrc1_float`` is ORed into COMPUTE_PGM_RSRC1 (its float mode fields)."""
     space.write(CODE_BASE, code + b"\0" * 64)
-    rsrc1 = vgpr_granules - 1
+    rsrc1 = (vgpr_granules - 1) | rsrc1_float
     rsrc2 = (len(user_data) << 1) | (1 << 7) | (lds_granules << 15)
-    setup = DispatchSetup(CODE_BASE >> 8, 0, rsrc1, rsrc2,
-                          user_data=tuple(user_data), num_thread=(threads, 1, 1), grid=(groups, 1, 1))  # fmt: skip
+    rsrc2 |= bool(scratch_wave_bytes) << Rsrc2.ENABLE_PRIVATE_SEGMENT
+    setup = DispatchSetup(CODE_BASE >> 8, 0, rsrc1, rsrc2, user_data=tuple(user_data), num_thread=(threads, 1, 1),
+                          grid=(groups, 1, 1), scratch_base=SCRATCH if scratch_wave_bytes else None,
+                          scratch_wave_bytes=scratch_wave_bytes)  # fmt: skip
     return run_dispatch(space, setup, step_budget=step_budget, code_window_bytes=len(code) + 64)
 
 
@@ -96,9 +115,12 @@ def launch(
     grid: int | tuple[int, int, int],
     block: int | tuple[int, int, int],
     step_budget: int = 1 << 20,
+    cache: ProgramCache | None = None,
+    scratch: bool = True,
 ) -> DispatchStats:
     """Upload ``co``, write ``args`` (the explicit arguments) with the hidden ones, and run ``name`` over ``grid``
-    workgroups of ``block`` threads (an int is a 1-D size)."""
+    workgroups of ``block`` threads (an int is a 1-D size). ``scratch`` gives the dispatch scratch memory at
+    ``SCRATCH``, sized from the descriptor's private segment."""
     grid3 = (grid, 1, 1) if isinstance(grid, int) else grid
     block3 = (block, 1, 1) if isinstance(block, int) else block
     entries = co.upload(space.write, CODE_BASE)
@@ -110,9 +132,21 @@ def launch(
                            KernelCodeProperty.ENABLE_SGPR_DISPATCH_PTR: 0, KernelCodeProperty.ENABLE_SGPR_QUEUE_PTR: 0,
                            KernelCodeProperty.ENABLE_SGPR_DISPATCH_ID: 0})  # fmt: skip
     pgm = entries[name] >> 8
+    # a dword row per 4 private bytes, each row a dword per lane (docs/rdna3.md "Scratch")
+    wave_bytes = -(-kd.private_segment_fixed_size // 4) * SCRATCH_LANE_STRIDE
     setup = DispatchSetup(pgm & 0xFFFFFFFF, pgm >> 32, kd.compute_pgm_rsrc1, kd.dispatch_rsrc2(),
-                          kd.compute_pgm_rsrc3, tuple(user), block3, grid3)  # fmt: skip
-    return run_dispatch(space, setup, step_budget=step_budget)
+                          kd.compute_pgm_rsrc3, tuple(user), block3, grid3, scratch_base=SCRATCH if scratch else None,
+                          scratch_wave_bytes=wave_bytes)  # fmt: skip
+    return run_dispatch(space, setup, step_budget=step_budget, cache=cache)
+
+
+def cls_reference(value: int) -> int:
+    """The ISA's V_CLS_I32 / S_CLS_I32 loop: the first bit below the sign that differs from it, counted from 1
+    (bit 30); -1 (0xFFFFFFFF) when every bit equals the sign."""
+    for i in range(1, 32):
+        if (value >> (31 - i) & 1) != value >> 31:
+            return i
+    return 0xFFFFFFFF
 
 
 def pack(*values: int | float, fmt: str) -> bytes:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 SOURCE = """
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
 static inline int gid(void) {
   return __builtin_amdgcn_workgroup_id_x() * __builtin_amdgcn_workgroup_size_x() + __builtin_amdgcn_workitem_id_x();
 }
@@ -65,6 +66,28 @@ __kernel void scan(__global const int *a, __global int *out) {
   __builtin_amdgcn_s_barrier();
   out[t] = buf[t];
 }
+__kernel void ghist(__global const int *a, __global int *bins, __global int *firsts) {
+  int i = gid(); int v = a[i];
+  __atomic_fetch_add(&bins[v & 63], 1, __ATOMIC_RELAXED);
+  __atomic_fetch_max(&firsts[v & 7], v, __ATOMIC_RELAXED); }
+__kernel void privsum(__global const int *a, __global int *out) {
+  int t = gid(); int arr[32];
+  for (int k = 0; k < 32; k++) arr[k] = a[t * 32 + k] * k;
+  int s = 0;
+  for (int k = 0; k < 32; k++) s += arr[(k * 7 + a[t * 32]) & 31] ^ k;
+  out[t] = s; }
+__kernel void pkfma(__global const half2 *a, __global const half2 *b, __global half2 *c) {
+  int i = gid(); c[i] = a[i] * b[i] + a[i]; }
+__kernel void convert(__global const float *a, __global half *h, __global float *back, __global double *d) {
+  int i = gid(); half x = (half)a[i]; h[i] = x; back[i] = (float)x + 1.0f;
+  d[i] = (double)a[i] * 3.0 + (double)i; }
+__kernel void fdiv(__global const float *a, __global const float *b, __global float *c) {
+  int i = gid(); c[i] = a[i] / b[i]; }
+__kernel void idiv(__global const int *a, __global const int *b, __global int *c) {
+  int i = gid(); c[i] = a[i] / b[i] + a[i] % b[i]; }
+__kernel void fmath(__global const float *a, __global float *c) {
+  int i = gid(); float x = a[i];
+  c[i] = __builtin_sqrtf(__builtin_fabsf(x)) + __builtin_expf(x * 0.01f) + __builtin_logf(__builtin_fabsf(x) + 1.0f); }
 __kernel void spin(__global int *out, int n) {
   int i = gid(); while (out[0] != n) { out[1] += i; } }
 """

@@ -101,12 +101,14 @@ MM_HUB: Final = HubRegs(
 
 @dataclass(frozen=True, slots=True)
 class Leaf:
-    """One translated page: ``[va, va + nbytes)`` is ``address`` onwards in VRAM (offset) or on PCIe (``system``)."""
+    """One translated page: ``[va, va + nbytes)`` is ``address`` onwards in VRAM (offset) or on PCIe (``system``);
+    GPU writes fault unless the PTE's writeable bit is set."""
 
     va: int
     nbytes: int
     address: int
     system: bool
+    writable: bool = True
 
 
 class PageTableHub:
@@ -209,7 +211,7 @@ class PageTableHub:
             if level == 0 or entry & PteFlag.PDE_IS_PTE:
                 size = 1 << shift
                 base = round_down(entry & PTE_ADDRESS_MASK, size)
-                return Leaf(va - offset, size, base, bool(entry & PteFlag.SYSTEM))
+                return Leaf(va - offset, size, base, bool(entry & PteFlag.SYSTEM), bool(entry & PteFlag.WRITEABLE))
             table, system = entry & PDE_ADDRESS_MASK, bool(entry & PteFlag.SYSTEM)
         raise AssertionError("unreachable: level 0 returns")
 
@@ -244,7 +246,7 @@ class PageTableHub:
         return found
 
     def _walk_runs(self, va: int, end: int) -> list[Run]:
-        runs: list[list[int]] = []  # [va, length, address, system]
+        runs: list[list[int]] = []  # [va, length, address, system, writable]
         cursor = va
         while cursor < end:
             leaf = self.leaf(cursor)
@@ -253,14 +255,18 @@ class PageTableHub:
             if not leaf.system:
                 self._check_vram(cursor, address, stop - cursor)
             last = runs[-1] if runs else None
-            if last is not None and last[3] == leaf.system and last[2] + last[1] == address:
+            same = last is not None and (last[3], last[4]) == (leaf.system, leaf.writable)
+            if last is not None and same and last[2] + last[1] == address:
                 last[1] += stop - cursor
             else:
-                runs.append([cursor, stop - cursor, address, leaf.system])
+                runs.append([cursor, stop - cursor, address, leaf.system, leaf.writable])
             cursor = stop
         view = self.vram.view
-        return [(start, length, None, address) if system else (start, length, view[address : address + length], -1)
-                for start, length, address, system in runs]  # fmt: skip
+        # a VRAM page without write permission is handed out read-only: AddressSpace writes to it fault
+        return [(start, length, None, address) if system
+                else (start, length, view[address : address + length] if writable
+                      else view[address : address + length].toreadonly(), -1)
+                for start, length, address, system, writable in runs]  # fmt: skip
 
     def host_span(self, va: int) -> HostSpan:
         """A kernel pointer for host code: the host address of ``va``'s VRAM and the physically contiguous bytes

@@ -35,7 +35,9 @@ _FORMATS: Final = (
     (0xFC000000, 0xE0000000, Enc.MUBUF),
 )
 _TWO_DWORDS: Final = frozenset({Enc.SMEM, Enc.VOP3, Enc.VOP3P, Enc.VOPD, Enc.DS, Enc.FLAT, Enc.MUBUF})
-_LITERAL_OPS: Final = frozenset({"v_fmamk_f32", "v_fmaak_f32", "v_dual_fmamk_f32", "v_dual_fmaak_f32"})
+_LITERAL_OPS: Final = frozenset(
+    {"v_fmamk_f32", "v_fmaak_f32", "v_dual_fmamk_f32", "v_dual_fmaak_f32", "s_setreg_imm32_b32"}
+)
 
 
 class DecodeError(ValueError):
@@ -74,6 +76,7 @@ class Inst:
     seg: int = 0
     offset1: int = 0
     glc: bool = False
+    sve: bool = False  # SCRATCH: the VGPR address operand is used
     dual: Inst | None = None
 
     @property
@@ -92,13 +95,13 @@ def _name(enc: Enc, op: int, pc: int) -> str:
     return name
 
 
-def _dword(code: bytes | memoryview, at: int, pc: int) -> int:
+def _dword(code: bytes | bytearray | memoryview, at: int, pc: int) -> int:
     if at + 4 > len(code):
         raise DecodeError(pc, f"instruction runs past the end of the code ({len(code):#x} bytes)")
     return int.from_bytes(code[at : at + 4], "little")
 
 
-def decode(code: bytes | memoryview, pc: int) -> Inst:
+def decode(code: bytes | bytearray | memoryview, pc: int) -> Inst:
     """The instruction at byte offset ``pc`` of ``code``.
 
     Raises:
@@ -216,7 +219,7 @@ def _flat(w: int, w1: int, pc: int, size: int) -> Inst:
     return Inst(
         pc, size, Enc.FLAT, op, name, vdst=(w1 >> 24) & 0xFF,
         src=(VGPR_BASE + (w1 & 0xFF), VGPR_BASE + ((w1 >> 8) & 0xFF)), simm=_sext(w & 0x1FFF, 13),
-        saddr=(w1 >> 16) & 0x7F, seg=seg, glc=bool(w >> 14 & 1),
+        saddr=(w1 >> 16) & 0x7F, seg=seg, glc=bool(w >> 14 & 1), sve=bool(w1 >> 23 & 1),
     )  # fmt: skip
 
 

@@ -10,7 +10,6 @@ Anything that cannot run is a :class:`~tinyhil.emulators.amdgpu.errors.WaveTrap`
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,19 +22,27 @@ from tinyhil.spec.amdhsa import Rsrc1, Rsrc2
 
 from ..errors import GpuMemoryFault, WaveTrap
 from ..memory import AddressSpace
+from .atomics import ATOMIC_HANDLERS
 from .decode import DecodeError, Inst, decode
+from .division import DIVISION_HANDLERS
+from .mode import MODE_HANDLERS, initial_mode, mode_written
 from .opcodes import Enc
 from .operands import Src
 from .salu import SALU_HANDLERS
-from .state import LANES, Group, OperandError, Waves
+from .scratch import SCRATCH_HANDLERS
+from .state import LANES, SCRATCH_LANE_STRIDE, Group, OperandError, Waves
 from .valu import VALU_HANDLERS, vopd_handler
+from .valu64 import VALU64_HANDLERS
 from .vmem import VMEM_HANDLERS
 from .vop3p import VOP3P_HANDLERS
 
 __all__ = ["HANDLERS", "DispatchSetup", "DispatchStats", "Program", "ProgramCache", "run_dispatch"]
 
 Handler = Callable[[Group, Inst], None]
-HANDLERS: Final[dict[str, Handler]] = {**SALU_HANDLERS, **VALU_HANDLERS, **VMEM_HANDLERS, **VOP3P_HANDLERS}
+HANDLERS: Final[dict[str, Handler]] = {
+    **SALU_HANDLERS, **VALU_HANDLERS, **VALU64_HANDLERS, **VMEM_HANDLERS, **ATOMIC_HANDLERS, **SCRATCH_HANDLERS,
+    **VOP3P_HANDLERS, **MODE_HANDLERS, **DIVISION_HANDLERS,
+}  # fmt: skip
 PGM_ADDR_SHIFT: Final = 8  # COMPUTE_PGM_LO/HI hold the program address >> 8
 USER_DATA_REGS: Final = 16
 WORKITEM_ID_SHIFT: Final = 10  # GFX11 packs the work-item ids in v0: x | y << 10 | z << 20
@@ -51,6 +58,8 @@ _FIELD_6: Final = 0x3F
 _FIELD_9: Final = 0x1FF
 _FIRST_WAVE_BIT: Final = 31
 _CACHE_ENTRIES: Final = 64
+_CODE_READ_BYTES: Final = 4096  # code is read a page at a time
+_MAX_INST_BYTES: Final = 12  # a 64-bit encoding and its literal
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +67,11 @@ class DispatchSetup:
     """The register values of one dispatch, as a PM4 stream or the AQL firmware leaves them.
 
     ``grid`` counts workgroups per dimension (DISPATCH_DIRECT's dims); ``num_thread`` is the workgroup size.
-    Wave32 only (``COMPUTE_DISPATCH_INITIATOR.CS_W32_EN``); wave64 is refused with ``NotImplementedError``.
+    Wave32 only (``COMPUTE_DISPATCH_INITIATOR.CS_W32_EN``); a wave64 dispatch is a :class:`WaveTrap`.
+    ``scratch_base`` is the GPU address of the dispatch's scratch (private segment) memory and
+    ``scratch_wave_bytes`` each wave's share of it (``COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI`` and
+    ``COMPUTE_TMPRING_SIZE.WAVESIZE`` as the driver programs them): wave ``k`` of the dispatch owns
+    ``[scratch_base + k * scratch_wave_bytes, +scratch_wave_bytes)``. Without a base, a scratch instruction traps.
     """
 
     pgm_lo: int
@@ -71,8 +84,15 @@ class DispatchSetup:
     grid: tuple[int, int, int] = (1, 1, 1)
     wave32: bool = True
     dispatch_id: int = 0
+    scratch_base: int | None = None
+    scratch_wave_bytes: int = 0
 
     def __post_init__(self) -> None:
+        if self.scratch_wave_bytes < 0 or self.scratch_wave_bytes % SCRATCH_LANE_STRIDE:
+            raise InvalidArgument(
+                f"scratch_wave_bytes={self.scratch_wave_bytes:#x}, expected a non-negative multiple of "
+                f"{SCRATCH_LANE_STRIDE:#x} (a dword per lane)"
+            )
         if len(self.user_data) > USER_DATA_REGS:
             raise InvalidArgument(f"user_data has {len(self.user_data)} dwords, expected at most {USER_DATA_REGS}")
         threads = int(np.prod(self.num_thread))
@@ -88,22 +108,47 @@ class DispatchSetup:
 
 @dataclass(frozen=True, slots=True)
 class DispatchStats:
-    """What one dispatch did: groups stepped (one numpy pass each) and wave and lane instructions executed."""
+    """What one dispatch did: groups stepped (one numpy pass each), wave and lane instructions executed, and
+    instructions decoded (0 when the program came from the cache whole)."""
 
     waves: int
     steps: int
     wave_instructions: int
     lane_instructions: int
+    decoded: int = 0
 
 
 @dataclass(slots=True)
 class Program:
-    """One program's bytes (from its entry point) and what has been decoded of it, by byte offset."""
+    """The code at one GPU address: the bytes read from it so far, and what has been decoded, by byte offset.
 
-    code: bytes
+    Bytes are read lazily (a page at a time, never past ``window_bytes`` or the end of the mapping), so an
+    instruction is decoded from the bytes that were in memory when it first ran.
+    """
+
+    base: int
+    window_bytes: int
+    code: bytearray = field(default_factory=bytearray)
     decoded: dict[int, tuple[Inst, Handler | None]] = field(default_factory=dict)
+    extent: int = 0  # bytes up to the end of the last decoded instruction
+    decodes: int = 0  # instructions decoded since the program was created
 
-    def at(self, pc: int, base: int) -> tuple[Inst, Handler]:
+    def _fill(self, space: AddressSpace, upto: int) -> None:
+        """Read the code up to byte ``upto`` (rounded up to a page, capped by the window and the mapping)."""
+        start = len(self.code)
+        stop = min(self.window_bytes, -(-upto // _CODE_READ_BYTES) * _CODE_READ_BYTES)
+        if stop <= start:
+            return
+        try:
+            self.code += space.read(self.base + start, stop - start)
+        except GpuMemoryFault as fault:
+            if fault.va <= self.base:
+                raise WaveTrap("the program address is not mapped", pc=self.base) from None
+            if fault.va > self.base + start:
+                self.code += space.read(self.base + start, fault.va - self.base - start)
+            self.window_bytes = len(self.code)  # the mapping ends here
+
+    def at(self, pc: int, space: AddressSpace) -> tuple[Inst, Handler]:
         """The instruction at ``pc`` and its handler (decoded on first use, then cached).
 
         Raises:
@@ -111,18 +156,34 @@ class Program:
         """
         entry = self.decoded.get(pc)
         if entry is None:
+            self._fill(space, pc + _MAX_INST_BYTES)
             if not 0 <= pc < len(self.code):
-                raise WaveTrap(f"PC outside the code ({len(self.code):#x} bytes from {base:#x})", pc=base + pc)
+                where = f"{len(self.code):#x} bytes from {self.base:#x}"
+                raise WaveTrap(f"PC outside the code ({where})", pc=self.base + pc)
             try:
                 inst = decode(self.code, pc)
             except DecodeError as exc:
-                raise WaveTrap(f"illegal instruction: {exc.reason}", pc=base + pc) from None
+                raise WaveTrap(f"illegal instruction: {exc.reason}", pc=self.base + pc) from None
             entry = (inst, _handler(inst))
             self.decoded[pc] = entry
+            self.extent = max(self.extent, pc + inst.size)
+            self.decodes += 1
         inst, handler = entry
         if handler is None:
-            raise WaveTrap(f"{inst.name} is not implemented by the emulator", pc=base + pc, text=inst.text)
+            raise WaveTrap(f"{inst.name} is not implemented by the emulator", pc=self.base + pc, text=inst.text)
         return inst, handler
+
+    def still_in(self, space: AddressSpace) -> bool:
+        """Whether every decoded instruction's bytes are still in memory at ``base`` (then the decode holds).
+        Bytes read but not decoded are dropped, so that they are read afresh when they first run."""
+        if not self.extent:
+            return False
+        try:
+            same = space.read(self.base, self.extent) == self.code[: self.extent]
+        except GpuMemoryFault:
+            return False
+        del self.code[self.extent :]
+        return bool(same)
 
 
 def _handler(inst: Inst) -> Handler | None:
@@ -133,35 +194,27 @@ def _handler(inst: Inst) -> Handler | None:
 
 
 class ProgramCache:
-    """Decoded programs keyed by the sha256 of their bytes: a second dispatch of the same code decodes nothing."""
+    """Decoded programs by GPU address. A dispatch reuses a program when the bytes of every instruction decoded
+    before are unchanged (one read and compare of the decoded extent, no hash): it then decodes nothing."""
 
     def __init__(self, entries: int = _CACHE_ENTRIES) -> None:
         self.entries = entries
         self.reset()
 
     def reset(self) -> None:
-        self._programs: OrderedDict[bytes, Program] = OrderedDict()
+        self._programs: OrderedDict[int, Program] = OrderedDict()
 
-    def get(self, code: bytes) -> Program:
-        key = hashlib.sha256(code).digest()
-        program = self._programs.get(key)
-        if program is None:
-            program = Program(code)
-            self._programs[key] = program
+    def get(self, space: AddressSpace, base: int, window_bytes: int) -> Program:
+        """The program at ``base``: the cached one when its decoded bytes are still there, else a new one."""
+        program = self._programs.get(base)
+        if program is None or program.extent > window_bytes or not program.still_in(space):
+            program = Program(base, window_bytes)
+            self._programs[base] = program
             if len(self._programs) > self.entries:
                 self._programs.popitem(last=False)
-        self._programs.move_to_end(key)
+        program.window_bytes = window_bytes  # this dispatch's window (a mapping may have grown since)
+        self._programs.move_to_end(base)
         return program
-
-
-def _read_code(space: AddressSpace, addr: int, window: int) -> bytes:
-    """Up to ``window`` bytes from ``addr``, stopping where the mapping ends."""
-    try:
-        return bytes(space.read(addr, window))
-    except GpuMemoryFault as fault:
-        if fault.va <= addr:
-            raise WaveTrap("the program address is not mapped", pc=addr) from None
-        return bytes(space.read(addr, fault.va - addr))
 
 
 def _field(value: int, shift: int, mask: int) -> int:
@@ -179,9 +232,14 @@ def _setup_waves(setup: DispatchSetup) -> Waves:
     vgprs = (_field(setup.rsrc1, Rsrc1.GRANULATED_WORKITEM_VGPR_COUNT, _FIELD_6) + 1) * _VGPR_GRANULE_WAVE32
     lds = _field(setup.rsrc2, Rsrc2.GRANULATED_LDS_SIZE, _FIELD_9) * _LDS_GRANULE_BYTES
     w = Waves(n_waves, vgprs, n_groups, lds)
+    w.scratch_base = setup.scratch_base
+    w.mode[:] = initial_mode(setup.rsrc1)
+    mode_written(w)
+    w.scratch_wave_bytes = setup.scratch_wave_bytes
     group = np.repeat(np.arange(n_groups, dtype=np.int64), waves_per_group)
     wave_in_group = np.tile(np.arange(waves_per_group, dtype=np.int64), n_groups)
     w.group[:] = group
+    w.lds_base[:] = group * lds
     user = _field(setup.rsrc2, Rsrc2.USER_SGPR_COUNT, _FIELD_5)
     for k, value in enumerate(setup.user_data[:user]):
         w.sgpr[k] = value & 0xFFFFFFFF
@@ -196,7 +254,7 @@ def _setup_waves(setup: DispatchSetup) -> Waves:
         w.sgpr[at] = waves_per_group | ((wave_in_group == 0).astype(np.int64) << _FIRST_WAVE_BIT)
         at += 1
     if _field(setup.rsrc2, Rsrc2.ENABLE_PRIVATE_SEGMENT, _FIELD_1):
-        w.sgpr[at] = 0  # scratch wave offset: scratch is not modelled yet (docs/rdna3.md)
+        w.sgpr[at] = (np.arange(n_waves, dtype=np.int64) * setup.scratch_wave_bytes) & 0xFFFFFFFF
     tid = np.arange(waves_per_group)[:, None] * LANES + np.arange(LANES)  # one workgroup's pattern, then tiled
     enabled = _field(setup.rsrc2, Rsrc2.ENABLE_VGPR_WORKITEM_ID, _FIELD_2)
     tx, ty, tz = tid % nx, (tid // nx) % ny, tid // (nx * ny)
@@ -226,14 +284,16 @@ def run_dispatch(
     bytes read from the program address (less where the mapping ends sooner).
 
     Raises:
-        WaveTrap: an unimplemented or illegal instruction, a PC outside the code, or the budget ran out.
+        WaveTrap: an unimplemented or illegal instruction, a PC outside the code, the budget ran out, a wave64
+            dispatch, or a scratch access in a dispatch without scratch memory.
         GpuMemoryFault: a memory instruction reached an address with nothing mapped (``va`` names it).
-        NotImplementedError: a wave64 dispatch.
     """
     if not setup.wave32:
-        raise NotImplementedError("wave64 dispatches are not modelled yet (docs/rdna3.md); compile with wave32")
+        raise WaveTrap("wave64 dispatches are not modelled (docs/rdna3.md); build the kernel for wave32 "
+                       "(-mwavefrontsize64 off)", pc=setup.pgm_addr)  # fmt: skip
     base = setup.pgm_addr
-    program = (cache or _DEFAULT_CACHE).get(_read_code(space, base, code_window_bytes))
+    program = (cache or _DEFAULT_CACHE).get(space, base, code_window_bytes)
+    decodes_before = program.decodes
     w = _setup_waves(setup)
     steps = wave_steps = lane_steps = 0
     while True:
@@ -248,7 +308,7 @@ def run_dispatch(
         here = pcs == pc
         sel: slice | np.ndarray = slice(None) if here.all() else np.flatnonzero(here)
         n = len(w.pc) if isinstance(sel, slice) else len(sel)
-        inst, handler = program.at(pc, base)
+        inst, handler = program.at(pc, space)
         if steps >= step_budget:
             raise WaveTrap(f"step budget of {step_budget} group steps exhausted", pc=base + pc, text=inst.text)
         g = Group(w, space, sel, n, pc, inst.size, base, inst.literal)
@@ -263,4 +323,4 @@ def run_dispatch(
         steps += 1
         wave_steps += n
         lane_steps += n * LANES
-    return DispatchStats(len(w.pc), steps, wave_steps, lane_steps)
+    return DispatchStats(len(w.pc), steps, wave_steps, lane_steps, program.decodes - decodes_before)

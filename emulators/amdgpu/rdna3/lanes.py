@@ -8,6 +8,7 @@ space between them; a fault names the first byte of the first lane that hits not
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 import numpy as np
@@ -32,6 +33,22 @@ def _fast_view(space: AddressSpace, lo: int, span: int, touched: int) -> np.ndar
     if len(runs) != 1 or runs[0][2] is None:
         return None
     return np.frombuffer(runs[0][2], _U8)
+
+
+@functools.lru_cache(maxsize=16)
+def _steps(count: int, nbytes: int) -> np.ndarray:
+    """``0, nbytes, 2 * nbytes, ...`` (``count`` of them): the offsets of lanes that access consecutive elements."""
+    steps = np.arange(count, dtype=np.uint64) * np.uint64(nbytes)
+    steps.flags.writeable = False
+    return steps
+
+
+def _consecutive(addrs: np.ndarray, nbytes: int) -> int | None:
+    """The first address when lane k accesses ``addrs[0] + k * nbytes`` (the common coalesced access), else None."""
+    first = int(addrs[0])
+    if int(addrs[-1]) != first + (len(addrs) - 1) * nbytes:
+        return None
+    return first if np.array_equal(addrs - np.uint64(first), _steps(len(addrs), nbytes)) else None
 
 
 def _clusters(addrs: np.ndarray, nbytes: int) -> list[tuple[int, int, np.ndarray]]:
@@ -89,6 +106,11 @@ def gather(space: AddressSpace, addrs: np.ndarray, nbytes: int) -> np.ndarray:
     out = np.empty((len(addrs), nbytes), _U8)
     if not len(addrs):
         return out
+    first = _consecutive(addrs, nbytes)
+    if first is not None:  # one slice of the live view, copied
+        view = _fast_view(space, first, len(addrs) * nbytes, len(addrs) * nbytes)
+        if view is not None:
+            return view.reshape(len(addrs), nbytes).copy()
     offsets = np.arange(nbytes, dtype=np.int64)
     lo = int(addrs.min())
     span = int(addrs.max()) + nbytes - lo
@@ -105,20 +127,35 @@ def gather(space: AddressSpace, addrs: np.ndarray, nbytes: int) -> np.ndarray:
     return out
 
 
+def _check_writable(view: np.ndarray, lo: int, span: int) -> None:
+    if not view.flags.writeable:
+        raise GpuMemoryFault(lo, span, "vector memory store: write to read-only memory")
+
+
 def scatter(space: AddressSpace, addrs: np.ndarray, data: np.ndarray) -> None:
     """Store ``data[k]`` (uint8, shape (len(addrs), nbytes)) at ``addrs[k]``; where lanes overlap the last wins.
 
     Raises:
-        GpuMemoryFault: a lane's bytes have nothing mapped behind them; the lanes of other clusters may be stored.
+        GpuMemoryFault: a lane's bytes have nothing mapped behind them or are read-only; the lanes of other
+            clusters may be stored.
     """
     if not len(addrs):
         return
     nbytes = data.shape[1]
+    first = _consecutive(addrs, nbytes)
+    if first is not None:  # one slice assignment into the live view
+        view = _fast_view(space, first, len(addrs) * nbytes, len(addrs) * nbytes)
+        if view is not None:
+            _check_writable(view, first, len(addrs) * nbytes)
+            view.reshape(len(addrs), nbytes)[:] = data
+            space.notify_written(first, len(addrs) * nbytes)
+            return
     offsets = np.arange(nbytes, dtype=np.int64)
     lo = int(addrs.min())
     span = int(addrs.max()) + nbytes - lo
     view = _fast_view(space, lo, span, len(addrs) * nbytes)
     if view is not None:
+        _check_writable(view, lo, span)
         rel = (addrs - np.uint64(lo)).view(np.int64)
         if nbytes % 4 == 0 and lo % 4 == 0 and not int(np.bitwise_or.reduce(rel)) & 3 and len(view) % 4 == 0:
             dwords, values = view.view("<u4"), np.ascontiguousarray(data).view("<u4")

@@ -65,7 +65,8 @@ _BASE: Final[dict[Enc, dict[int, str]]] = {
     Enc.SOPK: _table(
         "0:s_movk_i32 2:s_cmovk_i32 3:s_cmpk_eq_i32 4:s_cmpk_lg_i32 5:s_cmpk_gt_i32 6:s_cmpk_ge_i32 "
         "7:s_cmpk_lt_i32 8:s_cmpk_le_i32 9:s_cmpk_eq_u32 10:s_cmpk_lg_u32 11:s_cmpk_gt_u32 12:s_cmpk_ge_u32 "
-        "13:s_cmpk_lt_u32 14:s_cmpk_le_u32 15:s_addk_i32 16:s_mulk_i32 24:s_waitcnt_vscnt 25:s_waitcnt_vmcnt "
+        "13:s_cmpk_lt_u32 14:s_cmpk_le_u32 15:s_addk_i32 16:s_mulk_i32 17:s_getreg_b32 18:s_setreg_b32 "
+        "19:s_setreg_imm32_b32 24:s_waitcnt_vscnt 25:s_waitcnt_vmcnt "
         "26:s_waitcnt_expcnt 27:s_waitcnt_lgkmcnt"
     ),
     Enc.SOPC: _table(
@@ -74,14 +75,19 @@ _BASE: Final[dict[Enc, dict[int, str]]] = {
         "12:s_bitcmp0_b32 13:s_bitcmp1_b32 16:s_cmp_eq_u64 17:s_cmp_lg_u64"
     ),
     Enc.SOPP: _table(
-        "0:s_nop 3:s_sleep 4:s_set_inst_prefetch_distance 5:s_clause 7:s_delay_alu 9:s_waitcnt 16:s_trap "
+        "0:s_nop 3:s_sleep 4:s_set_inst_prefetch_distance 5:s_clause 7:s_delay_alu 8:s_waitcnt_depctr 9:s_waitcnt "
+        "16:s_trap "
+        "17:s_round_mode 18:s_denorm_mode "
         "31:s_code_end 32:s_branch 33:s_cbranch_scc0 34:s_cbranch_scc1 35:s_cbranch_vccz 36:s_cbranch_vccnz "
         "37:s_cbranch_execz 38:s_cbranch_execnz 48:s_endpgm 53:s_setprio 54:s_sendmsg 60:s_icache_inv "
         "61:s_barrier"
     ),
     Enc.SMEM: _table("0:s_load_b32 1:s_load_b64 2:s_load_b128 3:s_load_b256 4:s_load_b512"),
     Enc.VOP1: _table(
-        "0:v_nop 1:v_mov_b32 2:v_readfirstlane_b32 5:v_cvt_f32_i32 6:v_cvt_f32_u32 7:v_cvt_u32_f32 "
+        "0:v_nop 1:v_mov_b32 2:v_readfirstlane_b32 3:v_cvt_i32_f64 4:v_cvt_f64_i32 10:v_cvt_f16_f32 "
+        "11:v_cvt_f32_f16 15:v_cvt_f32_f64 16:v_cvt_f64_f32 21:v_cvt_u32_f64 22:v_cvt_f64_u32 23:v_trunc_f64 "
+        "24:v_ceil_f64 25:v_rndne_f64 26:v_floor_f64 47:v_rcp_f64 49:v_rsq_f64 52:v_sqrt_f64 62:v_fract_f64 "
+        "5:v_cvt_f32_i32 6:v_cvt_f32_u32 7:v_cvt_u32_f32 "
         "8:v_cvt_i32_f32 12:v_cvt_nearest_i32_f32 13:v_cvt_floor_i32_f32 17:v_cvt_f32_ubyte0 18:v_cvt_f32_ubyte1 "
         "19:v_cvt_f32_ubyte2 20:v_cvt_f32_ubyte3 32:v_fract_f32 33:v_trunc_f32 34:v_ceil_f32 35:v_rndne_f32 "
         "36:v_floor_f32 37:v_exp_f32 39:v_log_f32 42:v_rcp_f32 43:v_rcp_iflag_f32 46:v_rsq_f32 51:v_sqrt_f32 "
@@ -97,6 +103,12 @@ _BASE: Final[dict[Enc, dict[int, str]]] = {
         "43:v_fmac_f32 44:v_fmamk_f32 45:v_fmaak_f32 59:v_ldexp_f16"
     ),
     Enc.VOPC: _table(
+        "32:v_cmp_f_f64 33:v_cmp_lt_f64 34:v_cmp_eq_f64 35:v_cmp_le_f64 36:v_cmp_gt_f64 37:v_cmp_lg_f64 "
+        "38:v_cmp_ge_f64 39:v_cmp_o_f64 40:v_cmp_u_f64 41:v_cmp_nge_f64 42:v_cmp_nlg_f64 43:v_cmp_ngt_f64 "
+        "44:v_cmp_nle_f64 45:v_cmp_neq_f64 46:v_cmp_nlt_f64 47:v_cmp_t_f64 160:v_cmpx_f_f64 161:v_cmpx_lt_f64 "
+        "162:v_cmpx_eq_f64 163:v_cmpx_le_f64 164:v_cmpx_gt_f64 165:v_cmpx_lg_f64 166:v_cmpx_ge_f64 "
+        "167:v_cmpx_o_f64 168:v_cmpx_u_f64 169:v_cmpx_nge_f64 170:v_cmpx_nlg_f64 171:v_cmpx_ngt_f64 "
+        "172:v_cmpx_nle_f64 173:v_cmpx_neq_f64 174:v_cmpx_nlt_f64 175:v_cmpx_t_f64 "
         "16:v_cmp_f_f32 17:v_cmp_lt_f32 18:v_cmp_eq_f32 19:v_cmp_le_f32 20:v_cmp_gt_f32 21:v_cmp_lg_f32 "
         "22:v_cmp_ge_f32 23:v_cmp_o_f32 24:v_cmp_u_f32 25:v_cmp_nge_f32 26:v_cmp_nlg_f32 27:v_cmp_ngt_f32 "
         "28:v_cmp_nle_f32 29:v_cmp_neq_f32 30:v_cmp_nlt_f32 31:v_cmp_t_f32 65:v_cmp_lt_i32 66:v_cmp_eq_i32 "
@@ -114,10 +126,12 @@ _BASE: Final[dict[Enc, dict[int, str]]] = {
         "219:v_cmpx_le_u64 220:v_cmpx_gt_u64 221:v_cmpx_ne_u64 222:v_cmpx_ge_u64 254:v_cmpx_class_f32"
     ),
     Enc.VOP3: _table(
+        "551:v_div_fixup_f32 552:v_div_fixup_f64 567:v_div_fmas_f32 568:v_div_fmas_f64 764:v_div_scale_f32 "
+        "765:v_div_scale_f64 807:v_add_f64 808:v_mul_f64 809:v_min_f64 810:v_max_f64 532:v_fma_f64 811:v_ldexp_f64 "
         "522:v_mad_i32_i24 523:v_mad_u32_u24 528:v_bfe_u32 529:v_bfe_i32 530:v_bfi_b32 531:v_fma_f32 "
         "534:v_alignbit_b32 537:v_min3_f32 538:v_min3_i32 539:v_min3_u32 540:v_max3_f32 541:v_max3_i32 "
         "542:v_max3_u32 543:v_med3_f32 544:v_med3_i32 545:v_med3_u32 576:v_xor3_b32 580:v_perm_b32 "
-        "582:v_lshl_add_u32 583:v_add_lshl_u32 597:v_add3_u32 598:v_lshl_or_b32 599:v_and_or_b32 "
+        "581:v_xad_u32 582:v_lshl_add_u32 583:v_add_lshl_u32 597:v_add3_u32 598:v_lshl_or_b32 599:v_and_or_b32 "
         "600:v_or3_b32 766:v_mad_u64_u32 767:v_mad_i64_i32 768:v_add_co_u32 769:v_sub_co_u32 "
         "770:v_subrev_co_u32 796:v_ldexp_f32 797:v_bfm_b32 798:v_bcnt_u32_b32 803:v_cvt_pk_u16_u32 "
         "805:v_sub_nc_i32 806:v_add_nc_i32 812:v_mul_lo_u32 813:v_mul_hi_u32 814:v_mul_hi_i32 "
@@ -136,15 +150,27 @@ _BASE: Final[dict[Enc, dict[int, str]]] = {
         "10:v_dual_max_f32 11:v_dual_min_f32 16:v_dual_add_nc_u32 17:v_dual_lshlrev_b32 18:v_dual_and_b32"
     ),
     Enc.DS: _table(
-        "15:ds_store_2addr_stride64_b32 32:ds_add_rtn_u32 56:ds_load_2addr_stride64_b32 78:ds_store_2addr_b64 "
-        "119:ds_load_2addr_b64 "
-        "0:ds_add_u32 8:ds_max_u32 13:ds_store_b32 14:ds_store_2addr_b32 30:ds_store_b8 31:ds_store_b16 "
+        "15:ds_store_2addr_stride64_b32 56:ds_load_2addr_stride64_b32 78:ds_store_2addr_b64 119:ds_load_2addr_b64 "
+        "0:ds_add_u32 1:ds_sub_u32 2:ds_rsub_u32 3:ds_inc_u32 4:ds_dec_u32 5:ds_min_i32 6:ds_max_i32 7:ds_min_u32 "
+        "8:ds_max_u32 9:ds_and_b32 10:ds_or_b32 11:ds_xor_b32 16:ds_cmpstore_b32 18:ds_min_f32 19:ds_max_f32 "
+        "21:ds_add_f32 32:ds_add_rtn_u32 33:ds_sub_rtn_u32 34:ds_rsub_rtn_u32 35:ds_inc_rtn_u32 36:ds_dec_rtn_u32 "
+        "37:ds_min_rtn_i32 38:ds_max_rtn_i32 39:ds_min_rtn_u32 40:ds_max_rtn_u32 41:ds_and_rtn_b32 "
+        "42:ds_or_rtn_b32 43:ds_xor_rtn_b32 45:ds_storexchg_rtn_b32 48:ds_cmpstore_rtn_b32 50:ds_min_rtn_f32 "
+        "51:ds_max_rtn_f32 64:ds_add_u64 96:ds_add_rtn_u64 121:ds_add_rtn_f32 "
+        "13:ds_store_b32 14:ds_store_2addr_b32 30:ds_store_b8 31:ds_store_b16 "
         "54:ds_load_b32 55:ds_load_2addr_b32 57:ds_load_i8 58:ds_load_u8 59:ds_load_i16 60:ds_load_u16 "
         "77:ds_store_b64 118:ds_load_b64 222:ds_store_b96 223:ds_store_b128 254:ds_load_b96 255:ds_load_b128"
     ),
     Enc.FLAT: _table(
         "16:load_u8 17:load_i8 18:load_u16 19:load_i16 20:load_b32 21:load_b64 22:load_b96 23:load_b128 "
-        "24:store_b8 25:store_b16 26:store_b32 27:store_b64 28:store_b96 29:store_b128"
+        "24:store_b8 25:store_b16 26:store_b32 27:store_b64 28:store_b96 29:store_b128 "
+        "51:atomic_swap_b32 52:atomic_cmpswap_b32 53:atomic_add_u32 54:atomic_sub_u32 55:atomic_csub_u32 "
+        "56:atomic_min_i32 57:atomic_min_u32 58:atomic_max_i32 59:atomic_max_u32 60:atomic_and_b32 "
+        "61:atomic_or_b32 62:atomic_xor_b32 63:atomic_inc_u32 64:atomic_dec_u32 65:atomic_swap_b64 "
+        "66:atomic_cmpswap_b64 67:atomic_add_u64 68:atomic_sub_u64 69:atomic_min_i64 70:atomic_min_u64 "
+        "71:atomic_max_i64 72:atomic_max_u64 73:atomic_and_b64 74:atomic_or_b64 75:atomic_xor_b64 "
+        "76:atomic_inc_u64 77:atomic_dec_u64 80:atomic_cmpswap_f32 81:atomic_min_f32 82:atomic_max_f32 "
+        "86:atomic_add_f32"
     ),
     # Of MUBUF only the cache invalidations clang emits around barriers (buffer loads/stores are not modelled).
     Enc.MUBUF: _table("43:buffer_gl0_inv 44:buffer_gl1_inv"),
@@ -165,5 +191,6 @@ OPCODES: Final[dict[Enc, dict[int, str]]] = {**_BASE, Enc.VOP3: _vop3()}
 VOP3SD_OPS: Final = frozenset(
     op for op, n in OPCODES[Enc.VOP3].items() if n in {"v_add_co_ci_u32", "v_sub_co_ci_u32", "v_subrev_co_ci_u32",
                                                        "v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32",
-                                                       "v_mad_u64_u32", "v_mad_i64_i32"}
+                                                       "v_mad_u64_u32", "v_mad_i64_i32", "v_div_scale_f32",
+                                                       "v_div_scale_f64"}
 )  # fmt: skip

@@ -197,6 +197,7 @@ _SOP1_32: Final[dict[str, tuple[Callable[[np.ndarray], np.ndarray], bool]]] = {
     "s_bcnt0_i32_b32": (lambda a: 32 - _popcount(a), True),
     "s_ctz_i32_b32": (lambda a: _ctz(a), False),
     "s_clz_i32_u32": (lambda a: _clz(a), False),
+    "s_cls_i32": (lambda a: _clz(a ^ (_i(a) >> 31).view(_U32)), False),
 }
 
 
@@ -372,6 +373,7 @@ _BRANCHES: Final[dict[str, Callable[[Group], np.ndarray | bool]]] = {
     "s_cbranch_execnz": lambda g: g.s(Src.EXEC_LO) != 0,
 }
 _NOPS: Final = ("s_nop", "s_sleep", "s_set_inst_prefetch_distance", "s_clause", "s_delay_alu", "s_waitcnt",
+                "s_waitcnt_depctr",
                 "s_sendmsg", "s_setprio", "s_icache_inv", "s_waitcnt_vscnt", "s_waitcnt_vmcnt", "s_waitcnt_expcnt",
                 "s_waitcnt_lgkmcnt", "buffer_gl0_inv", "buffer_gl1_inv")  # fmt: skip
 

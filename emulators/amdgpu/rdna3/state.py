@@ -15,7 +15,7 @@ import numpy as np
 from ..memory import AddressSpace
 from .operands import FLOAT_INLINE_F32, FLOAT_INLINE_F64, SGPR_FILE, VGPR_BASE, Src, inline_int
 
-__all__ = ["LANES", "Group", "OperandError", "Waves", "bits_to_mask", "mask_to_bits"]
+__all__ = ["LANES", "SCRATCH_LANE_STRIDE", "Group", "OperandError", "Waves", "bits_to_mask", "mask_to_bits"]
 
 LANES: Final = 32
 _LANE_BITS: Final = np.arange(LANES, dtype=np.uint32)
@@ -23,6 +23,7 @@ _U32: Final = np.uint32
 _U64: Final = np.uint64
 _MASK32: Final = 0xFFFFFFFF
 _LDS_PAD_BYTES: Final = 16  # the widest DS access
+SCRATCH_LANE_STRIDE: Final = 4 * LANES  # scratch is swizzled a dword per lane: one dword offset spans 128 bytes
 
 Sel = slice | np.ndarray
 
@@ -54,11 +55,16 @@ class Waves:
         self.alive = np.ones(n_waves, bool)
         self.waiting = np.zeros(n_waves, bool)  # at s_barrier
         self.group = np.zeros(n_waves, np.int64)  # workgroup index of each wave
+        self.lds_base = np.zeros(n_waves, np.int64)  # byte index of each wave's workgroup LDS in ``lds``
         self.lds_bytes = lds_bytes
         # padded so that the index of a lane outside the allocation (clamped to 0) is always valid
         self.lds = np.zeros(n_groups * lds_bytes + _LDS_PAD_BYTES, np.uint8)
         self._exec_mask: np.ndarray | None = None
         self._exec_full = False
+        self.mode = np.zeros(n_waves, _U32)  # the MODE hardware register (mode.py)
+        self.flushes_f32 = False  # whether any wave's MODE flushes f32 denormals
+        self.scratch_base: int | None = None  # GPU address of wave 0's private segment (docs/rdna3.md "Scratch")
+        self.scratch_wave_bytes = 0
 
     def exec_mask(self) -> tuple[np.ndarray, bool]:
         """Every wave's active lanes (waves, 32) and whether all lanes of all waves are on (cached until EXEC is

@@ -1,9 +1,10 @@
 """Vector ALU instructions (VOP1, VOP2, VOPC, VOP3, VOP3SD, VOPD): one numpy operation over every active lane.
 
-Semantics are the RDNA3 ISA guide's; f32 arithmetic is numpy's IEEE single precision (round to nearest even,
-denormals kept, as the descriptors clang writes ask for), NaN inputs to min/max return the other operand, and
+Semantics are the RDNA3 ISA guide's; f32 arithmetic is numpy's IEEE single precision (round to nearest even;
+denormal inputs and results flushed where the wave's MODE says, mode.py), NaN inputs to min/max return the other
+operand, and
 ``v_fma_f32`` is computed in f64 and rounded once more (exact products; the sum may double-round, docs/rdna3.md).
-VOP3's abs/neg source modifiers, clamp and omod apply to the f32 operations.
+VOP3's abs/neg source modifiers, clamp and omod apply to the f32 operations. f64 and conversions: valu64.py.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Final
 import numpy as np
 
 from .decode import Inst
+from .mode import flush_f32
 from .opcodes import Enc
 from .operands import Src
 from .state import Group, bits_to_mask, mask_to_bits
@@ -150,6 +152,7 @@ _U32_OPS: Final[dict[str, tuple[int, Fn]]] = {
     "v_cvt_f32_ubyte2": (1, lambda a: _u(((a >> 16) & 0xFF).astype(_F32))),
     "v_cvt_f32_ubyte3": (1, lambda a: _u((a >> 24).astype(_F32))),
     "v_clz_i32_u32": (1, lambda a: _clz(a)),
+    "v_cls_i32": (1, lambda a: _clz(a ^ (_i(a) >> 31).view(_U32))),  # leading bits equal to the sign, 0/-1: -1
     "v_ctz_i32_b32": (1, lambda a: _ctz(a)),
     "v_mad_u32_u24": (3, lambda a, b, c: (a & 0xFFFFFF) * (b & 0xFFFFFF) + c),
     "v_mad_i32_i24": (3, lambda a, b, c: _s24(a) * _s24(b) + _i(c)),
@@ -169,8 +172,27 @@ _U32_OPS: Final[dict[str, tuple[int, Fn]]] = {
     "v_and_or_b32": (3, lambda a, b, c: (a & b) | c),
     "v_or3_b32": (3, lambda a, b, c: a | b | c),
     "v_xor3_b32": (3, lambda a, b, c: a ^ b ^ c),
+    "v_xad_u32": (3, lambda a, b, c: (a ^ b) + c),
+    "v_perm_b32": (3, lambda a, b, c: _perm(a, b, c)),
     "v_lshl_or_b32": (3, lambda a, b, c: (a << (b & 31)) | c),
 }
+
+
+_PERM_SIGN_BITS: Final = np.array([15, 31, 47, 63], np.uint64)  # selectors 8-11: the sign of bytes 1, 3, 5, 7
+
+
+def _perm(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """v_perm_b32: each byte of the result picks from {S0, S1} (S1 the low dword) by the matching byte of S2:
+    0-7 a byte, 8-11 the sign of byte 1/3/5/7 replicated, 12 zero, 13-255 0xFF."""
+    data = (a.astype(_U64) << _U64(32)) | b.astype(_U64)
+    out = np.zeros(np.broadcast(a, b, c).shape, _U64)
+    for k in range(4):
+        sel = ((c >> _U32(8 * k)) & _U32(0xFF)).astype(_U64)
+        byte = (data >> (np.minimum(sel, _U64(7)) * _U64(8))) & _U64(0xFF)
+        sign = ((data >> _PERM_SIGN_BITS[np.clip(sel, 8, 11).astype(np.int64) - 8]) & _U64(1)) * _U64(0xFF)
+        picked = np.select([sel < 8, sel < 12, sel == 12], [byte, sign, _U64(0)], _U64(0xFF))
+        out |= picked << _U64(8 * k)
+    return out
 
 
 def _s24(a: np.ndarray) -> np.ndarray:
@@ -210,19 +232,19 @@ def _sources(g: Group, i: Inst, count: int) -> list[np.ndarray]:
 
 
 def _float_sources(g: Group, i: Inst, count: int) -> list[np.ndarray]:
-    values = [_f(s) for s in _sources(g, i, count)]
+    values = [flush_f32(g, _f(s), False) for s in _sources(g, i, count)]
     if i.enc is Enc.VOP3 and (i.abs or i.neg):
         values = [(-1 if i.neg >> k & 1 else 1) * (np.abs(v) if i.abs >> k & 1 else v) for k, v in enumerate(values)]
     return values
 
 
-def _float_result(i: Inst, r: np.ndarray) -> np.ndarray:
+def _float_result(i: Inst, r: np.ndarray, g: Group | None = None) -> np.ndarray:
     r = np.asarray(r, _F32)
     if i.omod:
         r = r * np.float32(_OMOD[i.omod])
     if i.clamp:
         r = np.where(np.isnan(r), np.float32(0), np.clip(r, np.float32(0), np.float32(1)))
-    return _u(r)
+    return _u(r if g is None else flush_f32(g, r, True))
 
 
 def _f32_op(count: int, fn: Fn, name: str) -> Handler:
@@ -235,7 +257,7 @@ def _f32_op(count: int, fn: Fn, name: str) -> Handler:
 
     def op(g: Group, i: Inst) -> None:
         with np.errstate(all="ignore"):
-            g.set_v(i.vdst, np.broadcast_to(_float_result(i, fn(*_float_sources(g, i, count))), (g.n, 32)))
+            g.set_v(i.vdst, np.broadcast_to(_float_result(i, fn(*_float_sources(g, i, count)), g), (g.n, 32)))
 
     return op
 
@@ -264,7 +286,8 @@ def _mask(g: Group, code: int) -> np.ndarray:
 def _write_mask(g: Group, code: int, lanes: np.ndarray) -> None:
     if code == Src.NULL:
         return
-    g.set_s(code, mask_to_bits(np.broadcast_to(lanes, (g.n, 32)) & g.exec))
+    lanes = np.broadcast_to(lanes, (g.n, 32))
+    g.set_s(code, mask_to_bits(lanes if g.all_active else lanes & g.exec))
 
 
 def _special() -> dict[str, Handler]:
@@ -275,19 +298,16 @@ def _special() -> dict[str, Handler]:
 
     def carry(sign: int, reverse: bool, with_in: bool) -> Handler:
         def op(g: Group, i: Inst) -> None:
-            a, b = np.broadcast_arrays(*_sources(g, i, 2))
+            a, b = _sources(g, i, 2)
             if reverse:
                 a, b = b, a
-            c = _mask(g, i.src[2] if i.enc is Enc.VOP3 else Src.VCC_LO).astype(_U32) if with_in else _U32(0)
             with np.errstate(all="ignore"):
-                if sign > 0:
-                    first = a + b
-                    r = first + c
-                    out = (first < a) | (r < first)
-                else:
-                    first = a - b
-                    r = first - c
-                    out = (b > a) | (c > first)
+                r = a + b if sign > 0 else a - b
+                out = (r < a) if sign > 0 else (b > a)
+                if with_in:  # a carry (borrow) in overflows exactly where a +- b alone left r == a
+                    c = _mask(g, i.src[2] if i.enc is Enc.VOP3 else Src.VCC_LO)
+                    r = r + c if sign > 0 else r - c
+                    out = out | ((r == a) & c) if sign > 0 else out | ((b == a) & c)
             g.set_v(i.vdst, np.broadcast_to(r, (g.n, 32)))
             _write_mask(g, i.sdst if i.enc is Enc.VOP3 else Src.VCC_LO, out)
 
@@ -302,9 +322,8 @@ def _special() -> dict[str, Handler]:
                 r = np.asarray(wide % (1 << 64), dtype=object).astype(_U64)
                 out = (wide < -(2**63)) | (wide >= 2**63)
             else:
-                lo = a.astype(_U64) * b.astype(_U64)
-                r = lo + c
-                out = r < c
+                r = a.astype(_U64) * b.astype(_U64) + c
+                out = (r < c) if i.sdst != Src.NULL else np.zeros(1, bool)  # the carry only where it is kept
             g.set_v64(i.vdst, np.broadcast_to(r, (g.n, 32)))
             _write_mask(g, i.sdst, np.asarray(out, bool))
 
@@ -327,7 +346,7 @@ def _special() -> dict[str, Handler]:
     def fmac(g: Group, i: Inst) -> None:
         a, b = _float_sources(g, i, 2)
         with np.errstate(all="ignore"):
-            g.set_v(i.vdst, _float_result(i, _fma(a, b, _f(g.w.vgpr[i.vdst, g.sel]))))
+            g.set_v(i.vdst, _float_result(i, _fma(a, b, flush_f32(g, _f(g.w.vgpr[i.vdst, g.sel]), False)), g))
 
     def fmamk(g: Group, i: Inst) -> None:
         a, b = _float_sources(g, i, 2)

@@ -5,7 +5,7 @@ SMEM ``sbase[63:0] + offset + soffset`` (dword aligned: the low two bits are ign
 GLOBAL ``vaddr[63:0] + offset`` with ``saddr`` off, else ``saddr[63:0] + vaddr[31:0] + offset``;
 FLAT ``vaddr[63:0] + offset``, every address taken as global memory (the LDS and private apertures are not
 modelled yet); DS ``vaddr + offset`` inside the workgroup's LDS, where an access past the allocation reads zero
-and is not written (as the hardware's LDS range check does). SCRATCH is decoded, not executed.
+and is not written (as the hardware's LDS range check does). SCRATCH is scratch.py's, atomics atomics.py's.
 """
 
 from __future__ import annotations
@@ -68,8 +68,17 @@ def _lane_addresses(g: Group, i: Inst) -> np.ndarray:
     return np.broadcast_to(base + offset, (g.n, LANES))
 
 
+def _pick(g: Group, values: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """The active lanes' entries of a (n, 32) array, in wave-then-lane order (a reshape when every lane is on)."""
+    values = np.broadcast_to(values, (g.n, LANES))
+    return values.reshape(-1) if g.all_active else values[active]
+
+
 def _write_lanes(g: Group, first: int, active: np.ndarray, words: np.ndarray) -> None:
     for k in range(words.shape[1]):
+        if g.all_active:
+            g.set_v(first + k, words[:, k].reshape(g.n, LANES))
+            continue
         full = np.zeros((g.n, LANES), _U32)
         full[active] = words[:, k]
         g.set_v(first + k, full)
@@ -77,7 +86,7 @@ def _write_lanes(g: Group, first: int, active: np.ndarray, words: np.ndarray) ->
 
 def _read_lanes(g: Group, first: int, active: np.ndarray, nbytes: int) -> np.ndarray:
     count = max(1, nbytes // 4)
-    words = np.stack([g.w.vgpr[first + k, g.sel][active] for k in range(count)], axis=1)
+    words = np.stack([_pick(g, g.w.vgpr[first + k, g.sel], active) for k in range(count)], axis=1)
     return np.ascontiguousarray(words).view(np.uint8)[:, :nbytes]
 
 
@@ -112,14 +121,49 @@ def _global_store(kind: str) -> Handler:
     return op
 
 
-def _lds_index(g: Group, i: Inst, offset: int, nbytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(active lanes, flat LDS byte index of each active lane, whether it lies inside the allocation)."""
+def _lds_index(
+    g: Group, i: Inst, offset: int, nbytes: int, vaddr: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(active lanes, flat LDS byte index of each active lane, whether it lies inside the allocation); ``vaddr``
+    is the address VGPR as int64 when the caller already has it (the two-address forms)."""
     active = g.exec
-    addr = np.asarray(g.v(i.src[0]), _U32).astype(np.int64) + offset
-    addr = np.broadcast_to(addr, (g.n, LANES))[active]
-    groups = np.broadcast_to(g.w.group[g.sel][:, None], (g.n, LANES))[active]
-    inside = addr + nbytes <= g.w.lds_bytes
-    return active, groups * g.w.lds_bytes + np.where(inside, addr, 0), inside
+    rel = (np.asarray(g.v(i.src[0]), _U32).astype(np.int64) if vaddr is None else vaddr) + offset
+    inside = rel + nbytes <= g.w.lds_bytes
+    index = rel + g.w.lds_base[g.sel][:, None]
+    if not inside.all():
+        index = np.where(inside, index, g.w.lds_base[g.sel][:, None])
+    return active, _pick(g, index, active), _pick(g, inside, active)
+
+
+def _lds_words(g: Group, index: np.ndarray, nbytes: int) -> np.ndarray | None:
+    """Dword indices (k, nbytes / 4) of dword-aligned accesses of whole dwords, else None (byte indexing)."""
+    if nbytes % 4 or int(np.bitwise_or.reduce(index)) & 3:
+        return None
+    return (index >> 2)[:, None] + np.arange(nbytes // 4) if nbytes > 4 else (index >> 2)[:, None]
+
+
+def _lds_read(g: Group, index: np.ndarray, inside: np.ndarray, nbytes: int) -> np.ndarray:
+    """The LDS bytes (k, nbytes) at each index; lanes outside the allocation read zero."""
+    words = _lds_words(g, index, nbytes)
+    if words is not None:
+        data = np.ascontiguousarray(g.w.lds.view("<u4")[words]).view(np.uint8)
+    else:
+        data = g.w.lds[index[:, None] + np.arange(nbytes)]
+    if not inside.all():
+        data[~inside] = 0
+    return data
+
+
+def _lds_write(g: Group, index: np.ndarray, inside: np.ndarray, data: np.ndarray) -> None:
+    """Store ``data`` (k, nbytes) at each index, except the lanes outside the allocation."""
+    if not inside.all():
+        index, data = index[inside], data[inside]
+    nbytes = data.shape[1]
+    words = _lds_words(g, index, nbytes)
+    if words is not None:
+        g.w.lds.view("<u4")[words] = np.ascontiguousarray(data).view("<u4")
+    else:
+        g.w.lds[index[:, None] + np.arange(nbytes)] = data
 
 
 def _ds_load(kind: str, offsets: tuple[int, ...] = (0,), stride: int = 1) -> Handler:
@@ -127,11 +171,11 @@ def _ds_load(kind: str, offsets: tuple[int, ...] = (0,), stride: int = 1) -> Han
 
     def op(g: Group, i: Inst) -> None:
         pieces = []
+        vaddr = np.asarray(g.v(i.src[0]), _U32).astype(np.int64)
         for field in offsets:
             off = (i.simm if field == 0 else i.offset1) * stride if len(offsets) > 1 else i.simm | (i.offset1 << 8)
-            active, index, inside = _lds_index(g, i, off, nbytes)
-            data = g.w.lds[index[:, None] + np.arange(nbytes)] * inside[:, None].astype(np.uint8)
-            pieces.append(_extend(data, kind))
+            active, index, inside = _lds_index(g, i, off, nbytes, vaddr)
+            pieces.append(_extend(_lds_read(g, index, inside, nbytes), kind))
         _write_lanes(g, i.vdst, active, np.concatenate(pieces, axis=1))
 
     return op
@@ -144,19 +188,9 @@ def _ds_store(kind: str, offsets: tuple[int, ...] = (0,), stride: int = 1) -> Ha
         for n_field, field in enumerate(offsets):
             off = (i.simm if field == 0 else i.offset1) * stride if len(offsets) > 1 else i.simm | (i.offset1 << 8)
             active, index, inside = _lds_index(g, i, off, nbytes)
-            data = _read_lanes(g, i.src[1 + n_field] - 256, active, nbytes)
-            where = index[inside][:, None] + np.arange(nbytes)
-            g.w.lds[where] = data[inside]
+            _lds_write(g, index, inside, _read_lanes(g, i.src[1 + n_field] - 256, active, nbytes))
 
     return op
-
-
-def _ds_add(g: Group, i: Inst) -> None:
-    """ds_add_u32: every active lane adds to its LDS dword; lanes hitting the same dword all land (``np.add.at``)."""
-    _, index, inside = _lds_index(g, i, i.simm | (i.offset1 << 8), 4)
-    data = _read_lanes(g, i.src[1] - 256, g.exec, 4).view("<u4")[:, 0]
-    words = g.w.lds.view("<u4")
-    np.add.at(words, index[inside] >> 2, data[inside])
 
 
 def _handlers() -> dict[str, Handler]:
@@ -175,7 +209,6 @@ def _handlers() -> dict[str, Handler]:
         ops[f"ds_store_2addr_{kind}"] = _ds_store(kind, (0, 1), size)
     ops["ds_load_2addr_stride64_b32"] = _ds_load("b32", (0, 1), 4 * _STRIDE64)
     ops["ds_store_2addr_stride64_b32"] = _ds_store("b32", (0, 1), 4 * _STRIDE64)
-    ops["ds_add_u32"] = _ds_add
     return ops
 
 

@@ -137,6 +137,25 @@ def test_read_only_backings_and_unknown_unmaps_are_refused() -> None:
         mappings.unmap(0x1000)
 
 
+def test_writes_to_a_read_only_mapping_fault_and_change_nothing() -> None:
+    memory, mappings = flat(1 << 20, vram_at_zero=False)
+    mappings.map(0x1000, memory.vram[:0x1000])
+    mappings.map(0x2000, memory.vram[0x1000:0x2000], writable=False)
+    memory.vram[0x1000:0x1004] = b"keep"
+    writes: list[Callable[[], object]] = [
+        lambda: memory.write(0x2000, b"x"),
+        lambda: memory.write(0x1FFE, b"abcd"),  # straddles into the read-only page
+        lambda: memory.fill(0x2000, 8, 0, dword=True),
+        lambda: memory.copy(0x2000, 0x1000, 4),
+    ]
+    for write in writes:
+        with pytest.raises(GpuMemoryFault, match="read-only") as caught:
+            write()
+        assert caught.value.va == 0x2000
+    assert bytes(memory.read(0x2000, 4)) == b"keep"  # readable as ever
+    assert not any(memory.vram[0xFFE:0x1000])  # nothing of the straddling write landed either
+
+
 def test_unmap_makes_the_range_fault_again() -> None:
     memory, mappings = flat(1 << 20, vram_at_zero=True)
     memory.write(0x100, b"x")

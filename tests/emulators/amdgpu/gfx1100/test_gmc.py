@@ -131,6 +131,22 @@ def test_a_pde_with_bit_54_is_a_2mb_leaf(pcie: FakePcie) -> None:
     assert bytes(raw.front.gpu.read(va + 0x12345, 4)) == b"huge"
 
 
+def test_a_vram_page_without_the_writeable_bit_is_read_only(pcie: FakePcie) -> None:
+    raw = sdma_raw(pcie)
+    va = VMID0_VA_START + 0x4000_0000
+    raw.map_page(va, DATA, writeable=False)
+    raw.map_page(va + 0x1000, DATA + 0x1000)
+    raw.flush_tlb()
+    raw.put(DATA, b"keep")
+    with pytest.raises(GpuMemoryFault, match="read-only") as caught:
+        raw.front.gpu.write(va + 0xFFC, b"12345678")  # straddles from the read-only page into the writable one
+    assert caught.value.va == va + 0xFFC  # the first byte of the read-only run
+    assert bytes(raw.front.gpu.read(va, 4)) == b"keep"
+    assert bytes(raw.front.gpu.read(va + 0x1000, 4)) == bytes(4)  # nothing of the write landed
+    raw.front.gpu.write(va + 0x1000, b"ok!!")
+    assert bytes(raw.front.gpu.read(va + 0x1000, 4)) == b"ok!!"
+
+
 def test_the_mm_hub_is_separate_from_the_gc_hub(pcie: FakePcie) -> None:
     raw = RawDriver(Gfx1100Front.build(EventKernel(), vram_bytes=VRAM_BYTES, pcie=pcie), pcie)
     raw.setup_vmid0("mm")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.rdna3 import DATA, assemble, make_space, needs_llvm_mc, read, run_code
+from support.rdna3 import DATA, assemble, cls_reference, make_space, needs_llvm_mc, read, run_code
 
 pytestmark = needs_llvm_mc
 A, B, OUT = DATA, DATA + 0x1000, DATA + 0x2000
@@ -123,6 +123,7 @@ def _i64(a: np.ndarray) -> np.ndarray:
 
 
 U32_CASES: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "v_cls_i32_e32 v4, v2": lambda a, b: np.array([cls_reference(int(x)) for x in a], np.uint32),
     "v_add_nc_u32_e32 v4, v2, v3": lambda a, b: (_u64(a) + b) & 0xFFFFFFFF,
     "v_sub_nc_u32_e32 v4, v2, v3": lambda a, b: (a.astype(np.int64) - b) & 0xFFFFFFFF,
     "v_mul_lo_u32 v4, v2, v3": lambda a, b: (_u64(a) * b) & 0xFFFFFFFF,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.rdna3 import CODE_BASE, DATA, assemble, make_space, needs_llvm_mc, read, run_code
+from support.rdna3 import CODE_BASE, DATA, assemble, cls_reference, make_space, needs_llvm_mc, read, run_code
 
 from tinyhil.emulators.amdgpu.errors import GpuMemoryFault, WaveTrap
 
@@ -79,6 +79,7 @@ SCALAR: dict[str, Callable[[int, int], tuple[int, int]]] = {
     "s_bcnt1_i32_b32 s6, s0": lambda a, b: (a.bit_count(), int(a != 0)),
     "s_ctz_i32_b32 s6, s0": lambda a, b: (((a & -a).bit_length() - 1) & M if a else M, 0),
     "s_clz_i32_u32 s6, s0": lambda a, b: (32 - a.bit_length() if a else M, 0),
+    "s_cls_i32 s6, s0": lambda a, b: (cls_reference(a), 0),
     "s_brev_b32 s6, s0": lambda a, b: (int(f"{a:032b}"[::-1], 2), 0),
     "s_sext_i32_i16 s6, s0": lambda a, b: ((((a & 0xFFFF) ^ 0x8000) - 0x8000) & M, 0),
     "s_mov_b32 s6, s0\ns_cmp_lt_i32 s0, s1": lambda a, b: (a, int(_s(a) < _s(b))),
@@ -171,9 +172,9 @@ def test_smem_loads_every_width() -> None:
 @pytest.mark.parametrize(
     ("source", "message"),
     [
-        ("v_perm_b32 v1, v2, v3, v4\ns_endpgm", "v_perm_b32 is not implemented"),
+        ("v_ldexp_f16 v1, v2, v3\ns_endpgm", "v_ldexp_f16 is not implemented"),
         ("v_pk_add_u16 v1, v2, 1\ns_endpgm", "constant operands of packed math"),
-        ("scratch_load_b32 v1, v2, off\ns_endpgm", "scratch_load_b32 is not implemented"),
+        ("scratch_load_b32 v1, v2, off\ns_endpgm", "scratch_base is not set"),
         ("s_code_end", "s_code_end is not implemented"),
         ("s_branch 0x1000", "PC outside the code"),
         ("s_nop 0", "illegal instruction: VOP2 opcode 0"),  # runs off the end into zero padding
@@ -228,7 +229,7 @@ def test_bad_dispatch_setups_are_refused_before_anything_runs() -> None:
     with pytest.raises(InvalidArgument, match="user_data"):
         DispatchSetup(0, 0, 0, 0, user_data=(0,) * 17)
     space = make_space(16 << 20)
-    with pytest.raises(NotImplementedError, match="wave64"):
+    with pytest.raises(WaveTrap, match="wave64"):
         run_dispatch(space, DispatchSetup(CODE_BASE >> 8, 0, 0, 0, wave32=False))
     with pytest.raises(WaveTrap, match="program address is not mapped"):
         run_dispatch(space, DispatchSetup((32 << 20) >> 8, 0, 0, 0))

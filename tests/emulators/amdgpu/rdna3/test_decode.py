@@ -25,12 +25,18 @@ _TEMPLATES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"s_(mov|not|\w+_saveexec)_b64"), "{} s[2:3], s[4:5]"),
     (re.compile(r"s_\w+_(b64|u64)$"), "{} s[2:3], s[4:5], s[6:7]"),
     (re.compile(r"s_cmp_\w+_u64"), "{} s[2:3], s[4:5]"),
+    (re.compile(r"s_waitcnt_depctr"), "{} 0xfff"),
     (re.compile(r"s_waitcnt_\w+"), "{} null, 0x0"),
+    (re.compile(r"s_getreg_b32"), "{} s1, hwreg(HW_REG_MODE, 4, 2)"),
+    (re.compile(r"s_setreg_b32"), "{} hwreg(HW_REG_MODE, 4, 2), s1"),
+    (re.compile(r"s_setreg_imm32_b32"), "{} hwreg(HW_REG_MODE, 4, 2), 0x3"),
     (re.compile(r"s_\w*k_\w+"), "{} s1, 0x1234"),
     (re.compile(r"s_(cmp|bitcmp)\w+"), "{} s1, s2"),
     (re.compile(r"s_(icache_inv|barrier|endpgm|code_end)$"), "{}"),
     (
-        re.compile(r"s_(nop|sleep|branch|cbranch_\w+|waitcnt|clause|delay_alu|sendmsg|set_inst\w+|trap|setprio)$"),
+        re.compile(
+            r"s_(nop|sleep|branch|cbranch_\w+|waitcnt|clause|delay_alu|sendmsg|set_inst\w+|trap|setprio|round_mode|denorm_mode)$"
+        ),
         "{} 0x0",
     ),
     (re.compile(r"s_\w+_(saveexec_b32|b32|i32|u32|i8|i16)$|s_\w+_b32_b16"), "{} s1, s2, s3"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from pathlib import Path
 
@@ -12,8 +13,10 @@ from support.rdna3_corpus import SOURCE, divloop_reference
 
 from tinyhil.amdgpu.code_object import CodeObject
 from tinyhil.emulators.amdgpu.errors import GpuMemoryFault, WaveTrap
+from tinyhil.emulators.amdgpu.rdna3 import ProgramCache
 
 pytestmark = needs_clang
+S_NOP = (0xBF800000).to_bytes(4, "little")  # SOPP s_nop 0
 
 
 @pytest.fixture(scope="module")
@@ -115,13 +118,100 @@ def test_an_endless_loop_ends_in_a_wave_trap_within_the_budget(kernels: CodeObje
 
 
 def test_a_second_dispatch_of_the_same_code_decodes_nothing(kernels: CodeObject) -> None:
-    from tinyhil.emulators.amdgpu.rdna3.executor import _DEFAULT_CACHE
-
-    space = make_space()
+    space, cache = make_space(), ProgramCache()
+    a = np.arange(32, dtype=np.float32)
+    space.write(DATA, a)
     args = struct.pack("<QQQi", DATA, DATA, DATA + 0x1000, 32)
-    launch(space, kernels, "vadd", args, grid=1, block=32)
-    program = _DEFAULT_CACHE.get(bytes(space.read(0x100000 + kernels.kernels["vadd"].entry_vaddr, 1 << 20)))
-    decoded = dict(program.decoded)
-    assert decoded
-    launch(space, kernels, "vadd", args, grid=1, block=32)
-    assert program.decoded == decoded
+    first = launch(space, kernels, "vadd", args, grid=1, block=32, cache=cache)
+    assert first.decoded == first.steps  # straight-line code: each instruction decoded once
+    assert launch(space, kernels, "vadd", args, grid=1, block=32, cache=cache).decoded == 0
+    # other bytes at the same address are a new program, decoded afresh
+    entry = kernels.kernels["vadd"].entry_vaddr
+    image = kernels.image[:entry] + S_NOP + kernels.image[entry + len(S_NOP) :]  # s_clause replaced by s_nop
+    again = launch(space, dataclasses.replace(kernels, image=image), "vadd", args, grid=1, block=32, cache=cache)
+    assert again.decoded == again.steps
+    np.testing.assert_array_equal(read(space, DATA + 0x1000, 32, "<f4"), a + a)
+
+
+def test_a_global_atomic_histogram_matches_numpy(kernels: CodeObject) -> None:
+    n = 4096
+    a = np.random.default_rng(7).integers(0, 1 << 20, n).astype(np.int32)
+    space = make_space()
+    space.write(DATA, a)
+    bins, firsts = DATA + 4 * n, DATA + 4 * n + 0x1000
+    launch(space, kernels, "ghist", struct.pack("<QQQ", DATA, bins, firsts), grid=n // 256, block=256)
+    np.testing.assert_array_equal(read(space, bins, 64, "<i4"), np.bincount(a & 63, minlength=64))
+    np.testing.assert_array_equal(read(space, firsts, 8, "<i4"), [a[(a & 7) == k].max() for k in range(8)])
+
+
+def test_a_kernel_indexing_a_private_array_uses_scratch_and_matches_numpy(kernels: CodeObject) -> None:
+    assert kernels.kernels["privsum"].private_segment_fixed_size > 0  # clang put the array in scratch
+    threads = 256
+    a = np.random.default_rng(8).integers(-1000, 1000, (threads, 32)).astype(np.int32)
+    space = make_space()
+    space.write(DATA, a)
+    launch(space, kernels, "privsum", struct.pack("<QQ", DATA, DATA + a.nbytes), grid=threads // 64, block=64)
+    arr = a * np.arange(32)
+    k = np.arange(32)
+    picks = (k * 7 + a[:, :1]) & 31
+    want = (np.take_along_axis(arr, picks, axis=1) ^ k).sum(axis=1)
+    np.testing.assert_array_equal(read(space, DATA + a.nbytes, threads, "<i4"), want)
+
+
+def test_a_kernel_using_scratch_without_scratch_memory_traps(kernels: CodeObject) -> None:
+    space = make_space()
+    args = struct.pack("<QQ", DATA, DATA + 0x10000)
+    with pytest.raises(WaveTrap, match="scratch_base is not set") as caught:
+        launch(space, kernels, "privsum", args, grid=1, block=64, scratch=False)
+    assert caught.value.text.startswith("scratch_")
+
+
+def test_packed_f16_math_matches_numpy(kernels: CodeObject) -> None:
+    n = 2048
+    rng = np.random.default_rng(9)
+    a, b = (rng.standard_normal(2 * n).astype(np.float16) for _ in range(2))
+    space = make_space()
+    space.write(DATA, a)
+    space.write(DATA + a.nbytes, b)
+    launch(space, kernels, "pkfma", struct.pack("<QQQ", DATA, DATA + a.nbytes, DATA + 2 * a.nbytes), grid=8, block=256)
+    got = read(space, DATA + 2 * a.nbytes, 2 * n, "<f2")
+    fused = (a.astype(np.float64) * b + a).astype(np.float16)  # v_pk_fma_f16: one rounding
+    np.testing.assert_array_equal(got, fused)
+
+
+def test_conversions_between_f16_f32_and_f64_match_numpy(kernels: CodeObject) -> None:
+    n = 512
+    a = (np.random.default_rng(10).standard_normal(n) * 1000).astype(np.float32)
+    space = make_space()
+    space.write(DATA, a)
+    h, back, d = DATA + 0x1000, DATA + 0x2000, DATA + 0x3000
+    launch(space, kernels, "convert", struct.pack("<QQQQ", DATA, h, back, d), grid=n // 128, block=128)
+    halves = a.astype(np.float16)
+    np.testing.assert_array_equal(read(space, h, n, "<f2"), halves)
+    np.testing.assert_array_equal(read(space, back, n, "<f4"), halves.astype(np.float32) + np.float32(1))
+    np.testing.assert_array_equal(read(space, d, n, "<f8"), a.astype(np.float64) * 3.0 + np.arange(n))
+
+
+def test_division_and_libm_style_math_match_numpy(kernels: CodeObject) -> None:
+    """f32 division (v_rcp_f32 refined by FMAs: OpenCL allows 2.5 ULP), i32 division and remainder (exact), and
+    sqrt/exp/log as LLVM expands them (OpenCL's bounds: 3 ULP for sqrt/exp/log)."""
+    n = 256
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    space = make_space()
+    space.write(DATA, a)
+    space.write(DATA + 0x1000, b)
+    launch(space, kernels, "fdiv", struct.pack("<QQQ", DATA, DATA + 0x1000, DATA + 0x2000), grid=1, block=n)
+    np.testing.assert_array_max_ulp(read(space, DATA + 0x2000, n, "<f4"), a / b, maxulp=2)
+    x = (a * 100).astype(np.float32)
+    space.write(DATA, x)
+    launch(space, kernels, "fmath", struct.pack("<QQ", DATA, DATA + 0x2000), grid=1, block=n)
+    want = np.sqrt(np.abs(x.astype(np.float64))) + np.exp(x * 0.01) + np.log(np.abs(x.astype(np.float64)) + 1)
+    np.testing.assert_allclose(read(space, DATA + 0x2000, n, "<f4"), want, rtol=4e-7)
+    p = rng.integers(-(10**6), 10**6, n).astype(np.int32)
+    q = (rng.integers(1, 1000, n) * rng.choice([-1, 1], n)).astype(np.int32)
+    space.write(DATA, p)
+    space.write(DATA + 0x1000, q)
+    launch(space, kernels, "idiv", struct.pack("<QQQ", DATA, DATA + 0x1000, DATA + 0x2000), grid=1, block=n)
+    quotient = np.trunc(p / q).astype(np.int64)  # C division truncates toward zero
+    np.testing.assert_array_equal(read(space, DATA + 0x2000, n, "<i4"), quotient + (p - quotient * q))
