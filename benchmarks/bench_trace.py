@@ -23,6 +23,7 @@ import numpy as np
 from tinyhil.benchtime import best_seconds
 from tinyhil.device import Device
 from tinyhil.mocks.replay import replay_device
+from tinyhil.mocks.targets import REPLAY_TARGET
 from tinyhil.registry import default_registry, open_target
 from tinyhil.trace import load_trace
 
@@ -67,7 +68,7 @@ def replay_ratio(nbytes: int, repeats: int) -> float:
         path = Path(scratch) / "session.hiltrace.jsonl"
         _session(open_target(TARGET, record=str(path)), data)
         trace = load_trace(path)
-    replay = default_registry().resolve("REPLAY+AMD")
+    replay = default_registry().resolve(REPLAY_TARGET)
     seconds = best_seconds({"emulator": lambda: _session(open_target(TARGET), data),
                             "replay": lambda: _session(replay_device(replay, trace), data)}, repeats)  # fmt: skip
     return seconds["emulator"] / seconds["replay"]
