@@ -21,7 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from tinyhil.amdgpu.code_object import KernelDescriptor, grid_dims, hidden_kernargs, load_code_object, user_sgprs
+from tinyhil.align import round_up
+from tinyhil.amdgpu.code_object import (
+    PGM_ALIGN,
+    KernelDescriptor,
+    grid_dims,
+    hidden_kernargs,
+    load_code_object,
+    user_sgprs,
+)
 from tinyhil.amdgpu.errors import CodeObjectError, KernelLoadError
 from tinyhil.amdgpu.pm4 import pm4_launch_kernel
 from tinyhil.device import Program
@@ -67,7 +75,7 @@ class GpuKernel:
 
     def kernarg_bytes(self) -> int:
         """The kernarg slot one dispatch needs: the segment, then the dispatch packet (64-byte aligned)."""
-        return -(-self.kd.kernarg_size // DISPATCH_PACKET_BYTES) * DISPATCH_PACKET_BYTES + DISPATCH_PACKET_BYTES
+        return round_up(self.kd.kernarg_size, DISPATCH_PACKET_BYTES) + DISPATCH_PACKET_BYTES
 
     def launch(
         self, kernarg_va: int, words: Sequence[int], grid: Sequence[int], block: Sequence[int]
@@ -105,8 +113,8 @@ def load_gpu_kernel(binary: bytes, name: str, base: int) -> GpuKernel:
     kd = co.kernels.get(name)
     if kd is None:
         raise CodeObjectError(f"no kernel {name!r} in the code object (kernels: {', '.join(sorted(co.kernels))})")
-    if base % 256:
-        raise CodeObjectError(f"base={base:#x}, expected a 256-byte aligned GPU address")
+    if base % PGM_ALIGN:
+        raise CodeObjectError(f"base={base:#x}, expected a {PGM_ALIGN}-byte aligned GPU address")
     return GpuKernel(kd, base, co.image)
 
 

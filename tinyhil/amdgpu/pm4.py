@@ -36,6 +36,7 @@ from tinyhil.spec.amdgpu_pm4 import (
     SH_REG_END,
     UCONFIG_REG_BASE,
     UCONFIG_REG_END,
+    USER_DATA_REGS,
     WAIT_REG_MEM_FUNCTION,
     WAIT_REG_MEM_MEM_SPACE,
     WAIT_REG_MEM_POLL_INTERVAL,
@@ -228,8 +229,8 @@ def pm4_launch_kernel(
     check_address("entry_va", entry_va, 1 << COMPUTE_PGM_ADDR_SHIFT)
     if len(group_size) != 3 or len(grid) != 3 or len(rsrc) != 3:
         raise InvalidArgument(f"grid={grid!r} group_size={group_size!r} rsrc={rsrc!r}, expected three values each")
-    if len(user_data) > ShReg.COMPUTE_USER_DATA_15 - ShReg.COMPUTE_USER_DATA_0 + 1:
-        raise InvalidArgument(f"{len(user_data)} user data dwords, expected at most 16")
+    if len(user_data) > USER_DATA_REGS:
+        raise InvalidArgument(f"{len(user_data)} user data dwords, expected at most {USER_DATA_REGS}")
     rsrc1, rsrc2, rsrc3 = (check_int("rsrc", v, min_value=0, max_value=0xFFFF_FFFF) for v in rsrc)
     threads = [COMPUTE_NUM_THREAD_FULL.put(check_int("group_size", v, min_value=1)) for v in group_size]
     lanes = 32 if wave32 else 64

@@ -17,8 +17,10 @@ from typing import Final
 
 import numpy as np
 
+from tinyhil._check import WORKGROUP_MAX_SIZE
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.amdhsa import Rsrc1, Rsrc2
+from tinyhil.spec.amdgpu_pm4 import COMPUTE_PGM_ADDR_SHIFT, USER_DATA_REGS
+from tinyhil.spec.amdhsa import USER_SGPR_COUNT_MASK, VGPR_GRANULE_WAVE32, Rsrc1, Rsrc2, rsrc2_lds_bytes
 
 from ..errors import GpuMemoryFault, WaveTrap
 from ..memory import AddressSpace
@@ -43,19 +45,12 @@ HANDLERS: Final[dict[str, Handler]] = {
     **SALU_HANDLERS, **VALU_HANDLERS, **VALU64_HANDLERS, **VMEM_HANDLERS, **ATOMIC_HANDLERS, **SCRATCH_HANDLERS,
     **VOP3P_HANDLERS, **MODE_HANDLERS, **DIVISION_HANDLERS,
 }  # fmt: skip
-PGM_ADDR_SHIFT: Final = 8  # COMPUTE_PGM_LO/HI hold the program address >> 8
-USER_DATA_REGS: Final = 16
 WORKITEM_ID_SHIFT: Final = 10  # GFX11 packs the work-item ids in v0: x | y << 10 | z << 20
 DEFAULT_CODE_WINDOW_BYTES: Final = 1 << 20
 DEFAULT_STEP_BUDGET: Final = 1 << 20
-_VGPR_GRANULE_WAVE32: Final = 8
-_LDS_GRANULE_BYTES: Final = 512
-_MAX_THREADS_PER_GROUP: Final = 1024
 _FIELD_1: Final = 1
 _FIELD_2: Final = 3
-_FIELD_5: Final = 0x1F
 _FIELD_6: Final = 0x3F
-_FIELD_9: Final = 0x1FF
 _FIRST_WAVE_BIT: Final = 31
 _CACHE_ENTRIES: Final = 64
 _CODE_READ_BYTES: Final = 4096  # code is read a page at a time
@@ -96,14 +91,14 @@ class DispatchSetup:
         if len(self.user_data) > USER_DATA_REGS:
             raise InvalidArgument(f"user_data has {len(self.user_data)} dwords, expected at most {USER_DATA_REGS}")
         threads = int(np.prod(self.num_thread))
-        if min(self.num_thread) < 1 or threads > _MAX_THREADS_PER_GROUP:
-            raise InvalidArgument(f"num_thread={self.num_thread}, expected 1..{_MAX_THREADS_PER_GROUP} threads")
+        if min(self.num_thread) < 1 or threads > WORKGROUP_MAX_SIZE:
+            raise InvalidArgument(f"num_thread={self.num_thread}, expected 1..{WORKGROUP_MAX_SIZE} threads")
         if min(self.grid) < 0:
             raise InvalidArgument(f"grid={self.grid}, expected non-negative workgroup counts")
 
     @property
     def pgm_addr(self) -> int:
-        return ((self.pgm_hi << 32) | self.pgm_lo) << PGM_ADDR_SHIFT
+        return ((self.pgm_hi << 32) | self.pgm_lo) << COMPUTE_PGM_ADDR_SHIFT
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,8 +224,8 @@ def _setup_waves(setup: DispatchSetup) -> Waves:
     gx, gy, gz = setup.grid
     n_groups = gx * gy * gz
     n_waves = n_groups * waves_per_group
-    vgprs = (_field(setup.rsrc1, Rsrc1.GRANULATED_WORKITEM_VGPR_COUNT, _FIELD_6) + 1) * _VGPR_GRANULE_WAVE32
-    lds = _field(setup.rsrc2, Rsrc2.GRANULATED_LDS_SIZE, _FIELD_9) * _LDS_GRANULE_BYTES
+    vgprs = (_field(setup.rsrc1, Rsrc1.GRANULATED_WORKITEM_VGPR_COUNT, _FIELD_6) + 1) * VGPR_GRANULE_WAVE32
+    lds = rsrc2_lds_bytes(setup.rsrc2)
     w = Waves(n_waves, vgprs, n_groups, lds)
     w.scratch_base = setup.scratch_base
     w.mode[:] = initial_mode(setup.rsrc1)
@@ -240,7 +235,7 @@ def _setup_waves(setup: DispatchSetup) -> Waves:
     wave_in_group = np.tile(np.arange(waves_per_group, dtype=np.int64), n_groups)
     w.group[:] = group
     w.lds_base[:] = group * lds
-    user = _field(setup.rsrc2, Rsrc2.USER_SGPR_COUNT, _FIELD_5)
+    user = _field(setup.rsrc2, Rsrc2.USER_SGPR_COUNT, USER_SGPR_COUNT_MASK)
     for k, value in enumerate(setup.user_data[:user]):
         w.sgpr[k] = value & 0xFFFFFFFF
     at = user
