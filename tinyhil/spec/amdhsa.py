@@ -186,7 +186,7 @@ def rsrc2_with_lds(rsrc2: int, lds_bytes: int) -> int:
         InvalidArgument: ``lds_bytes`` is negative or more than the 9-bit field holds (0x1ff granules).
     """
     granules = ceil_div(lds_bytes, LDS_GRANULE_BYTES)
-    if not 0 <= granules <= LDS_SIZE_FIELD_MASK:
+    if lds_bytes < 0 or granules > LDS_SIZE_FIELD_MASK:
         raise InvalidArgument(
             f"lds_bytes={lds_bytes:#x}, expected 0..{LDS_SIZE_FIELD_MASK * LDS_GRANULE_BYTES:#x} (rsrc2.LDS_SIZE)"
         )
