@@ -18,6 +18,7 @@ from typing import Final
 import numpy as np
 
 from tinyhil._check import WORKGROUP_MAX_SIZE
+from tinyhil.align import ceil_div
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.amdgpu_pm4 import COMPUTE_PGM_ADDR_SHIFT, USER_DATA_REGS
 from tinyhil.spec.amdhsa import USER_SGPR_COUNT_MASK, VGPR_GRANULE_WAVE32, Rsrc1, Rsrc2, rsrc2_lds_bytes
@@ -67,6 +68,9 @@ class DispatchSetup:
     ``scratch_wave_bytes`` each wave's share of it (``COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI`` and
     ``COMPUTE_TMPRING_SIZE.WAVESIZE`` as the driver programs them): wave ``k`` of the dispatch owns
     ``[scratch_base + k * scratch_wave_bytes, +scratch_wave_bytes)``. Without a base, a scratch instruction traps.
+    ``scratch_waves`` is the number of scratch slots (``COMPUTE_TMPRING_SIZE.WAVES`` x shader engines): a dispatch
+    whose kernel enables the private segment and has more waves than that runs whole workgroups at a time, as many
+    as the slots hold, each batch's wave ``k`` in slot ``k`` (0: a slot for every wave).
     """
 
     pgm_lo: int
@@ -81,6 +85,7 @@ class DispatchSetup:
     dispatch_id: int = 0
     scratch_base: int | None = None
     scratch_wave_bytes: int = 0
+    scratch_waves: int = 0
 
     def __post_init__(self) -> None:
         if self.scratch_wave_bytes < 0 or self.scratch_wave_bytes % SCRATCH_LANE_STRIDE:
@@ -93,6 +98,8 @@ class DispatchSetup:
         threads = int(np.prod(self.num_thread))
         if min(self.num_thread) < 1 or threads > WORKGROUP_MAX_SIZE:
             raise InvalidArgument(f"num_thread={self.num_thread}, expected 1..{WORKGROUP_MAX_SIZE} threads")
+        if self.scratch_waves < 0:
+            raise InvalidArgument(f"scratch_waves={self.scratch_waves}, expected a non-negative slot count")
         if min(self.grid) < 0:
             raise InvalidArgument(f"grid={self.grid}, expected non-negative workgroup counts")
 
@@ -216,13 +223,33 @@ def _field(value: int, shift: int, mask: int) -> int:
     return (value >> shift) & mask
 
 
-def _setup_waves(setup: DispatchSetup) -> Waves:
-    """Every wave's initial registers (AMDGPUUsage "Initial Kernel Execution State")."""
+def _waves_per_group(setup: DispatchSetup) -> int:
     nx, ny, nz = setup.num_thread
-    threads = nx * ny * nz
-    waves_per_group = -(-threads // LANES)
+    return ceil_div(nx * ny * nz, LANES)
+
+
+def _batches(setup: DispatchSetup) -> list[tuple[int, int]]:
+    """The workgroups run together, as (first, count): all of them, or as many as the scratch slots hold."""
     gx, gy, gz = setup.grid
     n_groups = gx * gy * gz
+    per_group = _waves_per_group(setup)
+    uses_scratch = _field(setup.rsrc2, Rsrc2.ENABLE_PRIVATE_SEGMENT, _FIELD_1) and setup.scratch_base is not None
+    if not uses_scratch or not setup.scratch_waves or n_groups * per_group <= setup.scratch_waves:
+        return [(0, n_groups)]
+    fit = setup.scratch_waves // per_group
+    if not fit:
+        raise WaveTrap(f"{setup.scratch_waves} scratch slots (COMPUTE_TMPRING_SIZE.WAVES x shader engines) cannot "
+                       f"hold one workgroup of {per_group} waves", pc=setup.pgm_addr)  # fmt: skip
+    return [(first, min(fit, n_groups - first)) for first in range(0, n_groups, fit)]
+
+
+def _setup_waves(setup: DispatchSetup, first_group: int, n_groups: int) -> Waves:
+    """The initial registers (AMDGPUUsage "Initial Kernel Execution State") of the waves of workgroups
+    ``first_group .. first_group + n_groups - 1`` (linear ids, x fastest)."""
+    nx, ny, nz = setup.num_thread
+    threads = nx * ny * nz
+    waves_per_group = _waves_per_group(setup)
+    gx, gy, _gz = setup.grid
     n_waves = n_groups * waves_per_group
     vgprs = (_field(setup.rsrc1, Rsrc1.GRANULATED_WORKITEM_VGPR_COUNT, _FIELD_6) + 1) * VGPR_GRANULE_WAVE32
     lds = rsrc2_lds_bytes(setup.rsrc2)
@@ -239,7 +266,8 @@ def _setup_waves(setup: DispatchSetup) -> Waves:
     for k, value in enumerate(setup.user_data[:user]):
         w.sgpr[k] = value & 0xFFFFFFFF
     at = user
-    ids = (group % gx, (group // gx) % gy, group // (gx * gy))
+    linear = group + first_group
+    ids = (linear % gx, (linear // gx) % gy, linear // (gx * gy))
     enables = (Rsrc2.ENABLE_SGPR_WORKGROUP_ID_X, Rsrc2.ENABLE_SGPR_WORKGROUP_ID_Y, Rsrc2.ENABLE_SGPR_WORKGROUP_ID_Z)
     for enable, ids_dim in zip(enables, ids, strict=True):
         if _field(setup.rsrc2, enable, _FIELD_1):
@@ -289,8 +317,21 @@ def run_dispatch(
     base = setup.pgm_addr
     program = (cache or _DEFAULT_CACHE).get(space, base, code_window_bytes)
     decodes_before = program.decodes
-    w = _setup_waves(setup)
-    steps = wave_steps = lane_steps = 0
+    waves = steps = wave_steps = lane_steps = 0
+    for first, count in _batches(setup):
+        w = _setup_waves(setup, first, count)
+        waves += len(w.pc)
+        steps, more_waves, more_lanes = _run_waves(space, program, w, steps, step_budget)
+        wave_steps += more_waves
+        lane_steps += more_lanes
+    return DispatchStats(waves, steps, wave_steps, lane_steps, program.decodes - decodes_before)
+
+
+def _run_waves(space: AddressSpace, program: Program, w: Waves, steps: int, step_budget: int) -> tuple[int, int, int]:
+    """Run ``w`` to the end; ``steps`` group steps were taken before. Returns the steps so far and the wave and
+    lane instructions these waves executed."""
+    base = program.base
+    wave_steps = lane_steps = 0
     while True:
         runnable = w.alive & ~w.waiting
         if not runnable.any():
@@ -318,4 +359,4 @@ def run_dispatch(
         steps += 1
         wave_steps += n
         lane_steps += n * LANES
-    return DispatchStats(len(w.pc), steps, wave_steps, lane_steps, program.decodes - decodes_before)
+    return steps, wave_steps, lane_steps
