@@ -3,7 +3,9 @@
 What the AQL packet processor does between reading a KERNEL_DISPATCH packet and starting waves
 (docs/amdgpu.md "AQL packets"): decode the packet, read the 64-byte kernel descriptor at ``kernel_object``, check
 both, and build the :class:`~tinyhil.emulators.amdgpu.rdna3.DispatchSetup` (program address, rsrc1/2/3 with the
-packet's group segment as LDS, the user SGPRs the descriptor enables, the grid in workgroups). A value the
+packet's group segment as LDS, the user SGPRs the descriptor enables, the grid in workgroups, and for a kernel
+with a private segment the queue's scratch: ``scratch_backing_memory_location`` as the scratch base and
+``compute_tmpring_size`` as the slots and their size, docs/amdgpu.md "Scratch"). A value the
 hardware could not run is a :class:`~tinyhil.emulators.amdgpu.packets.PacketError` (BAD_PACKET) naming it.
 """
 
@@ -13,7 +15,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from tinyhil._check import WORKGROUP_MAX_SIZE
-from tinyhil.spec.amdgpu_pm4 import COMPUTE_PGM_ADDR_SHIFT, USER_DATA_REGS
+from tinyhil.spec.amdgpu_pm4 import (
+    COMPUTE_PGM_ADDR_SHIFT,
+    COMPUTE_TMPRING_SIZE_WAVES,
+    COMPUTE_TMPRING_SIZE_WAVESIZE,
+    GFX1100_SHADER_ENGINES,
+    TMPRING_WAVESIZE_UNIT_BYTES,
+    USER_DATA_REGS,
+)
 from tinyhil.spec.amdhsa import (
     KD_BYTES,
     USER_SGPR_COUNT_MASK,
@@ -143,10 +152,13 @@ def dispatch_setup(
     scratch_fields = (
         KernelCodeProperty.ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER | KernelCodeProperty.ENABLE_SGPR_FLAT_SCRATCH_INIT
     )
-    srd, scratch_base = 0, 0
-    if properties & scratch_fields:
+    srd = scratch_base = wave_bytes = slots = 0
+    if properties & scratch_fields or rsrc2 >> Rsrc2.ENABLE_PRIVATE_SEGMENT & 1:
         srd = _field(bytes(memory.read(queue_va + AmdQueueOffset.scratch_resource_descriptor, 16)), 0, 16)
         scratch_base = memory.read_u64(queue_va + AmdQueueOffset.scratch_backing_memory_location)
+        tmpring = memory.read_u32(queue_va + AmdQueueOffset.compute_tmpring_size)
+        wave_bytes = COMPUTE_TMPRING_SIZE_WAVESIZE.get(tmpring) * TMPRING_WAVESIZE_UNIT_BYTES
+        slots = COMPUTE_TMPRING_SIZE_WAVES.get(tmpring) * GFX1100_SHADER_ENGINES  # WAVES counts per SE on GFX11
     values = {
         KernelCodeProperty.ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER: srd,
         KernelCodeProperty.ENABLE_SGPR_DISPATCH_PTR: packet_va,
@@ -167,4 +179,6 @@ def dispatch_setup(
     return DispatchSetup(
         pgm & _DWORD, pgm >> 32, rsrc1, rsrc2, _field(kd, _K.COMPUTE_PGM_RSRC3, 4), tuple(user),
         dispatch.workgroup_size, grid, dispatch_id=dispatch_id,
+        scratch_base=scratch_base if scratch_base and wave_bytes and slots else None,
+        scratch_wave_bytes=wave_bytes if slots else 0, scratch_waves=slots,
     )  # fmt: skip

@@ -9,9 +9,10 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 from support.rdna3 import needs_clang
-from support.rdna3_corpus import SOURCE, divloop_reference
+from support.rdna3_corpus import SOURCE, divloop_reference, privsum_reference
 
 from tinyhil.amdgpu.errors import KernelLoadError, QueueStopped
+from tinyhil.amdgpu.gpu_kernel import MAX_SCRATCH_WAVES
 from tinyhil.amdgpu.interfaces import GpuPointer
 from tinyhil.device import Buffer, Device, Program
 from tinyhil.emulators.amdgpu.pm4 import Pm4Engine
@@ -51,7 +52,19 @@ def dev(request: pytest.FixtureRequest) -> Iterator[Device]:
 
 @pytest.fixture(scope="module")
 def corpus(dev: Device) -> dict[str, Program]:
-    names = ["vadd", "saxpy", "divloop", "reduce", "histogram", "matmul", "scan"]
+    names = [
+        "vadd",
+        "saxpy",
+        "divloop",
+        "reduce",
+        "histogram",
+        "matmul",
+        "scan",
+        "ghist",
+        "privsum",
+        "pkfma",
+        "convert",
+    ]
     return {name: dev.compile(SOURCE.encode(), name) for name in names}
 
 
@@ -144,6 +157,48 @@ def test_a_prefix_scan_matches_numpy(dev: Device, corpus: dict[str, Program]) ->
     out = dev.alloc(4 * 64)
     dev.exec(corpus["scan"], 1, 64, [_put(dev, a), out])
     np.testing.assert_array_equal(_get(dev, out, "<i4", 64), np.cumsum(a))
+
+
+def test_a_global_atomic_histogram_matches_numpy(dev: Device, corpus: dict[str, Program]) -> None:
+    n = 4096
+    a = np.random.default_rng(7).integers(0, 1 << 20, n).astype(np.int32)
+    bins, firsts = dev.alloc(64 * 4), dev.alloc(8 * 4)
+    dev.fill(bins, 0)
+    dev.fill(firsts, 0)
+    dev.exec(corpus["ghist"], n // 256, 256, [_put(dev, a), bins, firsts])
+    np.testing.assert_array_equal(_get(dev, bins, "<i4", 64), np.bincount(a & 63, minlength=64))
+    np.testing.assert_array_equal(_get(dev, firsts, "<i4", 8), [a[(a & 7) == k].max() for k in range(8)])
+
+
+@pytest.mark.parametrize("threads", [256, 32 * (MAX_SCRATCH_WAVES + 64)])
+def test_a_kernel_with_a_private_array_in_scratch_matches_numpy(
+    dev: Device, corpus: dict[str, Program], threads: int
+) -> None:
+    a = np.random.default_rng(threads).integers(-1000, 1000, (threads, 32)).astype(np.int32)
+    out = dev.alloc(4 * threads)
+    dev.exec(corpus["privsum"], threads // 64, 64, [_put(dev, a), out])  # the larger: more waves than slots
+    np.testing.assert_array_equal(_get(dev, out, "<i4", threads), privsum_reference(a))
+
+
+def test_packed_f16_math_matches_numpy(dev: Device, corpus: dict[str, Program]) -> None:
+    n = 2048
+    rng = np.random.default_rng(9)
+    a, b = (rng.standard_normal(2 * n).astype(np.float16) for _ in range(2))
+    out = dev.alloc(a.nbytes)
+    dev.exec(corpus["pkfma"], n // 256, 256, [_put(dev, a), _put(dev, b), out])
+    fused = (a.astype(np.float64) * b + a).astype(np.float16)  # v_pk_fma_f16: one rounding
+    np.testing.assert_array_equal(_get(dev, out, "<f2", 2 * n), fused)
+
+
+def test_conversions_between_f16_f32_and_f64_match_numpy(dev: Device, corpus: dict[str, Program]) -> None:
+    n = 512
+    a = (np.random.default_rng(10).standard_normal(n) * 1000).astype(np.float32)
+    h, back, d = dev.alloc(2 * n), dev.alloc(4 * n), dev.alloc(8 * n)
+    dev.exec(corpus["convert"], n // 128, 128, [_put(dev, a), h, back, d])
+    halves = a.astype(np.float16)
+    np.testing.assert_array_equal(_get(dev, h, "<f2", n), halves)
+    np.testing.assert_array_equal(_get(dev, back, "<f4", n), halves.astype(np.float32) + np.float32(1))
+    np.testing.assert_array_equal(_get(dev, d, "<f8", n), a.astype(np.float64) * 3.0 + np.arange(n))
 
 
 def _next_dispatch_runs(dev: Device) -> None:

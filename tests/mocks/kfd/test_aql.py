@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from support.aql import amd_queue, barrier, invalid_ring, kernel_dispatch, kernel_source, signal
 from support.rdna3 import compile_cl, needs_clang
+from support.rdna3_corpus import privsum_reference
 
 from tinyhil.amdgpu.code_object import CodeObject, hidden_kernargs
 from tinyhil.emulators.amdgpu import AmdGpu
@@ -22,6 +23,7 @@ from tinyhil.emulators.kernel import EventKernel
 from tinyhil.kfd import KFD, KfdEvent, KfdMemoryFault, MemoryDomain
 from tinyhil.kfd.gpu import KfdGpu
 from tinyhil.mocks.kfd import MockKFD
+from tinyhil.spec.amdgpu_pm4 import GFX1100_SHADER_ENGINES
 from tinyhil.spec.hsa_aql import AQL_PACKET_BYTES, AmdQueueOffset, AmdSignalOffset, HsaPacketType
 from tinyhil.spec.kfd_events import KFD_EVENT_TIMEOUT_INFINITE, EventType, kfd_ioctl_create_event_args
 from tinyhil.spec.kfd_ioctls import KfdIoctl
@@ -58,12 +60,12 @@ def machine() -> Iterator[tuple[MockKFD, KFD]]:
 class AqlQueue:
     """An AQL queue as ROCr sets one up: ``amd_queue_t`` and the ring in GTT, CREATE_QUEUE, the doorbell page."""
 
-    def __init__(self, mock: MockKFD, kfd: KFD, gpu: KfdGpu) -> None:
+    def __init__(self, mock: MockKFD, kfd: KFD, gpu: KfdGpu, scratch: int = 0, tmpring_size: int = 0) -> None:
         self.kfd, self.gpu = kfd, gpu
         self.struct = gpu.alloc(4096, MemoryDomain.GTT)
         self.ring = gpu.alloc(RING_BYTES, MemoryDomain.GTT)
         self.ring.write(0, invalid_ring(SLOTS))
-        self.struct.write(0, amd_queue(self.ring.va, SLOTS))
+        self.struct.write(0, amd_queue(self.ring.va, SLOTS, scratch=scratch, tmpring_size=tmpring_size))
         args = kfd_ioctl_create_queue_args(
             ring_base_address=self.ring.va, ring_size=RING_BYTES, gpu_id=gpu.gpu_id,
             queue_type=QueueType.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, queue_percentage=100, queue_priority=7,
@@ -111,8 +113,8 @@ class Runtime:
         self._kernarg_at = 0
         self._signal_count = 0
 
-    def queue(self) -> AqlQueue:
-        return AqlQueue(self.mock, self.kfd, self.gpu)
+    def queue(self, scratch: int = 0, tmpring_size: int = 0) -> AqlQueue:
+        return AqlQueue(self.mock, self.kfd, self.gpu, scratch, tmpring_size)
 
     def signal(self, value: int, event: KfdEvent | None = None) -> int:
         """A new ``amd_signal_t``; with ``event``, an interrupt signal whose completion fires it."""
@@ -182,6 +184,25 @@ def test_the_kernel_corpus_runs_through_an_aql_queue_and_matches_numpy(
         np.testing.assert_array_equal(rt.get(5 * 4 * n, n, "<i4"), _divloop(ints))
     np.testing.assert_array_equal(rt.get(7 * 4 * n, n // 256, "<f4"), sums.reshape(-1, 256).sum(axis=1))
     assert (queue.read_index, queue.engine.dispatches, rt.mock.queue_errors) == (4, 4, [])
+
+
+def test_a_kernel_using_scratch_runs_in_the_queues_scratch_memory(
+    machine: tuple[MockKFD, KFD], kernels: CodeObject
+) -> None:
+    rt = Runtime(machine, kernels)
+    lane_bytes = -(-kernels.kernels["privsum"].private_segment_fixed_size // 4) * 4
+    wave_units, waves_per_se = -(-lane_bytes * 32 // 256), 1  # a wave's lanes in 256-byte units; 1 slot per SE
+    scratch = rt.gpu.alloc(wave_units * 256 * waves_per_se * GFX1100_SHADER_ENGINES, MemoryDomain.VRAM)
+    queue = rt.queue(scratch=scratch.va, tmpring_size=waves_per_se | wave_units << 12)
+    threads = 512  # 16 waves: more than the 6 slots, so batches of 3 workgroups
+    a = np.random.default_rng(13).integers(-1000, 1000, (threads, 32)).astype(np.int32)
+    pa = rt.put(0, a)
+    done = rt.kfd.create_event()
+    queue.submit(rt.dispatch("privsum", struct.pack("<QQ", pa, pa + a.nbytes), threads // 64, 64, rt.signal(1, done)))
+    rt.kfd.wait(done, timeout_ms=TIMEOUT_MS)
+    np.testing.assert_array_equal(rt.get(a.nbytes, threads, "<i4"), privsum_reference(a))
+    assert any(scratch.read(0, 256))  # the waves' private arrays went to the queue's scratch
+    assert rt.mock.queue_errors == []
 
 
 def test_a_barrier_and_waits_for_a_dispatch_on_another_queue(machine: tuple[MockKFD, KFD], kernels: CodeObject) -> None:

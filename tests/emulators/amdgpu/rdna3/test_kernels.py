@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from support.rdna3 import DATA, SCRATCH, compile_cl, launch, make_space, needs_clang, read
-from support.rdna3_corpus import SOURCE, divloop_reference
+from support.rdna3_corpus import SOURCE, divloop_reference, privsum_reference
 
 from tinyhil.amdgpu.code_object import CodeObject
 from tinyhil.emulators.amdgpu.errors import GpuMemoryFault, WaveTrap
@@ -153,13 +153,6 @@ def test_a_kernel_indexing_a_private_array_uses_scratch_and_matches_numpy(kernel
     space.write(DATA, a)
     launch(space, kernels, "privsum", struct.pack("<QQ", DATA, DATA + a.nbytes), grid=threads // 64, block=64)
     np.testing.assert_array_equal(read(space, DATA + a.nbytes, threads, "<i4"), privsum_reference(a))
-
-
-def privsum_reference(a: np.ndarray) -> np.ndarray:
-    arr = a * np.arange(32)
-    k = np.arange(32)
-    picks = (k * 7 + a[:, :1]) & 31
-    return np.asarray((np.take_along_axis(arr, picks, axis=1) ^ k).sum(axis=1))
 
 
 def test_more_waves_than_scratch_slots_run_a_batch_of_workgroups_at_a_time(kernels: CodeObject) -> None:
