@@ -238,6 +238,8 @@ class KfdAmdDevice(AmdDeviceBase):
         faults = self._session.faults
         while not condition():
             pending = faults.pop(self.gpu.gpu_id, None)
+            if isinstance(pending, KfdHwException):
+                raise self._stopped_queue(pending)
             if pending is not None:
                 raise pending
             remaining_ms = ceil_div(deadline - self.kfd.now_ns(), _NS_PER_MS)
