@@ -66,7 +66,7 @@ class DispatchSetup:
     Wave32 only (``COMPUTE_DISPATCH_INITIATOR.CS_W32_EN``); a wave64 dispatch is a :class:`WaveTrap`.
     ``scratch_base`` is the GPU address of the dispatch's scratch (private segment) memory and
     ``scratch_wave_bytes`` each wave's share of it (``COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI`` and
-    ``COMPUTE_TMPRING_SIZE.WAVESIZE`` as the driver programs them): wave ``k`` of the dispatch owns
+    ``COMPUTE_TMPRING_SIZE.WAVESIZE`` as the driver programs them): the wave in slot ``k`` owns
     ``[scratch_base + k * scratch_wave_bytes, +scratch_wave_bytes)``. Without a base, a scratch instruction traps.
     ``scratch_waves`` is the number of scratch slots (``COMPUTE_TMPRING_SIZE.WAVES`` x shader engines): a dispatch
     whose kernel enables the private segment and has more waves than that runs whole workgroups at a time, as many
