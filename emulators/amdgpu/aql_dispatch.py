@@ -3,7 +3,9 @@
 What the AQL packet processor does between reading a KERNEL_DISPATCH packet and starting waves
 (docs/amdgpu.md "AQL packets"): decode the packet, read the 64-byte kernel descriptor at ``kernel_object``, check
 both, and build the :class:`~tinyhil.emulators.amdgpu.rdna3.DispatchSetup` (program address, rsrc1/2/3 with the
-packet's group segment as LDS, the user SGPRs the descriptor enables, the grid in workgroups). A value the
+packet's group segment as LDS, the user SGPRs the descriptor enables, the grid in workgroups, and for a kernel
+with a private segment the queue's scratch: ``scratch_backing_memory_location`` as the scratch base and
+``compute_tmpring_size`` as the slots and their size, docs/amdgpu.md "Scratch"). A value the
 hardware could not run is a :class:`~tinyhil.emulators.amdgpu.packets.PacketError` (BAD_PACKET) naming it.
 """
 
@@ -12,7 +14,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from tinyhil.spec.amdhsa import KD_BYTES, USER_SGPR_WIDTHS, KdOffset, KernelCodeProperty, Rsrc2
+from tinyhil._check import WORKGROUP_MAX_SIZE
+from tinyhil.spec.amdgpu_pm4 import (
+    COMPUTE_PGM_ADDR_SHIFT,
+    COMPUTE_TMPRING_SIZE_WAVES,
+    COMPUTE_TMPRING_SIZE_WAVESIZE,
+    GFX1100_SHADER_ENGINES,
+    TMPRING_WAVESIZE_UNIT_BYTES,
+    USER_DATA_REGS,
+)
+from tinyhil.spec.amdhsa import (
+    KD_BYTES,
+    USER_SGPR_COUNT_MASK,
+    KdOffset,
+    KernelCodeProperty,
+    Rsrc2,
+    rsrc2_with_lds,
+    user_sgpr_dwords,
+)
 from tinyhil.spec.hsa_aql import (
     AQL_PACKET_BYTES,
     HSA_SETUP_WIDTH_DIMENSIONS,
@@ -24,19 +43,14 @@ from .memory import AddressSpace
 from .model_choices import ErrorCode
 from .packets import PacketError
 from .rdna3 import DispatchSetup
-from .rdna3.executor import PGM_ADDR_SHIFT, USER_DATA_REGS
 
 __all__ = ["KernelDispatch", "dispatch_setup"]
 
 _P = KernelDispatchPacketOffset
 _K = KdOffset
 _KD_ALIGN: Final = 64  # a kernel descriptor is 64-byte aligned (AMDGPUUsage "Kernel Descriptor")
-_PGM_ALIGN: Final = 1 << PGM_ADDR_SHIFT  # COMPUTE_PGM_LO/HI hold the entry address >> 8
-_MAX_GROUP_THREADS: Final = 1024
+_PGM_ALIGN: Final = 1 << COMPUTE_PGM_ADDR_SHIFT  # COMPUTE_PGM_LO/HI hold the entry address >> 8
 _MAX_GROUP_SEGMENT_BYTES: Final = 64 << 10  # LDS per workgroup on GFX11
-_LDS_GRANULE_BYTES: Final = 512  # rsrc2.LDS_SIZE unit on GFX11
-_LDS_FIELD: Final = 0x1FF
-_USER_SGPR_COUNT_FIELD: Final = 0x1F
 _DIMS_MASK: Final = (1 << HSA_SETUP_WIDTH_DIMENSIONS) - 1
 _DWORD: Final = 0xFFFF_FFFF
 
@@ -91,8 +105,8 @@ class KernelDispatch:
         if not 1 <= self.dimensions <= 3:
             raise _bad(f"setup.dimensions={self.dimensions}, expected 1, 2 or 3")
         size, grid = self.workgroup_size, self.grid_size
-        if min(size) < 1 or size[0] * size[1] * size[2] > _MAX_GROUP_THREADS:
-            raise _bad(f"workgroup_size={size}, expected 1..{_MAX_GROUP_THREADS} work-items, each size >= 1")
+        if min(size) < 1 or size[0] * size[1] * size[2] > WORKGROUP_MAX_SIZE:
+            raise _bad(f"workgroup_size={size}, expected 1..{WORKGROUP_MAX_SIZE} work-items, each size >= 1")
         if min(grid) < 1:
             raise _bad(f"grid_size={grid}, expected at least 1 work-item per dimension")
         for axis, (items, group) in enumerate(zip(grid, size, strict=True)):
@@ -102,16 +116,6 @@ class KernelDispatch:
                     "partial workgroups are not modelled"
                 )
         return (grid[0] // size[0], grid[1] // size[1], grid[2] // size[2])
-
-
-def _user_sgprs(properties: int, values: dict[KernelCodeProperty, int]) -> list[int]:
-    """The user SGPR dwords the descriptor's ``kernel_code_properties`` enable, in load order."""
-    dwords: list[int] = []
-    for flag, width in USER_SGPR_WIDTHS.items():
-        if properties & flag:
-            value = values[flag]
-            dwords.extend((value >> (32 * i)) & _DWORD for i in range(width))
-    return dwords
 
 
 def dispatch_setup(
@@ -144,15 +148,17 @@ def dispatch_setup(
     lds_bytes = max(dispatch.group_segment_size, _field(kd, _K.GROUP_SEGMENT_FIXED_SIZE, 4))
     if lds_bytes > _MAX_GROUP_SEGMENT_BYTES:
         raise _bad(f"group segment of {lds_bytes:#x} bytes, expected at most {_MAX_GROUP_SEGMENT_BYTES:#x}")
-    granules = -(-lds_bytes // _LDS_GRANULE_BYTES)
-    rsrc2 = (rsrc2 & ~(_LDS_FIELD << Rsrc2.GRANULATED_LDS_SIZE)) | (granules << Rsrc2.GRANULATED_LDS_SIZE)
+    rsrc2 = rsrc2_with_lds(rsrc2, lds_bytes)
     scratch_fields = (
         KernelCodeProperty.ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER | KernelCodeProperty.ENABLE_SGPR_FLAT_SCRATCH_INIT
     )
-    srd, scratch_base = 0, 0
-    if properties & scratch_fields:
+    srd = scratch_base = wave_bytes = slots = 0
+    if properties & scratch_fields or rsrc2 >> Rsrc2.ENABLE_PRIVATE_SEGMENT & 1:
         srd = _field(bytes(memory.read(queue_va + AmdQueueOffset.scratch_resource_descriptor, 16)), 0, 16)
         scratch_base = memory.read_u64(queue_va + AmdQueueOffset.scratch_backing_memory_location)
+        tmpring = memory.read_u32(queue_va + AmdQueueOffset.compute_tmpring_size)
+        wave_bytes = COMPUTE_TMPRING_SIZE_WAVESIZE.get(tmpring) * TMPRING_WAVESIZE_UNIT_BYTES
+        slots = COMPUTE_TMPRING_SIZE_WAVES.get(tmpring) * GFX1100_SHADER_ENGINES  # WAVES counts per SE on GFX11
     values = {
         KernelCodeProperty.ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER: srd,
         KernelCodeProperty.ENABLE_SGPR_DISPATCH_PTR: packet_va,
@@ -162,15 +168,17 @@ def dispatch_setup(
         KernelCodeProperty.ENABLE_SGPR_FLAT_SCRATCH_INIT: scratch_base,
         KernelCodeProperty.ENABLE_SGPR_PRIVATE_SEGMENT_SIZE: dispatch.private_segment_size,
     }
-    user = _user_sgprs(properties, values)
-    declared = (rsrc2 >> Rsrc2.USER_SGPR_COUNT) & _USER_SGPR_COUNT_FIELD
+    user = user_sgpr_dwords(properties, values)
+    declared = (rsrc2 >> Rsrc2.USER_SGPR_COUNT) & USER_SGPR_COUNT_MASK
     if len(user) > min(declared, USER_DATA_REGS):
         raise _bad(
             f"kernel descriptor at {kernel_object:#x} enables {len(user)} user SGPRs, but rsrc2.USER_SGPR_COUNT is "
             f"{declared}"
         )
-    pgm = entry >> PGM_ADDR_SHIFT
+    pgm = entry >> COMPUTE_PGM_ADDR_SHIFT
     return DispatchSetup(
         pgm & _DWORD, pgm >> 32, rsrc1, rsrc2, _field(kd, _K.COMPUTE_PGM_RSRC3, 4), tuple(user),
         dispatch.workgroup_size, grid, dispatch_id=dispatch_id,
+        scratch_base=scratch_base if scratch_base and wave_bytes and slots else None,
+        scratch_wave_bytes=wave_bytes if slots else 0, scratch_waves=slots,
     )  # fmt: skip

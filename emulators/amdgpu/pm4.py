@@ -12,7 +12,11 @@ from tinyhil.spec.amdgpu import QueueKind
 from tinyhil.spec.amdgpu_pm4 import (
     COMPUTE_NUM_THREAD_FULL,
     COMPUTE_PGM_ADDR_SHIFT,
+    COMPUTE_SCRATCH_BASE_SHIFT,
+    COMPUTE_TMPRING_SIZE_WAVES,
+    COMPUTE_TMPRING_SIZE_WAVESIZE,
     DISPATCH_INITIATOR_CS_W32_EN,
+    GFX1100_SHADER_ENGINES,
     INDIRECT_BUFFER_IB_SIZE,
     PM4_BODY_DWORDS,
     PM4_HEADER_COUNT,
@@ -24,6 +28,7 @@ from tinyhil.spec.amdgpu_pm4 import (
     RELEASE_MEM_INT_SEL,
     SH_REG_BASE,
     SH_REG_END,
+    TMPRING_WAVESIZE_UNIT_BYTES,
     UCONFIG_REG_BASE,
     UCONFIG_REG_END,
     WAIT_REG_MEM_FUNCTION,
@@ -84,7 +89,8 @@ class Pm4Engine(RingEngine):
     COMPUTE_PGM_LO/HI (program address >> 8) and COMPUTE_NUM_THREAD_X/Y/Z bits 0-15 (workgroup size), then looks
     at the program: a host-native code object (``THILCODE`` header) goes to ``services.executor`` with
     COMPUTE_USER_DATA_0/1 as its argument buffer; anything else is GPU machine code for the RDNA3 wave executor
-    (docs/rdna3.md), set up from COMPUTE_PGM_RSRC1/2/3, COMPUTE_USER_DATA_0..15 and DISPATCH_INITIATOR.CS_W32_EN,
+    (docs/rdna3.md), set up from COMPUTE_PGM_RSRC1/2/3, COMPUTE_USER_DATA_0..15, DISPATCH_INITIATOR.CS_W32_EN and
+    the scratch registers (COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI, COMPUTE_TMPRING_SIZE: docs/amdgpu.md "Scratch"),
     within :attr:`WAVE_STEP_BUDGET` group steps. A wave trap stops the queue (``ErrorCode.WAVE_TRAP``, the PC and
     the instruction in the message); a kernel's access to an unmapped address is the queue's memory fault.
     """
@@ -281,10 +287,18 @@ class Pm4Engine(RingEngine):
         return DONE
 
     def _setup(self, first: int, grid: tuple[int, int, int], group_size: tuple[int, int, int]) -> DispatchSetup:
+        tmpring = self.sh_reg(ShReg.COMPUTE_TMPRING_SIZE)
+        wave_bytes = COMPUTE_TMPRING_SIZE_WAVESIZE.get(tmpring) * TMPRING_WAVESIZE_UNIT_BYTES
+        slots = COMPUTE_TMPRING_SIZE_WAVES.get(tmpring) * GFX1100_SHADER_ENGINES  # WAVES counts per SE on GFX11
+        scratch = self.sh_reg(ShReg.COMPUTE_DISPATCH_SCRATCH_BASE_HI) << 32 | self.sh_reg(
+            ShReg.COMPUTE_DISPATCH_SCRATCH_BASE_LO
+        )
         return DispatchSetup(
             self.sh_reg(ShReg.COMPUTE_PGM_LO), self.sh_reg(ShReg.COMPUTE_PGM_HI),
             self.sh_reg(ShReg.COMPUTE_PGM_RSRC1), self.sh_reg(ShReg.COMPUTE_PGM_RSRC2),
             self.sh_reg(ShReg.COMPUTE_PGM_RSRC3),
             tuple(int(v) for v in self.sh_regs[first : ShReg.COMPUTE_USER_DATA_15 - SH_REG_BASE + 1]),
             group_size, grid,
+            scratch_base=scratch << COMPUTE_SCRATCH_BASE_SHIFT if wave_bytes and slots else None,
+            scratch_wave_bytes=wave_bytes if slots else 0, scratch_waves=slots,
         )  # fmt: skip

@@ -36,8 +36,11 @@ from tinyhil.spec.kfd_events import (
     KFD_SIGNAL_PAGE_BYTES,
     UNSIGNALED_EVENT_SLOT,
     EventType,
+    HwExceptionResetCause,
+    HwExceptionResetType,
     WaitResult,
     kfd_event_data,
+    kfd_hsa_hw_exception_data,
     kfd_hsa_memory_exception_data,
     kfd_ioctl_create_event_args,
     kfd_ioctl_destroy_event_args,
@@ -61,6 +64,7 @@ _WAITER_BYTES: Final = 56  # sizeof(struct kfd_event_waiter) on x86-64
 _KMALLOC_MAX_BYTES: Final = 4 << 20
 _E = EventType
 _SIGNAL_TYPES: Final = (_E.KFD_IOC_EVENT_SIGNAL, _E.KFD_IOC_EVENT_DEBUG_EVENT)
+_EXCEPTION_TYPES: Final = (_E.KFD_IOC_EVENT_MEMORY, _E.KFD_IOC_EVENT_HW_EXCEPTION)  # events that carry data
 _R = WaitResult
 
 
@@ -204,11 +208,11 @@ class EventIoctls:
             self._run(what, args.timeout, lambda: result() != _R.KFD_IOC_WAIT_RESULT_TIMEOUT)
         args.wait_result = result()
         if args.wait_result == _R.KFD_IOC_WAIT_RESULT_COMPLETE:
-            for index, waiter in enumerate(waiters):
+            for index, waiter in enumerate(waiters):  # copy_signaled_event_data: memory and HW exception data
                 fired = waiter.event
-                if waiter.activated and fired is not None and fired.type == _E.KFD_IOC_EVENT_MEMORY:
+                if waiter.activated and fired is not None and fired.type in _EXCEPTION_TYPES and fired.exception_data:
                     address = args.events_ptr + index * _EVENT_DATA_BYTES
-                    self.kfd.user.write(f"{what} events_ptr[{index}]", address, fired.memory_exception_data)
+                    self.kfd.user.write(f"{what} events_ptr[{index}]", address, fired.exception_data)
 
     @staticmethod
     def _condition(wait_all: bool, waiters: list[Waiter]) -> int:
@@ -257,7 +261,7 @@ class EventIoctls:
             message = str(getattr(interrupt, "message", ""))
             LOG.warning("queue error on gpu_id=%#x: %s", gpu.gpu_id, message)
             self.kfd.queue_errors.append((gpu.gpu_id, message))
-            self.hw_exception()
+            self.hw_exception(gpu)
         else:
             LOG.info("interrupt of kind %s from gpu_id=%#x is not handled by MOCKKFD", kind, gpu.gpu_id)
 
@@ -289,11 +293,18 @@ class EventIoctls:
             self._set_slot(event.event_id, UNSIGNALED_EVENT_SLOT)
             self.set_event(event)
 
-    def hw_exception(self) -> None:
+    def hw_exception(self, gpu: GpuDevice) -> None:
         """``kfd_signal_reset_event``, as after the reset that recovers a failed queue: every hardware-exception
-        event fires (the mock resets only the failed queue: the other queues and the memory live on)."""
+        event fires, carrying ``kfd_hsa_hw_exception_data`` (gpu_id, reset_cause GPU_HANG). The mock resets only
+        the failed queue, so it reports a per-engine reset with memory kept (amdkfd's whole-GPU reset reports
+        WHOLE_GPU_RESET and memory_lost 1)."""
+        data = kfd_hsa_hw_exception_data(
+            reset_type=HwExceptionResetType.KFD_HW_EXCEPTION_PER_ENGINE_RESET,
+            reset_cause=HwExceptionResetCause.KFD_HW_EXCEPTION_GPU_HANG, memory_lost=0, gpu_id=gpu.gpu_id,
+        )  # fmt: skip
         for _, event in sorted(self.kfd.process.events.items()):
             if event.type == _E.KFD_IOC_EVENT_HW_EXCEPTION:
+                event.exception_data = bytes(data)
                 self.set_event(event)
 
     def vm_fault(self, gpu: GpuDevice, va: int) -> None:
@@ -308,7 +319,7 @@ class EventIoctls:
         ]
         for event in memory_events:
             self.set_event(event)
-            event.memory_exception_data = bytes(data)
+            event.exception_data = bytes(data)
         if not memory_events:
             LOG.warning("GPU memory fault at %#x on gpu_id=%#x and no memory event to report it", va, gpu.gpu_id)
             self.kfd.unhandled_faults.append((gpu.gpu_id, va))

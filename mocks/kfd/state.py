@@ -172,17 +172,19 @@ class Waiter:
 
 @dataclass(eq=False, slots=True)
 class Event:
-    """``kfd_event``: type, auto-reset, signalled state, memory-exception data, and the waiters of a wait."""
+    """``kfd_event``: type, auto-reset, signalled state, exception data (``kfd_hsa_memory_exception_data`` of a
+    memory event, ``kfd_hsa_hw_exception_data`` of a hardware-exception event: the kernel's union), and the waiters
+    of a wait."""
 
     event_id: int
     type: int
     auto_reset: bool
     signaled: bool = False
-    memory_exception_data: bytes = b""
+    exception_data: bytes = b""
     waiters: list[Waiter] = field(default_factory=list)
 
     def summary(self) -> tuple[Any, ...]:
-        return (self.event_id, self.type, self.auto_reset, self.signaled, self.memory_exception_data)
+        return (self.event_id, self.type, self.auto_reset, self.signaled, self.exception_data)
 
 
 class Process:

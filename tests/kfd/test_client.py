@@ -10,9 +10,10 @@ import pytest
 
 from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
 from tinyhil.fileio import RealFileIO
-from tinyhil.kfd import KFD, KfdMemoryFault, MemoryDomain, QueueEngine, cwsr_sizes
+from tinyhil.kfd import KFD, KfdHwException, KfdMemoryFault, MemoryDomain, QueueEngine, cwsr_sizes
 from tinyhil.mocks.kfd import MockKFD
 from tinyhil.spec.amdgpu import PAGE_BYTES
+from tinyhil.spec.kfd_events import EventType
 from tinyhil.spec.kfd_ioctls import KfdIoctl
 from tinyhil.spec.kfd_memory import kfd_ioctl_free_memory_of_gpu_args
 
@@ -192,6 +193,17 @@ def test_a_gpu_memory_fault_raises_an_error_naming_the_address(kfd: KFD, mock: M
         kfd.wait(event, timeout_ms=100)
     assert caught.value.va == 0xDEAD_B000 and caught.value.gpu_id == gpu1.gpu_id
     assert kfd.faults == [caught.value] and mock.kernel.now_ns == MS
+
+
+def test_a_queue_error_raises_the_hardware_exception_instead_of_a_timeout(kfd: KFD, mock: MockKFD) -> None:
+    event = kfd.create_event()
+    gpu1 = kfd.gpus[1]
+    _gpus(mock)[1].interrupt_at(MS, "QUEUE_ERROR")
+    with pytest.raises(KfdHwException, match=rf"gpu_id={gpu1.gpu_id:#x}: KFD_HW_EXCEPTION_GPU_HANG") as caught:
+        kfd.wait(event, timeout_ms=100)  # the client's hardware-exception event is in the same WAIT_EVENTS
+    assert caught.value.gpu_id == gpu1.gpu_id and mock.kernel.now_ns == MS
+    assert kfd.hw_exception_event.event_type == EventType.KFD_IOC_EVENT_HW_EXCEPTION
+    assert not kfd.wait_events([], timeout_ms=0)  # auto-reset: reported once
 
 
 def test_wait_all_needs_every_event(kfd: KFD) -> None:

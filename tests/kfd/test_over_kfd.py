@@ -8,7 +8,9 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from tinyhil.amdgpu.errors import QueueStopped
 from tinyhil.amdgpu.interfaces import GpuPointer
+from tinyhil.amdgpu.pm4 import pm4_header
 from tinyhil.builtin_targets import NO_KFD_REASON, kfd_probe
 from tinyhil.compiler import HostCCompiler
 from tinyhil.emulators.amdgpu import AmdGpu
@@ -18,6 +20,8 @@ from tinyhil.kfd import KfdMemoryFault
 from tinyhil.kfd.over_kfd import KfdAmdDevice
 from tinyhil.mocks.kfd import MockKFD
 from tinyhil.registry import default_registry
+from tinyhil.spec.amdgpu import QueueKind
+from tinyhil.spec.amdgpu_pm4 import Pm4Op
 
 LOAD = """
 void load(unsigned long long *args, const unsigned *g, const unsigned *s) { (void)g; (void)s;
@@ -99,6 +103,23 @@ def test_a_fault_on_one_gpu_reaches_that_gpu_even_when_its_peer_waits_first(devi
             device.synchronize()
         assert info.value.gpu_id == device.node.gpu_id
         device.fill(out, 0)  # the runtime replaced the faulted compute queue: the device runs on
+        device.exec(program, 1, 1, [out, out])
+        device.synchronize()
+
+
+def test_a_stopped_queue_on_one_gpu_reaches_that_gpu_as_queue_stopped(device: KfdAmdDevice) -> None:
+    with device.open_peer(1) as peer:
+        bad = pm4_header(Pm4Op.NOP, 1) & ~(0xFF << 8) | 0xFF << 8  # a type-3 packet of opcode 0xff
+        device._submit(QueueKind.COMPUTE, [np.array([bad, 0], np.uint32)])
+        buf = peer.alloc(16)
+        peer.fill(buf, 1)  # the peer's wait sees the process's hardware-exception event first
+        assert peer.copyout(buf) == b"\x01" * 16
+        with pytest.raises(QueueStopped) as info:
+            device.synchronize()
+        assert info.value.queue.startswith("compute queue") and info.value.opcode == 0xFF
+        out = device.alloc(4)
+        device.fill(out, 0)  # the runtime replaced the stopped compute queue: the device runs on
+        program = device.compile(LOAD, "load")
         device.exec(program, 1, 1, [out, out])
         device.synchronize()
 

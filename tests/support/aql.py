@@ -80,8 +80,16 @@ def signal(value: int, *, mailbox: int = 0, event_id: int = 0) -> bytes:
     return bytes(data)
 
 
-def amd_queue(ring_va: int, ring_packets: int, *, scratch_srd: Sequence[int] = (0, 0, 0, 0), scratch: int = 0) -> bytes:
-    """An ``amd_queue_t`` as ROCr fills it before CREATE_QUEUE (indices 0)."""
+def amd_queue(
+    ring_va: int,
+    ring_packets: int,
+    *,
+    scratch_srd: Sequence[int] = (0, 0, 0, 0),
+    scratch: int = 0,
+    tmpring_size: int = 0,
+) -> bytes:
+    """An ``amd_queue_t`` as ROCr fills it before CREATE_QUEUE (indices 0); ``scratch`` and ``tmpring_size``: the
+    queue's scratch memory and its COMPUTE_TMPRING_SIZE (WAVES per SE, WAVESIZE in 256-byte units)."""
     data = bytearray(AMD_QUEUE_BYTES)
     struct.pack_into("<Q", data, AmdQueueOffset.base_address, ring_va)
     struct.pack_into("<I", data, AmdQueueOffset.size, ring_packets)
@@ -89,6 +97,7 @@ def amd_queue(ring_va: int, ring_packets: int, *, scratch_srd: Sequence[int] = (
     struct.pack_into("<I", data, AmdQueueOffset.read_dispatch_id_field_base_byte_offset, offset)
     struct.pack_into("<4I", data, AmdQueueOffset.scratch_resource_descriptor, *scratch_srd)
     struct.pack_into("<Q", data, AmdQueueOffset.scratch_backing_memory_location, scratch)
+    struct.pack_into("<I", data, AmdQueueOffset.compute_tmpring_size, tmpring_size)
     return bytes(data)
 
 

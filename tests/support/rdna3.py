@@ -117,10 +117,11 @@ def launch(
     step_budget: int = 1 << 20,
     cache: ProgramCache | None = None,
     scratch: bool = True,
+    scratch_waves: int = 0,
 ) -> DispatchStats:
     """Upload ``co``, write ``args`` (the explicit arguments) with the hidden ones, and run ``name`` over ``grid``
     workgroups of ``block`` threads (an int is a 1-D size). ``scratch`` gives the dispatch scratch memory at
-    ``SCRATCH``, sized from the descriptor's private segment."""
+    ``SCRATCH``, sized from the descriptor's private segment, in ``scratch_waves`` slots (0: one per wave)."""
     grid3 = (grid, 1, 1) if isinstance(grid, int) else grid
     block3 = (block, 1, 1) if isinstance(block, int) else block
     entries = co.upload(space.write, CODE_BASE)
@@ -136,7 +137,7 @@ def launch(
     wave_bytes = -(-kd.private_segment_fixed_size // 4) * SCRATCH_LANE_STRIDE
     setup = DispatchSetup(pgm & 0xFFFFFFFF, pgm >> 32, kd.compute_pgm_rsrc1, kd.dispatch_rsrc2(),
                           kd.compute_pgm_rsrc3, tuple(user), block3, grid3, scratch_base=SCRATCH if scratch else None,
-                          scratch_wave_bytes=wave_bytes)  # fmt: skip
+                          scratch_wave_bytes=wave_bytes, scratch_waves=scratch_waves)  # fmt: skip
     return run_dispatch(space, setup, step_budget=step_budget, cache=cache)
 
 

@@ -13,7 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from tinyhil.align import ceil_div, round_up
+from tinyhil.align import round_up
+from tinyhil.errors import InvalidArgument
+from tinyhil.spec.amdgpu_pm4 import COMPUTE_PGM_ADDR_SHIFT
 from tinyhil.spec.amdhsa import (
     ABI_VERSION_TO_CODE_OBJECT,
     EF_AMDGPU_MACH,
@@ -32,17 +34,30 @@ from tinyhil.spec.amdhsa import (
     KD_SUFFIX,
     NOTE_NAME_AMDGPU,
     NT_AMDGPU_METADATA,
-    USER_SGPR_WIDTHS,
+    USER_SGPR_COUNT_MASK,
+    VGPR_GRANULE_WAVE32,
+    VGPR_GRANULE_WAVE64,
     KernelCodeProperty,
     Rsrc1,
     Rsrc2,
     SectionType,
     SegmentType,
+    rsrc2_lds_bytes,
+    rsrc2_with_lds,
+    user_sgpr_dwords,
 )
 
 from .errors import CodeObjectError
 
-__all__ = ["CodeObject", "KernelDescriptor", "grid_dims", "hidden_kernargs", "load_code_object", "user_sgprs"]
+__all__ = [
+    "PGM_ALIGN",
+    "CodeObject",
+    "KernelDescriptor",
+    "grid_dims",
+    "hidden_kernargs",
+    "load_code_object",
+    "user_sgprs",
+]
 
 _EHDR: Final = struct.Struct("<16sHHIQQQIHHHHHH")
 _SHDR: Final = struct.Struct("<IIQQQQIIQQ")
@@ -53,12 +68,8 @@ _NOTE_ALIGN: Final = 4  # ELF64 note name and descriptor are each padded to 4 by
 _KD: Final = struct.Struct("<IIIIq20xIIIHH4x")
 MAX_IMAGE_BYTES: Final = 64 << 20  # the load image's extent (vaddr + memsz), bounded before anything is allocated
 _MAX_METADATA_BYTES: Final = 1 << 20
-_SGPR_COUNT_MASK: Final = 0x1F
 _VGPR_GRANULE_MASK: Final = 0x3F
-_VGPR_GRANULE_WAVE32: Final = 8
-_VGPR_GRANULE_WAVE64: Final = 4
-_LDS_GRANULE_MASK: Final = 0x1FF
-_LDS_GRANULE_BYTES: Final = 512  # GFX11 granulated LDS size unit
+PGM_ALIGN: Final = 1 << COMPUTE_PGM_ADDR_SHIFT  # COMPUTE_PGM_LO/HI hold the entry address >> 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,27 +94,25 @@ class KernelDescriptor:
 
     @property
     def user_sgpr_count(self) -> int:
-        return (self.compute_pgm_rsrc2 >> Rsrc2.USER_SGPR_COUNT) & _SGPR_COUNT_MASK
+        return (self.compute_pgm_rsrc2 >> Rsrc2.USER_SGPR_COUNT) & USER_SGPR_COUNT_MASK
 
     @property
     def vgpr_count(self) -> int:
-        granule = _VGPR_GRANULE_WAVE32 if self.wave32 else _VGPR_GRANULE_WAVE64
+        granule = VGPR_GRANULE_WAVE32 if self.wave32 else VGPR_GRANULE_WAVE64
         return (((self.compute_pgm_rsrc1 >> Rsrc1.GRANULATED_WORKITEM_VGPR_COUNT) & _VGPR_GRANULE_MASK) + 1) * granule
 
     @property
     def lds_bytes(self) -> int:
         """LDS the kernel needs: its fixed group segment, or rsrc2's granulated size if that is larger."""
-        granulated = ((self.compute_pgm_rsrc2 >> Rsrc2.GRANULATED_LDS_SIZE) & _LDS_GRANULE_MASK) * _LDS_GRANULE_BYTES
-        return max(self.group_segment_fixed_size, granulated)
+        return max(self.group_segment_fixed_size, rsrc2_lds_bytes(self.compute_pgm_rsrc2))
 
     def dispatch_rsrc2(self, dynamic_lds_bytes: int = 0) -> int:
         """``COMPUTE_PGM_RSRC2`` as a driver programs it: the descriptor's value with LDS_SIZE covering the group
         segment plus ``dynamic_lds_bytes`` (an HSA descriptor leaves LDS_SIZE 0: the dispatch supplies it)."""
-        lds = ceil_div(self.group_segment_fixed_size + dynamic_lds_bytes, _LDS_GRANULE_BYTES)
-        if lds > _LDS_GRANULE_MASK:
-            raise CodeObjectError(f"{self.name}: {lds * _LDS_GRANULE_BYTES:#x} bytes of LDS, more than the field holds")
-        cleared = self.compute_pgm_rsrc2 & ~(_LDS_GRANULE_MASK << Rsrc2.GRANULATED_LDS_SIZE)
-        return cleared | (lds << Rsrc2.GRANULATED_LDS_SIZE)
+        try:
+            return rsrc2_with_lds(self.compute_pgm_rsrc2, self.group_segment_fixed_size + dynamic_lds_bytes)
+        except InvalidArgument as error:
+            raise CodeObjectError(f"{self.name}: {error}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +128,8 @@ class CodeObject:
     def upload(self, write: Callable[[int, bytes], None], base: int) -> dict[str, int]:
         """Write the image at GPU address ``base`` (256-byte aligned, as ``COMPUTE_PGM_LO`` needs) through
         ``write(addr, data)``; returns each kernel's entry address (what ``COMPUTE_PGM_LO/HI`` point at)."""
-        if base % 256:
-            raise CodeObjectError(f"base={base:#x}, expected a 256-byte aligned GPU address")
+        if base % PGM_ALIGN:
+            raise CodeObjectError(f"base={base:#x}, expected a {PGM_ALIGN}-byte aligned GPU address")
         write(base, self.image)
         return {name: base + kd.entry_vaddr for name, kd in self.kernels.items()}
 
@@ -264,14 +273,11 @@ def user_sgprs(kd: KernelDescriptor, values: Mapping[KernelCodeProperty, int]) -
     Raises:
         CodeObjectError: an enabled field has no value, or the fields exceed the descriptor's USER_SGPR_COUNT.
     """
-    dwords: list[int] = []
-    for flag, width in USER_SGPR_WIDTHS.items():
-        if not kd.kernel_code_properties & flag:
-            continue
-        if flag not in values:
-            raise CodeObjectError(f"{kd.name} enables {flag.name}, but no value was given for it")
-        value = values[flag]
-        dwords.extend((value >> (32 * i)) & 0xFFFFFFFF for i in range(width))
+    try:
+        dwords = user_sgpr_dwords(kd.kernel_code_properties, values)
+    except KeyError as missing:
+        flag = KernelCodeProperty(missing.args[0])
+        raise CodeObjectError(f"{kd.name} enables {flag.name}, but no value was given for it") from None
     if len(dwords) > kd.user_sgpr_count:
         raise CodeObjectError(f"{kd.name}: {len(dwords)} user SGPRs enabled, USER_SGPR_COUNT={kd.user_sgpr_count}")
     return dwords

@@ -183,6 +183,7 @@ class AmdDeviceBase(DeviceBase):
                 kind, self._create_queue(kind), self._signals.va + slot * _SLOT_BYTES, slot
             )
         self._kernargs: GpuRegion | None = None
+        self._scratch_region: GpuRegion | None = None
         self._kernarg_offset = 0
         self._profile_next = 0
         self._started = True
@@ -191,7 +192,8 @@ class AmdDeviceBase(DeviceBase):
         if self._started:
             if self.failure is None:
                 self._synchronize()
-            for region in [*self._code.values(), self._kernargs, self._profile_region, self._signals]:
+            regions = [*self._code.values(), self._kernargs, self._scratch_region, self._profile_region, self._signals]
+            for region in regions:
                 if region is not None:
                     self._gpu_free(region)
             self._code.clear()
@@ -409,13 +411,27 @@ class AmdDeviceBase(DeviceBase):
             self._gpu_kernels[key] = GpuKernel(kernel.kd, region.va, kernel.image)
         return self._gpu_kernels[key]
 
+    def _scratch(self, nbytes: int) -> int:
+        """The GPU address of at least ``nbytes`` of scratch for the next dispatch (0 for none): one buffer, grown
+        once earlier dispatches are done with it (docs/amdgpu.md "Scratch")."""
+        if not nbytes:
+            return 0
+        if self._scratch_region is None or self._scratch_region.nbytes < nbytes:
+            if self._scratch_region is not None:
+                self._synchronize()
+                self._gpu_free(self._scratch_region)
+                self._scratch_region = None
+            self._scratch_region = self._gpu_alloc(nbytes, MemoryUse.BUFFER)
+        return self._scratch_region.va
+
     def _exec(self, program: Program, grid: Dim3, local: Dim3, args: tuple[KernelArg, ...]) -> None:
         words = [(a.addr if isinstance(a, Buffer) else int(a)) & _U64_MASK for a in args]
         if is_amdgpu_code_object(program.binary):  # GPU machine code: tinyhil.amdgpu.gpu_kernel
             kernel = self._gpu_kernel(program)
             offset = self._kernarg_slot(kernel.kernarg_bytes())
             assert self._kernargs is not None  # allocated by _kernarg_slot
-            data, launch = kernel.launch(self._kernargs.va + offset, words, grid, local)
+            scratch = self._scratch(kernel.scratch_bytes(grid, local))
+            data, launch = kernel.launch(self._kernargs.va + offset, words, grid, local, scratch)
         else:
             signature = tuple(ArgKind.POINTER if isinstance(a, Buffer | GpuPointer) else ArgKind.VALUE for a in args)
             code = self._code_object(program, signature)

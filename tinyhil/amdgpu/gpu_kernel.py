@@ -11,7 +11,10 @@ driver does on a board (docs/amdgpu.md "Kernel executor"):
   them, the hidden arguments (block counts, group sizes, grid dimensions), then a 64-byte HSA kernel dispatch
   packet for a kernel that enables the dispatch pointer;
 - the registers and DISPATCH_DIRECT (:func:`~tinyhil.amdgpu.pm4.pm4_launch_kernel`), with the user SGPRs the
-  descriptor enables (:func:`~tinyhil.amdgpu.code_object.user_sgprs`).
+  descriptor enables (:func:`~tinyhil.amdgpu.code_object.user_sgprs`);
+- for a kernel with a private segment, its scratch (docs/amdgpu.md "Scratch"): :meth:`GpuKernel.scratch_bytes`
+  sizes the buffer the runtime provides (a slot of :meth:`GpuKernel.scratch_wave_bytes` per wave, for the
+  dispatch's waves but at most :data:`MAX_SCRATCH_WAVES`), and the launch programs its GFX11 registers.
 """
 
 from __future__ import annotations
@@ -21,17 +24,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from tinyhil.amdgpu.code_object import KernelDescriptor, grid_dims, hidden_kernargs, load_code_object, user_sgprs
+from tinyhil.align import ceil_div, round_up
+from tinyhil.amdgpu.code_object import (
+    PGM_ALIGN,
+    KernelDescriptor,
+    grid_dims,
+    hidden_kernargs,
+    load_code_object,
+    user_sgprs,
+)
 from tinyhil.amdgpu.errors import CodeObjectError, KernelLoadError
 from tinyhil.amdgpu.pm4 import pm4_launch_kernel
 from tinyhil.device import Program
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.amdhsa import ELF_MAGIC, EM_AMDGPU, KernelCodeProperty
+from tinyhil.spec.amdgpu_pm4 import GFX1100_SHADER_ENGINES, TMPRING_WAVESIZE_UNIT_BYTES
+from tinyhil.spec.amdhsa import ELF_MAGIC, EM_AMDGPU, KernelCodeProperty, Rsrc2
 
 from ._packet import Packet
 
-__all__ = ["DISPATCH_PACKET_BYTES", "GpuKernel", "is_amdgpu_code_object", "kernarg_segment", "load_gpu_kernel",
-           "load_program_kernel"]  # fmt: skip
+__all__ = ["DISPATCH_PACKET_BYTES", "MAX_SCRATCH_WAVES", "GpuKernel", "is_amdgpu_code_object", "kernarg_segment",
+           "load_gpu_kernel", "load_program_kernel"]  # fmt: skip
 
 _E_MACHINE: Final = struct.Struct("<H")
 _E_MACHINE_OFFSET: Final = 18
@@ -40,6 +52,15 @@ _E_MACHINE_OFFSET: Final = 18
 _DISPATCH_PACKET: Final = struct.Struct("<HHHHHHIIIIIQQQQ")
 DISPATCH_PACKET_BYTES: Final = _DISPATCH_PACKET.size
 _HIDDEN_PREFIX: Final = "hidden_"
+# Scratch slots a dispatch gets at most: what Navi 31 keeps in flight (32 waves per CU x 96 CUs); a larger grid
+# reuses the slots as its waves finish, as the hardware does.
+MAX_SCRATCH_WAVES: Final = 32 * 96
+_SCRATCH_FIELDS: Final = (
+    KernelCodeProperty.ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER | KernelCodeProperty.ENABLE_SGPR_FLAT_SCRATCH_INIT
+)
+_DWORD: Final = 4
+_WAVE32_LANES: Final = 32
+_WAVE64_LANES: Final = 64
 _MAX_ARG_BYTES: Final = 8
 
 
@@ -67,12 +88,53 @@ class GpuKernel:
 
     def kernarg_bytes(self) -> int:
         """The kernarg slot one dispatch needs: the segment, then the dispatch packet (64-byte aligned)."""
-        return -(-self.kd.kernarg_size // DISPATCH_PACKET_BYTES) * DISPATCH_PACKET_BYTES + DISPATCH_PACKET_BYTES
+        return round_up(self.kd.kernarg_size, DISPATCH_PACKET_BYTES) + DISPATCH_PACKET_BYTES
+
+    @property
+    def uses_scratch(self) -> bool:
+        """Whether the kernel has a private segment: a fixed size, rsrc2's ENABLE_PRIVATE_SEGMENT (GFX11's
+        architected flat scratch) or the private segment buffer / flat scratch init user SGPRs."""
+        kd = self.kd
+        return bool(
+            kd.private_segment_fixed_size
+            or kd.compute_pgm_rsrc2 >> Rsrc2.ENABLE_PRIVATE_SEGMENT & 1
+            or kd.kernel_code_properties & _SCRATCH_FIELDS
+        )
+
+    def scratch_wave_bytes(self) -> int:
+        """One wave's scratch slot: the private segment per lane (whole dwords, the hardware interleaves lanes a
+        dword at a time) for every lane, in COMPUTE_TMPRING_SIZE.WAVESIZE units (at least one); 0 without scratch."""
+        if not self.uses_scratch:
+            return 0
+        lanes = _WAVE32_LANES if self.kd.wave32 else _WAVE64_LANES
+        per_wave = round_up(self.kd.private_segment_fixed_size, _DWORD) * lanes
+        return max(round_up(per_wave, TMPRING_WAVESIZE_UNIT_BYTES), TMPRING_WAVESIZE_UNIT_BYTES)
+
+    def scratch_waves_per_se(self, grid: Sequence[int], block: Sequence[int]) -> int:
+        """COMPUTE_TMPRING_SIZE.WAVES for a dispatch: slots for its waves (at most :data:`MAX_SCRATCH_WAVES`),
+        counted per shader engine as GFX11 counts them; 0 without scratch."""
+        if not self.uses_scratch:
+            return 0
+        lanes = _WAVE32_LANES if self.kd.wave32 else _WAVE64_LANES
+        waves = (
+            int(grid[0]) * int(grid[1]) * int(grid[2]) * ceil_div(int(block[0]) * int(block[1]) * int(block[2]), lanes)
+        )
+        return ceil_div(min(waves, MAX_SCRATCH_WAVES), GFX1100_SHADER_ENGINES)
+
+    def scratch_bytes(self, grid: Sequence[int], block: Sequence[int]) -> int:
+        """The scratch buffer a dispatch over ``grid`` x ``block`` needs (0 without a private segment)."""
+        return self.scratch_waves_per_se(grid, block) * GFX1100_SHADER_ENGINES * self.scratch_wave_bytes()
 
     def launch(
-        self, kernarg_va: int, words: Sequence[int], grid: Sequence[int], block: Sequence[int]
+        self,
+        kernarg_va: int,
+        words: Sequence[int],
+        grid: Sequence[int],
+        block: Sequence[int],
+        scratch_va: int = 0,
     ) -> tuple[bytes, Packet]:
-        """The kernarg slot's bytes (for ``kernarg_va``) and the PM4 packets that dispatch this kernel."""
+        """The kernarg slot's bytes (for ``kernarg_va``) and the PM4 packets that dispatch this kernel; a kernel
+        with a private segment uses :meth:`scratch_bytes` of GPU memory at ``scratch_va``."""
         g = (int(grid[0]), int(grid[1]), int(grid[2]))
         b = (int(block[0]), int(block[1]), int(block[2]))
         segment = kernarg_segment(self.kd, words, g, b)
@@ -87,12 +149,13 @@ class GpuKernel:
             KernelCodeProperty.ENABLE_SGPR_QUEUE_PTR: 0,  # no AQL queue behind a PM4 dispatch
             KernelCodeProperty.ENABLE_SGPR_DISPATCH_ID: 0,
             KernelCodeProperty.ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER: 0,
-            KernelCodeProperty.ENABLE_SGPR_FLAT_SCRATCH_INIT: 0,
+            KernelCodeProperty.ENABLE_SGPR_FLAT_SCRATCH_INIT: scratch_va,
             KernelCodeProperty.ENABLE_SGPR_PRIVATE_SEGMENT_SIZE: self.kd.private_segment_fixed_size,
         })  # fmt: skip
         rsrc = (self.kd.compute_pgm_rsrc1, self.kd.dispatch_rsrc2(), self.kd.compute_pgm_rsrc3)
-        return slot, pm4_launch_kernel(self.entry_va, rsrc, user, g, b, wave32=self.kd.wave32,
-                                       private_bytes=self.kd.private_segment_fixed_size)  # fmt: skip
+        return slot, pm4_launch_kernel(self.entry_va, rsrc, user, g, b, wave32=self.kd.wave32, scratch_va=scratch_va,
+                                       scratch_waves_per_se=self.scratch_waves_per_se(g, b),
+                                       scratch_wave_bytes=self.scratch_wave_bytes())  # fmt: skip
 
 
 def load_gpu_kernel(binary: bytes, name: str, base: int) -> GpuKernel:
@@ -105,8 +168,8 @@ def load_gpu_kernel(binary: bytes, name: str, base: int) -> GpuKernel:
     kd = co.kernels.get(name)
     if kd is None:
         raise CodeObjectError(f"no kernel {name!r} in the code object (kernels: {', '.join(sorted(co.kernels))})")
-    if base % 256:
-        raise CodeObjectError(f"base={base:#x}, expected a 256-byte aligned GPU address")
+    if base % PGM_ALIGN:
+        raise CodeObjectError(f"base={base:#x}, expected a {PGM_ALIGN}-byte aligned GPU address")
     return GpuKernel(kd, base, co.image)
 
 

@@ -16,6 +16,9 @@ from tinyhil.spec.amdgpu import CompareFunction
 from tinyhil.spec.amdgpu_pm4 import (
     COMPUTE_NUM_THREAD_FULL,
     COMPUTE_PGM_ADDR_SHIFT,
+    COMPUTE_SCRATCH_BASE_SHIFT,
+    COMPUTE_TMPRING_SIZE_WAVES,
+    COMPUTE_TMPRING_SIZE_WAVESIZE,
     DISPATCH_INITIATOR_COMPUTE_SHADER_EN,
     DISPATCH_INITIATOR_CS_W32_EN,
     EVENT_CACHE_FLUSH_AND_INV_TS,
@@ -34,8 +37,10 @@ from tinyhil.spec.amdgpu_pm4 import (
     RELEASE_MEM_INT_SEL,
     SH_REG_BASE,
     SH_REG_END,
+    TMPRING_WAVESIZE_UNIT_BYTES,
     UCONFIG_REG_BASE,
     UCONFIG_REG_END,
+    USER_DATA_REGS,
     WAIT_REG_MEM_FUNCTION,
     WAIT_REG_MEM_MEM_SPACE,
     WAIT_REG_MEM_POLL_INTERVAL,
@@ -68,8 +73,6 @@ __all__ = [
 
 _COHER_SIZE_ALL = 0xFFFF_FFFF
 _COHER_SIZE_HI_ALL = 0xFF  # GC 10/11 COHER_SIZE_HI is 8 bits: the whole address space
-_TMPRING_WAVESIZE = 12  # COMPUTE_TMPRING_SIZE: WAVES bits 0-11, WAVESIZE (256-byte units per wave) from bit 12
-_TMPRING_UNIT_BYTES = 256
 
 
 def pm4_header(opcode: Pm4Op, body_dwords: int) -> int:
@@ -218,22 +221,33 @@ def pm4_launch_kernel(
     group_size: Sequence[int],
     *,
     wave32: bool,
-    private_bytes: int = 0,
+    scratch_va: int = 0,
+    scratch_waves_per_se: int = 0,
+    scratch_wave_bytes: int = 0,
 ) -> Packet:
     """The register writes a GPU kernel's dispatch needs, then DISPATCH_DIRECT, as a PM4 driver emits them:
     COMPUTE_PGM_LO/HI (``entry_va`` >> 8), COMPUTE_PGM_RSRC1/2/3 (``rsrc``, from the kernel descriptor),
     COMPUTE_USER_DATA_0.. (the user SGPRs the descriptor enables), COMPUTE_NUM_THREAD_X/Y/Z, COMPUTE_START_X/Y/Z
-    (0), COMPUTE_TMPRING_SIZE (``private_bytes`` per work-item, one wave's worth), COMPUTE_RESOURCE_LIMITS (0: no
-    limit); ``wave32`` sets DISPATCH_INITIATOR.CS_W32_EN."""
+    (0), COMPUTE_RESOURCE_LIMITS (0: no limit), and the GFX11 scratch registers (docs/amdgpu.md "Scratch"):
+    COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI (``scratch_va`` >> 8, 256-byte aligned) and COMPUTE_TMPRING_SIZE
+    (WAVES ``scratch_waves_per_se``, WAVESIZE ``scratch_wave_bytes`` in 256-byte units; 0: no scratch);
+    ``wave32`` sets DISPATCH_INITIATOR.CS_W32_EN."""
     check_address("entry_va", entry_va, 1 << COMPUTE_PGM_ADDR_SHIFT)
     if len(group_size) != 3 or len(grid) != 3 or len(rsrc) != 3:
         raise InvalidArgument(f"grid={grid!r} group_size={group_size!r} rsrc={rsrc!r}, expected three values each")
-    if len(user_data) > ShReg.COMPUTE_USER_DATA_15 - ShReg.COMPUTE_USER_DATA_0 + 1:
-        raise InvalidArgument(f"{len(user_data)} user data dwords, expected at most 16")
+    if len(user_data) > USER_DATA_REGS:
+        raise InvalidArgument(f"{len(user_data)} user data dwords, expected at most {USER_DATA_REGS}")
     rsrc1, rsrc2, rsrc3 = (check_int("rsrc", v, min_value=0, max_value=0xFFFF_FFFF) for v in rsrc)
     threads = [COMPUTE_NUM_THREAD_FULL.put(check_int("group_size", v, min_value=1)) for v in group_size]
-    lanes = 32 if wave32 else 64
-    wave_units = -(-check_int("private_bytes", private_bytes, min_value=0) * lanes // _TMPRING_UNIT_BYTES)
+    check_address("scratch_va", scratch_va, 1 << COMPUTE_SCRATCH_BASE_SHIFT)
+    check_int("scratch_wave_bytes", scratch_wave_bytes, min_value=0)
+    if scratch_wave_bytes % TMPRING_WAVESIZE_UNIT_BYTES:
+        raise InvalidArgument(f"scratch_wave_bytes={scratch_wave_bytes:#x}, expected a multiple of "
+                              f"{TMPRING_WAVESIZE_UNIT_BYTES:#x} (COMPUTE_TMPRING_SIZE.WAVESIZE units)")  # fmt: skip
+    tmpring = COMPUTE_TMPRING_SIZE_WAVES.put(scratch_waves_per_se) | COMPUTE_TMPRING_SIZE_WAVESIZE.put(
+        scratch_wave_bytes // TMPRING_WAVESIZE_UNIT_BYTES
+    )
+    scratch = scratch_va >> COMPUTE_SCRATCH_BASE_SHIFT
     program = entry_va >> COMPUTE_PGM_ADDR_SHIFT
     return np.concatenate(
         [
@@ -241,7 +255,8 @@ def pm4_launch_kernel(
             pm4_set_sh_reg(ShReg.COMPUTE_PGM_RSRC1, [rsrc1, rsrc2]),
             pm4_set_sh_reg(ShReg.COMPUTE_PGM_RSRC3, [rsrc3]),
             pm4_set_sh_reg(ShReg.COMPUTE_RESOURCE_LIMITS, [0]),
-            pm4_set_sh_reg(ShReg.COMPUTE_TMPRING_SIZE, [wave_units << _TMPRING_WAVESIZE]),
+            pm4_set_sh_reg(ShReg.COMPUTE_DISPATCH_SCRATCH_BASE_LO, [lo32(scratch), hi32(scratch)]),
+            pm4_set_sh_reg(ShReg.COMPUTE_TMPRING_SIZE, [tmpring]),
             pm4_set_sh_reg(ShReg.COMPUTE_START_X, [0, 0, 0, *threads]),
             *([pm4_set_sh_reg(ShReg.COMPUTE_USER_DATA_0, list(user_data))] if len(user_data) else []),
             pm4_dispatch_direct(grid, wave32=wave32),

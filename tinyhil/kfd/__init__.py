@@ -17,7 +17,7 @@ only through the :class:`~tinyhil.kfd.process.KfdProcess` protocol.
 
 from __future__ import annotations
 
-from tinyhil.kfd.client import KFD, ClockCounters, KfdEvent, KfdMemoryFault
+from tinyhil.kfd.client import KFD, ClockCounters, KfdEvent, KfdHwException, KfdMemoryFault
 from tinyhil.kfd.gpu import VA_WINDOW_BASE, VA_WINDOW_BYTES, Allocation, KfdGpu, MemoryDomain
 from tinyhil.kfd.process import KfdProcess
 from tinyhil.kfd.queue import CwsrSizes, KfdQueue, QueueEngine, QueueMemory, cwsr_sizes
@@ -33,6 +33,7 @@ __all__ = [
     "CwsrSizes",
     "KfdEvent",
     "KfdGpu",
+    "KfdHwException",
     "KfdIoctl",
     "KfdMemoryFault",
     "KfdNode",

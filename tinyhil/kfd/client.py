@@ -2,7 +2,9 @@
 
 The same code runs on a machine with ``/dev/kfd`` (:class:`~tinyhil.fileio.RealFileIO`) and on MOCKKFD. Time
 comes from ``GET_CLOCK_COUNTERS`` (virtual on MOCKKFD), and every wait also waits on the process's memory-exception
-event, so a GPU memory fault surfaces as :class:`KfdMemoryFault` naming the address instead of a timeout.
+and hardware-exception events (one ``WAIT_EVENTS`` with them and the awaited ones, ``wait_for_all`` 0, as ROCr
+waits), so a GPU memory fault surfaces as :class:`KfdMemoryFault` naming the address, and a queue amdkfd had to
+reset (a hang, a wave trap) as :class:`KfdHwException` naming the GPU, instead of a timeout.
 
 amdkfd binds the signal-event page to the process for its lifetime; open one :class:`KFD` per process.
 """
@@ -29,8 +31,11 @@ from tinyhil.spec.kfd_events import (
     KFD_EVENT_TIMEOUT_INFINITE,
     KFD_SIGNAL_PAGE_BYTES,
     EventType,
+    HwExceptionResetCause,
+    HwExceptionResetType,
     WaitResult,
     kfd_event_data,
+    kfd_hsa_hw_exception_data,
     kfd_hsa_memory_exception_data,
     kfd_ioctl_create_event_args,
     kfd_ioctl_destroy_event_args,
@@ -43,7 +48,7 @@ from tinyhil.spec.kfd_memory import kfd_ioctl_get_process_apertures_new_args, kf
 from tinyhil.spec.kfd_process import kfd_ioctl_get_clock_counters_args, kfd_ioctl_get_version_args
 from tinyhil.spec.kfd_topology import KFD_DEVICE_PATH
 
-__all__ = ["KFD", "ClockCounters", "KfdEvent", "KfdMemoryFault"]
+__all__ = ["KFD", "ClockCounters", "KfdEvent", "KfdHwException", "KfdMemoryFault"]
 
 _A = TypeVar("_A", bound=IoctlArg)
 _P = ParamSpec("_P")
@@ -84,6 +89,25 @@ class KfdMemoryFault(DeviceError):
         )
         self.gpu_id = gpu_id
         self.va = va
+
+
+def _enum_name(enum: type[HwExceptionResetType] | type[HwExceptionResetCause], value: int) -> str:
+    return enum(value).name if value in enum._value2member_map_ else f"{value:#x}"
+
+
+class KfdHwException(DeviceError):
+    """amdkfd reported a hardware exception on ``gpu_id``: a queue failed (hung, or stopped by a wave trap) and was
+    reset. Fields are the event's ``kfd_hsa_hw_exception_data`` (docs/mockkfd.md "Events")."""
+
+    def __init__(self, gpu_id: int, data: kfd_hsa_hw_exception_data) -> None:
+        self.gpu_id = gpu_id
+        self.reset_type, self.reset_cause, self.memory_lost = data.reset_type, data.reset_cause, bool(data.memory_lost)
+        super().__init__(
+            f"GPU hardware exception on gpu_id={gpu_id:#x}: {_enum_name(HwExceptionResetCause, data.reset_cause)}, "
+            f"{_enum_name(HwExceptionResetType, data.reset_type)}, memory {'lost' if self.memory_lost else 'kept'}; "
+            "amdkfd reset the failed queue: replace it to go on",
+            op="hw exception",
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +168,7 @@ class KFD:
             self._check_apertures()
             self.va_space = RangeAllocator(VA_WINDOW_BASE, VA_WINDOW_BYTES, _VA_ALIGNMENT)
             self.memory_event = self._create_event(_E.KFD_IOC_EVENT_MEMORY, auto_reset=True)
+            self.hw_exception_event = self._create_event(_E.KFD_IOC_EVENT_HW_EXCEPTION, auto_reset=True)
         except BaseException:
             self.fileio.close(self.fd)
             raise
@@ -246,6 +271,9 @@ class KFD:
                 fault = KfdMemoryFault(data.gpu_id, data.va, data)
                 self.faults.append(fault)
                 raise fault
+            hw = entry.hw_exception_data  # copied back by amdkfd since Linux 6.8 (kfd_ioctl 1.15)
+            if event is self.hw_exception_event and hw.gpu_id:
+                raise KfdHwException(hw.gpu_id, hw)
         return args.wait_result == WaitResult.KFD_IOC_WAIT_RESULT_COMPLETE
 
     @requires_open
@@ -254,12 +282,14 @@ class KFD:
 
         Raises:
             KfdMemoryFault: a GPU memory fault was reported meanwhile.
+            KfdHwException: amdkfd reset a failed queue meanwhile.
         """
         check_int("timeout_ms", timeout_ms, min_value=0, max_value=KFD_EVENT_TIMEOUT_INFINITE)
+        exceptions = [self.memory_event, self.hw_exception_event]
         if not wait_all:
-            return self._wait_raw([*events, self.memory_event], timeout_ms, wait_all=False)
+            return self._wait_raw([*events, *exceptions], timeout_ms, wait_all=False)
         complete = self._wait_raw(events, timeout_ms, wait_all=True)
-        self._wait_raw([self.memory_event], KFD_EVENT_TIMEOUT_IMMEDIATE, wait_all=False)
+        self._wait_raw(exceptions, KFD_EVENT_TIMEOUT_IMMEDIATE, wait_all=False)
         return complete
 
     @requires_open
@@ -287,6 +317,7 @@ class KFD:
         time, during which the GPUs run). Raises:
             DeviceTimeout: the value never got there, with the last value seen and the one expected.
             KfdMemoryFault: a GPU memory fault was reported meanwhile.
+            KfdHwException: amdkfd reset a failed queue meanwhile.
         """
         check_int("poll_ms", poll_ms, min_value=1)
         matches = until if callable(until) else (lambda value: value == until)

@@ -12,8 +12,10 @@ The same code runs on a machine with ``/dev/kfd`` (``KFD+AMD``) and on MOCKKFD (
 
 copyin copies the caller's bytes into the staging buffer (one slice assignment per chunk), then SDMA COPY_LINEAR
 moves them to VRAM; copyout runs the reverse. Waits sleep on a KFD signal event the engines fire after each fence,
-and on the process's memory-exception event, so a GPU memory fault surfaces as
-:class:`~tinyhil.kfd.KfdMemoryFault` naming the faulting address.
+and on the process's memory- and hardware-exception events, so a GPU memory fault surfaces as
+:class:`~tinyhil.kfd.KfdMemoryFault` naming the faulting address, and a queue amdkfd reset (a hang, a wave trap) as
+:class:`~tinyhil.amdgpu.QueueStopped` naming this device's queue that had work left (docs/amdgpu.md "Kernel
+executor"); the runtime then replaces it.
 
 Several devices may share one KFD connection (one process, several GPUs): :meth:`KfdAmdDevice.open_peer`. The
 connection closes with the last of them.
@@ -29,16 +31,19 @@ from tinyhil._check import check_int
 from tinyhil.align import ceil_div
 from tinyhil.allocator import OutOfMemory
 from tinyhil.amdgpu.driver import WAIT_TIMEOUT_MS, AmdDeviceBase
+from tinyhil.amdgpu.errors import QueueStopped
 from tinyhil.amdgpu.interfaces import AmdRing, CompletionEvent, GpuRegion, MemoryUse
 from tinyhil.compiler import Compiler
 from tinyhil.device import Buffer
-from tinyhil.errors import DeviceTimeout, InvalidArgument
+from tinyhil.errors import DeviceError, DeviceTimeout, InvalidArgument
 from tinyhil.fileio import FileIO
-from tinyhil.kfd.client import KFD, KfdEvent, KfdMemoryFault
+from tinyhil.kfd.client import KFD, KfdEvent, KfdHwException, KfdMemoryFault
 from tinyhil.kfd.gpu import Allocation, KfdGpu, MemoryDomain
 from tinyhil.kfd.queue import KfdQueue, QueueEngine
 from tinyhil.kfd.topology import KfdNode
 from tinyhil.spec.amdgpu import QueueKind
+from tinyhil.spec.amdgpu_pm4 import PM4_HEADER_OPCODE
+from tinyhil.spec.amdgpu_sdma import SDMA_HEADER_OP
 
 __all__ = ["DEFAULT_STAGING_BYTES", "KFD_CAPABILITIES", "KfdAmdDevice"]
 
@@ -56,7 +61,8 @@ class _Session:
         self.kfd = kfd
         self.on_close = on_close
         self.users: dict[int, KfdAmdDevice] = {}
-        self.faults: dict[int, KfdMemoryFault] = {}  # reported to one device's wait, for another GPU
+        self.faults: dict[int, DeviceError] = {}  # a memory fault or hardware exception reported to one device's
+        # wait, for another GPU's device
         self.closed = False
 
     def release(self, device: KfdAmdDevice) -> None:
@@ -232,6 +238,8 @@ class KfdAmdDevice(AmdDeviceBase):
         faults = self._session.faults
         while not condition():
             pending = faults.pop(self.gpu.gpu_id, None)
+            if isinstance(pending, KfdHwException):
+                raise self._stopped_queue(pending)
             if pending is not None:
                 raise pending
             remaining_ms = ceil_div(deadline - self.kfd.now_ns(), _NS_PER_MS)
@@ -239,10 +247,29 @@ class KfdAmdDevice(AmdDeviceBase):
                 raise DeviceTimeout(f"{self.name}: timed out after {self.wait_timeout_ms} ms waiting for {what}")
             try:
                 self.kfd.wait_events(events, timeout_ms=min(remaining_ms, _POLL_MS))
-            except KfdMemoryFault as fault:  # the memory event is the process's: the fault may be another GPU's
-                if fault.gpu_id == self.gpu.gpu_id:
+            except (KfdMemoryFault, KfdHwException) as fault:  # the process's events: maybe another GPU's
+                if fault.gpu_id != self.gpu.gpu_id:
+                    faults[fault.gpu_id] = fault
+                elif isinstance(fault, KfdHwException):
+                    raise self._stopped_queue(fault) from None
+                else:
                     raise
-                faults[fault.gpu_id] = fault
+
+    def _stopped_queue(self, exception: KfdHwException) -> QueueStopped:
+        """The hardware exception as the stopped queue: amdkfd names only the GPU, so the queue is this device's
+        queue with work left (the first, if several), and the packet its read pointer stopped at."""
+        busy = [queue for queue in self._queues if not queue.idle] or self._queues
+        queue = busy[0]
+        unit = queue.engine.pointer_unit_bytes
+        ring_offset = queue.read_pointer * unit % queue.ring_bytes
+        header = int.from_bytes(queue.ring.read(ring_offset, 4), "little")
+        name = f"{queue.engine.name.lower()} queue {queue.queue_id}"
+        return QueueStopped(
+            f"{self.name}: {name} stopped at ring offset {ring_offset:#x} (header {header:#010x}): {exception}",
+            queue=name, status=exception.reset_type, error_code=exception.reset_cause,
+            opcode=(PM4_HEADER_OPCODE if queue.engine is QueueEngine.COMPUTE else SDMA_HEADER_OP).get(header),
+            sub_op=0, ring_offset=ring_offset, fault_addr=None,
+        )  # fmt: skip
 
     def _release(self) -> None:
         try:

@@ -15,10 +15,14 @@ from .amdgpu import Field
 __all__ = [
     "COMPUTE_NUM_THREAD_FULL",
     "COMPUTE_PGM_ADDR_SHIFT",
+    "COMPUTE_SCRATCH_BASE_SHIFT",
+    "COMPUTE_TMPRING_SIZE_WAVES",
+    "COMPUTE_TMPRING_SIZE_WAVESIZE",
     "DISPATCH_INITIATOR_COMPUTE_SHADER_EN",
     "DISPATCH_INITIATOR_CS_W32_EN",
     "EVENT_CACHE_FLUSH_AND_INV_TS",
     "EVENT_INDEX_END_OF_PIPE",
+    "GFX1100_SHADER_ENGINES",
     "INDIRECT_BUFFER_IB_SIZE",
     "INDIRECT_BUFFER_VALID",
     "PM4_BODY_DWORDS",
@@ -34,6 +38,7 @@ __all__ = [
     "RELEASE_MEM_INT_SEL",
     "SH_REG_BASE",
     "SH_REG_END",
+    "TMPRING_WAVESIZE_UNIT_BYTES",
     "UCONFIG_REG_BASE",
     "UCONFIG_REG_END",
     "USER_DATA_REGS",
@@ -100,6 +105,8 @@ class ShReg(IntEnum):
     COMPUTE_NUM_THREAD_Z = 0x2E09
     COMPUTE_PGM_LO = 0x2E0C  # program address >> 8
     COMPUTE_PGM_HI = 0x2E0D
+    COMPUTE_DISPATCH_SCRATCH_BASE_LO = 0x2E10  # GFX11: scratch address >> 8 (byte offset 0xB840)
+    COMPUTE_DISPATCH_SCRATCH_BASE_HI = 0x2E11  # GFX11: scratch address >> 40 (byte offset 0xB844)
     COMPUTE_PGM_RSRC1 = 0x2E12  # the kernel descriptor's compute_pgm_rsrc1/2/3 (docs/rdna3.md)
     COMPUTE_PGM_RSRC2 = 0x2E13
     COMPUTE_RESOURCE_LIMITS = 0x2E15
@@ -111,6 +118,14 @@ class ShReg(IntEnum):
 
 
 COMPUTE_PGM_ADDR_SHIFT: Final = 8
+# Scratch on GFX11 (docs/amdgpu.md "Scratch"): COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI hold the dispatch's scratch
+# address >> 8; COMPUTE_TMPRING_SIZE.WAVES counts scratch slots per shader engine, WAVESIZE each slot's bytes in
+# 256-byte units (GFX10 used 1 KiB units and a total WAVES).
+COMPUTE_SCRATCH_BASE_SHIFT: Final = 8
+COMPUTE_TMPRING_SIZE_WAVES: Final = Field("waves", 0, 12)
+COMPUTE_TMPRING_SIZE_WAVESIZE: Final = Field("wavesize", 12, 15)
+TMPRING_WAVESIZE_UNIT_BYTES: Final = 256
+GFX1100_SHADER_ENGINES: Final = 6  # Navi 31: 6 SE x 2 SA x 8 CU (the discovery table's gc_num_se)
 COMPUTE_NUM_THREAD_FULL: Final = Field("num_thread_full", 0, 16)  # workgroup size in this dimension
 
 

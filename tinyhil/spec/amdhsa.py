@@ -7,8 +7,12 @@ Offsets are bytes; all fields are little-endian.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import IntEnum, IntFlag
 from typing import Final
+
+from tinyhil.align import ceil_div
+from tinyhil.errors import InvalidArgument
 
 __all__ = [
     "ABI_VERSION_TO_CODE_OBJECT",
@@ -26,9 +30,14 @@ __all__ = [
     "EM_AMDGPU",
     "KD_BYTES",
     "KD_SUFFIX",
+    "LDS_GRANULE_BYTES",
+    "LDS_SIZE_FIELD_MASK",
     "NOTE_NAME_AMDGPU",
     "NT_AMDGPU_METADATA",
+    "USER_SGPR_COUNT_MASK",
     "USER_SGPR_WIDTHS",
+    "VGPR_GRANULE_WAVE32",
+    "VGPR_GRANULE_WAVE64",
     "KdOffset",
     "KernelCodeProperty",
     "Rsrc1",
@@ -36,6 +45,9 @@ __all__ = [
     "SectionType",
     "SegmentType",
     "SymbolType",
+    "rsrc2_lds_bytes",
+    "rsrc2_with_lds",
+    "user_sgpr_dwords",
 ]
 
 ELF_MAGIC: Final = b"\x7fELF"
@@ -152,3 +164,46 @@ class Rsrc2(IntEnum):
     ENABLE_SGPR_WORKGROUP_INFO = 10  # 1 bit
     ENABLE_VGPR_WORKITEM_ID = 11  # 2 bits: 0 x, 1 x+y, 2 x+y+z (packed in v0 on GFX11)
     GRANULATED_LDS_SIZE = 15  # 9 bits
+
+
+USER_SGPR_COUNT_MASK: Final = 0x1F  # rsrc2.USER_SGPR_COUNT, 5 bits
+VGPR_GRANULE_WAVE32: Final = 8  # rsrc1.GRANULATED_WORKITEM_VGPR_COUNT unit in wave32
+VGPR_GRANULE_WAVE64: Final = 4
+LDS_GRANULE_BYTES: Final = 512  # rsrc2.GRANULATED_LDS_SIZE unit on GFX11 (128 dwords)
+LDS_SIZE_FIELD_MASK: Final = 0x1FF  # rsrc2.GRANULATED_LDS_SIZE, 9 bits
+
+
+def rsrc2_lds_bytes(rsrc2: int) -> int:
+    """The LDS bytes per workgroup ``COMPUTE_PGM_RSRC2.LDS_SIZE`` allocates (whole 512-byte granules)."""
+    return ((rsrc2 >> Rsrc2.GRANULATED_LDS_SIZE) & LDS_SIZE_FIELD_MASK) * LDS_GRANULE_BYTES
+
+
+def rsrc2_with_lds(rsrc2: int, lds_bytes: int) -> int:
+    """``rsrc2`` with LDS_SIZE covering ``lds_bytes`` (rounded up to granules), as a driver or the AQL firmware
+    programs it for a dispatch.
+
+    Raises:
+        InvalidArgument: ``lds_bytes`` is negative or more than the 9-bit field holds (0x1ff granules).
+    """
+    granules = ceil_div(lds_bytes, LDS_GRANULE_BYTES)
+    if lds_bytes < 0 or granules > LDS_SIZE_FIELD_MASK:
+        raise InvalidArgument(
+            f"lds_bytes={lds_bytes:#x}, expected 0..{LDS_SIZE_FIELD_MASK * LDS_GRANULE_BYTES:#x} (rsrc2.LDS_SIZE)"
+        )
+    cleared = rsrc2 & ~(LDS_SIZE_FIELD_MASK << Rsrc2.GRANULATED_LDS_SIZE)
+    return cleared | (granules << Rsrc2.GRANULATED_LDS_SIZE)
+
+
+def user_sgpr_dwords(properties: int, values: Mapping[KernelCodeProperty, int]) -> list[int]:
+    """The user SGPR dwords (``COMPUTE_USER_DATA_0..``) that ``kernel_code_properties`` enable, in load order, each
+    field from ``values`` (64-bit values low dword first, the 128-bit private segment buffer as 4 dwords).
+
+    Raises:
+        KeyError: an enabled field has no value (the key names the field).
+    """
+    dwords: list[int] = []
+    for flag, width in USER_SGPR_WIDTHS.items():
+        if properties & flag:
+            value = values[flag]
+            dwords.extend((value >> (32 * i)) & 0xFFFF_FFFF for i in range(width))
+    return dwords

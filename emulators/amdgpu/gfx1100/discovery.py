@@ -21,6 +21,7 @@ from typing import Final
 import numpy as np
 
 from tinyhil.align import round_up
+from tinyhil.spec.amdgpu_pm4 import GFX1100_SHADER_ENGINES
 from tinyhil.spec.gfx1100_discovery import (
     BINARY_SIGNATURE,
     DISCOVERY_TMR_SIZE,
@@ -53,7 +54,7 @@ _IP_TABLE_OFFSET: Final = 64
 # gc_info v1.0 (section 3), in struct order. Model values for Navi 31: 96 CU as 6 SE x 2 SA x 8 CU (CU per SA =
 # 2 x (wgp0 + wgp1)); the split, GPR and cache figures are not verified against a real dump (section 15).
 GC_INFO: Final[tuple[tuple[str, int], ...]] = (
-    ("gc_num_se", 6),
+    ("gc_num_se", GFX1100_SHADER_ENGINES),
     ("gc_num_wgp0_per_sa", 4),
     ("gc_num_wgp1_per_sa", 0),
     ("gc_num_rb_per_se", 4),

@@ -17,8 +17,11 @@ from typing import Final
 
 import numpy as np
 
+from tinyhil._check import WORKGROUP_MAX_SIZE
+from tinyhil.align import ceil_div
 from tinyhil.errors import InvalidArgument
-from tinyhil.spec.amdhsa import Rsrc1, Rsrc2
+from tinyhil.spec.amdgpu_pm4 import COMPUTE_PGM_ADDR_SHIFT, USER_DATA_REGS
+from tinyhil.spec.amdhsa import USER_SGPR_COUNT_MASK, VGPR_GRANULE_WAVE32, Rsrc1, Rsrc2, rsrc2_lds_bytes
 
 from ..errors import GpuMemoryFault, WaveTrap
 from ..memory import AddressSpace
@@ -43,19 +46,12 @@ HANDLERS: Final[dict[str, Handler]] = {
     **SALU_HANDLERS, **VALU_HANDLERS, **VALU64_HANDLERS, **VMEM_HANDLERS, **ATOMIC_HANDLERS, **SCRATCH_HANDLERS,
     **VOP3P_HANDLERS, **MODE_HANDLERS, **DIVISION_HANDLERS,
 }  # fmt: skip
-PGM_ADDR_SHIFT: Final = 8  # COMPUTE_PGM_LO/HI hold the program address >> 8
-USER_DATA_REGS: Final = 16
 WORKITEM_ID_SHIFT: Final = 10  # GFX11 packs the work-item ids in v0: x | y << 10 | z << 20
 DEFAULT_CODE_WINDOW_BYTES: Final = 1 << 20
 DEFAULT_STEP_BUDGET: Final = 1 << 20
-_VGPR_GRANULE_WAVE32: Final = 8
-_LDS_GRANULE_BYTES: Final = 512
-_MAX_THREADS_PER_GROUP: Final = 1024
 _FIELD_1: Final = 1
 _FIELD_2: Final = 3
-_FIELD_5: Final = 0x1F
 _FIELD_6: Final = 0x3F
-_FIELD_9: Final = 0x1FF
 _FIRST_WAVE_BIT: Final = 31
 _CACHE_ENTRIES: Final = 64
 _CODE_READ_BYTES: Final = 4096  # code is read a page at a time
@@ -70,8 +66,11 @@ class DispatchSetup:
     Wave32 only (``COMPUTE_DISPATCH_INITIATOR.CS_W32_EN``); a wave64 dispatch is a :class:`WaveTrap`.
     ``scratch_base`` is the GPU address of the dispatch's scratch (private segment) memory and
     ``scratch_wave_bytes`` each wave's share of it (``COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI`` and
-    ``COMPUTE_TMPRING_SIZE.WAVESIZE`` as the driver programs them): wave ``k`` of the dispatch owns
+    ``COMPUTE_TMPRING_SIZE.WAVESIZE`` as the driver programs them): the wave in slot ``k`` owns
     ``[scratch_base + k * scratch_wave_bytes, +scratch_wave_bytes)``. Without a base, a scratch instruction traps.
+    ``scratch_waves`` is the number of scratch slots (``COMPUTE_TMPRING_SIZE.WAVES`` x shader engines): a dispatch
+    whose kernel enables the private segment and has more waves than that runs whole workgroups at a time, as many
+    as the slots hold, each batch's wave ``k`` in slot ``k`` (0: a slot for every wave).
     """
 
     pgm_lo: int
@@ -86,6 +85,7 @@ class DispatchSetup:
     dispatch_id: int = 0
     scratch_base: int | None = None
     scratch_wave_bytes: int = 0
+    scratch_waves: int = 0
 
     def __post_init__(self) -> None:
         if self.scratch_wave_bytes < 0 or self.scratch_wave_bytes % SCRATCH_LANE_STRIDE:
@@ -96,14 +96,16 @@ class DispatchSetup:
         if len(self.user_data) > USER_DATA_REGS:
             raise InvalidArgument(f"user_data has {len(self.user_data)} dwords, expected at most {USER_DATA_REGS}")
         threads = int(np.prod(self.num_thread))
-        if min(self.num_thread) < 1 or threads > _MAX_THREADS_PER_GROUP:
-            raise InvalidArgument(f"num_thread={self.num_thread}, expected 1..{_MAX_THREADS_PER_GROUP} threads")
+        if min(self.num_thread) < 1 or threads > WORKGROUP_MAX_SIZE:
+            raise InvalidArgument(f"num_thread={self.num_thread}, expected 1..{WORKGROUP_MAX_SIZE} threads")
+        if self.scratch_waves < 0:
+            raise InvalidArgument(f"scratch_waves={self.scratch_waves}, expected a non-negative slot count")
         if min(self.grid) < 0:
             raise InvalidArgument(f"grid={self.grid}, expected non-negative workgroup counts")
 
     @property
     def pgm_addr(self) -> int:
-        return ((self.pgm_hi << 32) | self.pgm_lo) << PGM_ADDR_SHIFT
+        return ((self.pgm_hi << 32) | self.pgm_lo) << COMPUTE_PGM_ADDR_SHIFT
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,16 +223,36 @@ def _field(value: int, shift: int, mask: int) -> int:
     return (value >> shift) & mask
 
 
-def _setup_waves(setup: DispatchSetup) -> Waves:
-    """Every wave's initial registers (AMDGPUUsage "Initial Kernel Execution State")."""
+def _waves_per_group(setup: DispatchSetup) -> int:
     nx, ny, nz = setup.num_thread
-    threads = nx * ny * nz
-    waves_per_group = -(-threads // LANES)
+    return ceil_div(nx * ny * nz, LANES)
+
+
+def _batches(setup: DispatchSetup) -> list[tuple[int, int]]:
+    """The workgroups run together, as (first, count): all of them, or as many as the scratch slots hold."""
     gx, gy, gz = setup.grid
     n_groups = gx * gy * gz
+    per_group = _waves_per_group(setup)
+    uses_scratch = _field(setup.rsrc2, Rsrc2.ENABLE_PRIVATE_SEGMENT, _FIELD_1) and setup.scratch_base is not None
+    if not uses_scratch or not setup.scratch_waves or n_groups * per_group <= setup.scratch_waves:
+        return [(0, n_groups)]
+    fit = setup.scratch_waves // per_group
+    if not fit:
+        raise WaveTrap(f"{setup.scratch_waves} scratch slots (COMPUTE_TMPRING_SIZE.WAVES x shader engines) cannot "
+                       f"hold one workgroup of {per_group} waves", pc=setup.pgm_addr)  # fmt: skip
+    return [(first, min(fit, n_groups - first)) for first in range(0, n_groups, fit)]
+
+
+def _setup_waves(setup: DispatchSetup, first_group: int, n_groups: int) -> Waves:
+    """The initial registers (AMDGPUUsage "Initial Kernel Execution State") of the waves of workgroups
+    ``first_group .. first_group + n_groups - 1`` (linear ids, x fastest)."""
+    nx, ny, nz = setup.num_thread
+    threads = nx * ny * nz
+    waves_per_group = _waves_per_group(setup)
+    gx, gy, _gz = setup.grid
     n_waves = n_groups * waves_per_group
-    vgprs = (_field(setup.rsrc1, Rsrc1.GRANULATED_WORKITEM_VGPR_COUNT, _FIELD_6) + 1) * _VGPR_GRANULE_WAVE32
-    lds = _field(setup.rsrc2, Rsrc2.GRANULATED_LDS_SIZE, _FIELD_9) * _LDS_GRANULE_BYTES
+    vgprs = (_field(setup.rsrc1, Rsrc1.GRANULATED_WORKITEM_VGPR_COUNT, _FIELD_6) + 1) * VGPR_GRANULE_WAVE32
+    lds = rsrc2_lds_bytes(setup.rsrc2)
     w = Waves(n_waves, vgprs, n_groups, lds)
     w.scratch_base = setup.scratch_base
     w.mode[:] = initial_mode(setup.rsrc1)
@@ -240,11 +262,12 @@ def _setup_waves(setup: DispatchSetup) -> Waves:
     wave_in_group = np.tile(np.arange(waves_per_group, dtype=np.int64), n_groups)
     w.group[:] = group
     w.lds_base[:] = group * lds
-    user = _field(setup.rsrc2, Rsrc2.USER_SGPR_COUNT, _FIELD_5)
+    user = _field(setup.rsrc2, Rsrc2.USER_SGPR_COUNT, USER_SGPR_COUNT_MASK)
     for k, value in enumerate(setup.user_data[:user]):
         w.sgpr[k] = value & 0xFFFFFFFF
     at = user
-    ids = (group % gx, (group // gx) % gy, group // (gx * gy))
+    linear = group + first_group
+    ids = (linear % gx, (linear // gx) % gy, linear // (gx * gy))
     enables = (Rsrc2.ENABLE_SGPR_WORKGROUP_ID_X, Rsrc2.ENABLE_SGPR_WORKGROUP_ID_Y, Rsrc2.ENABLE_SGPR_WORKGROUP_ID_Z)
     for enable, ids_dim in zip(enables, ids, strict=True):
         if _field(setup.rsrc2, enable, _FIELD_1):
@@ -294,8 +317,21 @@ def run_dispatch(
     base = setup.pgm_addr
     program = (cache or _DEFAULT_CACHE).get(space, base, code_window_bytes)
     decodes_before = program.decodes
-    w = _setup_waves(setup)
-    steps = wave_steps = lane_steps = 0
+    waves = steps = wave_steps = lane_steps = 0
+    for first, count in _batches(setup):
+        w = _setup_waves(setup, first, count)
+        waves += len(w.pc)
+        steps, more_waves, more_lanes = _run_waves(space, program, w, steps, step_budget)
+        wave_steps += more_waves
+        lane_steps += more_lanes
+    return DispatchStats(waves, steps, wave_steps, lane_steps, program.decodes - decodes_before)
+
+
+def _run_waves(space: AddressSpace, program: Program, w: Waves, steps: int, step_budget: int) -> tuple[int, int, int]:
+    """Run ``w`` to the end; ``steps`` group steps were taken before. Returns the steps so far and the wave and
+    lane instructions these waves executed."""
+    base = program.base
+    wave_steps = lane_steps = 0
     while True:
         runnable = w.alive & ~w.waiting
         if not runnable.any():
@@ -323,4 +359,4 @@ def run_dispatch(
         steps += 1
         wave_steps += n
         lane_steps += n * LANES
-    return DispatchStats(len(w.pc), steps, wave_steps, lane_steps, program.decodes - decodes_before)
+    return steps, wave_steps, lane_steps

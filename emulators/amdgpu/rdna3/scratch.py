@@ -2,10 +2,11 @@
 
 Addressing (RDNA3 ISA guide, "Scratch" and "Flat, Global and Scratch"): a lane's private offset is the VGPR
 address (when the instruction's SVE bit says it is used) + the SGPR ``saddr`` (unless ``off``) + the instruction
-offset. Private memory is interleaved per lane at dword granularity, so dword ``d`` of lane ``L`` of wave ``w``
-lives at ``scratch_base + w * scratch_wave_bytes + d * 128 + L * 4`` (wave32: 32 lanes x 4 bytes per dword row).
-The wave's base is the dispatch's ``DispatchSetup.scratch_base`` plus the scratch wave offset the wave's SGPR was
-given; a dispatch without a scratch base stops the wave at its first scratch instruction.
+offset. Private memory is interleaved per lane at dword granularity, so dword ``d`` of lane ``L`` of the wave in
+scratch slot ``w`` (its index among the waves running together) lives at
+``scratch_base + w * scratch_wave_bytes + d * 128 + L * 4`` (wave32: 32 lanes x 4 bytes per dword row), the base
+GFX11's architected flat scratch gives the wave; a dispatch without a scratch base stops the wave at its first
+scratch instruction.
 """
 
 from __future__ import annotations

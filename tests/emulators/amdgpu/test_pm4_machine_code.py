@@ -12,6 +12,7 @@ from tinyhil.amdgpu import pm4_launch_kernel
 from tinyhil.emulators.amdgpu import AmdGpu, GpuQueueError
 from tinyhil.emulators.amdgpu.model_choices import ErrorCode
 from tinyhil.emulators.amdgpu.pm4 import Pm4Engine
+from tinyhil.spec.amdhsa import Rsrc2
 
 CODE = 0x800000
 OUT = 0x700000
@@ -61,3 +62,38 @@ def test_an_endless_loop_stops_the_queue_at_the_step_budget(
     monkeypatch.setattr(Pm4Engine, "WAVE_STEP_BUDGET", 100)
     with pytest.raises(GpuQueueError, match=r"wave trap at PC 0x800000 \(s_branch .*step budget of 100"):
         compute.run(_launch(gpu, assemble("s_branch -1")))
+
+
+SCRATCH_VA = 0x900000
+# each lane stores its workgroup id (s2) at private offset 0
+STORE_TO_SCRATCH = """
+v_mov_b32 v1, s2
+scratch_store_b32 off, v1, off
+s_endpgm
+"""
+
+
+@needs_llvm_mc
+def test_the_scratch_registers_give_each_wave_its_slot(gpu: AmdGpu, compute: Any) -> None:
+    code = assemble(STORE_TO_SCRATCH)
+    gpu.write(CODE, code + bytes(64))
+    wave_bytes = 256
+    launch = pm4_launch_kernel(CODE, (0, RSRC2 | 1 << Rsrc2.ENABLE_PRIVATE_SEGMENT, 0), [OUT, 0], (3, 1, 1),
+                               (32, 1, 1), wave32=True, scratch_va=SCRATCH_VA, scratch_waves_per_se=1,
+                               scratch_wave_bytes=wave_bytes)  # fmt: skip
+    gpu.write(SCRATCH_VA, np.full(3 * wave_bytes // 4, 0xAB, np.uint32))
+    compute.run(launch)
+    # dword 0 of lane L of wave k is at SCRATCH_VA + k * wave_bytes + 4 * L (lanes interleaved a dword at a time)
+    got = np.frombuffer(gpu.read(SCRATCH_VA, 3 * wave_bytes), "<u4").reshape(3, -1)
+    np.testing.assert_array_equal(got[:, :32], np.repeat(np.arange(3, dtype=np.uint32)[:, None], 32, axis=1))
+    assert (got[:, 32:] == 0xAB).all()
+
+
+@needs_llvm_mc
+def test_a_scratch_instruction_without_scratch_registers_traps_naming_them(gpu: AmdGpu, compute: Any) -> None:
+    code = assemble(STORE_TO_SCRATCH)
+    gpu.write(CODE, code + bytes(64))
+    launch = pm4_launch_kernel(CODE, (0, RSRC2 | 1 << Rsrc2.ENABLE_PRIVATE_SEGMENT, 0), [OUT, 0], (1, 1, 1),
+                               (32, 1, 1), wave32=True)  # fmt: skip
+    with pytest.raises(GpuQueueError, match="COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI and COMPUTE_TMPRING_SIZE"):
+        compute.run(launch)

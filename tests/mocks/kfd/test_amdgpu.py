@@ -10,8 +10,9 @@ import pytest
 from tinyhil.amdgpu import sdma_const_fill, sdma_fence, sdma_trap
 from tinyhil.emulators.amdgpu import AmdGpu
 from tinyhil.emulators.kernel import EventKernel
-from tinyhil.kfd import KFD, KfdMemoryFault, MemoryDomain, QueueEngine
+from tinyhil.kfd import KFD, KfdHwException, KfdMemoryFault, MemoryDomain, QueueEngine
 from tinyhil.mocks.kfd import GpuPort, MockKFD
+from tinyhil.spec.kfd_events import HwExceptionResetCause
 
 MS = 1_000_000
 
@@ -65,6 +66,11 @@ def test_a_bad_packet_is_recorded_as_a_queue_error(machine: tuple[MockKFD, KFD])
     gpu = kfd.device(0)
     queue = gpu.create_queue(QueueEngine.SDMA)
     queue.submit(np.array([0xFF], "<u4").tobytes())
-    assert not kfd.wait_events([], timeout_ms=1)
+    with pytest.raises(KfdHwException) as caught:  # amdkfd resets the failed queue: the HW exception event fires
+        kfd.wait_events([], timeout_ms=1)
+    assert (
+        caught.value.gpu_id == gpu.gpu_id
+        and caught.value.reset_cause == HwExceptionResetCause.KFD_HW_EXCEPTION_GPU_HANG
+    )
     assert len(mock.queue_errors) == 1
     assert mock.queue_errors[0][0] == gpu.gpu_id and "unknown SDMA opcode 0xff" in mock.queue_errors[0][1]

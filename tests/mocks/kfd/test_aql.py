@@ -14,16 +14,18 @@ import numpy as np
 import pytest
 from support.aql import amd_queue, barrier, invalid_ring, kernel_dispatch, kernel_source, signal
 from support.rdna3 import compile_cl, needs_clang
+from support.rdna3_corpus import privsum_reference
 
 from tinyhil.amdgpu.code_object import CodeObject, hidden_kernargs
 from tinyhil.emulators.amdgpu import AmdGpu
 from tinyhil.emulators.amdgpu.aql import AqlEngine
 from tinyhil.emulators.kernel import EventKernel
-from tinyhil.kfd import KFD, KfdEvent, KfdMemoryFault, MemoryDomain
+from tinyhil.kfd import KFD, KfdEvent, KfdHwException, KfdMemoryFault, MemoryDomain
 from tinyhil.kfd.gpu import KfdGpu
 from tinyhil.mocks.kfd import MockKFD
+from tinyhil.spec.amdgpu_pm4 import GFX1100_SHADER_ENGINES
 from tinyhil.spec.hsa_aql import AQL_PACKET_BYTES, AmdQueueOffset, AmdSignalOffset, HsaPacketType
-from tinyhil.spec.kfd_events import KFD_EVENT_TIMEOUT_INFINITE, EventType, kfd_ioctl_create_event_args
+from tinyhil.spec.kfd_events import KFD_EVENT_TIMEOUT_INFINITE, HwExceptionResetType
 from tinyhil.spec.kfd_ioctls import KfdIoctl
 from tinyhil.spec.kfd_queues import (
     KFD_DOORBELL_PROCESS_SLICE_BYTES,
@@ -58,12 +60,12 @@ def machine() -> Iterator[tuple[MockKFD, KFD]]:
 class AqlQueue:
     """An AQL queue as ROCr sets one up: ``amd_queue_t`` and the ring in GTT, CREATE_QUEUE, the doorbell page."""
 
-    def __init__(self, mock: MockKFD, kfd: KFD, gpu: KfdGpu) -> None:
+    def __init__(self, mock: MockKFD, kfd: KFD, gpu: KfdGpu, scratch: int = 0, tmpring_size: int = 0) -> None:
         self.kfd, self.gpu = kfd, gpu
         self.struct = gpu.alloc(4096, MemoryDomain.GTT)
         self.ring = gpu.alloc(RING_BYTES, MemoryDomain.GTT)
         self.ring.write(0, invalid_ring(SLOTS))
-        self.struct.write(0, amd_queue(self.ring.va, SLOTS))
+        self.struct.write(0, amd_queue(self.ring.va, SLOTS, scratch=scratch, tmpring_size=tmpring_size))
         args = kfd_ioctl_create_queue_args(
             ring_base_address=self.ring.va, ring_size=RING_BYTES, gpu_id=gpu.gpu_id,
             queue_type=QueueType.KFD_IOC_QUEUE_TYPE_COMPUTE_AQL, queue_percentage=100, queue_priority=7,
@@ -111,8 +113,8 @@ class Runtime:
         self._kernarg_at = 0
         self._signal_count = 0
 
-    def queue(self) -> AqlQueue:
-        return AqlQueue(self.mock, self.kfd, self.gpu)
+    def queue(self, scratch: int = 0, tmpring_size: int = 0) -> AqlQueue:
+        return AqlQueue(self.mock, self.kfd, self.gpu, scratch, tmpring_size)
 
     def signal(self, value: int, event: KfdEvent | None = None) -> int:
         """A new ``amd_signal_t``; with ``event``, an interrupt signal whose completion fires it."""
@@ -184,6 +186,25 @@ def test_the_kernel_corpus_runs_through_an_aql_queue_and_matches_numpy(
     assert (queue.read_index, queue.engine.dispatches, rt.mock.queue_errors) == (4, 4, [])
 
 
+def test_a_kernel_using_scratch_runs_in_the_queues_scratch_memory(
+    machine: tuple[MockKFD, KFD], kernels: CodeObject
+) -> None:
+    rt = Runtime(machine, kernels)
+    lane_bytes = -(-kernels.kernels["privsum"].private_segment_fixed_size // 4) * 4
+    wave_units, waves_per_se = -(-lane_bytes * 32 // 256), 1  # a wave's lanes in 256-byte units; 1 slot per SE
+    scratch = rt.gpu.alloc(wave_units * 256 * waves_per_se * GFX1100_SHADER_ENGINES, MemoryDomain.VRAM)
+    queue = rt.queue(scratch=scratch.va, tmpring_size=waves_per_se | wave_units << 12)
+    threads = 512  # 16 waves: more than the 6 slots, so batches of 3 workgroups
+    a = np.random.default_rng(13).integers(-1000, 1000, (threads, 32)).astype(np.int32)
+    pa = rt.put(0, a)
+    done = rt.kfd.create_event()
+    queue.submit(rt.dispatch("privsum", struct.pack("<QQ", pa, pa + a.nbytes), threads // 64, 64, rt.signal(1, done)))
+    rt.kfd.wait(done, timeout_ms=TIMEOUT_MS)
+    np.testing.assert_array_equal(rt.get(a.nbytes, threads, "<i4"), privsum_reference(a))
+    assert any(scratch.read(0, 256))  # the waves' private arrays went to the queue's scratch
+    assert rt.mock.queue_errors == []
+
+
 def test_a_barrier_and_waits_for_a_dispatch_on_another_queue(machine: tuple[MockKFD, KFD], kernels: CodeObject) -> None:
     rt = Runtime(machine, kernels)
     first, second = rt.queue(), rt.queue()
@@ -253,7 +274,8 @@ def test_a_misaligned_kernel_object_is_a_queue_error_and_the_queue_can_be_replac
     bad = rt.text.va + kernels.kernels["vadd"].descriptor_vaddr + 4
     broken.submit(kernel_dispatch(kernel_object=bad, kernarg=rt.kernargs.va, grid=(64,), block=(64,),
                                   completion_signal=rt.signal(1, done)))  # fmt: skip
-    assert not rt.kfd.wait_events([done], timeout_ms=10)
+    with pytest.raises(KfdHwException):
+        rt.kfd.wait_events([done], timeout_ms=10)
     ((gpu_id, message),) = rt.mock.queue_errors
     assert gpu_id == rt.gpu.gpu_id and f"kernel_object={bad:#x}" in message and "AQL queue" in message
     rt.kfd.ioctl(KfdIoctl.AMDKFD_IOC_DESTROY_QUEUE, kfd_ioctl_destroy_queue_args(queue_id=broken.queue_id))
@@ -266,22 +288,21 @@ def test_a_misaligned_kernel_object_is_a_queue_error_and_the_queue_can_be_replac
     np.testing.assert_array_equal(rt.get(256, 64, "<f4"), np.full(64, 2, np.float32))
 
 
-def _hw_exception_event(kfd: KFD) -> KfdEvent:
-    args = kfd_ioctl_create_event_args(event_type=EventType.KFD_IOC_EVENT_HW_EXCEPTION, auto_reset=0)
-    kfd.ioctl(KfdIoctl.AMDKFD_IOC_CREATE_EVENT, args)
-    return KfdEvent(kfd, args.event_id, args.event_type, auto_reset=False)
-
-
 def test_an_endless_kernel_is_a_wave_trap_that_fires_the_hw_exception_event(
     machine: tuple[MockKFD, KFD], kernels: CodeObject
 ) -> None:
     rt = Runtime(machine, kernels)
     queue = rt.queue()
     queue.engine.step_budget = 2000
-    done, exception = rt.kfd.create_event(), _hw_exception_event(rt.kfd)
+    done = rt.kfd.create_event()
     pa = rt.put(0, np.zeros(4, np.int32))
     queue.submit(rt.dispatch("spin", struct.pack("<Qi", pa, 1), 1, 32, rt.signal(1, done)))
-    rt.kfd.wait(exception, timeout_ms=TIMEOUT_MS)
+    with pytest.raises(KfdHwException) as caught:  # the client waits on its HW exception event with the signal
+        rt.kfd.wait(done, timeout_ms=TIMEOUT_MS)
+    exception = caught.value
+    assert (exception.gpu_id, exception.reset_type, exception.memory_lost) == (
+        rt.gpu.gpu_id, HwExceptionResetType.KFD_HW_EXCEPTION_PER_ENGINE_RESET, False
+    )  # fmt: skip
     ((_, message),) = rt.mock.queue_errors
     assert "wave trap at PC" in message and "step budget of 2000" in message
     with pytest.raises(OSError) as caught:  # nothing can fire the completion event any more: EDEADLK, not a hang
@@ -298,7 +319,8 @@ def test_a_malformed_packet_type_is_a_queue_error_without_a_hang(
     done = rt.kfd.create_event()
     queue.submit(kernel_dispatch(kernel_object=rt.text.va, kernarg=0, grid=(1,), block=(1,), packet_type=packet_type,
                                  completion_signal=rt.signal(1, done)))  # fmt: skip
-    assert not rt.kfd.wait_events([done], timeout_ms=10)
+    with pytest.raises(KfdHwException):
+        rt.kfd.wait_events([done], timeout_ms=10)
     ((_, message),) = rt.mock.queue_errors
     assert "packets are not processed" in message and queue.read_index == 0
 

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support.rdna3 import DATA, compile_cl, launch, make_space, needs_clang, read
-from support.rdna3_corpus import SOURCE, divloop_reference
+from support.rdna3 import DATA, SCRATCH, compile_cl, launch, make_space, needs_clang, read
+from support.rdna3_corpus import SOURCE, divloop_reference, privsum_reference
 
 from tinyhil.amdgpu.code_object import CodeObject
 from tinyhil.emulators.amdgpu.errors import GpuMemoryFault, WaveTrap
 from tinyhil.emulators.amdgpu.rdna3 import ProgramCache
+from tinyhil.emulators.amdgpu.rdna3.state import SCRATCH_LANE_STRIDE
 
 pytestmark = needs_clang
 S_NOP = (0xBF800000).to_bytes(4, "little")  # SOPP s_nop 0
@@ -151,11 +152,26 @@ def test_a_kernel_indexing_a_private_array_uses_scratch_and_matches_numpy(kernel
     space = make_space()
     space.write(DATA, a)
     launch(space, kernels, "privsum", struct.pack("<QQ", DATA, DATA + a.nbytes), grid=threads // 64, block=64)
-    arr = a * np.arange(32)
-    k = np.arange(32)
-    picks = (k * 7 + a[:, :1]) & 31
-    want = (np.take_along_axis(arr, picks, axis=1) ^ k).sum(axis=1)
-    np.testing.assert_array_equal(read(space, DATA + a.nbytes, threads, "<i4"), want)
+    np.testing.assert_array_equal(read(space, DATA + a.nbytes, threads, "<i4"), privsum_reference(a))
+
+
+def test_more_waves_than_scratch_slots_run_a_batch_of_workgroups_at_a_time(kernels: CodeObject) -> None:
+    threads, slots = 512, 4  # 16 waves of 2-wave workgroups through 4 slots: 4 batches of 2 workgroups
+    a = np.random.default_rng(12).integers(-1000, 1000, (threads, 32)).astype(np.int32)
+    space = make_space()
+    space.write(DATA, a)
+    stats = launch(space, kernels, "privsum", struct.pack("<QQ", DATA, DATA + a.nbytes), grid=threads // 64, block=64,
+                   scratch_waves=slots)  # fmt: skip
+    np.testing.assert_array_equal(read(space, DATA + a.nbytes, threads, "<i4"), privsum_reference(a))
+    assert stats.waves == threads // 32
+    wave_bytes = -(-kernels.kernels["privsum"].private_segment_fixed_size // 4) * SCRATCH_LANE_STRIDE
+    assert read(space, SCRATCH, slots * wave_bytes, "<u1").any()
+    assert not read(space, SCRATCH + slots * wave_bytes, wave_bytes, "<u1").any()  # no wave beyond the slots
+
+
+def test_scratch_slots_that_cannot_hold_one_workgroup_trap(kernels: CodeObject) -> None:
+    with pytest.raises(WaveTrap, match=r"1 scratch slots .* cannot hold one workgroup of 2 waves"):
+        launch(make_space(), kernels, "privsum", struct.pack("<QQ", DATA, DATA), grid=1, block=64, scratch_waves=1)
 
 
 def test_a_kernel_using_scratch_without_scratch_memory_traps(kernels: CodeObject) -> None:
