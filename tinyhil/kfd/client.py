@@ -97,7 +97,7 @@ def _enum_name(enum: type[HwExceptionResetType] | type[HwExceptionResetCause], v
 
 class KfdHwException(DeviceError):
     """amdkfd reported a hardware exception on ``gpu_id``: a queue failed (hung, or stopped by a wave trap) and was
-    reset. Fields are the event's ``kfd_hsa_hw_exception_data`` (docs/mockkfd.md "Events")."""
+    reset. Fields are the event's ``kfd_hsa_hw_exception_data`` (docs/mockkfd.md "Events, faults and time")."""
 
     def __init__(self, gpu_id: int, data: kfd_hsa_hw_exception_data) -> None:
         self.gpu_id = gpu_id
