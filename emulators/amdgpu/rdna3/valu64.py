@@ -22,6 +22,7 @@ from .decode import Inst
 from .opcodes import Enc
 from .operands import Src
 from .state import Group, mask_to_bits
+from .valu import FLOAT_COMPARES
 
 __all__ = ["VALU64_HANDLERS"]
 
@@ -198,17 +199,6 @@ def _conversions() -> dict[str, Handler]:
     }  # fmt: skip
 
 
-_F64_CMP: Final[dict[str, Fn]] = {
-    "f": lambda a, b: np.zeros(np.broadcast(a, b).shape, bool),
-    "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater, "lg": lambda a, b: (a < b) | (a > b),
-    "ge": np.greater_equal, "o": lambda a, b: ~(np.isnan(a) | np.isnan(b)),
-    "u": lambda a, b: np.isnan(a) | np.isnan(b), "nge": lambda a, b: ~(a >= b),
-    "nlg": lambda a, b: ~((a < b) | (a > b)), "ngt": lambda a, b: ~(a > b), "nle": lambda a, b: ~(a <= b),
-    "neq": lambda a, b: ~(a == b), "nlt": lambda a, b: ~(a < b),
-    "t": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),
-}  # fmt: skip
-
-
 def _cmp(rel: Fn, to_exec: bool) -> Handler:
     def op(g: Group, i: Inst) -> None:
         a, b = _f64_sources(g, i, 2)
@@ -226,7 +216,7 @@ def _handlers() -> dict[str, Handler]:
     ops["v_ldexp_f64"] = _ldexp
     ops.update(_conversions())
     for x in ("", "x"):
-        ops.update({f"v_cmp{x}_{r}_f64": _cmp(fn, x == "x") for r, fn in _F64_CMP.items()})
+        ops.update({f"v_cmp{x}_{r}_f64": _cmp(fn, x == "x") for r, fn in FLOAT_COMPARES.items()})
     return ops
 
 
