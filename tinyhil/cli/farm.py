@@ -53,7 +53,6 @@ from tinyhil.cli.usage import (
     EXIT_USAGE,
     add_subcommand,
     description,
-    exit_status_epilog,
 )
 from tinyhil.device_farm.cluster.dask_cluster import (
     DEFAULT_ALLOWED_FAILURES,
@@ -332,13 +331,12 @@ def _security_options(parser: Any, *, listens: bool) -> None:
 
 def add_farm_command(commands: Any) -> None:
     """Add ``farm`` and its subcommands to the ``tinyhil`` parser's subcommands."""
-    farm = commands.add_parser(
+    farm = add_subcommand(
+        commands,
         "farm",
-        help="the device farm: discover boards, run suites on them (locally or on Dask), status, scheduler, worker, "
-        "certs",
-        description=description(__doc__),
-        epilog=exit_status_epilog(*_RUN_STATUSES),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "the device farm: discover boards, run suites on them (locally or on Dask), status, scheduler, worker, certs",
+        *_RUN_STATUSES,
+        details=description(__doc__),
     )
     sub = farm.add_subparsers(dest="farm_command", required=True, metavar="FARM_COMMAND")
     found = add_subcommand(

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any, Final, Protocol
 
 from tinyhil.capabilities import CAPABILITIES, known_capabilities
-from tinyhil.cli.usage import EXIT_OK, EXIT_USAGE, exit_status_epilog
+from tinyhil.cli.usage import EXIT_OK, EXIT_USAGE, add_subcommand
 from tinyhil.registry import TargetRegistry
 from tinyhil.target import GRAMMAR
 
@@ -247,13 +247,14 @@ def _targets(args: argparse.Namespace, registry: TargetRegistry) -> int:
 
 def add_targets_command(commands: Any) -> None:
     """Add ``targets`` to the ``tinyhil`` parser's subcommands."""
-    listing = commands.add_parser(
+    listing = add_subcommand(
+        commands,
         "targets",
-        help="list registered targets, their availability and capabilities",
-        description="List every registered target: available here or why not, and its capabilities "
+        "list registered targets, their availability and capabilities",
+        EXIT_OK,
+        EXIT_USAGE,
+        details="List every registered target: available here or why not, and its capabilities "
         f"(--markdown: the reference in {REFERENCE_PATH}).",
-        epilog=exit_status_epilog(EXIT_OK, EXIT_USAGE),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     formats = listing.add_mutually_exclusive_group()
     formats.add_argument("--json", action="store_true", help="print JSON for machines")

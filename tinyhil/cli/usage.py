@@ -70,8 +70,10 @@ def description(doc: str | None, *, paragraphs: int | None = None) -> str | None
     return _ROLE.sub(r"\1", "\n\n".join(kept)).replace("``", "")
 
 
-def add_subcommand(commands: Any, name: str, summary: str, *statuses: int) -> Any:
-    """Add subcommand ``name`` to ``commands`` (an argparse subparsers action): its ``--help`` opens with ``summary``
-    (what its parent's ``--help`` lists) and ends with ``statuses`` (:func:`exit_status_epilog`)."""
-    return commands.add_parser(name, help=summary, description=summary, epilog=exit_status_epilog(*statuses),
+def add_subcommand(commands: Any, name: str, summary: str, *statuses: int, details: str | None = None) -> Any:
+    """Add subcommand ``name`` to ``commands`` (an argparse subparsers action): its ``--help`` opens with ``details``
+    (default: ``summary``, what its parent's ``--help`` lists) and ends with ``statuses`` (:func:`exit_status_epilog`).
+    """
+    return commands.add_parser(name, help=summary, description=details or summary,
+                               epilog=exit_status_epilog(*statuses),
                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
