@@ -18,7 +18,7 @@ import numpy as np
 
 from tinyhil._check import check_int
 from tinyhil.allocator import OutOfMemory
-from tinyhil.cli.usage import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_subcommand, description
+from tinyhil.cli.usage import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_command_group, add_subcommand, description
 from tinyhil.device import Buffer, Device
 from tinyhil.emulators.timing import TimingModel
 from tinyhil.errors import DeviceError, InvalidArgument
@@ -229,7 +229,7 @@ def _argparse_type(check: Callable[[float], float]) -> Callable[[str], float]:
 
 def add_bench_command(commands: Any) -> None:
     """Add ``bench`` and its benchmarks to the ``tinyhil`` parser's subcommands."""
-    bench = add_subcommand(
+    benches = add_command_group(
         commands,
         "bench",
         "benchmarks of the timing model: copyin, the predicted USB copyin throughput per protocol revision",
@@ -237,8 +237,9 @@ def add_bench_command(commands: Any) -> None:
         EXIT_FAILED,
         EXIT_USAGE,
         details=description(__doc__),
+        dest="bench",
+        metavar="BENCH",
     )
-    benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
     copyin = add_subcommand(benches, "copyin", "predicted USB copyin throughput of each protocol revision next to the "
                             "hardware figures", EXIT_OK, EXIT_FAILED, EXIT_USAGE)  # fmt: skip
     copyin.add_argument("--model", default="asm2464-usb3", help="timing model preset (default: asm2464-usb3)")

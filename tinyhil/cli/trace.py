@@ -16,7 +16,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from tinyhil.cli.usage import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_subcommand, description
+from tinyhil.cli.usage import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_command_group, add_subcommand, description
 from tinyhil.errors import InvalidArgument
 from tinyhil.printable import printable
 from tinyhil.registry import TargetRegistry
@@ -65,7 +65,7 @@ def _drift(args: argparse.Namespace, registry: TargetRegistry) -> int:
 
 def add_trace_command(commands: Any) -> None:
     """Add ``trace`` and its subcommands to the ``tinyhil`` parser's subcommands."""
-    trace = add_subcommand(
+    sub = add_command_group(
         commands,
         "trace",
         "USB traces: convert between JSONL and usbmon pcapng, summarise, find drift against the emulator",
@@ -73,8 +73,9 @@ def add_trace_command(commands: Any) -> None:
         EXIT_FAILED,
         EXIT_USAGE,
         details=description(__doc__),
+        dest="trace_command",
+        metavar="TRACE_COMMAND",
     )
-    sub = trace.add_subparsers(dest="trace_command", required=True, metavar="TRACE_COMMAND")
     convert = add_subcommand(
         sub,
         "convert",

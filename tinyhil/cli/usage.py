@@ -24,6 +24,7 @@ __all__ = [
     "EXIT_STATUSES",
     "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
+    "add_command_group",
     "add_subcommand",
     "description",
     "exit_status_epilog",
@@ -77,3 +78,12 @@ def add_subcommand(commands: Any, name: str, summary: str, *statuses: int, detai
     return commands.add_parser(name, help=summary, description=details or summary,
                                epilog=exit_status_epilog(*statuses),
                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+
+
+def add_command_group(
+    commands: Any, name: str, summary: str, *statuses: int, details: str | None, dest: str, metavar: str
+) -> Any:
+    """Add command ``name`` whose work is in its subcommands (:func:`add_subcommand`, then one subcommand required,
+    its name in ``args.<dest>``); returns the subcommands' argparse subparsers action."""
+    group = add_subcommand(commands, name, summary, *statuses, details=details)
+    return group.add_subparsers(dest=dest, required=True, metavar=metavar)
