@@ -20,7 +20,7 @@ from .opcodes import Enc
 from .operands import Src
 from .state import Group, bits_to_mask, mask_to_bits
 
-__all__ = ["FLOAT_COMPARES", "VALU_HANDLERS", "vopd_handler"]
+__all__ = ["FLOAT_COMPARES", "OMOD_FACTORS", "VALU_HANDLERS", "vopd_handler"]
 
 Handler = Callable[[Group, Inst], None]
 Fn = Callable[..., np.ndarray]
@@ -31,7 +31,7 @@ _I64: Final = np.int64
 _F32: Final = np.float32
 _SIGN: Final = _U32(0x80000000)
 _FRACT_MAX: Final = np.float32(np.nextafter(np.float32(1), np.float32(0)))
-_OMOD: Final = (1.0, 2.0, 4.0, 0.5)
+OMOD_FACTORS: Final = (1.0, 2.0, 4.0, 0.5)  # VOP3 omod: the result times 1, 2, 4 or 0.5
 
 
 def _f(x: np.ndarray) -> np.ndarray:
@@ -241,7 +241,7 @@ def _float_sources(g: Group, i: Inst, count: int) -> list[np.ndarray]:
 def _float_result(i: Inst, r: np.ndarray, g: Group | None = None) -> np.ndarray:
     r = np.asarray(r, _F32)
     if i.omod:
-        r = r * np.float32(_OMOD[i.omod])
+        r = r * np.float32(OMOD_FACTORS[i.omod])
     if i.clamp:
         r = np.where(np.isnan(r), np.float32(0), np.clip(r, np.float32(0), np.float32(1)))
     return _u(r if g is None else flush_f32(g, r, True))

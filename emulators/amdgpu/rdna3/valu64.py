@@ -22,7 +22,7 @@ from .decode import Inst
 from .opcodes import Enc
 from .operands import Src
 from .state import Group, mask_to_bits
-from .valu import FLOAT_COMPARES
+from .valu import FLOAT_COMPARES, OMOD_FACTORS
 
 __all__ = ["VALU64_HANDLERS"]
 
@@ -31,7 +31,6 @@ Fn = Callable[..., np.ndarray]
 _U32: Final = np.uint32
 _U64: Final = np.uint64
 _F64: Final = np.float64
-_OMOD: Final = (1.0, 2.0, 4.0, 0.5)
 _HALF_SHIFT: Final = _U32(16)
 _DST_HI: Final = 8  # VOP3 op_sel bit 3: the 16-bit result goes to the destination's high half
 _FRACT_MAX: Final = np.nextafter(_F64(1), _F64(0))
@@ -71,7 +70,7 @@ def _f16_source(g: Group, i: Inst, k: int = 0) -> np.ndarray:
 
 def _finish(i: Inst, r: np.ndarray) -> np.ndarray:
     if i.omod:
-        r = r * r.dtype.type(_OMOD[i.omod])
+        r = r * r.dtype.type(OMOD_FACTORS[i.omod])
     if i.clamp:
         r = np.where(np.isnan(r), 0, np.clip(r, 0, 1)).astype(r.dtype)
     return r
