@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.registries import null_opener, registry_of
 
-from tinyhil import InvalidArgument, TargetRegistry, default_registry, target
+from tinyhil import InvalidArgument, default_registry, target
 from tinyhil.capabilities import CAPABILITIES, check_capabilities, known_capabilities
-from tinyhil.device import RUNTIME_CAPABILITIES, Device
-from tinyhil.null_device import NullDevice
-from tinyhil.registry import Target
+from tinyhil.device import RUNTIME_CAPABILITIES
 
 ROOT = Path(__file__).resolve().parent.parent
 MARKER_SOURCES = sorted([*(ROOT / "fixtures" / "suite").glob("*.py"), *(ROOT / "tests").rglob("*.py")])
@@ -35,10 +34,7 @@ def _required_by_markers(path: Path) -> set[str]:
 
 
 def _user_target(name: str, capabilities: list[str]) -> Any:
-    def opener(resolved: Target) -> Device:
-        return NullDevice(resolved.name)
-
-    return target(name, capabilities=capabilities, summary="a user package's target")(opener)
+    return target(name, capabilities=capabilities, summary="a user package's target")(null_opener)
 
 
 def test_every_capability_of_every_registered_target_is_described() -> None:
@@ -71,8 +67,7 @@ def test_the_table_is_sorted_one_line_each_and_read_only() -> None:
 
 
 def test_known_capabilities_add_what_user_packages_declare() -> None:
-    registry = TargetRegistry(load_entry_points=False)
-    registry.add(_user_target("MYBOARD+X", ["copyin", "my-dma-engine"]))
+    registry = registry_of(_user_target("MYBOARD+X", ["copyin", "my-dma-engine"]))
     known = known_capabilities(registry)
     assert known == frozenset(CAPABILITIES) | {"my-dma-engine"}
     assert known_capabilities(default_registry()) >= set(CAPABILITIES)

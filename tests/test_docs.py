@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyhil.cli.targets import REFERENCE_PATH, render_target_reference
+from tinyhil.cli.targets import REFERENCE_PATH, github_slug, render_target_reference
 from tinyhil.registry import default_registry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,7 +41,6 @@ _ATX_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]+(?P<text>.*?))?(?:[ \t]+#+)?[ 
 _SETEXT_UNDERLINE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$")
 _NOT_PARAGRAPH = re.compile(r"^\s*(?:$|[|>#]|[-*+][ \t]|\d+[.)][ \t])")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*:")
-_SLUG_DROP = re.compile(r"[^\w\- ]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +88,6 @@ def links(text: str) -> list[Link]:
         found.extend(Link(number, m.group("text"), m.group("dest")) for m in _INLINE_LINK.finditer(line))
         found.extend(Link(number, "<html>", m.group("dest")) for m in _HTML_LINK.finditer(line))
     return found
-
-
-def github_slug(heading: str) -> str:
-    """The anchor GitHub gives a heading's text (before de-duplication)."""
-    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # links and images: their text
-    text = re.sub(r"<[^>]+>", "", text).replace("`", "")
-    return _SLUG_DROP.sub("", text.strip().lower()).replace(" ", "-")
 
 
 def anchors(text: str) -> set[str]:

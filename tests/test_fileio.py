@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import fcntl
 import mmap
 import os
 import termios
@@ -42,13 +41,24 @@ def test_opening_dev_kfd_without_amdkfd_is_file_not_found(real: RealFileIO) -> N
     assert caught.value.errno == errno.ENOENT
 
 
-def test_a_kfd_ioctl_on_a_regular_file_is_enotty(real: RealFileIO, tmp_path: Path) -> None:
+# AMDKFD_IOC_WAIT_EVENTS has bit 31 set: fcntl.ioctl must take it as an unsigned request number.
+@pytest.mark.parametrize(
+    ("ioctl", "args"),
+    [
+        (KfdIoctl.AMDKFD_IOC_GET_VERSION, kfd_ioctl_get_version_args),
+        (KfdIoctl.AMDKFD_IOC_WAIT_EVENTS, kfd_ioctl_wait_events_args),
+    ],
+    ids=["get_version", "wait_events_above_2_31"],
+)
+def test_a_kfd_ioctl_on_a_regular_file_is_enotty(
+    real: RealFileIO, tmp_path: Path, ioctl: KfdIoctl, args: Callable[[], Any]
+) -> None:
     path = tmp_path / "plain"
     path.write_bytes(b"x")
     fd = real.open(str(path), os.O_RDONLY)
     try:
         with pytest.raises(OSError) as caught:
-            real.ioctl(fd, KfdIoctl.AMDKFD_IOC_GET_VERSION, kfd_ioctl_get_version_args())
+            real.ioctl(fd, ioctl, args())
         assert caught.value.errno == errno.ENOTTY
     finally:
         real.close(fd)
@@ -147,19 +157,6 @@ def test_a_wrong_size_slice_assignment_is_rejected_without_calling_the_hook() ->
     with pytest.raises(IndexError, match="wrong size: the slice selects 0x2 of the buffer's 0x8 bytes, the value"):
         buf[6:12] = b"abcdef"  # past the end: the slice is clipped, as mmap's is
     assert calls == [] and backing == bytearray(8)
-
-
-def test_fcntl_request_numbers_above_2_31_are_accepted(real: RealFileIO) -> None:
-    # AMDKFD_IOC_WAIT_EVENTS has bit 31 set; fcntl.ioctl must take it as an unsigned request number.
-    read_fd, write_fd = os.pipe()
-    try:
-        with pytest.raises(OSError) as caught:
-            real.ioctl(read_fd, KfdIoctl.AMDKFD_IOC_WAIT_EVENTS, kfd_ioctl_wait_events_args())
-        assert caught.value.errno == errno.ENOTTY
-    finally:
-        os.close(read_fd)
-        os.close(write_fd)
-    assert fcntl.ioctl is not None
 
 
 # MappedBuffer indexes as mmap.mmap does: each access runs on both, and both give the same result or exception class.

@@ -129,18 +129,16 @@ def test_a_worker_that_dies_breaks_only_this_pool(monkeypatch: pytest.MonkeyPatc
     assert replacement.map(abs, [-2]) == [2]
 
 
-def test_map_unique_runs_each_key_once_and_scatters_results(tmp_path: Path) -> None:
+def test_map_unique_runs_each_key_once_and_scatters_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     counter = tmp_path / "count"
     countcc = tmp_path / "countcc"
     countcc.write_text(f'#!/bin/sh\necho run >> "{counter}"\nexec cc "$@"\n')
     countcc.chmod(0o755)
     sources = ["int a;", "int b;", "int a;", b"int a;", "int c;", "int b;"]
-    pool = WorkerPool(2)
-    try:
-        pool_module._pool = pool  # compile_many uses the process-wide pool
-        binaries = compile_many(HostCCompiler(str(countcc)), sources)
-    finally:
-        pool.close()
+    monkeypatch.setenv("PARALLEL", "2")  # compile_many fans out over the process-wide pool of two workers
+    binaries = compile_many(HostCCompiler(str(countcc)), sources)
+    pool = get_pool()
+    assert pool is not None and pool.pids, "the compiles ran in the pool's workers"
     assert counter.read_text().count("run") == 3, "three distinct sources, three compiles"
     assert binaries[0] == binaries[2] == binaries[3] != binaries[1] == binaries[5]
     assert all(b.startswith(ELF_MAGIC) for b in binaries)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from support.registries import null_opener, registry_of
 
 from tinyhil import InvalidArgument, TargetRegistry, TargetUnavailable, default_registry, open_target, target
 from tinyhil._check import check_int
@@ -16,17 +17,6 @@ from tinyhil.null_device import NullDevice
 from tinyhil.registry import split_selectors
 
 REQUIRED_TARGETS = {"NULL", "MOCKUSB+AMD", "MOCKKFD+AMD", "USB+AMD", "KFD+AMD"}
-
-
-def _null_opener(resolved: Any) -> Device:
-    return NullDevice(resolved.name)
-
-
-def _registry(*defs: Any) -> TargetRegistry:
-    registry = TargetRegistry(load_entry_points=False)
-    for definition in defs:
-        registry.add(definition)
-    return registry
 
 
 def test_entry_points_register_the_five_foundation_targets() -> None:
@@ -53,21 +43,21 @@ def test_opening_an_unavailable_target_raises_with_the_reason_and_never_falls_ba
     def unavailable() -> str:
         return "no board attached"
 
-    registry = _registry(target("GONE+X", capabilities=["copyin"], probe=unavailable, emulated=False)(_null_opener))
+    registry = registry_of(target("GONE+X", capabilities=["copyin"], probe=unavailable, emulated=False)(null_opener))
     with pytest.raises(TargetUnavailable, match="no board attached") as info:
         registry.resolve("GONE+X").open()
     assert info.value.target == "GONE+X"
 
 
 def test_renderer_aliases_and_archs_resolve() -> None:
-    registry = _registry(
+    registry = registry_of(
         target(
             "MOCK+DEV",
             capabilities=[],
             renderers={"CC": "CC", "LLVM": "CC"},
             default_renderer="CC",
             archs=["gfx1100", "gfx950"],
-        )(_null_opener)
+        )(null_opener)
     )
     plain = registry.resolve("MOCK+DEV")
     assert (plain.renderer, plain.arch, plain.name) == ("CC", "gfx1100", "MOCK+DEV")
@@ -80,9 +70,9 @@ def test_renderer_aliases_and_archs_resolve() -> None:
 
 
 def test_a_definition_that_fixes_renderer_and_arch_wins_over_the_generic_one() -> None:
-    generic = target("NULL", capabilities=["null"], renderers={"CC": "CC"}, default_renderer="CC")(_null_opener)
-    qemu = target("NULL:QEMUCC:aarch64", capabilities=["compile-only"])(_null_opener)
-    registry = _registry(generic, qemu)
+    generic = target("NULL", capabilities=["null"], renderers={"CC": "CC"}, default_renderer="CC")(null_opener)
+    qemu = target("NULL:QEMUCC:aarch64", capabilities=["compile-only"])(null_opener)
+    registry = registry_of(generic, qemu)
     assert registry.resolve("NULL:QEMUCC:aarch64").definition is qemu
     assert registry.resolve("NULL:QEMUCC").definition is qemu
     assert registry.resolve("NULL:CC").definition is generic
@@ -91,32 +81,32 @@ def test_a_definition_that_fixes_renderer_and_arch_wins_over_the_generic_one() -
 
 
 def test_unknown_target_names_the_known_ones_and_the_grammar() -> None:
-    registry = _registry(target("NULL", capabilities=[])(_null_opener))
+    registry = registry_of(target("NULL", capabilities=[])(null_opener))
     with pytest.raises(InvalidArgument, match=r"unknown target 'NOPE\+X'; known targets: NULL; grammar"):
         registry.resolve("NOPE+X")
 
 
 def test_duplicate_names_raise() -> None:
-    registry = _registry(target("NULL", capabilities=[])(_null_opener))
+    registry = registry_of(target("NULL", capabilities=[])(null_opener))
     with pytest.raises(InvalidArgument, match="registered twice"):
-        registry.add(target("NULL", capabilities=[])(_null_opener))
+        registry.add(target("NULL", capabilities=[])(null_opener))
 
 
 def test_decorator_misuse_is_caught_at_definition_time() -> None:
     with pytest.raises(InvalidArgument, match="needs its name"):
-        target(_null_opener)  # type: ignore[arg-type]
+        target(null_opener)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="canonical spelling 'NULL'"):
-        target("null", capabilities=[])(_null_opener)
+        target("null", capabilities=[])(null_opener)
     with pytest.raises(ValueError, match="target string"):
-        target("NOT A TARGET", capabilities=[])(_null_opener)
+        target("NOT A TARGET", capabilities=[])(null_opener)
     with pytest.raises(InvalidArgument, match="default_renderer='X'"):
-        target("N", capabilities=[], renderers={"CC": "CC"}, default_renderer="X")(_null_opener)
+        target("N", capabilities=[], renderers={"CC": "CC"}, default_renderer="X")(null_opener)
 
 
 def test_add_module_collects_every_target_def() -> None:
     module = types.ModuleType("user_targets")
-    module.one = target("ONE", capabilities=[])(_null_opener)  # type: ignore[attr-defined]
-    module.two = target("TWO+X", capabilities=[])(_null_opener)  # type: ignore[attr-defined]
+    module.one = target("ONE", capabilities=[])(null_opener)  # type: ignore[attr-defined]
+    module.two = target("TWO+X", capabilities=[])(null_opener)  # type: ignore[attr-defined]
     module.other = 3  # type: ignore[attr-defined]
     registry = TargetRegistry(load_entry_points=False)
     assert {d.name for d in registry.add_module(module)} == {"ONE", "TWO+X"}
@@ -126,11 +116,11 @@ def test_select_expands_all_emulated_and_globs_once_each() -> None:
     def down() -> str:
         return "down"
 
-    registry = _registry(
-        target("NULL", capabilities=[])(_null_opener),
-        target("MOCKA+X", capabilities=[])(_null_opener),
-        target("MOCKB+X", capabilities=[], probe=down)(_null_opener),
-        target("REAL+X", capabilities=[], emulated=False)(_null_opener),
+    registry = registry_of(
+        target("NULL", capabilities=[])(null_opener),
+        target("MOCKA+X", capabilities=[])(null_opener),
+        target("MOCKB+X", capabilities=[], probe=down)(null_opener),
+        target("REAL+X", capabilities=[], emulated=False)(null_opener),
     )
     assert [t.name for t in registry.select(["emulated"])] == ["MOCKA+X", "NULL"]
     assert [t.name for t in registry.select(["all"])] == ["MOCKA+X", "NULL", "REAL+X"]
@@ -144,7 +134,7 @@ def test_a_crashing_probe_is_reported_as_the_reason() -> None:
     def broken() -> str | None:
         raise OSError("libusb exploded")
 
-    registry = _registry(target("B+X", capabilities=[], probe=broken)(_null_opener))
+    registry = registry_of(target("B+X", capabilities=[], probe=broken)(null_opener))
     reason = registry.resolve("B+X").unavailable_reason()
     assert reason is not None and "OSError: libusb exploded" in reason
 
@@ -171,7 +161,7 @@ class SpeedOptions:
         check_int("speed", self.speed, min_value=1)
 
 
-def test_options_are_one_frozen_dataclass_built_and_passed_by_the_registry() -> None:
+def test_options_are_one_frozen_dataclass_built_and_passed_by_theregistry_of() -> None:
     seen: list[SpeedOptions] = []
 
     def opener(resolved: Any, options: SpeedOptions) -> Device:
@@ -180,7 +170,7 @@ def test_options_are_one_frozen_dataclass_built_and_passed_by_the_registry() -> 
 
     definition = target("FWD+X", capabilities=[], options=SpeedOptions)(opener)
     assert definition.options == ("label", "speed")
-    resolved = _registry(definition).resolve("FWD+X")
+    resolved = registry_of(definition).resolve("FWD+X")
     resolved.open(speed=3).close()
     resolved.open().close()
     assert seen == [SpeedOptions(speed=3), SpeedOptions()]
@@ -221,7 +211,7 @@ def test_the_opener_takes_the_options_object_exactly_when_the_target_declares_op
         return NullDevice(resolved.name)
 
     with pytest.raises(InvalidArgument, match=r"expected fn\(target, options: SpeedOptions\)"):
-        target("FWD+X", capabilities=[], options=SpeedOptions)(_null_opener)
+        target("FWD+X", capabilities=[], options=SpeedOptions)(null_opener)
     with pytest.raises(InvalidArgument, match=r"expected fn\(target\)"):
         target("FWD+X", capabilities=[])(lambda resolved, options: NullDevice(resolved.name))
     assert target("FWD+X", capabilities=[])(keywords).options == ()

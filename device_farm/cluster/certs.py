@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from tinyhil.device_farm.cluster.security import check_host_name
 from tinyhil.errors import InvalidArgument
 
 __all__ = ["CA_CERT", "CA_KEY", "DEFAULT_DAYS", "LabCerts", "host_files", "make_certs"]
@@ -40,7 +40,6 @@ KEY_MODE: Final = 0o600
 CERT_MODE: Final = 0o644
 DIR_MODE: Final = 0o700
 _CLOCK_SKEW: Final = datetime.timedelta(minutes=5)  # a host whose clock is a little behind still accepts the cert
-_HOST_NAME: Final = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
 _LOOPBACK_SANS: Final[tuple[x509.GeneralName, ...]] = (
     x509.DNSName("localhost"),
     x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
@@ -65,8 +64,12 @@ def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
 
 
 def _check_host(host: str) -> str:
-    if _address(host) is None and (not _HOST_NAME.fullmatch(host) or ".." in host):
-        raise InvalidArgument(f"--host {host!r}: expected a host name (letters, digits, '-', '.') or an IP address")
+    if _address(host) is None:
+        try:
+            check_host_name(host)
+        except ValueError:
+            raise InvalidArgument(f"--host {host!r}: expected a host name (letters, digits, '-', '.') or an IP address"
+                                  ) from None  # fmt: skip
     if host in ("ca", "localhost"):
         raise InvalidArgument(f"--host {host}: that name is taken by the CA's files or by loopback; name the host")
     return host

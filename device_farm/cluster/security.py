@@ -33,6 +33,7 @@ from tinyhil.printable import printable
 __all__ = [
     "LOOPBACK",
     "FarmTLS",
+    "check_host_name",
     "check_scheme",
     "client_config",
     "farm_tls",
@@ -184,15 +185,25 @@ def _host_port(rest: str) -> tuple[str, int]:
             return str(ipaddress.IPv6Address(host[1:-1])), int(port)
         except ValueError:
             raise ValueError(f"{host} is no IPv6 address") from None
+    return check_host_name(host), int(port)
+
+
+def check_host_name(host: str) -> str:
+    """``host`` if it is an IPv4 address or a host name: dot-separated labels of letters, digits and '-', neither
+    starting nor ending with '-' (RFC 1123), at most 253 characters; the one rule for farm host names.
+
+    Raises:
+        ValueError: ``host`` is empty, too long, has a bad label, or is all digits and no IPv4 address.
+    """
     labels = host.rstrip(".").split(".")
     if not host or len(host) > _NAME_MAX or not all(_LABEL.fullmatch(label) for label in labels):
-        raise ValueError("no host, or a host that is no IPv4 address, [IPv6 address] or host name")
+        raise ValueError("no host, or a host that is no IPv4 address or host name")
     if all(label.isdigit() for label in labels):
         try:
             ipaddress.IPv4Address(host)
         except ValueError:
             raise ValueError(f"{host} is no IPv4 address") from None
-    return host, int(port)
+    return host
 
 
 def check_scheme(address: str, tls: FarmTLS | None, *, option: str = "--scheduler") -> str:

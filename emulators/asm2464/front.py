@@ -48,7 +48,7 @@ __all__ = ["CONTROL_EP", "UNBOUNDED_WAIT_NS", "WAIT_CAP_NS", "StandardRequest", 
 _NS_PER_MS: Final = 1_000_000
 UNBOUNDED_WAIT_NS: Final = 3600 * 1000 * _NS_PER_MS  # a libusb timeout of 0 ("forever") gives up after 1 virtual hour
 # The longest a synchronous call waits for one transfer, and so the longest transfer timeout the emulated usb1 stack
-# accepts (mocks/usb/_requests.py refuses a longer one up front): every transfer ends by its own timeout within it.
+# accepts (mocks/usb/request_checks.py refuses a longer one up front): every transfer ends by its own timeout within it.
 WAIT_CAP_NS: Final = MAX_TIMEOUT_MS * _NS_PER_MS  # the spec's transfer timeout cap, in virtual time
 _COMPLETED: Final = UsbStatus.COMPLETED
 _WAIT_WHAT: Final = "a USB transfer to complete or time out"

@@ -9,7 +9,7 @@ import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 from tinyhil.emulators.asm2464 import Urb, UsbError
 from tinyhil.emulators.asm2464.front import CONTROL_EP, StandardRequest
 from tinyhil.mocks.usb._errors import usb1_error
-from tinyhil.mocks.usb._requests import (
+from tinyhil.mocks.usb.request_checks import (
     BULK_ENDPOINTS,
     DIRECTION_IN,
     DIRECTION_OUT,
@@ -112,7 +112,7 @@ class EmulatedUsbDeviceHandle:
         request = StandardRequest.SET_INTERFACE
         self._control(_STANDARD_OUT_INTERFACE, request, alt_setting, interface, b"", _SETUP_TIMEOUT_MS)
 
-    # Each transfer checks its request with the one validator the transfers use (_requests.py), forcing the
+    # Each transfer checks its request with the one validator the transfers use (request_checks.py), forcing the
     # direction as usb1 does.
     @requires_open
     def controlWrite(self, request_type: int, request: int, value: int, index: int, data: Any, timeout: int = 0) -> int:

@@ -10,7 +10,7 @@ import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 from tinyhil.emulators.asm2464 import Urb, UsbStatus
 from tinyhil.emulators.asm2464.front import CONTROL_EP
 from tinyhil.mocks.usb._errors import STATUS_TO_USB1
-from tinyhil.mocks.usb._requests import BULK_ENDPOINTS, check_bulk, check_control, no_such_endpoint
+from tinyhil.mocks.usb.request_checks import BULK_ENDPOINTS, check_bulk, check_control, no_such_endpoint
 
 if TYPE_CHECKING:
     from tinyhil.mocks.usb.handle import EmulatedUsbDeviceHandle

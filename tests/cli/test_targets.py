@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
-from tinyhil import TargetRegistry, default_registry, target
+from support.registries import null_opener, registry_of
+
+from tinyhil import default_registry, target
 from tinyhil.capabilities import CAPABILITIES
 from tinyhil.cli.targets import UNDESCRIBED, render_target_reference
-from tinyhil.device import Device
-from tinyhil.null_device import NullDevice
-from tinyhil.registry import Target
-
-
-def _opener(resolved: Target) -> Device:
-    return NullDevice(resolved.name)
-
-
-def _registry(*definitions: Any) -> TargetRegistry:
-    registry = TargetRegistry(load_entry_points=False)
-    for definition in definitions:
-        registry.add(definition)
-    return registry
 
 
 def _section(text: str, heading: str) -> str:
@@ -65,10 +52,10 @@ def test_the_reference_is_deterministic_and_never_says_what_this_host_has() -> N
     def available() -> str | None:
         return None
 
-    board = target("BOARD+X", capabilities=["copyin", "real-hardware"], probe=unavailable, emulated=False)(_opener)
-    emulated = target("EMU+X", capabilities=["copyin"], probe=available)(_opener)
-    first = render_target_reference(_registry(board, emulated))
-    assert first == render_target_reference(_registry(emulated, board))
+    board = target("BOARD+X", capabilities=["copyin", "real-hardware"], probe=unavailable, emulated=False)(null_opener)
+    emulated = target("EMU+X", capabilities=["copyin"], probe=available)(null_opener)
+    first = render_target_reference(registry_of(board, emulated))
+    assert first == render_target_reference(registry_of(emulated, board))
     assert "no board attached" not in first
     assert not re.search(r"\bavailable\b(?! here)", first.replace("unavailable", ""))
     assert "| [`BOARD+X`](#boardx) | real hardware |" in first
@@ -82,9 +69,9 @@ def test_renderers_archs_and_fixed_names_are_spelled_out() -> None:
         renderers={"CC": "CC", "LLVM": "CC", "OTHER": "OTHERCC"},
         default_renderer="CC",
         archs=["m2", "m1"],
-    )(_opener)
-    fixed = target("EMU+X:QEMUCC:aarch64", capabilities=["compile"])(_opener)
-    text = render_target_reference(_registry(generic, fixed))
+    )(null_opener)
+    fixed = target("EMU+X:QEMUCC:aarch64", capabilities=["compile"])(null_opener)
+    text = render_target_reference(registry_of(generic, fixed))
     section = _section(text, "EMU+X")
     assert (
         "- **Renderers**: `CC`, `LLVM` select the `CC` compiler (the default); `OTHER` selects the `OTHERCC` compiler"
@@ -97,19 +84,19 @@ def test_renderers_archs_and_fixed_names_are_spelled_out() -> None:
 
 
 def test_a_user_packages_capability_is_listed_as_undescribed_and_tinyhils_unused_ones_as_unregistered() -> None:
-    text = render_target_reference(_registry(target("USER+X", capabilities=["my-dma-engine"])(_opener)))
+    text = render_target_reference(registry_of(target("USER+X", capabilities=["my-dma-engine"])(null_opener)))
     assert _capability_row(text, "my-dma-engine") == f"| `my-dma-engine` | {UNDESCRIBED} | [`USER+X`](#userx) |"
     assert _capability_row(text, "usb3").endswith("| none registered |")
 
 
 def test_summaries_cannot_break_the_markdown() -> None:
-    tricky = target("EMU+X", capabilities=["copyin"], summary="drives EMU:<n>+X | *all* of\n them")(_opener)
-    text = render_target_reference(_registry(tricky))
+    tricky = target("EMU+X", capabilities=["copyin"], summary="drives EMU:<n>+X | *all* of\n them")(null_opener)
+    text = render_target_reference(registry_of(tricky))
     assert "| [`EMU+X`](#emux) | emulated | drives EMU:&lt;n&gt;+X \\| \\*all\\* of them |" in text
     assert "drives EMU:&lt;n&gt;+X | \\*all\\* of them" in _section(text, "EMU+X")
 
 
 def test_headings_get_githubs_anchors_even_when_they_collide() -> None:
-    text = render_target_reference(_registry(target("TARGETS", capabilities=["copyin"])(_opener)))
+    text = render_target_reference(registry_of(target("TARGETS", capabilities=["copyin"])(null_opener)))
     assert "- [Targets](#targets)" in text
     assert "[`TARGETS`](#targets-1)" in text  # the section heading "Targets" came first

@@ -56,9 +56,9 @@ def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     monkeypatch.setenv("TINYHIL_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv(TCC_SOURCE_ENV, raising=False)
     monkeypatch.delenv("APT_CONFIG", raising=False)
-    ccserver._apt_reason_for.cache_clear()
+    ccserver.forget_apt_probe()
     yield
-    ccserver._apt_reason_for.cache_clear()
+    ccserver.forget_apt_probe()
 
 
 class FakeApt:
@@ -177,4 +177,4 @@ def test_a_tarball_without_tcc_source_is_named(monkeypatch: pytest.MonkeyPatch, 
     offline = tmp_path / "not-tcc.tar.bz2"
     monkeypatch.setenv(TCC_SOURCE_ENV, f"{offline} {_tarball(offline, with_source=False)}")
     with pytest.raises(ArtifactError, match=r"has no libtcc\.c and tcc\.h"):
-        ccserver._tcc_source_dir(tcc_source())
+        ccserver.tcc_source_dir(tcc_source())

@@ -8,6 +8,9 @@
 - ``support.engine_queues``: ``check_queue_outcome``, what any ring leaves an engine-model queue in.
 - ``support.firmware``: ``REAL_FIRMWARE``, the mark of a test that needs the gfx1100 firmware files.
 - ``support.host_kernels``: C kernels the emulated GPUs' host-native executor runs (``VADD_C``).
+- ``support.registries``: ``registry_of`` (a registry of the given targets alone) and ``null_opener``.
+- ``support.usage_errors``: ``assert_one_usage_error``, how a pytest run refuses a bad option.
+- ``support.system_bus``: ``FakePcie``, memory on the PCIe side of an emulated GPU (the bridge's SRAM by default).
 - ``support.scripts``: the one loader of files that are scripts, not modules (``load_benchmark``, ``load_script``).
 
 Nothing here is collected: the modules hold no tests.

@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from pathlib import Path
 
-from support.scripts import TESTS, load_script
+import pytest
+
+from support.rdna3 import CLANG, LLD, MISSING_CLANG, compile_cl
+from support.rdna3_corpus import SOURCE
+from tinyhil.amdgpu.code_object import CodeObject
 from tinyhil.spec.hsa_aql import (
     AQL_PACKET_BYTES,
     BARRIER_DEP_SIGNALS,
@@ -117,6 +122,12 @@ __kernel void ids(__global ulong *out) {
 
 
 def kernel_source() -> str:
-    """The RDNA3 executor's kernel corpus (tests/emulators/amdgpu/rdna3/test_kernels.py) and ``ids``."""
-    corpus = load_script(TESTS / "emulators" / "amdgpu" / "rdna3" / "test_kernels.py", "tinyhil_tests_rdna3_kernels")
-    return str(corpus.SOURCE) + _DISPATCH_PTR_KERNEL
+    """The RDNA3 executor's kernel corpus (``support.rdna3_corpus``) and ``ids``."""
+    return SOURCE + _DISPATCH_PTR_KERNEL
+
+
+def compile_kernels(tmp_path_factory: pytest.TempPathFactory, name: str) -> CodeObject:
+    """:func:`kernel_source` built by clang-19 in a new folder ``name``; skips the test where clang-19 is missing."""
+    if CLANG is None or LLD is None:
+        pytest.skip(MISSING_CLANG)
+    return compile_cl(kernel_source(), Path(tmp_path_factory.mktemp(name)))

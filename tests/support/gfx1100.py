@@ -23,6 +23,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from support.system_bus import FakePcie
 from tinyhil.amdgpu.firmware import FirmwareSource, GeneratedFirmware
 from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Front
 from tinyhil.spec.amdgpu_firmware import GFX1100_IP_FIRMWARE, ip_firmware, psp_sos_components
@@ -84,29 +85,6 @@ def copy_linear(dst: int, src: int, nbytes: int) -> bytes:
     words = (SDMA_HEADER_OP.put(SdmaOp.COPY_LINEAR), SDMA_COPY_LINEAR_COUNT.put(nbytes - 1), 0, src & 0xFFFF_FFFF,
              src >> 32, dst & 0xFFFF_FFFF, dst >> 32)  # fmt: skip
     return struct.pack("<7I", *words)
-
-
-class FakePcie:
-    """System memory on the PCIe side: ``nbytes`` at bus address ``base`` (a bridge's SRAM, say)."""
-
-    def __init__(self, base: int, nbytes: int) -> None:
-        self.base = base
-        self.memory = bytearray(nbytes)
-
-    def _at(self, pcie_addr: int, nbytes: int) -> int:
-        offset = pcie_addr - self.base
-        if offset < 0 or offset + nbytes > len(self.memory):
-            raise ValueError(f"PCIe {pcie_addr:#x}+{nbytes:#x} is outside {self.base:#x}+{len(self.memory):#x}")
-        return offset
-
-    def dma_read(self, pcie_addr: int, nbytes: int) -> bytes:
-        offset = self._at(pcie_addr, nbytes)
-        return bytes(self.memory[offset : offset + nbytes])
-
-    def dma_write(self, pcie_addr: int, data: bytes | memoryview) -> None:
-        view = memoryview(data).cast("B")
-        offset = self._at(pcie_addr, view.nbytes)
-        self.memory[offset : offset + view.nbytes] = view
 
 
 @dataclass

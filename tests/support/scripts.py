@@ -1,5 +1,5 @@
 """Load files that are scripts, not importable modules: the benchmarks in ``benchmarks/`` and test helpers that
-live beside the tests that own them."""
+live beside the tests that own them; and where the ``tinyhil`` console script is (``TINYHIL``)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from tinyhil.errors import InvalidArgument
 
 TESTS = Path(__file__).resolve().parents[1]
 BENCHMARKS = TESTS.parent / "benchmarks"
+TINYHIL = Path(sys.executable).with_name("tinyhil")  # the console script of the environment running the tests
 
-__all__ = ["BENCHMARKS", "TESTS", "load_benchmark", "load_script"]
+__all__ = ["BENCHMARKS", "TESTS", "TINYHIL", "load_benchmark", "load_script"]
 
 
 def load_script(path: Path, name: str | None = None) -> ModuleType:

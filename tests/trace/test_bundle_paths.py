@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import pytest
+from support.scripts import TINYHIL
 
 from tinyhil.trace.bundle import BUNDLE_FILE, BundleError, load_bundle
-
-TINYHIL: Final = Path(sys.executable).with_name("tinyhil")
 
 
 def _bundle(root: Path, **changes: Any) -> dict[str, Any]:

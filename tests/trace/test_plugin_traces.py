@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support.usage_errors import assert_one_usage_error
 
 from tinyhil.mocks.replay import ENV_REPLAY
 from tinyhil.trace import load_trace, trace_file_name
@@ -73,17 +74,6 @@ def test_a_missing_replay_path_is_a_usage_error(pytester: pytest.Pytester) -> No
     result.stderr.fnmatch_lines(["*--hil-replay 'nowhere.hiltrace.jsonl': no such file or directory*"])
 
 
-def _one_usage_error(result: pytest.RunResult, *fragments: str) -> None:
-    """Exit status 4, one ``ERROR:`` line holding every fragment, no traceback, no test run."""
-    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
-    errors = [line for line in result.stderr.lines if line.startswith("ERROR: ")]
-    assert len(errors) == 1, result.stderr.str()
-    for fragment in fragments:
-        assert fragment in errors[0], (fragment, errors[0])
-    assert "Traceback" not in result.stderr.str() + result.stdout.str()
-    assert "passed" not in result.stdout.str() and "error" not in result.stdout.str().lower()
-
-
 @pytest.mark.parametrize("as_directory", [False, True], ids=["file", "directory"])
 def test_a_corrupt_replay_trace_is_one_usage_error_at_session_start(
     pytester: pytest.Pytester, recorded: Path, monkeypatch: pytest.MonkeyPatch, as_directory: bool
@@ -96,14 +86,16 @@ def test_a_corrupt_replay_trace_is_one_usage_error_at_session_start(
     bad = folder / trace_file_name("test_hil.py::test_fill[REPLAY+AMD]", "REPLAY+AMD")
     bad.write_bytes(b"".join([*lines[:3], b'{"seq": 1' + b"0" * 5000 + b"}\n", *lines[4:]]))
     result = pytester.runpytest("-p", "no:randomly", "--hil-replay", str(folder if as_directory else bad))
-    _one_usage_error(result, f"--hil-replay: {bad}: line 4: not a JSON object: not JSON: an integer of 5001 digits")
+    assert_one_usage_error(
+        result, f"--hil-replay: {bad}: line 4: not a JSON object: not JSON: an integer of 5001 digits"
+    )
 
 
 def test_a_record_path_that_is_a_file_is_one_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_hil=TESTS)
     (pytester.path / "afile").write_text("")
     result = pytester.runpytest("--hil-target", "MOCKUSB+AMD", "--hil-record", "afile")
-    _one_usage_error(result, "--hil-record 'afile': not a directory, expected a directory for the traces")
+    assert_one_usage_error(result, "--hil-record 'afile': not a directory, expected a directory for the traces")
 
 
 def test_recording_on_a_target_that_cannot_record_says_so_once(pytester: pytest.Pytester) -> None:

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 import usb1
+from support.registries import registry_of
 
 from tinyhil import builtin_targets
-from tinyhil.registry import TargetRegistry
 from tinyhil.usb import NO_BRIDGE_REASON, BridgeInfo, BridgeUnavailable, list_bridges, open_usb3, probe_usb3
 
 
@@ -63,9 +63,7 @@ def test_missing_libusb_through_the_real_usb1_context(monkeypatch: pytest.Monkey
     monkeypatch.setattr(usb1, "loadLibrary", no_library)  # what usb1.USBContext.open() calls first
     reason = probe_usb3()
     assert reason is not None and reason.startswith("libusb-1.0 not found: [Errno 2] cannot find a suitable libusb")
-    registry = TargetRegistry(load_entry_points=False)
-    registry.add(builtin_targets.amd_usb)
-    assert registry.resolve("USB+AMD").unavailable_reason() == reason
+    assert registry_of(builtin_targets.amd_usb).resolve("USB+AMD").unavailable_reason() == reason
 
 
 def _real_libusb_or_skip() -> None:
@@ -84,9 +82,7 @@ def test_no_board_through_the_real_libusb() -> None:
     with pytest.raises(BridgeUnavailable) as raised:
         open_usb3()
     assert str(raised.value) == NO_BRIDGE_REASON
-    registry = TargetRegistry(load_entry_points=False)
-    registry.add(builtin_targets.amd_usb)
-    assert registry.resolve("USB+AMD").unavailable_reason() == NO_BRIDGE_REASON
+    assert registry_of(builtin_targets.amd_usb).resolve("USB+AMD").unavailable_reason() == NO_BRIDGE_REASON
 
 
 class FakeDevice:

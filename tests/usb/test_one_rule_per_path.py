@@ -17,8 +17,8 @@ from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.mocks import MockUSB3
 from tinyhil.mocks.usb import handle as emulated_handle
 from tinyhil.mocks.usb import transfer as emulated_transfer
-from tinyhil.mocks.usb._requests import check_control
 from tinyhil.mocks.usb.handle import EmulatedUsbDeviceHandle
+from tinyhil.mocks.usb.request_checks import check_control
 from tinyhil.spec.asm2464 import Request, TlpMode
 from tinyhil.usb import MAX_TIMEOUT_MS, Usb3Transport
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from tinyhil._check import check_int
 from tinyhil.allocator import OutOfMemory
-from tinyhil.cli.usage import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_subcommand, description, exit_status_epilog
+from tinyhil.cli.usage import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_command_group, add_subcommand, description
 from tinyhil.device import Buffer, Device
 from tinyhil.emulators.timing import TimingModel
 from tinyhil.errors import DeviceError, InvalidArgument
@@ -229,14 +229,17 @@ def _argparse_type(check: Callable[[float], float]) -> Callable[[str], float]:
 
 def add_bench_command(commands: Any) -> None:
     """Add ``bench`` and its benchmarks to the ``tinyhil`` parser's subcommands."""
-    bench = commands.add_parser(
+    benches = add_command_group(
+        commands,
         "bench",
-        help="benchmarks of the timing model: copyin, the predicted USB copyin throughput per protocol revision",
-        description=description(__doc__),
-        epilog=exit_status_epilog(EXIT_OK, EXIT_FAILED, EXIT_USAGE),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "benchmarks of the timing model: copyin, the predicted USB copyin throughput per protocol revision",
+        EXIT_OK,
+        EXIT_FAILED,
+        EXIT_USAGE,
+        details=description(__doc__),
+        dest="bench",
+        metavar="BENCH",
     )
-    benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
     copyin = add_subcommand(benches, "copyin", "predicted USB copyin throughput of each protocol revision next to the "
                             "hardware figures", EXIT_OK, EXIT_FAILED, EXIT_USAGE)  # fmt: skip
     copyin.add_argument("--model", default="asm2464-usb3", help="timing model preset (default: asm2464-usb3)")

@@ -51,9 +51,9 @@ from tinyhil.cli.usage import (
     EXIT_OUTPUT_CLOSED,
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
+    add_command_group,
     add_subcommand,
     description,
-    exit_status_epilog,
 )
 from tinyhil.device_farm.cluster.dask_cluster import (
     DEFAULT_ALLOWED_FAILURES,
@@ -332,15 +332,15 @@ def _security_options(parser: Any, *, listens: bool) -> None:
 
 def add_farm_command(commands: Any) -> None:
     """Add ``farm`` and its subcommands to the ``tinyhil`` parser's subcommands."""
-    farm = commands.add_parser(
+    sub = add_command_group(
+        commands,
         "farm",
-        help="the device farm: discover boards, run suites on them (locally or on Dask), status, scheduler, worker, "
-        "certs",
-        description=description(__doc__),
-        epilog=exit_status_epilog(*_RUN_STATUSES),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "the device farm: discover boards, run suites on them (locally or on Dask), status, scheduler, worker, certs",
+        *_RUN_STATUSES,
+        details=description(__doc__),
+        dest="farm_command",
+        metavar="FARM_COMMAND",
     )
-    sub = farm.add_subparsers(dest="farm_command", required=True, metavar="FARM_COMMAND")
     found = add_subcommand(
         sub,
         "discover",

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Final
 
-from tinyhil.cli.usage import EXIT_FAILED, EXIT_OK, EXIT_USAGE, exit_status_epilog
+from tinyhil.cli.usage import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_subcommand
 from tinyhil.device_farm.shard.plugin import SHARD_ENV
 from tinyhil.errors import InvalidArgument
 from tinyhil.fixtures.options import ENV_RECORD, ENV_REPLAY, ENV_REPRO_DIR, ENV_STRICT, ENV_SUMMARY, ENV_TARGET
@@ -133,15 +133,17 @@ def _repro(args: argparse.Namespace, registry: TargetRegistry) -> int:
 
 def add_repro_command(commands: Any) -> None:
     """Add ``repro`` to the ``tinyhil`` parser's subcommands."""
-    repro = commands.add_parser(
+    repro = add_subcommand(
+        commands,
         "repro",
-        help="run a failing test's reproduction bundle again (--hil-repro-dir); this runs the test code it names",
-        description="Run a failing test's reproduction bundle again and say whether the failure reproduces. "
+        "run a failing test's reproduction bundle again (--hil-repro-dir); this runs the test code it names",
+        EXIT_OK,
+        EXIT_FAILED,
+        EXIT_USAGE,
+        details="Run a failing test's reproduction bundle again and say whether the failure reproduces. "
         "Replaying a bundle runs the test code it names (the test module in its rootdir, and that directory's "
         "conftest.py files) with your permissions, by design: replay only bundles you would run the tests of. "
         "Nothing in the bundle becomes a pytest option; a node id outside its rootdir is refused.",
-        epilog=exit_status_epilog(EXIT_OK, EXIT_FAILED, EXIT_USAGE),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     repro.add_argument("bundle", metavar="BUNDLE", help="a bundle directory (or its bundle.json)")
     repro.add_argument("--on", choices=("replay", "emulator"), default=None,

@@ -23,8 +23,8 @@ from tinyhil.cli.usage import (
     EXIT_OUTPUT_CLOSED,
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
+    add_subcommand,
     description,
-    exit_status_epilog,
 )
 from tinyhil.device_farm.collection import CollectionFailed
 from tinyhil.device_farm.inventory.hwmap import target_inventory
@@ -60,14 +60,17 @@ def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
 
 def add_run_command(commands: Any) -> None:
     """Add ``run`` to the ``tinyhil`` parser's subcommands."""
-    run = commands.add_parser(
+    run = add_subcommand(
+        commands,
         "run",
-        help="run the portable HIL suite on targets and write reports",
-        description=description(__doc__),
-        epilog=exit_status_epilog(
-            EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED, EXIT_OUTPUT_CLOSED
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run the portable HIL suite on targets and write reports",
+        EXIT_OK,
+        EXIT_FAILED,
+        EXIT_USAGE,
+        EXIT_UNAVAILABLE,
+        EXIT_INTERRUPTED,
+        EXIT_OUTPUT_CLOSED,
+        details=description(__doc__),
     )
     run.add_argument(
         "--target",

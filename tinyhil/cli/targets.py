@@ -17,15 +17,17 @@ from collections.abc import Iterable
 from typing import Any, Final, Protocol
 
 from tinyhil.capabilities import CAPABILITIES, known_capabilities
-from tinyhil.cli.usage import EXIT_OK, EXIT_USAGE, exit_status_epilog
+from tinyhil.cli.usage import EXIT_OK, EXIT_USAGE, add_subcommand
 from tinyhil.registry import TargetRegistry
 from tinyhil.target import GRAMMAR
 
-__all__ = ["REFERENCE_PATH", "add_targets_command", "render_target_reference", "target_rows"]
+__all__ = ["REFERENCE_PATH", "add_targets_command", "github_slug", "render_target_reference", "target_rows"]
 
 REFERENCE_PATH: Final = "docs/targets.md"  # where the rendered reference lives, relative to the repository root
 UNDESCRIBED: Final = "(not in tinyhil's capability table: declared by a target of another package)"
 _SLUG_DROP: Final = re.compile(r"[^\w\- ]")
+_LINK_OR_IMAGE: Final = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_TAG: Final = re.compile(r"<[^>]+>")
 
 
 class _TargetString(Protocol):
@@ -60,6 +62,14 @@ class _Registry(Protocol):
     def definitions(self) -> Iterable[_Definition]: ...
 
 
+def github_slug(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading's text (before ``-1``, ``-2`` on repeats): links and images as their
+    text, tags and backquotes dropped, lower case, punctuation dropped, spaces to hyphens."""
+    text = _LINK_OR_IMAGE.sub(r"\1", heading)
+    text = _TAG.sub("", text).replace("`", "")
+    return _SLUG_DROP.sub("", text.strip().lower()).replace(" ", "-")
+
+
 class _Anchors:
     """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens, ``-1``, ``-2`` on repeats."""
 
@@ -67,7 +77,7 @@ class _Anchors:
         self._seen: dict[str, int] = {}
 
     def take(self, heading: str) -> str:
-        base = _SLUG_DROP.sub("", heading.replace("`", "").lower()).replace(" ", "-")
+        base = github_slug(heading)
         count = self._seen.get(base, 0)
         self._seen[base] = count + 1
         return base if count == 0 else f"{base}-{count}"
@@ -247,13 +257,14 @@ def _targets(args: argparse.Namespace, registry: TargetRegistry) -> int:
 
 def add_targets_command(commands: Any) -> None:
     """Add ``targets`` to the ``tinyhil`` parser's subcommands."""
-    listing = commands.add_parser(
+    listing = add_subcommand(
+        commands,
         "targets",
-        help="list registered targets, their availability and capabilities",
-        description="List every registered target: available here or why not, and its capabilities "
+        "list registered targets, their availability and capabilities",
+        EXIT_OK,
+        EXIT_USAGE,
+        details="List every registered target: available here or why not, and its capabilities "
         f"(--markdown: the reference in {REFERENCE_PATH}).",
-        epilog=exit_status_epilog(EXIT_OK, EXIT_USAGE),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     formats = listing.add_mutually_exclusive_group()
     formats.add_argument("--json", action="store_true", help="print JSON for machines")

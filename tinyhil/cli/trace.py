@@ -16,7 +16,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from tinyhil.cli.usage import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_subcommand, description, exit_status_epilog
+from tinyhil.cli.usage import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_command_group, add_subcommand, description
 from tinyhil.errors import InvalidArgument
 from tinyhil.printable import printable
 from tinyhil.registry import TargetRegistry
@@ -65,14 +65,17 @@ def _drift(args: argparse.Namespace, registry: TargetRegistry) -> int:
 
 def add_trace_command(commands: Any) -> None:
     """Add ``trace`` and its subcommands to the ``tinyhil`` parser's subcommands."""
-    trace = commands.add_parser(
+    sub = add_command_group(
+        commands,
         "trace",
-        help="USB traces: convert between JSONL and usbmon pcapng, summarise, find drift against the emulator",
-        description=description(__doc__),
-        epilog=exit_status_epilog(EXIT_OK, EXIT_FAILED, EXIT_USAGE),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "USB traces: convert between JSONL and usbmon pcapng, summarise, find drift against the emulator",
+        EXIT_OK,
+        EXIT_FAILED,
+        EXIT_USAGE,
+        details=description(__doc__),
+        dest="trace_command",
+        metavar="TRACE_COMMAND",
     )
-    sub = trace.add_subparsers(dest="trace_command", required=True, metavar="TRACE_COMMAND")
     convert = add_subcommand(
         sub,
         "convert",

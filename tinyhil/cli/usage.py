@@ -24,6 +24,7 @@ __all__ = [
     "EXIT_STATUSES",
     "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
+    "add_command_group",
     "add_subcommand",
     "description",
     "exit_status_epilog",
@@ -70,8 +71,19 @@ def description(doc: str | None, *, paragraphs: int | None = None) -> str | None
     return _ROLE.sub(r"\1", "\n\n".join(kept)).replace("``", "")
 
 
-def add_subcommand(commands: Any, name: str, summary: str, *statuses: int) -> Any:
-    """Add subcommand ``name`` to ``commands`` (an argparse subparsers action): its ``--help`` opens with ``summary``
-    (what its parent's ``--help`` lists) and ends with ``statuses`` (:func:`exit_status_epilog`)."""
-    return commands.add_parser(name, help=summary, description=summary, epilog=exit_status_epilog(*statuses),
+def add_subcommand(commands: Any, name: str, summary: str, *statuses: int, details: str | None = None) -> Any:
+    """Add subcommand ``name`` to ``commands`` (an argparse subparsers action): its ``--help`` opens with ``details``
+    (default: ``summary``, what its parent's ``--help`` lists) and ends with ``statuses`` (:func:`exit_status_epilog`).
+    """
+    return commands.add_parser(name, help=summary, description=details or summary,
+                               epilog=exit_status_epilog(*statuses),
                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+
+
+def add_command_group(
+    commands: Any, name: str, summary: str, *statuses: int, details: str | None, dest: str, metavar: str
+) -> Any:
+    """Add command ``name`` whose work is in its subcommands (:func:`add_subcommand`, then one subcommand required,
+    its name in ``args.<dest>``); returns the subcommands' argparse subparsers action."""
+    group = add_subcommand(commands, name, summary, *statuses, details=details)
+    return group.add_subparsers(dest=dest, required=True, metavar=metavar)

@@ -48,8 +48,10 @@ __all__ = [
     "TccSourceUnavailable",
     "build_server",
     "elf_machine",
+    "forget_apt_probe",
     "server_source",
     "tcc_source",
+    "tcc_source_dir",
     "tcc_source_reason",
 ]
 
@@ -159,6 +161,11 @@ def _apt_reason_for(path: str, apt_config: str) -> str | None:
     return None
 
 
+def forget_apt_probe() -> None:
+    """Forget what apt answered, so that the next check asks again (after ``apt-get update`` changed its lists)."""
+    _apt_reason_for.cache_clear()
+
+
 def tcc_source_reason() -> str | None:
     """``None`` when :func:`tcc_source` can have the source here (cheap: downloads nothing), else why not and how.
 
@@ -258,7 +265,8 @@ def build_server(rootfs: Rootfs, runner: GuestRunner) -> Path:
     return binary
 
 
-def _tcc_source_dir(tree: Path) -> Path:
+def tcc_source_dir(tree: Path) -> Path:
+    """The folder of an extracted tcc source ``tree`` (itself or a top folder) holding ``libtcc.c`` and ``tcc.h``."""
     for candidate in (tree, *sorted(p for p in tree.iterdir() if p.is_dir())):
         if (candidate / "libtcc.c").is_file() and (candidate / "tcc.h").is_file():
             return candidate
@@ -267,7 +275,7 @@ def _tcc_source_dir(tree: Path) -> Path:
 
 def _build(rootfs: Rootfs, runner: GuestRunner, source: bytes, tcc_tree: Path, binary: Path) -> None:
     target_macro, triplet = ARCH2TCC[runner.arch]
-    tcc_dir = _tcc_source_dir(tcc_tree)
+    tcc_dir = tcc_source_dir(tcc_tree)
     binary.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="tinyhil-ccserver-build-") as scratch:
         work = Path(scratch)

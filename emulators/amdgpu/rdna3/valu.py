@@ -20,7 +20,7 @@ from .opcodes import Enc
 from .operands import Src
 from .state import Group, bits_to_mask, mask_to_bits
 
-__all__ = ["VALU_HANDLERS", "vopd_handler"]
+__all__ = ["FLOAT_COMPARES", "OMOD_FACTORS", "VALU_HANDLERS", "vopd_handler"]
 
 Handler = Callable[[Group, Inst], None]
 Fn = Callable[..., np.ndarray]
@@ -31,7 +31,7 @@ _I64: Final = np.int64
 _F32: Final = np.float32
 _SIGN: Final = _U32(0x80000000)
 _FRACT_MAX: Final = np.float32(np.nextafter(np.float32(1), np.float32(0)))
-_OMOD: Final = (1.0, 2.0, 4.0, 0.5)
+OMOD_FACTORS: Final = (1.0, 2.0, 4.0, 0.5)  # VOP3 omod: the result times 1, 2, 4 or 0.5
 
 
 def _f(x: np.ndarray) -> np.ndarray:
@@ -241,7 +241,7 @@ def _float_sources(g: Group, i: Inst, count: int) -> list[np.ndarray]:
 def _float_result(i: Inst, r: np.ndarray, g: Group | None = None) -> np.ndarray:
     r = np.asarray(r, _F32)
     if i.omod:
-        r = r * np.float32(_OMOD[i.omod])
+        r = r * np.float32(OMOD_FACTORS[i.omod])
     if i.clamp:
         r = np.where(np.isnan(r), np.float32(0), np.clip(r, np.float32(0), np.float32(1)))
     return _u(r if g is None else flush_f32(g, r, True))
@@ -390,7 +390,8 @@ def _special() -> dict[str, Handler]:
     }  # fmt: skip
 
 
-_F_CMP: Final[dict[str, Fn]] = {
+# The VOPC float relations by their opcode suffix, for every float width (valu64.py compares f64 with them).
+FLOAT_COMPARES: Final[dict[str, Fn]] = {
     "f": lambda a, b: np.zeros(np.broadcast(a, b).shape, bool),
     "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater, "lg": lambda a, b: (a < b) | (a > b),
     "ge": np.greater_equal, "o": lambda a, b: ~(np.isnan(a) | np.isnan(b)),
@@ -447,7 +448,7 @@ def _cmp_class(to_exec: bool) -> Handler:
 def _compares() -> dict[str, Handler]:
     ops: dict[str, Handler] = {"v_cmp_class_f32": _cmp_class(False), "v_cmpx_class_f32": _cmp_class(True)}
     for x in ("", "x"):
-        ops.update({f"v_cmp{x}_{r}_f32": _cmp(fn, "f32", x == "x") for r, fn in _F_CMP.items()})
+        ops.update({f"v_cmp{x}_{r}_f32": _cmp(fn, "f32", x == "x") for r, fn in FLOAT_COMPARES.items()})
         for kind in ("i32", "u32", "i64", "u64"):
             ops.update({f"v_cmp{x}_{r}_{kind}": _cmp(fn, kind, x == "x") for r, fn in _I_CMP.items()})
     return ops

@@ -22,6 +22,7 @@ from .decode import Inst
 from .opcodes import Enc
 from .operands import Src
 from .state import Group, mask_to_bits
+from .valu import FLOAT_COMPARES, OMOD_FACTORS
 
 __all__ = ["VALU64_HANDLERS"]
 
@@ -30,7 +31,6 @@ Fn = Callable[..., np.ndarray]
 _U32: Final = np.uint32
 _U64: Final = np.uint64
 _F64: Final = np.float64
-_OMOD: Final = (1.0, 2.0, 4.0, 0.5)
 _HALF_SHIFT: Final = _U32(16)
 _DST_HI: Final = 8  # VOP3 op_sel bit 3: the 16-bit result goes to the destination's high half
 _FRACT_MAX: Final = np.nextafter(_F64(1), _F64(0))
@@ -70,7 +70,7 @@ def _f16_source(g: Group, i: Inst, k: int = 0) -> np.ndarray:
 
 def _finish(i: Inst, r: np.ndarray) -> np.ndarray:
     if i.omod:
-        r = r * r.dtype.type(_OMOD[i.omod])
+        r = r * r.dtype.type(OMOD_FACTORS[i.omod])
     if i.clamp:
         r = np.where(np.isnan(r), 0, np.clip(r, 0, 1)).astype(r.dtype)
     return r
@@ -198,17 +198,6 @@ def _conversions() -> dict[str, Handler]:
     }  # fmt: skip
 
 
-_F64_CMP: Final[dict[str, Fn]] = {
-    "f": lambda a, b: np.zeros(np.broadcast(a, b).shape, bool),
-    "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater, "lg": lambda a, b: (a < b) | (a > b),
-    "ge": np.greater_equal, "o": lambda a, b: ~(np.isnan(a) | np.isnan(b)),
-    "u": lambda a, b: np.isnan(a) | np.isnan(b), "nge": lambda a, b: ~(a >= b),
-    "nlg": lambda a, b: ~((a < b) | (a > b)), "ngt": lambda a, b: ~(a > b), "nle": lambda a, b: ~(a <= b),
-    "neq": lambda a, b: ~(a == b), "nlt": lambda a, b: ~(a < b),
-    "t": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),
-}  # fmt: skip
-
-
 def _cmp(rel: Fn, to_exec: bool) -> Handler:
     def op(g: Group, i: Inst) -> None:
         a, b = _f64_sources(g, i, 2)
@@ -226,7 +215,7 @@ def _handlers() -> dict[str, Handler]:
     ops["v_ldexp_f64"] = _ldexp
     ops.update(_conversions())
     for x in ("", "x"):
-        ops.update({f"v_cmp{x}_{r}_f64": _cmp(fn, x == "x") for r, fn in _F64_CMP.items()})
+        ops.update({f"v_cmp{x}_{r}_f64": _cmp(fn, x == "x") for r, fn in FLOAT_COMPARES.items()})
     return ops
 
 

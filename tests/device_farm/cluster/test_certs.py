@@ -89,6 +89,8 @@ def test_an_existing_ca_signs_the_next_hosts(tmp_path: Path) -> None:
         (["../etc/x"], "--host '../etc/x': expected a host name"),
         (["a/b"], "--host 'a/b': expected a host name"),
         (["-x"], "--host '-x': expected a host name"),
+        (["lab.-x"], "--host 'lab.-x': expected a host name"),  # the farm addresses' host-name rule, in both places
+        (["10.0.0.999"], "--host '10.0.0.999': expected a host name"),
         (["ca"], "--host ca: that name is taken"),
     ],
 )

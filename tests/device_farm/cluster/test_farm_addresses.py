@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
-from typing import Final
 
 import pytest
+from support.scripts import TINYHIL
 
 from tinyhil.device_farm.cluster.certs import make_certs
 from tinyhil.device_farm.cluster.security import FarmTLS, check_scheme
 from tinyhil.errors import InvalidArgument
-
-TINYHIL: Final = Path(sys.executable).with_name("tinyhil")
 
 
 @pytest.mark.parametrize("address", ["tcp://127.0.0.1:8786", "tcp://[::1]:1", "tcp://lab-0.example:65535"])

@@ -5,19 +5,18 @@ whose id is a valid board id."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Final
 
 import pytest
 from support.hosts import FakeHost
+from support.scripts import TINYHIL
 
 from tinyhil.device_farm.inventory.discovery import discover
 from tinyhil.device_farm.inventory.hwmap import NvLocator, board_id_from, parse_hwmap
 from tinyhil.device_farm.inventory.map_drift import map_entry
 
-TINYHIL: Final = Path(sys.executable).with_name("tinyhil")
 _HOSTILE_UUID: Final = 'GPU-\x1b]0;PWNED\x07\x1b[2J"\\\n\x9b\u202e'
 _RAW: Final = (*(chr(c) for c in (*range(0x20), *range(0x7F, 0xA0))), "\u202e")
 

@@ -4,12 +4,11 @@ invalid headers, bad packets and kernels, and the queue state after each."""
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
-from support.aql import amd_queue, barrier, invalid_ring, kernel_dispatch, kernel_source, signal
-from support.rdna3 import assemble, compile_cl, needs_clang, needs_llvm_mc
+from support.aql import amd_queue, barrier, compile_kernels, invalid_ring, kernel_dispatch, signal
+from support.rdna3 import assemble, needs_llvm_mc
 
 from tinyhil.amdgpu.code_object import CodeObject, hidden_kernargs
 from tinyhil.emulators.amdgpu import AmdGpu, ErrorCode, GpuQueueError, Interrupt, InterruptKind, Queue, QueueKind
@@ -35,9 +34,7 @@ WAIT_NS = 1_000_000_000
 
 @pytest.fixture(scope="module")
 def kernels(tmp_path_factory: pytest.TempPathFactory) -> CodeObject:
-    if needs_clang.args[0]:
-        pytest.skip(needs_clang.kwargs["reason"])
-    return compile_cl(kernel_source(), Path(tmp_path_factory.mktemp("aql")))
+    return compile_kernels(tmp_path_factory, "aql")
 
 
 class Rig:

@@ -21,12 +21,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.engine_queues import check_queue_outcome
+from support.system_bus import FakePcie
 
 from tinyhil.emulators.amdgpu import AmdGpu, QueueKind
 from tinyhil.emulators.kernel import EventKernel
 from tinyhil.spec.amdgpu import SYS_APERTURE
 from tinyhil.spec.amdgpu_pm4 import PM4_HEADER_COUNT, PM4_TYPE_3, Pm4Op, ShReg
 from tinyhil.spec.amdgpu_sdma import SdmaOp
+from tinyhil.spec.asm2464 import PCIE_SRAM_BASE, SRAM_BYTES
 
 pytestmark = pytest.mark.fuzz
 T = TypeVar("T")
@@ -37,29 +39,8 @@ VRAM_BYTES = 4 << 20
 HOST_VA = 0x10_0000_0000
 RING_VA, RING_BYTES, POINTERS_VA = HOST_VA, 0x1000, HOST_VA + 0x1000
 IB_VA, IB_BYTES = 0x100000, 0x4000
-SRAM_PCIE, SRAM_BYTES = 0x200000, 0x80000
 STEP_BUDGET = 20_000  # engine steps: every step consumes a packet, so a ring of <= 1024 dwords needs far fewer
 HOST_BYTES_BUDGET = 16 << 20  # allocated at once while a ring runs (the packets themselves are at most 16 KB)
-
-
-class Sram:
-    """The bridge's SRAM at PCIe 0x200000 as the GPU's system bus; any other address is refused like a bad DMA."""
-
-    def __init__(self) -> None:
-        self.sram = bytearray(SRAM_BYTES)
-
-    def _offset(self, pcie_addr: int, nbytes: int) -> int:
-        if not SRAM_PCIE <= pcie_addr <= pcie_addr + nbytes <= SRAM_PCIE + SRAM_BYTES:
-            raise ValueError(f"PCIe {pcie_addr:#x}+{nbytes:#x} hits nothing")
-        return pcie_addr - SRAM_PCIE
-
-    def dma_read(self, pcie_addr: int, nbytes: int) -> memoryview:
-        offset = self._offset(pcie_addr, nbytes)
-        return memoryview(self.sram)[offset : offset + nbytes]
-
-    def dma_write(self, pcie_addr: int, data: bytes | memoryview) -> None:
-        offset = self._offset(pcie_addr, memoryview(data).nbytes)
-        self.sram[offset : offset + memoryview(data).nbytes] = data
 
 
 u32s = st.integers(0, 2**32 - 1)
@@ -74,7 +55,9 @@ def mostly(likely: st.SearchStrategy[T], anything: st.SearchStrategy[T]) -> st.S
 addresses = st.one_of(
     st.integers(0, VRAM_BYTES // 8 - 1).map(lambda i: 8 * i),
     st.integers(IB_VA // 8, (IB_VA + IB_BYTES) // 8).map(lambda i: 8 * i),
-    st.integers(SYS_APERTURE + SRAM_PCIE - 8, SYS_APERTURE + SRAM_PCIE + SRAM_BYTES + 8).map(lambda a: a & ~3),
+    st.integers(SYS_APERTURE + PCIE_SRAM_BASE - 8, SYS_APERTURE + PCIE_SRAM_BASE + SRAM_BYTES + 8).map(
+        lambda a: a & ~3
+    ),
     st.sampled_from([VRAM_BYTES - 4, VRAM_BYTES, SYS_APERTURE, 2 * SYS_APERTURE - 4, 1 << 47, 2**64 - 4]),
     st.integers(0, 2**64 - 1),
 )
@@ -220,7 +203,7 @@ write_pointers: st.SearchStrategy[int | None] = mostly(
 
 
 def run(kind: QueueKind, ring: list[int], ib: list[int], wptr: int | None) -> None:
-    bus = Sram()
+    bus = FakePcie()  # the bridge's SRAM
     gpu = AmdGpu(EventKernel(seed=0), vram_bytes=VRAM_BYTES, system_bus=bus)
     gpu.map_memory(HOST_VA, memoryview(bytearray(0x2000)))
     queue = gpu.create_queue(kind, ring_va=RING_VA, ring_bytes=RING_BYTES, rptr_va=POINTERS_VA,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.system_bus import FakePcie
 
 from tinyhil.amdgpu import (
     AmdQueue,
@@ -33,30 +34,16 @@ DATA = 0x400000
 WAIT_NS = 1_000_000_000
 
 
-class FakeBus:
-    """The bridge's SRAM (PCIe 0x200000, 512 KB) as a bytearray; landing bytes notifies the GPU like the bridge."""
-
-    BASE = 0x200000
+class FakeBus(FakePcie):
+    """The bridge's SRAM; landing bytes notifies the GPU like the bridge."""
 
     def __init__(self) -> None:
-        self.sram = bytearray(0x80000)
+        super().__init__()
         self.gpu: AmdGpu | None = None
-
-    def dma_read(self, pcie_addr: int, nbytes: int) -> bytes:
-        offset = pcie_addr - self.BASE
-        if offset < 0 or offset + nbytes > len(self.sram):
-            raise ValueError(f"PCIe {pcie_addr:#x} is not SRAM")
-        return bytes(self.sram[offset : offset + nbytes])
-
-    def dma_write(self, pcie_addr: int, data: bytes | memoryview) -> None:
-        offset = pcie_addr - self.BASE
-        if offset < 0 or offset + len(data) > len(self.sram):
-            raise ValueError(f"PCIe {pcie_addr:#x} is not SRAM")
-        self.sram[offset : offset + len(data)] = data
 
     def land(self, pcie_addr: int, data: bytes) -> None:
         """What a host scsi_write does: bytes land in SRAM, then the bridge tells the GPU."""
-        self.sram[pcie_addr - self.BASE : pcie_addr - self.BASE + len(data)] = data
+        self.dma_write(pcie_addr, data)
         assert self.gpu is not None
         self.gpu.memory_written(SYS_APERTURE + pcie_addr, len(data))
 
@@ -147,7 +134,7 @@ def test_a_poll_on_sram_is_released_by_a_later_landing_write() -> None:
     bus.land(window + wire - 4, sentinel.to_bytes(4, "little"))
     queue.wait_idle()
     assert bytes(gpu.vram[DATA : DATA + wire - 4]) == payload
-    assert bus.sram[0x20800:0x20808] == (8).to_bytes(8, "little")
+    assert bus.memory[0x20800:0x20808] == (8).to_bytes(8, "little")
 
 
 def _timestamps_run(seed: int) -> tuple[bytes, int]:

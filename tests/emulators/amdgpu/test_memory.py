@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.scripts import load_benchmark
+from support.system_bus import FakePcie
 
 from tinyhil.emulators.amdgpu import (
     SYS_APERTURE,
@@ -25,29 +26,6 @@ from tinyhil.emulators.amdgpu import (
     Vram,
 )
 from tinyhil.errors import InvalidArgument
-
-
-class FakeBus:
-    """Stands in for the bridge: a bytearray of SRAM at PCIe 0x200000; anything else raises like a bad address."""
-
-    BASE = 0x200000
-
-    def __init__(self, nbytes: int = 0x80000) -> None:
-        self.sram = bytearray(nbytes)
-
-    def _offset(self, pcie_addr: int, nbytes: int) -> int:
-        offset = pcie_addr - self.BASE
-        if offset < 0 or offset + nbytes > len(self.sram):
-            raise ValueError(f"PCIe {pcie_addr:#x}+{nbytes:#x} hits nothing")
-        return offset
-
-    def dma_read(self, pcie_addr: int, nbytes: int) -> bytes:
-        offset = self._offset(pcie_addr, nbytes)
-        return bytes(self.sram[offset : offset + nbytes])
-
-    def dma_write(self, pcie_addr: int, data: bytes | memoryview) -> None:
-        offset = self._offset(pcie_addr, len(data))
-        self.sram[offset : offset + len(data)] = data
 
 
 def flat(
@@ -121,7 +99,7 @@ BAD_MAPPINGS = [
 
 @pytest.mark.parametrize(("va", "nbytes", "message"), BAD_MAPPINGS)
 def test_bad_mappings_are_refused_and_change_nothing(va: int, nbytes: int, message: str) -> None:
-    memory, mappings = flat(1 << 20, system_bus=FakeBus(), vram_at_zero=False)
+    memory, mappings = flat(1 << 20, system_bus=FakePcie(), vram_at_zero=False)
     mappings.map(0x2000, memory.vram[:0x2000])
     before = mappings.mappings
     with pytest.raises(InvalidArgument, match=message):
@@ -191,15 +169,15 @@ def test_copies_across_split_mappings_behave_like_memmove(src: int, dst: int, nb
 
 
 def test_copies_across_mappings_and_the_system_aperture() -> None:
-    bus = FakeBus()
+    bus = FakePcie()
     memory, _mappings = flat(1 << 20, system_bus=bus, vram_at_zero=True)
     memory.write(0x1000, bytes(range(200)))
     memory.copy(SYS_APERTURE + 0x200010, 0x1000, 200)  # VRAM -> SRAM (copyout)
-    assert bytes(bus.sram[0x10 : 0x10 + 200]) == bytes(range(200))
+    assert bytes(bus.memory[0x10 : 0x10 + 200]) == bytes(range(200))
     memory.copy(0x8000, SYS_APERTURE + 0x200010, 200)  # SRAM -> VRAM (copyin)
     assert bytes(memory.read(0x8000, 200)) == bytes(range(200))
     memory.fill(SYS_APERTURE + 0x200400, 16, 0x01020304, dword=True)
-    assert bytes(bus.sram[0x400:0x410]) == bytes.fromhex("04030201") * 4
+    assert bytes(bus.memory[0x400:0x410]) == bytes.fromhex("04030201") * 4
     assert memory.read_u32(SYS_APERTURE + 0x200400) == 0x01020304
 
 
@@ -216,31 +194,31 @@ def _peak_allocation() -> Iterator[Callable[[], int]]:
 
 
 def test_a_fill_past_the_bus_memory_faults_before_allocating_host_memory_for_it() -> None:
-    bus = FakeBus()
+    bus = FakePcie()
     memory, _mappings = flat(1 << 20, system_bus=bus, vram_at_zero=True)
     with _peak_allocation() as peak, pytest.raises(GpuMemoryFault, match=r"at 0x100000200000\+0x10000000: system"):
         memory.fill(SYS_APERTURE + 0x200000, 1 << 28, 0x5A5A5A5A, dword=True)
     assert peak() < 1 << 20, f"{peak():#x} bytes allocated for a fill the bus cannot take"
-    assert not any(bus.sram), "nothing was written"
+    assert not any(bus.memory), "nothing was written"
     memory.fill(SYS_APERTURE + 0x200000, 0x1000, 0xAB, dword=False)  # a fill that fits still works
-    assert bytes(bus.sram[:0x1001]) == b"\xab" * 0x1000 + b"\0"
+    assert bytes(bus.memory[:0x1001]) == b"\xab" * 0x1000 + b"\0"
 
 
 def test_a_copy_gathered_for_the_bus_checks_the_bus_before_gathering() -> None:
-    bus = FakeBus()
+    bus = FakePcie()
     memory, mappings = flat(1 << 20, system_bus=bus, vram_at_zero=False)
     mappings.map(0, memory.vram[:0x40000])  # two mappings, so the copy's source is gathered into one buffer
     mappings.map(0x40000, memory.vram[0x80000:0xC0000])
     with _peak_allocation() as peak, pytest.raises(GpuMemoryFault, match="system bus"):
         memory.copy(SYS_APERTURE + 0x260000, 0, 0x80000)  # runs 0x60000 bytes past the end of SRAM
-    assert peak() < 0x80000 and not any(bus.sram)
+    assert peak() < 0x80000 and not any(bus.memory)
     memory.write(0x3FFF0, bytes(range(32)))
     memory.copy(SYS_APERTURE + 0x200000, 0x3FFF0, 32)
-    assert bytes(bus.sram[:32]) == bytes(range(32))
+    assert bytes(bus.memory[:32]) == bytes(range(32))
 
 
 def test_system_bus_errors_become_memory_faults() -> None:
-    memory, _mappings = flat(1 << 20, system_bus=FakeBus(), vram_at_zero=True)
+    memory, _mappings = flat(1 << 20, system_bus=FakePcie(), vram_at_zero=True)
     with pytest.raises(GpuMemoryFault, match=r"at 0x100000000000\+0x4: system bus 0x0: PCIe 0x0\+0x4 hits nothing"):
         memory.read_u32(SYS_APERTURE)
     with pytest.raises(GpuMemoryFault, match="system bus"):
@@ -258,7 +236,7 @@ def test_without_a_bus_the_aperture_is_ordinary_unmapped_space() -> None:
 
 
 def test_the_fake_bus_is_a_system_bus() -> None:
-    assert isinstance(FakeBus(), SystemBus)
+    assert isinstance(FakePcie(), SystemBus)
 
 
 def test_writes_are_reported_to_the_listener() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from support.system_bus import FakePcie
 
 from tinyhil.amdgpu import (
     sdma_const_fill,
@@ -206,26 +207,6 @@ def test_a_copy_that_faults_writes_nothing(gpu: AmdGpu, sdma: Any) -> None:
     assert bytes(gpu.read(DATA, 64)) == b"\x55" * 64
 
 
-class _Sram:
-    """The bridge's 512 KB of SRAM at PCIe 0x200000, as the GPU's system bus (anything else: a bad address)."""
-
-    def __init__(self) -> None:
-        self.sram = bytearray(0x80000)
-
-    def _offset(self, pcie_addr: int, nbytes: int) -> int:
-        if not 0x200000 <= pcie_addr <= pcie_addr + nbytes <= 0x280000:
-            raise ValueError(f"PCIe {pcie_addr:#x}+{nbytes:#x} is not SRAM")
-        return pcie_addr - 0x200000
-
-    def dma_read(self, pcie_addr: int, nbytes: int) -> memoryview:
-        offset = self._offset(pcie_addr, nbytes)
-        return memoryview(self.sram)[offset : offset + nbytes]
-
-    def dma_write(self, pcie_addr: int, data: bytes | memoryview) -> None:
-        offset = self._offset(pcie_addr, len(data))
-        self.sram[offset : offset + len(data)] = data
-
-
 @pytest.mark.parametrize(
     "packet",
     [
@@ -236,7 +217,7 @@ class _Sram:
     ids=["dword-fill", "byte-fill", "copy"],
 )
 def test_a_transfer_past_the_bridge_memory_faults_before_host_memory_is_allocated_for_it(packet: np.ndarray) -> None:
-    bus = _Sram()
+    bus = FakePcie()  # the bridge's SRAM
     gpu = AmdGpu(EventKernel(), vram_bytes=16 << 20, system_bus=bus)
     queue = gpu.create_queue(QueueKind.SDMA, ring_va=0x100000, ring_bytes=0x1000, rptr_va=0x1000, wptr_va=0x1008,
                              doorbell_index=0)  # fmt: skip
@@ -252,7 +233,7 @@ def test_a_transfer_past_the_bridge_memory_faults_before_host_memory_is_allocate
         tracemalloc.stop()
     assert queue.status == QueueStatus.MEMORY_FAULT and queue.error_rptr == 0, queue.describe()
     assert peak < 1 << 20, f"{peak:#x} bytes allocated on the host for a transfer that faults"
-    assert not any(bus.sram), "nothing was written, and the fence after the packet did not run"
+    assert not any(bus.memory), "nothing was written, and the fence after the packet did not run"
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tinyhil.emulators.pcie import PlainEndpoint
-from tinyhil.mocks.usb import EmulatedBoard, handle, open_emulated_board, transfer
-from tinyhil.mocks.usb import _requests as requests
-from tinyhil.mocks.usb._requests import MAX_TIMEOUT_MS, U32, ArgumentTypeError, check_bulk, check_control
+from tinyhil.mocks.usb import EmulatedBoard, handle, open_emulated_board, request_checks, transfer
+from tinyhil.mocks.usb.request_checks import MAX_TIMEOUT_MS, U32, ArgumentTypeError, check_bulk, check_control
 
 IN, OUT = usb1.ENDPOINT_IN, usb1.ENDPOINT_OUT
 XDATA_READ, CONFIG_WRITE, ARM_WINDOW = 0xE4, 0xF0, 0xF2
@@ -246,7 +245,7 @@ def test_a_timeout_beyond_the_wait_cap_is_refused_naming_the_limit_and_the_longe
         start_ns = b.kernel.now_ns
         with pytest.raises(usb1.USBErrorTimeout):  # the longest timeout it takes ends as a timeout, in virtual time
             b.handle.bulkWrite(0x02, b"\x11" * 512, MAX_TIMEOUT_MS)
-        assert b.kernel.now_ns - start_ns >= MAX_TIMEOUT_MS * requests.NS_PER_MS
+        assert b.kernel.now_ns - start_ns >= MAX_TIMEOUT_MS * request_checks.NS_PER_MS
         b.handle.controlWrite(0x40, ARM_WINDOW, 1, 0, b"")  # the next arm pairs with the next bulk, not a stale one
         assert b.handle.bulkWrite(0x02, b"\x22" * 512) == 512
         assert b.bridge.read_sram(0, 512) == b"\x22" * 512
@@ -259,8 +258,8 @@ def test_the_argument_type_error_is_what_usb1_raises_on_either_path() -> None:
 
 
 def test_both_paths_call_the_one_validator() -> None:
-    assert handle.check_control is transfer.check_control is requests.check_control
-    assert handle.check_bulk is transfer.check_bulk is requests.check_bulk
+    assert handle.check_control is transfer.check_control is request_checks.check_control
+    assert handle.check_bulk is transfer.check_bulk is request_checks.check_bulk
     assert handle.BULK_ENDPOINTS is transfer.BULK_ENDPOINTS
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from support.gfx1100 import VRAM_BYTES, FakePcie, RawDriver
+from support.gfx1100 import VRAM_BYTES, RawDriver
+from support.system_bus import FakePcie
 
 from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Front
 from tinyhil.emulators.kernel import EventKernel

@@ -10,10 +10,10 @@ from support.gfx1100 import (
     SDMA_RING,
     SDMA_RPTR,
     VRAM_BYTES,
-    FakePcie,
     RawDriver,
     copy_linear,
 )
+from support.system_bus import FakePcie
 
 from tinyhil.emulators.amdgpu import AmdGpu
 from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Front, Gmc, RegisterFile

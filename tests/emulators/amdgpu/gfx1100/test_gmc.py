@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from support.gfx1100 import DATA, SDMA_RING, SDMA_RPTR, VRAM_BYTES, FakePcie, RawDriver, copy_linear
+from support.gfx1100 import DATA, SDMA_RING, SDMA_RPTR, VRAM_BYTES, RawDriver, copy_linear
 from support.scripts import load_benchmark
+from support.system_bus import FakePcie
 
 from tinyhil.emulators.amdgpu import GpuMemoryFault, GpuQueueError
 from tinyhil.emulators.amdgpu.gfx1100 import Gfx1100Front

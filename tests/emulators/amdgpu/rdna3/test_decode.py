@@ -24,7 +24,6 @@ _TEMPLATES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"s_(lshl|lshr|ashr)_[bi]64|s_bfe_[ui]64"), "{} s[2:3], s[4:5], s6"),
     (re.compile(r"s_(mov|not|\w+_saveexec)_b64"), "{} s[2:3], s[4:5]"),
     (re.compile(r"s_\w+_(b64|u64)$"), "{} s[2:3], s[4:5], s[6:7]"),
-    (re.compile(r"s_cmp_\w+_u64"), "{} s[2:3], s[4:5]"),
     (re.compile(r"s_waitcnt_depctr"), "{} 0xfff"),
     (re.compile(r"s_waitcnt_\w+"), "{} null, 0x0"),
     (re.compile(r"s_getreg_b32"), "{} s1, hwreg(HW_REG_MODE, 4, 2)"),
