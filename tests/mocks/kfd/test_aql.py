@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from support.aql import amd_queue, barrier, invalid_ring, kernel_dispatch, kernel_source, signal
 from support.rdna3 import compile_cl, needs_clang
-from support.rdna3_corpus import privsum_reference
+from support.rdna3_corpus import divloop_reference, privsum_reference
 
 from tinyhil.amdgpu.code_object import CodeObject, hidden_kernargs
 from tinyhil.emulators.amdgpu import AmdGpu
@@ -149,14 +149,6 @@ class Runtime:
         return np.frombuffer(self.data.read(offset, count * np.dtype(dtype).itemsize), dtype)
 
 
-def _divloop(a: np.ndarray) -> np.ndarray:
-    out = np.zeros_like(a)
-    for k in range(15):
-        live = (a & 15) > k
-        out = np.where(live, (out + k * a) if k & 1 else (out ^ k), out)
-    return out
-
-
 def test_the_kernel_corpus_runs_through_an_aql_queue_and_matches_numpy(
     machine: tuple[MockKFD, KFD], kernels: CodeObject
 ) -> None:
@@ -181,7 +173,7 @@ def test_the_kernel_corpus_runs_through_an_aql_queue_and_matches_numpy(
     np.testing.assert_array_equal(rt.get(2 * 4 * n, n, "<f4"), a + b)
     np.testing.assert_array_equal(rt.get(3 * 4 * n, n, "<f4"), (alpha.astype(np.float64) * a + b).astype(np.float32))
     with np.errstate(over="ignore"):
-        np.testing.assert_array_equal(rt.get(5 * 4 * n, n, "<i4"), _divloop(ints))
+        np.testing.assert_array_equal(rt.get(5 * 4 * n, n, "<i4"), divloop_reference(ints))
     np.testing.assert_array_equal(rt.get(7 * 4 * n, n // 256, "<f4"), sums.reshape(-1, 256).sum(axis=1))
     assert (queue.read_index, queue.engine.dispatches, rt.mock.queue_errors) == (4, 4, [])
 
