@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 from tinyhil._check import check_int
 from tinyhil.amdgpu.driver import COMPILER_CAPABILITIES
 from tinyhil.compiler import AMD_RENDERERS
+from tinyhil.compiler_amdgpu import llvm_unavailable_reason
 from tinyhil.device import Device
 from tinyhil.errors import InvalidArgument
 from tinyhil.registry import Target, check_choice, check_option, default_registry, target
@@ -49,6 +50,7 @@ __all__ = [
     "MockKfdOptions",
     "MockUsbOptions",
     "ReplayOptions",
+    "emulated_gpu_renderer_reason",
     "mock_kfd_amd",
     "mock_usb_amd",
     "open_mock_usb3",
@@ -156,10 +158,19 @@ def open_mock_usb3(resolved: Target | str = "MOCKUSB+AMD", **options: Any) -> Mo
     return MockUSB3(**options)
 
 
+def emulated_gpu_renderer_reason(renderer: str | None, arch: str | None) -> str | None:
+    """Why a renderer cannot serve an emulated AMD GPU here: ``LLVM`` needs clang-19, and builds machine code the
+    GPU runs only for the archs its RDNA3 executor decodes (``gfx1100``); ``CC`` serves every arch."""
+    from tinyhil.emulators.amdgpu.rdna3 import EXECUTED_ARCHS
+
+    return llvm_unavailable_reason(renderer, arch, runs_archs=EXECUTED_ARCHS)
+
+
 @target(
     "MOCKUSB+AMD",
     capabilities=MOCKUSB_CAPABILITIES,
     renderers=AMD_RENDERERS,
+    renderer_probe=emulated_gpu_renderer_reason,
     default_renderer="CC",
     archs=MOCKUSB_ARCHS,
     summary="emulated AMD GPU (gfx1100) behind an emulated ASM2464 USB bridge (MockUSB3)",
@@ -237,6 +248,7 @@ def replay_unavailable_reason() -> str | None:
     capabilities=MOCKUSB_CAPABILITIES,  # those of the target it replays, each only as far as the trace goes
     probe=replay_unavailable_reason,
     renderers=AMD_RENDERERS,
+    renderer_probe=emulated_gpu_renderer_reason,
     default_renderer="CC",
     summary="the USB device runtime over a recorded trace (one recorded test, answered from the trace)",
     options=ReplayOptions,
@@ -281,6 +293,7 @@ class MockKfdOptions:
     "MOCKKFD+AMD",
     capabilities=MOCKKFD_CAPABILITIES,
     renderers=AMD_RENDERERS,
+    renderer_probe=emulated_gpu_renderer_reason,
     default_renderer="CC",
     archs=AMD_ARCHS,
     summary="emulated AMD GPUs behind MOCKKFD, a virtual /dev/kfd (MOCKKFD:<n>+AMD drives GPU n)",

@@ -62,3 +62,23 @@ def test_the_llvm_renderer_compiles_for_the_targets_arch() -> None:
 def test_no_renderer_token_stands_in_for_a_compiler_tinyhil_lacks(text: str) -> None:
     with pytest.raises(InvalidArgument, match="known renderers: CC, CLANG, LLVM"):
         default_registry().resolve(text)
+
+
+@needs_clang
+@pytest.mark.parametrize("arch", ["gfx1201", "gfx950"])
+def test_llvm_on_an_emulated_gpu_is_unavailable_for_machine_code_its_executor_cannot_run(arch: str) -> None:
+    resolved = default_registry().resolve(f"MOCKKFD+AMD:LLVM:{arch}")
+    reason = resolved.unavailable_reason()
+    assert reason is not None and f"builds {arch} machine code" in reason and "runs gfx1100" in reason
+    with pytest.raises(TargetUnavailable, match="CC renderer"):
+        resolved.open()
+    assert default_registry().resolve(f"MOCKKFD+AMD:CC:{arch}").unavailable_reason() is None
+    assert default_registry().resolve("MOCKKFD+AMD:LLVM:gfx1100").unavailable_reason() is None
+    assert default_registry().resolve("NULL:LLVM").unavailable_reason() is None  # NULL runs nothing
+
+
+@pytest.mark.parametrize("text", ["MOCKKFD+AMD:LLVM", "MOCKUSB+AMD:LLVM", "NULL:LLVM"])
+def test_llvm_without_the_tools_is_unavailable_before_opening(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    reason = default_registry().resolve(text).unavailable_reason()
+    assert reason is not None and AMDGPU_PACKAGES in reason

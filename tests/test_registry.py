@@ -269,3 +269,27 @@ def test_a_huge_interface_index_is_invalid_argument_in_resolve_and_select() -> N
         default_registry().resolve(text)
     with pytest.raises(InvalidArgument, match="interface index must be at most"):
         default_registry().select([text])
+
+
+def test_a_renderer_probe_is_asked_after_the_target_probe_with_the_resolved_renderer_and_arch() -> None:
+    asked: list[tuple[str | None, str | None]] = []
+
+    def renderer_reason(renderer: str | None, arch: str | None) -> str | None:
+        asked.append((renderer, arch))
+        return f"no {renderer} compiler for {arch}" if renderer == "GPU" else None
+
+    registry = registry_of(
+        target(
+            "R+X",
+            capabilities=[],
+            renderers={"CC": "CC", "GPU": "GPU"},
+            default_renderer="CC",
+            archs=["a1", "a2"],
+            renderer_probe=renderer_reason,
+        )(null_opener)
+    )
+    assert registry.resolve("R+X").unavailable_reason() is None
+    assert registry.resolve("R+X:GPU:a2").unavailable_reason() == "no GPU compiler for a2"
+    with pytest.raises(TargetUnavailable, match="no GPU compiler for a2"):
+        registry.resolve("R+X:GPU:a2").open()
+    assert asked[:2] == [("CC", "a1"), ("GPU", "a2")]

@@ -18,7 +18,7 @@ from tinyhil.amdgpu.driver import WAIT_TIMEOUT_MS
 from tinyhil.amdgpu.firmware import DirectoryFirmware, FirmwareSource
 from tinyhil.cache import ArtifactError
 from tinyhil.compiler import AMD_RENDERERS, Compiler
-from tinyhil.compiler_amdgpu import amd_compiler
+from tinyhil.compiler_amdgpu import amd_compiler, llvm_unavailable_reason
 from tinyhil.device import Device
 from tinyhil.errors import TargetUnavailable
 from tinyhil.fileio import FileIO, RealFileIO
@@ -59,6 +59,7 @@ class NullOptions:
     "NULL",
     capabilities=NULL_CAPABILITIES,
     renderers=AMD_RENDERERS,
+    renderer_probe=llvm_unavailable_reason,
     default_renderer="CC",
     summary="runs nothing: bookkeeping, real compilation, fixed virtual durations",
     options=NullOptions,
@@ -211,6 +212,7 @@ class KfdAmdOptions:
     probe=kfd_probe,
     emulated=False,
     renderers=AMD_RENDERERS,
+    renderer_probe=llvm_unavailable_reason,
     default_renderer="CC",
     summary="AMD GPU through the kernel's /dev/kfd (KFD:<n>+AMD drives GPU n)",
     indexed=True,

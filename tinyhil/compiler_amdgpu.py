@@ -16,6 +16,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 from typing import Final
 
@@ -23,7 +24,9 @@ from tinyhil.compiler import AMD_RENDERERS, COMPILE_TIMEOUT_S, Compiler, HostCCo
 from tinyhil.errors import CompileError, InvalidArgument, TargetUnavailable
 from tinyhil.portable_kernel import with_portable_header
 
-__all__ = ["AMDGPU_PACKAGES", "AmdgpuCompiler", "amd_compiler"]
+__all__ = ["AMDGPU_PACKAGES", "DEFAULT_ARCH", "AmdgpuCompiler", "amd_compiler", "llvm_unavailable_reason"]
+
+DEFAULT_ARCH: Final = "gfx1100"  # the arch LLVM builds for when the target string names none
 
 CLANG: Final = "clang-19"
 LD_LLD: Final = "ld.lld-19"
@@ -34,7 +37,7 @@ AMDGPU_TRIPLE: Final = "amdgcn-amd-amdhsa"
 class AmdgpuCompiler:
     """clang-19 + ld.lld-19 building gfx code objects for ``arch`` (``gfx1100``, ...); see the module docstring."""
 
-    def __init__(self, arch: str = "gfx1100") -> None:
+    def __init__(self, arch: str = DEFAULT_ARCH) -> None:
         if not arch.startswith("gfx") or not arch[3:].isalnum():
             raise InvalidArgument(f"arch={arch!r}, expected an AMDGPU processor name such as 'gfx1100'")
         self.arch = arch
@@ -68,20 +71,41 @@ class AmdgpuCompiler:
             return out.read_bytes()
 
 
+def llvm_unavailable_reason(
+    renderer: str | None, arch: str | None, *, runs_archs: Collection[str] | None = None
+) -> str | None:
+    """Why an AMD target's renderer cannot serve it here, or ``None``: ``LLVM`` without clang-19 / ld.lld-19 (the
+    reason names the Debian packages), or ``LLVM`` for an ``arch`` whose machine code the target's GPU cannot run
+    (``runs_archs``; ``None``: a device that runs nothing, or any arch). Other renderers: ``None``.
+
+    A target's ``renderer_probe`` (``tinyhil.registry``), so ``tinyhil targets`` and the pytest plugin report it."""
+    if renderer != AMD_RENDERERS["LLVM"]:
+        return None
+    arch = arch or DEFAULT_ARCH
+    reason = AmdgpuCompiler(arch).unavailable_reason()
+    if reason is not None:
+        return f"the LLVM renderer needs {reason}"
+    if runs_archs is not None and arch not in runs_archs:
+        return (
+            f"the LLVM renderer builds {arch} machine code, and this GPU runs {', '.join(runs_archs)} machine code "
+            f"only (docs/rdna3.md); the CC renderer builds host-native kernels for {arch}"
+        )
+    return None
+
+
 def amd_compiler(target: str, renderer: str | None, arch: str | None) -> Compiler:
     """The compiler an AMD target's renderer selects (``AMD_RENDERERS``): ``LLVM`` builds code objects for
     ``arch`` (default gfx1100), ``CC`` (or ``None``) is the host C compiler.
 
     Raises:
-        TargetUnavailable: ``LLVM`` without clang-19 / ld.lld-19 (the reason names the Debian packages).
+        TargetUnavailable: ``LLVM`` without clang-19 / ld.lld-19 (:func:`llvm_unavailable_reason`).
         InvalidArgument: a renderer that names no compiler of ``AMD_RENDERERS``.
     """
     if renderer in (None, AMD_RENDERERS["CC"]):
         return HostCCompiler()
     if renderer == AMD_RENDERERS["LLVM"]:
-        compiler = AmdgpuCompiler(arch or "gfx1100")
-        reason = compiler.unavailable_reason()
+        reason = llvm_unavailable_reason(renderer, arch)
         if reason is not None:
-            raise TargetUnavailable(target, f"the LLVM renderer needs {reason}")
-        return compiler
+            raise TargetUnavailable(target, reason)
+        return AmdgpuCompiler(arch or DEFAULT_ARCH)
     raise InvalidArgument(f"{target}: renderer {renderer!r}, expected one of {sorted(set(AMD_RENDERERS.values()))}")

@@ -46,6 +46,9 @@ SELECT_EMULATED: Final = "emulated"  # every available target that needs no hard
 Opener = Callable[..., Device]
 EnumT = TypeVar("EnumT", bound=Enum)
 Probe = Callable[[], str | None]
+# Why a resolved (renderer, arch) cannot serve the target here, or None: a compiler missing, or code its device
+# cannot run. Asked after the target's own probe.
+RendererProbe = Callable[[str | None, str | None], str | None]
 
 
 def _always_available() -> str | None:
@@ -58,7 +61,8 @@ class TargetDef:
 
     ``renderers`` maps each accepted renderer token to the compiler it selects (tinygrad's ``LLVM`` or ``HIP`` map
     to the compiler tinyhil has for the device); ``default_renderer`` applies when the string names none. ``archs``
-    lists accepted archs, the first being the default; empty means the target takes no arch. ``options_type`` is
+    lists accepted archs, the first being the default; empty means the target takes no arch. ``renderer_probe``
+    says why a resolved renderer and arch cannot serve the target here (``None``: every one can). ``options_type`` is
     the frozen dataclass of the keyword options :meth:`Target.open` accepts (``None``: none); ``options`` are its
     field names. ``indexed`` says whether the string may carry an interface index (``KFD:1+AMD``), ``max_index``
     bounds it (``None``: no bound).
@@ -72,6 +76,7 @@ class TargetDef:
     renderers: tuple[tuple[str, str], ...] = ()
     default_renderer: str | None = None
     archs: tuple[str, ...] = ()
+    renderer_probe: RendererProbe | None = None
     summary: str = ""
     options_type: type[Any] | None = None
     indexed: bool = False
@@ -147,6 +152,7 @@ def target(
     renderers: Mapping[str, str] | None = None,
     default_renderer: str | None = None,
     archs: Sequence[str] = (),
+    renderer_probe: RendererProbe | None = None,
     summary: str = "",
     options: type[Any] | None = None,
     indexed: bool = False,
@@ -177,6 +183,7 @@ def target(
             renderers=tuple(sorted((renderers or {}).items())),
             default_renderer=default_renderer,
             archs=tuple(archs),
+            renderer_probe=renderer_probe,
             summary=summary or (opener.__doc__ or "").strip().split("\n")[0],
             options_type=options,
             indexed=indexed,
@@ -221,8 +228,12 @@ class Target:
 
     def unavailable_reason(self) -> str | None:
         """``None`` when this target can be opened here, else the precise reason it cannot."""
+        definition = self.definition
         try:
-            return self.definition.probe()
+            reason = definition.probe()
+            if reason is None and definition.renderer_probe is not None:
+                reason = definition.renderer_probe(self.renderer, self.arch)
+            return reason
         except Exception as exc:  # a probe must never take the harness down; its failure is the reason
             return f"availability probe failed: {type(exc).__name__}: {exc}"
 

@@ -5,11 +5,14 @@ See docs/rdna3.md for what is implemented, the execution model and its limits.
 
 from __future__ import annotations
 
+from typing import Final
+
 from .decode import DecodeError, Inst, decode, disassemble
 from .executor import HANDLERS, DispatchSetup, DispatchStats, ProgramCache, run_dispatch
 from .opcodes import OPCODES, Enc
 
 __all__ = [
+    "EXECUTED_ARCHS",
     "HANDLERS",
     "OPCODES",
     "DecodeError",
@@ -22,3 +25,6 @@ __all__ = [
     "disassemble",
     "run_dispatch",
 ]
+
+# The processors whose machine code the executor decodes (a code object for another is refused at load).
+EXECUTED_ARCHS: Final = ("gfx1100",)
