@@ -14,6 +14,7 @@ from support.rdna3_corpus import SOURCE, divloop_reference, privsum_reference
 from tinyhil.amdgpu.errors import KernelLoadError, QueueStopped
 from tinyhil.amdgpu.gpu_kernel import MAX_SCRATCH_WAVES
 from tinyhil.amdgpu.interfaces import GpuPointer
+from tinyhil.compiler_amdgpu import AmdgpuCompiler
 from tinyhil.device import Buffer, Device, Program
 from tinyhil.emulators.amdgpu.pm4 import Pm4Engine
 from tinyhil.emulators.amdgpu.rdna3.executor import ProgramCache
@@ -243,7 +244,7 @@ def test_an_endless_loop_ends_at_the_step_budget_and_the_device_runs_on(
 
 
 def test_a_gfx1201_code_object_is_refused_at_load_naming_the_arch() -> None:
-    with open_target("MOCKKFD+AMD:LLVM:gfx1201") as device:
-        program = device.compile(STORE, "store")
-        with pytest.raises(KernelLoadError, match=r"built for gfx1201 \(e_flags 0x[0-9a-f]+\), expected gfx1100"):
-            device.exec(program, 1, 32, [device.alloc(128)])
+    program = Program("store", AmdgpuCompiler("gfx1201").compile(STORE))  # MOCKKFD+AMD:LLVM:gfx1201 is unavailable
+    refused = r"built for gfx1201 \(e_flags 0x[0-9a-f]+\), expected gfx1100"
+    with open_target("MOCKKFD+AMD:LLVM:gfx1100") as device, pytest.raises(KernelLoadError, match=refused):
+        device.exec(program, 1, 32, [device.alloc(128)])

@@ -27,9 +27,9 @@ def test_the_arch_is_what_the_client_reads_from_the_topology(text: str, arch: st
 
 
 def test_dev_selects_the_arch(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("DEV", "MOCKKFD+AMD:LLVM:gfx1201")
+    monkeypatch.setenv("DEV", "MOCKKFD+AMD:CC:gfx1201")
     resolved = default_registry().resolve(os.environ["DEV"])
-    assert (resolved.renderer, resolved.arch) == ("LLVM", "gfx1201")
+    assert (resolved.renderer, resolved.arch) == ("CC", "gfx1201")
     with resolved.open() as device:
         assert isinstance(device, KfdAmdDevice)
         assert device.kfd.topology.gpus[device.gpu_index].gfx_target_version == 120001
