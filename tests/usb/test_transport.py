@@ -179,8 +179,6 @@ BAD_INPUTS = [
     ("bulk_write_async", (b"x",), {"timeout": 0}, "timeout (ms)=0"),
     ("control_write_async", (0x1FF,), {}, "request=511"),
     ("control_read_async", (0xE4, 0), {}, "length=0"),
-    ("bulk_wait", (99,), {}, "tag=99, expected a tag in flight () (never submitted)"),
-    ("bulk_wait", ("1",), {}, "tag='1'"),
     ("clear_halt", (0x01,), {}, "endpoint=1, expected 0x02 or 0x81"),
     ("pause", (-1,), {}, "seconds=-1, expected a number of seconds in [0, 60]"),
     ("pause", ("1",), {}, "seconds='1'"),
@@ -207,12 +205,28 @@ def test_bad_inputs_raise_invalid_argument_and_send_nothing(
 
 
 @pytest.mark.parametrize(
+    ("tag", "message"), [(99, "bulk_wait(tag=99): strict mode, expected a tag in flight () (never submitted)"),
+                         (None, "bulk_wait(tag=None)"), ("1", "bulk_wait(tag='1')")],
+)  # fmt: skip
+def test_bulk_wait_on_a_tag_not_in_flight_returns_and_strict_mode_reports_it(
+    usb_fake: ModuleType, tag: Any, message: str
+) -> None:
+    lenient, handle = _transport(usb_fake, usb_fake.ok)
+    assert lenient.bulk_wait(tag) is None and handle.calls == []
+    strict, handle = _transport(usb_fake, usb_fake.ok, strict=True)
+    with pytest.raises(InvalidArgument) as raised:
+        strict.bulk_wait(tag)
+    assert message in str(raised.value) and handle.calls == []
+
+
+@pytest.mark.parametrize(
     ("handle_arg", "events_arg", "kwargs", "message"),
     [
         (object(), None, {}, "expected a usb1.USBDeviceHandle-like object"),
         (None, object(), {}, "expected an object with handleEventsTimeout"),
         (None, None, {"pump_interval_s": 0}, "pump_interval_s=0"),
         (None, None, {"max_in_flight": 0}, "max_in_flight=0"),
+        (None, None, {"strict": 1}, "strict=1, expected True or False"),
     ],
 )
 def test_bad_construction_is_rejected_before_claiming(

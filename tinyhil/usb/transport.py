@@ -109,6 +109,10 @@ class Usb3Transport:
 
     Asynchronous transfers (``bulk_write_async``, ``control_write_async``, ``control_read_async``) return distinct
     integer tags and are reaped with :meth:`bulk_wait`; see :mod:`tinyhil.usb.transfer_pool` for how errors latch.
+
+    It accepts what the USB3 class of the driver this project grew from accepts (docs/usb3-compat.md has the table).
+    ``strict=True`` also reports, with :class:`~tinyhil.errors.InvalidArgument`, the calls a board tolerates but that
+    are most likely mistakes: waiting on a tag that is not in flight.
     """
 
     def __init__(
@@ -119,6 +123,7 @@ class Usb3Transport:
         on_close: Callable[[], object] | None = None,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         pump_interval_s: float = DEFAULT_PUMP_INTERVAL_S,
+        strict: bool = False,
     ) -> None:
         if not isinstance(handle, UsbHandle):
             raise InvalidArgument(f"handle={handle!r}, expected a usb1.USBDeviceHandle-like object (UsbHandle)")
@@ -126,10 +131,15 @@ class Usb3Transport:
             raise InvalidArgument(f"events={events!r}, expected an object with handleEventsTimeout (a USB context)")
         if not isinstance(pump_interval_s, (int, float)) or not 0 < pump_interval_s <= 1:
             raise InvalidArgument(f"pump_interval_s={pump_interval_s!r}, expected a number of seconds in (0, 1]")
+        if type(strict) is not bool:
+            raise InvalidArgument(f"strict={strict!r}, expected True or False")
+        self.strict = strict
         self._handle = handle
         self._events = events
         self._on_close = on_close
-        self._pool = TransferPool(handle, events, max_in_flight=max_in_flight, pump_interval_s=pump_interval_s)
+        self._pool = TransferPool(
+            handle, events, max_in_flight=max_in_flight, pump_interval_s=pump_interval_s, strict=strict
+        )
         handle.claimInterface(BRIDGE_INTERFACE)
         self.closed = False
 
@@ -267,11 +277,14 @@ class Usb3Transport:
         return tag, buffer
 
     @requires_open
-    def bulk_wait(self, tag: int) -> None:
+    def bulk_wait(self, tag: int | None) -> None:
         """Pump USB events until transfer ``tag`` (bulk or control) completes and reap it.
 
+        A ``tag`` not in flight (``None``, never submitted, already reaped) has nothing to wait for and returns at
+        once, after the latched-error check, as on a board: a pipelined copy of one chunk waits on ``None``.
+
         Raises:
-            InvalidArgument: ``tag`` is not in flight (never submitted or already reaped).
+            InvalidArgument: strict mode only: ``tag`` is not in flight.
             usb1.USBError / ShortTransfer: the oldest latched failure of any async transfer, raised once; the
                 exception's ``.tag`` names the failed transfer.
             DeviceTimeout: the event pump never completed the transfer.
