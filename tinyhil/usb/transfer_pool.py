@@ -26,6 +26,7 @@ from typing import Any, Final, cast
 
 from tinyhil._check import check_int
 from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
+from tinyhil.spec.asm2464 import MAX_TIMEOUT_MS
 from tinyhil.usb import typed_usb1
 from tinyhil.usb.errors import ShortTransfer
 from tinyhil.usb.handle import EventPump, TransferCallback, UsbHandle, UsbTransfer
@@ -288,7 +289,8 @@ class TransferPool:
             if slot.done:
                 return
             if pumped == 1:
-                rounds = math.ceil(slot.timeout_ms / 1000 / interval_s) + in_flight + _PUMP_SLACK
+                timeout_ms = slot.timeout_ms or MAX_TIMEOUT_MS  # 0 is libusb's "forever": bound it by the cap
+                rounds = math.ceil(timeout_ms / 1000 / interval_s) + in_flight + _PUMP_SLACK
         raise DeviceTimeout(
             f"{slot.what} (tag {slot.tag}) did not complete after {rounds} event-pump rounds of "
             f"{interval_s}s (transfer timeout {slot.timeout_ms} ms): the event pump never "
