@@ -152,6 +152,7 @@ TRANSPORT_GUARDED = {
     "control_write_async",
     "pause",
     "reset_device",
+    "send_batch",
     "wait_all",
 }
 HANDLE_GUARDED = {

@@ -17,7 +17,8 @@ transfer that completes short raises :class:`~tinyhil.usb.errors.ShortTransfer`;
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Final, Literal, overload
 
@@ -25,6 +26,7 @@ from tinyhil._check import as_readonly_bytes, as_writable_bytes, check_int
 from tinyhil.errors import InvalidArgument
 from tinyhil.spec.asm2464 import BRIDGE_INTERFACE, BULK_IN_EP, BULK_OUT_EP, REQUEST_TYPE_IN, REQUEST_TYPE_OUT
 from tinyhil.usb import typed_usb1
+from tinyhil.usb.bot import CSW_BYTES, check_csw, pack_cbw
 from tinyhil.usb.bridge_io import MAX_TIMEOUT_MS, check_timeout_ms
 from tinyhil.usb.errors import ShortTransfer
 from tinyhil.usb.handle import EventPump, UsbHandle
@@ -39,6 +41,7 @@ DEFAULT_TIMEOUT_MS: Final = 1000
 DEFAULT_ASYNC_TIMEOUT_MS: Final = 10_000
 DEFAULT_MAX_IN_FLIGHT: Final = 64
 DEFAULT_PUMP_INTERVAL_S: Final = 0.05
+BOT_STATUS_TIMEOUT_MS: Final = 2000  # how long send_batch waits for a command's CSW
 
 
 # The synchronous control calls of the USB3 class this transport mirrors stage their data in a 0x1000-byte buffer and
@@ -193,6 +196,7 @@ class Usb3Transport:
         if type(strict) is not bool:
             raise InvalidArgument(f"strict={strict!r}, expected True or False")
         self.strict = strict
+        self._bot_tags = itertools.count(1)  # Bulk-Only Transport command tags, apart from the async transfer tags
         self._handle = handle
         self._events = events
         self._on_close = on_close
@@ -376,6 +380,34 @@ class Usb3Transport:
     def clear_error(self) -> tuple[BaseException, ...]:
         """Drop the latched errors that have not surfaced yet (after recovering); returns them, oldest first."""
         return self._pool.clear_error()
+
+    @requires_open
+    def send_batch(self, cdbs: Sequence[Any], odata: Sequence[Any | None] | None = None) -> None:
+        """Send SCSI commands over Bulk-Only Transport: per command its CBW, its data (``odata[i]``, if not
+        ``None``) and a 13-byte CSW read back (timeout 2 s) that must answer its tag with status 0.
+
+        Commands and data pair as ``zip`` pairs them (a shorter ``odata`` ends the batch early), as in the USB3
+        class this transport mirrors; strict mode refuses lists of different lengths. The custom firmware answers
+        no CBW, so on it (and on the emulated board) the first CBW times out (:mod:`tinyhil.usb.bot`).
+
+        Raises:
+            InvalidArgument: a command block that is not bytes-like or longer than 255 bytes; strict: one that is
+                empty or longer than 16 bytes, or ``odata`` of another length than ``cdbs``.
+            DeviceError: a CSW that does not answer the command with status 0.
+            usb1.USBError / ShortTransfer: as the bulk transfers raise them.
+        """
+        data_list: Sequence[Any | None] = [None] * len(cdbs) if odata is None else odata
+        if self.strict and len(data_list) != len(cdbs):
+            raise InvalidArgument(
+                f"send_batch({len(cdbs)} cdbs, {len(data_list)} odata): strict mode refuses it, expected one data "
+                "entry (or None) per command; a board is sent the first pairs only (docs/usb3-compat.md)"
+            )
+        for cdb, data in zip(cdbs, data_list, strict=False):
+            tag = next(self._bot_tags)
+            self.bulk_write(pack_cbw(tag, cdb, 0 if data is None else len(data), strict=self.strict))
+            if data is not None:
+                self.bulk_write(data)
+            check_csw(self.bulk_read(CSW_BYTES, timeout=BOT_STATUS_TIMEOUT_MS), tag)
 
     # --- device control ---
     @requires_open
