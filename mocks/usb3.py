@@ -148,7 +148,7 @@ class MockUSB3(Usb3Transport):
         function = Gfx1100Function(kernel=kernel, timing=gpu_timing, vram_bytes=vram)
         bridge = Asm2464(quirks=quirks, faults=faults, seed=seed, timing=timing, function=function, kernel=kernel,
                          usb3=usb3, **identity)  # fmt: skip
-        self._attach(bridge, mode, strict, transport_options)
+        self._attach(bridge, mode, {**transport_options, "strict": strict})
 
     @classmethod
     def over(
@@ -173,17 +173,15 @@ class MockUSB3(Usb3Transport):
                 "give those to Asm2464(...) or its function, or build a fresh board with MockUSB3(...)"
             )
         usb = cls.__new__(cls)
-        usb._attach(bridge, mode, strict, transport_options)
+        usb._attach(bridge, mode, {**transport_options, "strict": strict})
         return usb
 
-    def _attach(
-        self, bridge: Asm2464, mode: TransferMode | str, strict: bool, transport_options: dict[str, Any]
-    ) -> None:
+    def _attach(self, bridge: Asm2464, mode: TransferMode | str, transport_options: dict[str, Any]) -> None:
         self.bridge = bridge
         self.context = EmulatedUsbContext(bridge, mode=mode)
         handle, context = open_bridge_handle(context=self.context)
         try:
-            super().__init__(handle, context, on_close=context.close, strict=strict, **transport_options)
+            super().__init__(handle, context, on_close=context.close, **transport_options)
         except BaseException:
             handle.close()
             context.close()
