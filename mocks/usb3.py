@@ -134,7 +134,7 @@ class MockUSB3(Usb3Transport):
                 f"MockUSB3(device, {', '.join(map(repr, ignored))}): strict mode refuses positional arguments after "
                 "the device, which the real class ignores; give board options by keyword (docs/usb3-compat.md)"
             )
-        identity = {} if device is None else {"vendor_id": device.vendor_id, "product_id": device.product_id}
+        vendor_id, product_id = BRIDGE_VID_PIDS[0] if device is None else (device.vendor_id, device.product_id)
         kernel = EventKernel(seed)
         board_timing = timing if timing is not None else TimingModel.preset(DEFAULT_PRESET)
         gpu_timing = GpuTiming(system_bytes_per_us=max(1, board_timing.gpu_copy_bytes_per_s // 1_000_000))
@@ -147,7 +147,7 @@ class MockUSB3(Usb3Transport):
             )
         function = Gfx1100Function(kernel=kernel, timing=gpu_timing, vram_bytes=vram)
         bridge = Asm2464(quirks=quirks, faults=faults, seed=seed, timing=timing, function=function, kernel=kernel,
-                         usb3=usb3, **identity)  # fmt: skip
+                         usb3=usb3, vendor_id=vendor_id, product_id=product_id)  # fmt: skip
         self._attach(bridge, mode, {**transport_options, "strict": strict})
 
     @classmethod

@@ -263,7 +263,7 @@ class TransferPool:
         if not slot.done:
             self._pump_until_done(slot)
         if slot.bulk_endpoint is None:  # a control transfer's reap
-            del self._tag2slot[tag]
+            del self._tag2slot[slot.tag]
             slot.keepalive = None
             self._free.append(slot)
         else:
