@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import usb1
 
-from tinyhil.errors import InvalidArgument
+from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.mocks.usb3 import MockUSB3, MockUsbDevice
 from tinyhil.spec.asm2464 import BRIDGE_VID_PIDS, Xdata
 
@@ -26,6 +26,12 @@ def _wait_twice(usb: MockUSB3) -> None:
     tag = usb.control_write_async(0xE5, 0x5000, 0x12)
     usb.bulk_wait(tag)
     usb.bulk_wait(tag)
+
+
+def _submit_65(usb: MockUSB3) -> None:
+    for _ in range(65):
+        usb.control_write_async(0xE5, 0x5000, 0x12)
+    usb.wait_all()
 
 
 def _submit_and_wait(submit: Callable[[MockUSB3], Any]) -> Callable[[MockUSB3], None]:
@@ -94,6 +100,7 @@ TABLE: list[tuple[str, Callable[[MockUSB3], Any], Any, Any]] = [
         (usb1.USBErrorTimeout, ""),
         (usb1.USBErrorTimeout, ""),
     ),
+    ("65 async transfers in flight", _submit_65, OK, (StateError, "64 transfers are in flight (max_in_flight=64)")),
     ("send_batch odata shorter", lambda u: u.send_batch([INQUIRY], []), OK, STRICT),
     ("send_batch cdb of 17 bytes", lambda u: u.send_batch([bytes(17)]), (usb1.USBErrorTimeout, ""), STRICT),
 ]

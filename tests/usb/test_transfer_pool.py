@@ -192,6 +192,18 @@ def test_max_in_flight_is_enforced(usb_fake: ModuleType) -> None:
         transport.bulk_write_async(b"x")
 
 
+def test_no_cap_by_default_and_strict_mode_caps_at_64(usb_fake: ModuleType) -> None:
+    transport, _, _ = _setup(usb_fake)
+    tags = [transport.bulk_write_async(b"x") for _ in range(65)]
+    assert transport.in_flight == tuple(tags)
+    handle = usb_fake.ScriptedHandle()
+    strict = Usb3Transport(handle, usb_fake.ScriptedContext(handle), strict=True)
+    for _ in range(64):
+        strict.bulk_write_async(b"x")
+    with pytest.raises(StateError, match=r"64 transfers are in flight \(max_in_flight=64\)"):
+        strict.bulk_write_async(b"x")
+
+
 def test_waiting_twice_returns_and_strict_mode_names_the_reaped_tag(usb_fake: ModuleType) -> None:
     transport, _, _ = _setup(usb_fake)
     tag = transport.bulk_write_async(b"x")

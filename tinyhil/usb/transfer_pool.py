@@ -85,12 +85,18 @@ class TransferPool:
     """Pooled asynchronous bulk OUT and control transfers over one handle (see the module docstring)."""
 
     def __init__(
-        self, handle: UsbHandle, events: EventPump, *, max_in_flight: int, pump_interval_s: float, strict: bool = False
+        self,
+        handle: UsbHandle,
+        events: EventPump,
+        *,
+        max_in_flight: int | None,
+        pump_interval_s: float,
+        strict: bool = False,
     ) -> None:
         self._handle = handle
         self._strict = strict
         self._events = events
-        self._max_in_flight = check_int("max_in_flight", max_in_flight, min_value=1)
+        self._max_in_flight = None if max_in_flight is None else check_int("max_in_flight", max_in_flight, min_value=1)
         self._pump_interval_s = pump_interval_s
         self._free: deque[_Slot] = deque()
         self._allocated: list[UsbTransfer] = []
@@ -150,7 +156,7 @@ class TransferPool:
     def _take(self) -> _Slot:
         """A free slot, registered in flight under a new tag (registered before submit: an implementation may
         complete the transfer, and call back, inside submit())."""
-        if len(self._tag2slot) >= self._max_in_flight:
+        if self._max_in_flight is not None and len(self._tag2slot) >= self._max_in_flight:
             raise StateError(
                 f"{len(self._tag2slot)} transfers are in flight (max_in_flight={self._max_in_flight}); "
                 f"reap some with bulk_wait() before submitting more (in flight: {self.in_flight})"

@@ -39,7 +39,7 @@ U8_MAX: Final = 0xFF
 U16_MAX: Final = 0xFFFF  # wValue, wIndex, wLength
 DEFAULT_TIMEOUT_MS: Final = 1000
 DEFAULT_ASYNC_TIMEOUT_MS: Final = 10_000
-DEFAULT_MAX_IN_FLIGHT: Final = 64
+DEFAULT_MAX_IN_FLIGHT: Final = 64  # strict mode's cap when none is given (a board, and the default, have none)
 DEFAULT_PUMP_INTERVAL_S: Final = 0.05
 BOT_STATUS_TIMEOUT_MS: Final = 2000  # how long send_batch waits for a command's CSW
 
@@ -174,7 +174,8 @@ class Usb3Transport:
     It accepts what the USB3 class of the driver this project grew from accepts (docs/usb3-compat.md has the table).
     ``strict=True`` also reports, with :class:`~tinyhil.errors.InvalidArgument`, the calls a board tolerates but that
     are most likely mistakes: a wait on a tag that is not in flight, a timeout of 0 (forever), a zero-length bulk
-    transfer or control IN.
+    transfer or control IN; and it caps the asynchronous transfers in flight at 64 unless ``max_in_flight`` says
+    otherwise (by default, as on a board, there is no cap).
     """
 
     def __init__(
@@ -183,7 +184,7 @@ class Usb3Transport:
         events: EventPump,
         *,
         on_close: Callable[[], object] | None = None,
-        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        max_in_flight: int | None = None,
         pump_interval_s: float = DEFAULT_PUMP_INTERVAL_S,
         strict: bool = False,
     ) -> None:
@@ -201,7 +202,11 @@ class Usb3Transport:
         self._events = events
         self._on_close = on_close
         self._pool = TransferPool(
-            handle, events, max_in_flight=max_in_flight, pump_interval_s=pump_interval_s, strict=strict
+            handle,
+            events,
+            max_in_flight=DEFAULT_MAX_IN_FLIGHT if max_in_flight is None and strict else max_in_flight,
+            pump_interval_s=pump_interval_s,
+            strict=strict,
         )
         handle.claimInterface(BRIDGE_INTERFACE)
         self.closed = False
@@ -314,7 +319,8 @@ class Usb3Transport:
         so leave it unchanged until the tag is reaped. The transport keeps it alive until then.
 
         Raises:
-            StateError: ``max_in_flight`` transfers are already in flight.
+            StateError: ``max_in_flight`` transfers are already in flight (no cap unless one is given; strict
+                mode's default is 64).
             usb1.USBError: the transfer could not be submitted.
         """
         view = _check_payload("bulk_write_async", "payload", payload, strict=self.strict)
