@@ -15,6 +15,13 @@ against the transport runs unchanged on both::
 
     MockUSB3(mode="timed", quirks=Quirks(full_window_corruption=True), faults=plan, seed=7)
 
+    (device, name), = MockUSB3.list_devices(0xADD1, 0x0001)  # as the real USB3 class finds a board: "usb:2-2"
+    MockUSB3(device)                                       # and opens it (a fresh board with that identity)
+    MockUSB3(strict=True)                                  # also refuse what a board tolerates but is likely a bug
+
+It accepts the calls the USB3 class of the driver this project grew from accepts (docs/usb3-compat.md has the
+table); ``strict=True`` reports, with ``InvalidArgument``, the misuse a board tolerates.
+
 Modes (docs/asm2464.md "Modes: sync and timed"): ``"sync"`` (default) completes asynchronous transfers at submit, so
 ``bulk_wait`` returns at once; ``"timed"`` completes them on the virtual clock by the board's timing model and
 reads an OUT payload at completion, so a driver that reuses a staging buffer before reaping sends the new bytes.
@@ -22,6 +29,7 @@ reads an OUT payload at completion, so a driver that reuses a staging buffer bef
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 from tinyhil.emulators.amdgpu import DEFAULT_GFX_TARGET_VERSION, AmdGpu, BridgedFunction, GpuTiming
@@ -33,10 +41,21 @@ from tinyhil.emulators.pcie import DEFAULT_VRAM_BYTES
 from tinyhil.emulators.timing import DEFAULT_PRESET, TimingModel
 from tinyhil.errors import InvalidArgument, StateError
 from tinyhil.mocks.usb.context import EmulatedUsbContext, TransferMode
+from tinyhil.mocks.usb.device import FIRST_ADDRESS, SUPERSPEED_BUS
+from tinyhil.spec.asm2464 import BRIDGE_VID_PIDS
 from tinyhil.usb.backend import open_bridge_handle
 from tinyhil.usb.transport import Usb3Transport
 
-__all__ = ["MockUSB3"]
+__all__ = ["MockUSB3", "MockUsbDevice"]
+
+
+@dataclass(frozen=True, slots=True)
+class MockUsbDevice:
+    """A board as :meth:`MockUSB3.list_devices` lists it (the real class lists libusb devices); ``MockUSB3(device)``
+    opens a fresh board with this identity."""
+
+    vendor_id: int
+    product_id: int
 
 
 # What builds a board's parts; the fresh form rejects them and names the given-parts form instead.
@@ -55,24 +74,42 @@ class MockUSB3(Usb3Transport):
       110000 (gfx1100): no other GPU's register interface is modelled on the USB path (gfx1201 and gfx950 run on
       MOCKKFD+AMD). ``faults`` is a :class:`FaultPlan`, ``timing`` a :class:`TimingModel`, ``usb3=False`` a USB2
       link.
+    - A listed device: ``MockUSB3(device)``, ``device`` from :meth:`list_devices`, as the real class is opened; the
+      same fresh board, with the device's VID:PID. Further positional arguments are ignored, as the real class
+      ignores them (strict mode refuses them).
     - Given parts: :meth:`over` plugs in a bridge the caller built (``Asm2464(function=..., kernel=..., seed=...,
       faults=...)``), for another PCIe function or a virtual clock shared with other devices.
 
-    ``mode`` (``"sync"`` or ``"timed"``) and ``transport_options`` (for :class:`Usb3Transport`) apply to both.
+    ``mode`` (``"sync"`` or ``"timed"``), ``strict`` and ``transport_options`` (for :class:`Usb3Transport`) apply to
+    every form.
 
     Attributes:
         bridge: the :class:`~tinyhil.emulators.asm2464.Asm2464` emulator behind the handle.
         context: the emulated ``usb1`` context (its ``kernel`` is the virtual clock).
 
     Raises:
-        InvalidArgument: a parts option (``bridge``, ``function``, ``kernel``) given to the fresh form, or a bad
-            board option.
+        InvalidArgument: a parts option (``bridge``, ``function``, ``kernel``) given to the fresh form, a bad board
+            option, a ``device`` that :meth:`list_devices` did not return, or (strict) extra positional arguments.
     """
+
+    @classmethod
+    def list_devices(cls, vendor: int, dev: int) -> list[tuple[MockUsbDevice, str]]:
+        """The boards with USB ``vendor:dev`` as the real class lists them, ``[(device, "usb:BUS-ADDRESS")]``.
+
+        A fresh board is one at ``BRIDGE_VID_PIDS[0]`` (``0xADD1:0x0001``), at the bus and address the emulated
+        ``usb1`` stack gives the first board; any other ``vendor:dev`` lists nothing, as on a machine without it.
+        """
+        if (vendor, dev) != BRIDGE_VID_PIDS[0]:
+            return []
+        return [(MockUsbDevice(vendor, dev), f"usb:{SUPERSPEED_BUS}-{FIRST_ADDRESS}")]
 
     def __init__(
         self,
-        *,
+        device: MockUsbDevice | None = None,
+        /,
+        *ignored: object,
         mode: TransferMode | str = TransferMode.SYNC,
+        strict: bool = False,
         seed: int = 0,
         faults: FaultPlan | None = None,
         quirks: Quirks | None = None,
@@ -88,6 +125,16 @@ class MockUSB3(Usb3Transport):
                 f"MockUSB3({', '.join(f'{name}=...' for name in parts)}): a fresh board takes no parts; build them "
                 "and pass the bridge: MockUSB3.over(Asm2464(function=..., kernel=..., seed=..., faults=...), mode=...)"
             )
+        if device is not None and not isinstance(device, MockUsbDevice):
+            raise InvalidArgument(
+                f"MockUSB3({device!r}): expected a device from MockUSB3.list_devices(vendor, dev), or none"
+            )
+        if strict and ignored:
+            raise InvalidArgument(
+                f"MockUSB3(device, {', '.join(map(repr, ignored))}): strict mode refuses positional arguments after "
+                "the device, which the real class ignores; give board options by keyword (docs/usb3-compat.md)"
+            )
+        vendor_id, product_id = BRIDGE_VID_PIDS[0] if device is None else (device.vendor_id, device.product_id)
         kernel = EventKernel(seed)
         board_timing = timing if timing is not None else TimingModel.preset(DEFAULT_PRESET)
         gpu_timing = GpuTiming(system_bytes_per_us=max(1, board_timing.gpu_copy_bytes_per_s // 1_000_000))
@@ -100,12 +147,17 @@ class MockUSB3(Usb3Transport):
             )
         function = Gfx1100Function(kernel=kernel, timing=gpu_timing, vram_bytes=vram)
         bridge = Asm2464(quirks=quirks, faults=faults, seed=seed, timing=timing, function=function, kernel=kernel,
-                         usb3=usb3)  # fmt: skip
-        self._attach(bridge, mode, transport_options)
+                         usb3=usb3, vendor_id=vendor_id, product_id=product_id)  # fmt: skip
+        self._attach(bridge, mode, {**transport_options, "strict": strict})
 
     @classmethod
     def over(
-        cls, bridge: Asm2464, *, mode: TransferMode | str = TransferMode.SYNC, **transport_options: Any
+        cls,
+        bridge: Asm2464,
+        *,
+        mode: TransferMode | str = TransferMode.SYNC,
+        strict: bool = False,
+        **transport_options: Any,
     ) -> MockUSB3:
         """The transport to a board the caller built (given parts): ``MockUSB3.over(Asm2464(function=fn))``.
 
@@ -121,7 +173,7 @@ class MockUSB3(Usb3Transport):
                 "give those to Asm2464(...) or its function, or build a fresh board with MockUSB3(...)"
             )
         usb = cls.__new__(cls)
-        usb._attach(bridge, mode, transport_options)
+        usb._attach(bridge, mode, {**transport_options, "strict": strict})
         return usb
 
     def _attach(self, bridge: Asm2464, mode: TransferMode | str, transport_options: dict[str, Any]) -> None:
@@ -156,6 +208,11 @@ class MockUSB3(Usb3Transport):
                 "(what a fresh MockUSB3 has; MockUSB3.over(bridge) keeps the bridge's own function)"
             )
         return function.gpu
+
+    @property
+    def product(self) -> str:
+        """The board's USB product string, as the real class reads it on opening (``custom...``)."""
+        return self.bridge.product
 
     @property
     def mode(self) -> TransferMode:

@@ -12,10 +12,10 @@ from tinyhil.mocks.usb.handle import EmulatedUsbDeviceHandle
 if TYPE_CHECKING:
     from tinyhil.mocks.usb.context import EmulatedUsbContext
 
-__all__ = ["EmulatedUsbDevice"]
+__all__ = ["FIRST_ADDRESS", "SUPERSPEED_BUS", "EmulatedUsbDevice"]
 
-_SUPERSPEED_BUS: Final = 2  # Linux puts SuperSpeed devices on the xHCI's USB3 root hub, typically bus 2
-_FIRST_ADDRESS: Final = 2
+SUPERSPEED_BUS: Final = 2  # Linux puts SuperSpeed devices on the xHCI's USB3 root hub, typically bus 2
+FIRST_ADDRESS: Final = 2
 
 
 class EmulatedUsbDevice:
@@ -47,7 +47,7 @@ class EmulatedUsbDevice:
         return self._bridge.manufacturer
 
     def getBusNumber(self) -> int:
-        return _SUPERSPEED_BUS
+        return SUPERSPEED_BUS
 
     def getPortNumber(self) -> int:
         return self._position + 1
@@ -56,7 +56,7 @@ class EmulatedUsbDevice:
         return [self._position + 1]
 
     def getDeviceAddress(self) -> int:
-        return _FIRST_ADDRESS + self._position
+        return FIRST_ADDRESS + self._position
 
     def getDeviceSpeed(self) -> int:
         return int(usb1.SPEED_SUPER_PLUS if self._bridge.usb3 else usb1.SPEED_HIGH)

@@ -114,6 +114,18 @@ def test_a_failed_transfer_raises_once_at_the_next_wait_with_its_tag(usb_fake: M
     assert transport.in_flight == ()
 
 
+def test_a_wait_on_a_tag_not_in_flight_still_surfaces_a_latched_error(usb_fake: ModuleType) -> None:
+    stall = usb1.USBErrorPipe(usb1.ERROR_PIPE)
+    transport, _, _ = _setup(usb_fake, usb_fake.replies(stall))
+    tag = transport.bulk_write_async(bytes(512))
+    transport.pause(0.05)  # the pump completes the transfer; its stall latches
+    with pytest.raises(usb1.USBErrorPipe) as raised:
+        transport.bulk_wait(None)
+    assert raised.value.tag == tag and transport.in_flight == (tag,)
+    transport.bulk_wait(tag)  # raised once already: the reap is quiet
+    assert transport.in_flight == ()
+
+
 def test_errors_surface_in_order_one_per_wait(usb_fake: ModuleType) -> None:
     errors = [usb1.USBErrorPipe(usb1.ERROR_PIPE), usb1.USBErrorNoDevice(usb1.ERROR_NO_DEVICE)]
     transport, _, _ = _setup(usb_fake, usb_fake.replies(*errors))
@@ -180,11 +192,30 @@ def test_max_in_flight_is_enforced(usb_fake: ModuleType) -> None:
         transport.bulk_write_async(b"x")
 
 
-def test_waiting_twice_names_the_reaped_tag(transport: Usb3Transport) -> None:
+def test_no_cap_by_default_and_strict_mode_caps_at_64(usb_fake: ModuleType) -> None:
+    transport, _, _ = _setup(usb_fake)
+    tags = [transport.bulk_write_async(b"x") for _ in range(65)]
+    assert transport.in_flight == tuple(tags)
+    handle = usb_fake.ScriptedHandle()
+    strict = Usb3Transport(handle, usb_fake.ScriptedContext(handle), strict=True)
+    for _ in range(64):
+        strict.bulk_write_async(b"x")
+    with pytest.raises(StateError, match=r"64 transfers are in flight \(max_in_flight=64\)"):
+        strict.bulk_write_async(b"x")
+
+
+def test_waiting_twice_returns_and_strict_mode_names_the_reaped_tag(usb_fake: ModuleType) -> None:
+    transport, _, _ = _setup(usb_fake)
     tag = transport.bulk_write_async(b"x")
     transport.bulk_wait(tag)
-    with pytest.raises(InvalidArgument, match=rf"tag={tag}, expected a tag in flight \(\) \(already reaped\)"):
-        transport.bulk_wait(tag)
+    transport.bulk_wait(tag)  # nothing to wait for, as on a board
+    handle = usb_fake.ScriptedHandle(usb_fake.ok)
+    strict = Usb3Transport(handle, usb_fake.ScriptedContext(handle), strict=True)
+    tag = strict.bulk_write_async(b"x")
+    strict.bulk_wait(tag)
+    with pytest.raises(InvalidArgument, match=rf"bulk_wait\(tag={tag}\): strict mode, expected a tag in flight \(\) "
+                       r"\(already reaped\)"):  # fmt: skip
+        strict.bulk_wait(tag)
 
 
 def test_a_pump_that_never_completes_times_out_instead_of_hanging(usb_fake: ModuleType) -> None:

@@ -162,25 +162,20 @@ BAD_INPUTS = [
     ("control_write", (0xF0, 0x10000), {}, "value=65536, expected an int <= 65535"),
     ("control_write", (0xF0, 0, 0x10000), {}, "index=65536"),
     ("control_write", (0xF0, 0, 0, "text"), {}, "data=str object, expected a bytes-like object"),
-    ("control_write", (0xF0, 0, 0, bytes(0x10000)), {}, "expected at most 0xffff (wLength)"),
-    ("control_write", (0xF0,), {"timeout": 0}, "timeout (ms)=0, expected an int >= 1"),
+    ("control_write", (0xF0, 0, 0, bytes(0x1001)), {}, "control_write(data of 0x1001 bytes): expected at most 0x1000"),
+    ("control_write_async", (0xF0, 0, 0, bytes(0x10000)), {}, "expected at most 0xffff bytes (wLength)"),
+    ("control_write", (0xF0,), {"timeout": -1}, "timeout (ms)=-1, expected an int >= 1"),
     ("control_write", (True,), {}, "request=True, expected an int"),
     ("control_write", (0xF0, False), {}, "value=False, expected an int"),
     ("control_write", (0xF0, 0, 1.0), {}, "index=1.0, expected an int"),
     ("control_write", (0xF0,), {"timeout": True}, "timeout (ms)=True"),
-    ("control_read", (0xE4, 0), {}, "length=0, expected an int >= 1"),
-    ("control_read", (0xE4, 0x10000), {}, "length=65536"),
+    ("control_read", (0xE4, 0x1001), {}, "control_read(length=0x1001): expected at most 0x1000 bytes"),
+    ("control_read_async", (0xE4, 0x10000), {}, "length=65536, expected an int <= 65535"),
     ("control_read", (0xE4, 1.5), {}, "length=1.5, expected an int"),
-    ("bulk_write", (b"",), {}, "payload of 0 bytes, expected at least 1 byte"),
     ("bulk_write", (np.zeros((4, 4), dtype=np.uint8)[:, ::2],), {}, "non-contiguous"),
     ("bulk_write", (b"x",), {"timeout": -5}, "timeout (ms)=-5"),
-    ("bulk_read", (0,), {}, "length=0"),
-    ("bulk_write_async", (b"",), {}, "payload of 0 bytes"),
-    ("bulk_write_async", (b"x",), {"timeout": 0}, "timeout (ms)=0"),
+    ("bulk_read", (-1,), {}, "length=-1, expected an int >= 0"),
     ("control_write_async", (0x1FF,), {}, "request=511"),
-    ("control_read_async", (0xE4, 0), {}, "length=0"),
-    ("bulk_wait", (99,), {}, "tag=99, expected a tag in flight () (never submitted)"),
-    ("bulk_wait", ("1",), {}, "tag='1'"),
     ("clear_halt", (0x01,), {}, "endpoint=1, expected 0x02 or 0x81"),
     ("pause", (-1,), {}, "seconds=-1, expected a number of seconds in [0, 60]"),
     ("pause", ("1",), {}, "seconds='1'"),
@@ -206,6 +201,39 @@ def test_bad_inputs_raise_invalid_argument_and_send_nothing(
     assert handle.calls == [] and transport.in_flight == ()
 
 
+# What a board accepts and strict mode refuses: (call, args, kwargs, the strict message, calls sent without strict).
+STRICT_ONLY = [
+    ("bulk_wait", (99,), {}, "bulk_wait(tag=99): strict mode, expected a tag in flight () (never submitted)", 0),
+    ("bulk_wait", (None,), {}, "bulk_wait(tag=None): strict mode", 0),
+    ("bulk_wait", ("1",), {}, "bulk_wait(tag='1'): strict mode", 0),
+    ("control_write", (0xF0,), {"timeout": 0}, "control_write(timeout=0): strict mode refuses it, 0 is libusb's", 1),
+    ("control_read", (0xE4, 0), {}, "control_read(length=0): strict mode refuses it, a zero-length transfer", 1),
+    ("bulk_write", (b"",), {}, "bulk_write(payload of 0 bytes): strict mode refuses it, a zero-length packet", 1),
+    ("bulk_read", (0,), {}, "bulk_read(length=0): strict mode refuses it", 1),
+    ("bulk_read", (4,), {"timeout": 0}, "bulk_read(timeout=0): strict mode", 1),
+    ("bulk_write_async", (b"",), {}, "bulk_write_async(payload of 0 bytes): strict mode", 1),
+    ("bulk_write_async", (b"x",), {"timeout": 0}, "bulk_write_async(timeout=0): strict mode", 1),
+    ("control_read_async", (0xE4, 0), {}, "control_read_async(length=0): strict mode", 1),
+    ("control_write_async", (0xF0,), {"timeout": 0}, "control_write_async(timeout=0): strict mode", 1),
+]
+
+
+@pytest.mark.parametrize(("op", "args", "kwargs", "message", "sent"), STRICT_ONLY, ids=[row[3] for row in STRICT_ONLY])
+def test_what_a_board_accepts_goes_out_and_strict_mode_refuses_it(
+    usb_fake: ModuleType, op: str, args: tuple[Any, ...], kwargs: dict[str, Any], message: str, sent: int
+) -> None:
+    lenient, handle = _transport(usb_fake, usb_fake.ok)
+    getattr(lenient, op)(*args, **kwargs)
+    lenient.wait_all()  # an asynchronous call reaches the handle's record when its transfer is reaped
+    assert len(handle.calls) == sent
+    if kwargs.get("timeout") == 0:
+        assert handle.calls[0].timeout == 0, "libusb's 'forever' goes out as 0"
+    strict, handle = _transport(usb_fake, usb_fake.ok, strict=True)
+    with pytest.raises(InvalidArgument) as raised:
+        getattr(strict, op)(*args, **kwargs)
+    assert message in str(raised.value) and handle.calls == [] and strict.in_flight == ()
+
+
 @pytest.mark.parametrize(
     ("handle_arg", "events_arg", "kwargs", "message"),
     [
@@ -213,6 +241,7 @@ def test_bad_inputs_raise_invalid_argument_and_send_nothing(
         (None, object(), {}, "expected an object with handleEventsTimeout"),
         (None, None, {"pump_interval_s": 0}, "pump_interval_s=0"),
         (None, None, {"max_in_flight": 0}, "max_in_flight=0"),
+        (None, None, {"strict": 1}, "strict=1, expected True or False"),
     ],
 )
 def test_bad_construction_is_rejected_before_claiming(

@@ -36,7 +36,7 @@ from tinyhil.spec.asm2464 import (
     Xdata,
     config_address,
 )
-from tinyhil.usb.bridge_io import AsyncBridgeIO, BridgeIO
+from tinyhil.usb.bridge_io import AsyncBridgeIO, BridgeIO, check_timeout_ms
 
 __all__ = ["Asm2464Controller"]
 
@@ -217,7 +217,9 @@ class Asm2464Controller:
             raise InvalidArgument(
                 f"wire of {view.nbytes:#x} bytes, expected a whole number of {SECTOR_BYTES}-byte sectors"
             )
-        return transport.bulk_write_async(view) if timeout is None else transport.bulk_write_async(view, timeout)
+        if timeout is None:
+            return transport.bulk_write_async(view)
+        return transport.bulk_write_async(view, check_timeout_ms(timeout))  # the client's rule: never "forever"
 
     def reap(self, *tags: int) -> None:
         """Wait for the asynchronous transfers ``tags``, in order, and reap them; the oldest failure of any

@@ -6,6 +6,7 @@
   ``check_timeout_ms``, the one check of a timeout.
 - :mod:`tinyhil.usb.transfer_pool`: ``TransferPool`` (tags, reaping, error latching).
 - :mod:`tinyhil.usb.backend`: ``open_usb3``, ``list_bridges``, ``probe_usb3`` over ``usb1`` and the system libusb.
+- :mod:`tinyhil.usb.bot`: Bulk-Only Transport framing (CBW, CSW) for ``Usb3Transport.send_batch``.
 - :mod:`tinyhil.usb.errors`: ``BridgeUnavailable``, ``ShortTransfer``.
 - :mod:`tinyhil.usb.typed_usb1`: the parts of ``usb1`` tinyhil uses (its errors, transfer statuses, a context),
   typed.

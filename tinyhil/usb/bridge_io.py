@@ -70,8 +70,9 @@ class AsyncBridgeIO(BridgeIO, Protocol):
     def bulk_read_into(self, buffer: Any, timeout: int = 1000) -> None:
         """Bulk IN on 0x81 of exactly ``len(buffer)`` bytes into ``buffer`` (an asynchronous transfer, reaped)."""
 
-    def bulk_wait(self, tag: int) -> None:
-        """Pump events until ``tag`` completes; raises the oldest latched async failure once."""
+    def bulk_wait(self, tag: int | None) -> None:
+        """Pump events until ``tag`` completes (a tag not in flight, ``None`` too, returns at once); raises the
+        oldest latched async failure once."""
 
     def clear_error(self) -> tuple[BaseException, ...]:
         """Drop latched async failures that have not surfaced (after recovering); returns them."""

@@ -2,7 +2,9 @@
 
 A submission takes a transfer from the pool (allocating one with ``getTransfer`` only when none is free), keeps the
 caller's payload alive, and returns a tag; tags are distinct for the life of the pool. ``wait(tag)`` pumps the event
-pump until that transfer has completed, returns it to the pool, and then surfaces a latched error, if any.
+pump until that transfer has completed, returns it to the pool, and then surfaces a latched error, if any. A tag that
+is not in flight (``None``, one already reaped) has nothing to wait for: ``wait`` only surfaces a latched error, as the
+USB3 class of the driver this transport mirrors does (docs/usb3-compat.md); a strict pool raises instead.
 
 Errors latch: a failed asynchronous transfer records its ``usb1`` error (the class libusb's synchronous API would
 raise for that status, with ``.transferred`` / ``.received`` set on timeouts) or a :class:`ShortTransfer`. Each
@@ -24,6 +26,7 @@ from typing import Any, Final, cast
 
 from tinyhil._check import check_int
 from tinyhil.errors import DeviceTimeout, InvalidArgument, StateError
+from tinyhil.spec.asm2464 import MAX_TIMEOUT_MS
 from tinyhil.usb import typed_usb1
 from tinyhil.usb.errors import ShortTransfer
 from tinyhil.usb.handle import EventPump, TransferCallback, UsbHandle, UsbTransfer
@@ -81,10 +84,19 @@ class _Slot:
 class TransferPool:
     """Pooled asynchronous bulk OUT and control transfers over one handle (see the module docstring)."""
 
-    def __init__(self, handle: UsbHandle, events: EventPump, *, max_in_flight: int, pump_interval_s: float) -> None:
+    def __init__(
+        self,
+        handle: UsbHandle,
+        events: EventPump,
+        *,
+        max_in_flight: int | None,
+        pump_interval_s: float,
+        strict: bool = False,
+    ) -> None:
         self._handle = handle
+        self._strict = strict
         self._events = events
-        self._max_in_flight = check_int("max_in_flight", max_in_flight, min_value=1)
+        self._max_in_flight = None if max_in_flight is None else check_int("max_in_flight", max_in_flight, min_value=1)
         self._pump_interval_s = pump_interval_s
         self._free: deque[_Slot] = deque()
         self._allocated: list[UsbTransfer] = []
@@ -144,7 +156,7 @@ class TransferPool:
     def _take(self) -> _Slot:
         """A free slot, registered in flight under a new tag (registered before submit: an implementation may
         complete the transfer, and call back, inside submit())."""
-        if len(self._tag2slot) >= self._max_in_flight:
+        if self._max_in_flight is not None and len(self._tag2slot) >= self._max_in_flight:
             raise StateError(
                 f"{len(self._tag2slot)} transfers are in flight (max_in_flight={self._max_in_flight}); "
                 f"reap some with bulk_wait() before submitting more (in flight: {self.in_flight})"
@@ -230,11 +242,14 @@ class TransferPool:
         self._latched.clear()
         return dropped
 
-    def wait(self, tag: int) -> None:
+    def wait(self, tag: object) -> None:
         """Pump events until transfer ``tag`` completes, reap it, then raise the oldest latched error (once).
 
+        A ``tag`` not in flight (``None``, never submitted, already reaped) returns at once after the latched-error
+        check; a strict pool raises :class:`InvalidArgument` for it instead.
+
         Raises:
-            InvalidArgument: ``tag`` is not in flight (never submitted, or already reaped).
+            InvalidArgument: strict only: ``tag`` is not in flight.
             DeviceTimeout: the event pump never completed the transfer (a broken handle; real transfers time out).
             usb1.USBError / ShortTransfer: a latched error (``.tag`` names the failed transfer).
         """
@@ -243,12 +258,18 @@ class TransferPool:
         else:
             slot = self._tag2slot.get(tag) if isinstance(tag, int) and not isinstance(tag, bool) else None
         if slot is None:
-            state = "already reaped" if isinstance(tag, int) and 0 < tag < self._next_tag else "never submitted"
-            raise InvalidArgument(f"tag={tag!r}, expected a tag in flight {self.in_flight} ({state})")
+            if self._strict:
+                state = "already reaped" if isinstance(tag, int) and 0 < tag < self._next_tag else "never submitted"
+                raise InvalidArgument(
+                    f"bulk_wait(tag={tag!r}): strict mode, expected a tag in flight {self.in_flight} ({state}); "
+                    "without strict the wait returns at once, as on a board (docs/usb3-compat.md)"
+                )
+            self._surface()
+            return
         if not slot.done:
             self._pump_until_done(slot)
         if slot.bulk_endpoint is None:  # a control transfer's reap
-            del self._tag2slot[tag]
+            del self._tag2slot[slot.tag]
             slot.keepalive = None
             self._free.append(slot)
         else:
@@ -274,7 +295,8 @@ class TransferPool:
             if slot.done:
                 return
             if pumped == 1:
-                rounds = math.ceil(slot.timeout_ms / 1000 / interval_s) + in_flight + _PUMP_SLACK
+                timeout_ms = slot.timeout_ms or MAX_TIMEOUT_MS  # 0 is libusb's "forever": bound it by the cap
+                rounds = math.ceil(timeout_ms / 1000 / interval_s) + in_flight + _PUMP_SLACK
         raise DeviceTimeout(
             f"{slot.what} (tag {slot.tag}) did not complete after {rounds} event-pump rounds of "
             f"{interval_s}s (transfer timeout {slot.timeout_ms} ms): the event pump never "
