@@ -61,8 +61,8 @@ def collect(run_dir: Path, suite: Sequence[str], targets: Sequence[str], *, pyar
 
 
 def read_pairs(path: Path) -> list[dict[str, Any]]:
-    """The pairs ``--hil-collect`` wrote to ``path``, each field the run reads typed: ``arg``, ``target`` (a string or
-    null), ``requires`` (strings), ``skip`` (a reason or null).
+    """The pairs ``--hil-collect`` wrote to ``path``, each field the run reads typed: ``arg``, ``nodeid``, ``target``
+    (a string or null), ``requires`` (strings), ``skip`` (a reason or null).
 
     Raises:
         FileFormatError: over ``LIMITS["pairs"]``, not JSON, or a pair's field missing or of the wrong type.
@@ -72,6 +72,7 @@ def read_pairs(path: Path) -> list[dict[str, Any]]:
     for number, pair in enumerate(pairs):
         fields = Fields(pair, path, prefix=f"pairs[{number}].")
         fields.string("arg", max_len=_TEXT_MAX_CHARS)
+        fields.string("nodeid", max_len=_TEXT_MAX_CHARS)
         requires = fields.of_type("requires", list)
         if not all(isinstance(item, str) for item in requires or ()):
             raise fields.error("requires", f"{requires!r:.60}, expected a list of strings")

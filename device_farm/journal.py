@@ -95,7 +95,7 @@ def _check_result(fields: Fields) -> None:
     fields.integer("attempt", minimum=1)
     fields.string("outcome")
     fields.boolean("final")
-    for name in ("host", "reason"):
+    for name in ("host", "reason", "longrepr", "stdout", "stderr", "log"):
         fields.string(name, required=False, max_len=_TEXT_MAX_CHARS, empty=True)
     for name in ("infrastructure", "bundle"):
         fields.string(name, required=False, max_len=_TEXT_MAX_CHARS)
