@@ -79,6 +79,14 @@ def test_the_report_renders_in_chromium_with_the_right_counts(farm_run: Path) ->
             assert page.locator('#matrix td[data-outcome="skipped"]').count() == 1  # NULL refuses copyout
             assert page.locator("#failures li").count() == 2
             assert "wrong target" in page.locator("#failures").inner_text()
+            details = page.locator('#failures details[data-detail="longrepr"]')
+            assert details.count() == 2 and not details.first.evaluate("d => d.open")  # collapsed
+            assert not details.first.locator("pre").is_visible()
+            details.first.locator("summary").click()
+            assert "test_report_suite.py:" in details.first.locator("pre").inner_text()  # file:line, shown on click
+            page.locator('#matrix td[data-outcome="failed"] a').first.click()  # a failed cell leads to its failure
+            anchor = page.evaluate("location.hash")
+            assert anchor.startswith("#failure-") and page.locator(anchor).is_visible()
             assert page.locator("#timeline .lane").count() == 2  # one per board that ran something
             assert page.locator("#timeline .bar").count() == len(ran)
             widths = page.locator("#timeline .bar").evaluate_all(
