@@ -97,7 +97,7 @@ def _check_result(fields: Fields) -> None:
     fields.boolean("final")
     for name in ("host", "reason", "longrepr", "stdout", "stderr", "log"):
         fields.string(name, required=False, max_len=_TEXT_MAX_CHARS, empty=True)
-    for name in ("infrastructure", "bundle"):
+    for name in ("infrastructure", "bundle", "trace"):
         fields.string(name, required=False, max_len=_TEXT_MAX_CHARS)
     for name in ("duration_s", "started", "finished"):
         fields.number(name, required=False)

@@ -68,6 +68,7 @@ class Result:
     started: float = 0.0
     finished: float = 0.0
     bundle: str | None = None  # the failing test's reproduction bundle (--hil-repro-dir), when its shard wrote one
+    trace: str | None = None  # the USB trace that bundle keeps, when it keeps one
     longrepr: str = ""  # a failure's traceback and captured output (capped: tinyhil.fixtures.outcomes)
     stdout: str = ""
     stderr: str = ""
@@ -89,6 +90,7 @@ class _Attempt:
     started: float = 0.0
     finished: float = 0.0
     bundle: str | None = None
+    trace: str | None = None
     details: Mapping[str, str] = field(default_factory=dict)  # a failure's longrepr, stdout, stderr and log
 
     @classmethod
@@ -101,7 +103,8 @@ class _Attempt:
         """A shard's ``result`` event: its phases' serialized reports, classified by the one rule."""
         test = classify(event.get("reports", ()))
         return cls(test.outcome, test.reason, event.get("infrastructure"), test.duration_s, event.get("started", 0.0),
-                   event.get("finished", 0.0), event.get("bundle"), test.details())  # fmt: skip
+                   event.get("finished", 0.0), event.get("bundle"), event.get("trace"),
+                   test.details())  # fmt: skip
 
 
 class EngineLost(TinyHilError, RuntimeError):
@@ -212,7 +215,7 @@ class FarmEngine:
         self._cond.notify_all()
         result = Result(pair.key, pair.name, pair.target, board, host, attempt, done.outcome, done.duration_s,
                         done.reason, done.infrastructure, final, done.started, done.finished, done.bundle,
-                        **done.details)  # fmt: skip
+                        done.trace, **done.details)  # fmt: skip
         self._call(state, self._on_result, result)
 
     def _call(self, state: _State, callback: Callable[..., None], *args: Any) -> None:

@@ -95,8 +95,12 @@ class PairReport:
 
     @property
     def artifacts(self) -> dict[str, str]:
-        """What tinyhil made for this pair's failure, by kind (``bundle``: its reproduction bundle's directory)."""
-        return {} if self.bundle is None else {"bundle": self.bundle}
+        """What tinyhil made for this pair's failure, by kind (``bundle``: its reproduction bundle's directory;
+        ``trace``: the USB trace the bundle keeps)."""
+        if self.bundle is None:
+            return {}
+        trace = self.final.get("trace")
+        return {"bundle": self.bundle, **({"trace": str(trace)} if trace else {})}
 
     @property
     def details(self) -> dict[str, str]:
