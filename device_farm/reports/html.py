@@ -123,10 +123,11 @@ def _matrix(reports: Sequence[PairReport], anchors: Mapping[int, str]) -> str:
     return f'<table id="matrix"><thead><tr><th>test</th>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def _listing(element_id: str, items: Sequence[str], empty: str) -> str:
+def _listing(element_id: str, items: Sequence[str], empty: str, *, elements: bool = False) -> str:
+    """A list of ``items`` (HTML; ``elements``: each already its own ``<li>``), or ``empty`` when there is none."""
     if not items:
         return f'<p id="{element_id}" data-count="0">{_e(empty)}</p>'
-    listed = "".join(i if i.startswith("<li") else f"<li>{i}</li>" for i in items)
+    listed = "".join(items) if elements else "".join(f"<li>{i}</li>" for i in items)
     return f'<ul id="{element_id}" data-count="{len(items)}">{listed}</ul>'
 
 
@@ -178,7 +179,7 @@ def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any]) -> st
 <h1>tinyhil farm run {run_id}</h1>{banner}
 <p id="totals" data-pairs="{len(reports)}">{len(reports)} test x target pairs: {_e(totals)}</p>
 <h2>Matrix</h2>{_matrix(reports, anchors)}
-<h2>Failures</h2>{_listing("failures", failures, "No failures.")}
+<h2>Failures</h2>{_listing("failures", failures, "No failures.", elements=True)}
 <h2>Flaky</h2>{_listing("flaky", flaky, "No flaky tests.")}
 <h2>Quarantined</h2>{_listing("quarantined", quarantined, "Nothing quarantined.")}
 <h2>Boards</h2><table id="boards"><thead><tr><th>board</th><th>host</th><th>health</th><th>why</th></tr></thead>
