@@ -8,16 +8,17 @@ caller's working directory (and any pytest configuration in it) does not leak in
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from tinyhil.errors import InvalidArgument
 from tinyhil.loading import LIMITS, Fields, parse_json, read_capped
 
-__all__ = ["PAIRS_NAME", "CollectionFailed", "collect", "pytest_command", "read_pairs"]
+__all__ = ["PAIRS_NAME", "CollectionFailed", "collect", "pytest_command", "read_pairs", "report_id"]
 
 PAIRS_NAME: Final = "pairs.json"
 _INI: Final = "[pytest]\njunit_family = xunit1\n"
@@ -31,6 +32,21 @@ def pytest_command(report_dir: Path) -> list[str]:
     ini = report_dir / "pytest.ini"
     ini.write_text(_INI)
     return [sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(report_dir), "-p", "no:cacheprovider"]
+
+
+def report_id(pair: Mapping[str, Any], suite: Sequence[str]) -> str:
+    """How the run's reports name ``pair``'s test: its file's path relative to the suite's root (the directory the
+    suite's paths share; a file's own directory), then its name in the file, as pytest's node ids write it. The same
+    suite in two checkouts gives the same ids. A suite of packages (``--pyargs``) keeps pytest's node id."""
+    path, sep, name = str(pair["arg"]).partition("::")
+    dirs = [str(Path(e) if Path(e).is_dir() else Path(e).parent) for e in suite if Path(e).exists()]
+    if not dirs or not sep:
+        return str(pair["nodeid"])
+    try:
+        relative = Path(path).relative_to(os.path.commonpath(dirs))
+    except ValueError:  # outside the suite's root (a conftest's own collector): pytest's id
+        return str(pair["nodeid"])
+    return f"{relative.as_posix()}::{name}"
 
 
 class CollectionFailed(InvalidArgument):
@@ -61,8 +77,8 @@ def collect(run_dir: Path, suite: Sequence[str], targets: Sequence[str], *, pyar
 
 
 def read_pairs(path: Path) -> list[dict[str, Any]]:
-    """The pairs ``--hil-collect`` wrote to ``path``, each field the run reads typed: ``arg``, ``target`` (a string or
-    null), ``requires`` (strings), ``skip`` (a reason or null).
+    """The pairs ``--hil-collect`` wrote to ``path``, each field the run reads typed: ``arg``, ``nodeid``, ``target``
+    (a string or null), ``requires`` (strings), ``skip`` (a reason or null).
 
     Raises:
         FileFormatError: over ``LIMITS["pairs"]``, not JSON, or a pair's field missing or of the wrong type.
@@ -72,6 +88,7 @@ def read_pairs(path: Path) -> list[dict[str, Any]]:
     for number, pair in enumerate(pairs):
         fields = Fields(pair, path, prefix=f"pairs[{number}].")
         fields.string("arg", max_len=_TEXT_MAX_CHARS)
+        fields.string("nodeid", max_len=_TEXT_MAX_CHARS)
         requires = fields.of_type("requires", list)
         if not all(isinstance(item, str) for item in requires or ()):
             raise fields.error("requires", f"{requires!r:.60}, expected a list of strings")

@@ -8,6 +8,10 @@ pairs with no final result. Records::
      "board": "emu", "host": "lab-1", "attempt": 1, "outcome": "passed", "duration_s": 0.12, "reason": "",
      "infrastructure": null, "final": true}
 
+A failed or errored result also carries what the reports show of it: ``longrepr``, ``stdout``, ``stderr`` and
+``log`` (each capped, :mod:`tinyhil.fixtures.outcomes`), and ``bundle`` and ``trace`` when the shard wrote a
+reproduction bundle.
+
 A result with ``"final": false`` is an attempt lost to an infrastructure failure (``infrastructure`` says which)
 that the farm retries; the final record is what the reports show, and a pair has at most one (a second one is
 ignored and counted, so a result is never reported twice). A line that does not parse, or lacks a field, or the
@@ -95,9 +99,9 @@ def _check_result(fields: Fields) -> None:
     fields.integer("attempt", minimum=1)
     fields.string("outcome")
     fields.boolean("final")
-    for name in ("host", "reason"):
+    for name in ("host", "reason", "longrepr", "stdout", "stderr", "log"):
         fields.string(name, required=False, max_len=_TEXT_MAX_CHARS, empty=True)
-    for name in ("infrastructure", "bundle"):
+    for name in ("infrastructure", "bundle", "trace"):
         fields.string(name, required=False, max_len=_TEXT_MAX_CHARS)
     for name in ("duration_s", "started", "finished"):
         fields.number(name, required=False)

@@ -62,14 +62,20 @@ _DURATION_MAX_S: Final = 1e9  # a kept duration past 30 years is damage, not a m
 class Pair:
     """One test on one target, with the capabilities the test requires."""
 
-    node_id: str
+    node_id: str  # the argument that selects the test (its file's absolute path, in the run's processes)
     target: str
     requires: frozenset[str] = frozenset()
+    test_id: str = ""  # pytest's node id, relative to the suite's root; empty: ``node_id``
+
+    @property
+    def name(self) -> str:
+        """How reports name the test: its node id relative to the suite's root (the same in every checkout)."""
+        return self.test_id or self.node_id
 
     @property
     def key(self) -> str:
-        """How durations and results name the pair: ``node_id@target``."""
-        return f"{self.node_id}@{self.target}"
+        """How durations and results name the pair: ``name@target``."""
+        return f"{self.name}@{self.target}"
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -217,7 +223,7 @@ def select_pairs(pairs: Sequence[Pair], *, quarantine: Quarantine | None = None,
         if quarantine is None:
             raise InvalidArgument("--quarantine-verify runs the quarantined tests, expected --quarantine FILE too")
         active = quarantine.active(dt.date.today())
-        chosen = [p for p in chosen if any(e.matches(p.node_id, p.target, board=None) for e in active)]
+        chosen = [p for p in chosen if any(e.matches(p.name, p.target, board=None) for e in active)]
     if subset is not None:
         i, n = subset
         order = sorted(chosen, key=lambda p: p.key)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from tinyhil.device_farm.cluster.dask_cluster import DEFAULT_BOARD_GRACE_S, DEFAULT_SCHEDULER_GRACE_S
-from tinyhil.device_farm.collection import collect
+from tinyhil.device_farm.collection import collect, report_id
 from tinyhil.device_farm.engine import EngineLost, FarmEngine, Result
 from tinyhil.device_farm.engine.local import LocalEngine
 from tinyhil.device_farm.health.probes import probe_board
@@ -309,7 +309,8 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
     previous = read_journal(journal_path) if run.resume else None
     run_id = session.runner.run_id if session is not None else _run_id(run)
     collected = collect(run.run_dir, run.suite, targets, pyargs=run.pyargs, pytest_args=run.pytest_args)
-    pairs = [Pair(p["arg"], p["target"], frozenset(p["requires"])) for p in collected if p["target"]]
+    pairs = [Pair(p["arg"], p["target"], frozenset(p["requires"]), report_id(p, () if run.pyargs else run.suite))
+             for p in collected if p["target"]]  # fmt: skip
     with Journal(journal_path) as journal:
         if previous is None or previous.run is None:
             journal.append({"kind": "run", "run_id": run_id, "started": clock(), "pairs": len(pairs)})
@@ -339,11 +340,11 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         work = plan(routed, boards, durations=known, workers=run.workers)
         for pair in todo:
             if pair.node_id in skipped:
-                journal.append(Result(pair.key, pair.node_id, pair.target, "-", "-", 1, "skipped", 0.0,
+                journal.append(Result(pair.key, pair.name, pair.target, "-", "-", 1, "skipped", 0.0,
                                       skipped[pair.node_id]).record())  # fmt: skip
         for unroutable in work.unroutable:
             pair = unroutable.pair
-            journal.append(Result(pair.key, pair.node_id, pair.target, "-", "-", 1, "error", 0.0,
+            journal.append(Result(pair.key, pair.name, pair.target, "-", "-", 1, "error", 0.0,
                                   unroutable.reason).record())  # fmt: skip
         progress = Progress(len(todo), out)
 

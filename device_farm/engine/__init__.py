@@ -68,6 +68,11 @@ class Result:
     started: float = 0.0
     finished: float = 0.0
     bundle: str | None = None  # the failing test's reproduction bundle (--hil-repro-dir), when its shard wrote one
+    trace: str | None = None  # the USB trace that bundle keeps, when it keeps one
+    longrepr: str = ""  # a failure's traceback and captured output (capped: tinyhil.fixtures.outcomes)
+    stdout: str = ""
+    stderr: str = ""
+    log: str = ""
 
     def record(self) -> dict[str, Any]:
         """The journal record of this result."""
@@ -85,6 +90,8 @@ class _Attempt:
     started: float = 0.0
     finished: float = 0.0
     bundle: str | None = None
+    trace: str | None = None
+    details: Mapping[str, str] = field(default_factory=dict)  # a failure's longrepr, stdout, stderr and log
 
     @classmethod
     def lost(cls, cause: str) -> _Attempt:
@@ -96,7 +103,8 @@ class _Attempt:
         """A shard's ``result`` event: its phases' serialized reports, classified by the one rule."""
         test = classify(event.get("reports", ()))
         return cls(test.outcome, test.reason, event.get("infrastructure"), test.duration_s, event.get("started", 0.0),
-                   event.get("finished", 0.0), event.get("bundle"))  # fmt: skip
+                   event.get("finished", 0.0), event.get("bundle"), event.get("trace"),
+                   test.details())  # fmt: skip
 
 
 class EngineLost(TinyHilError, RuntimeError):
@@ -205,8 +213,9 @@ class FarmEngine:
             state.outstanding -= 1
             state.reported.add(pair.key)
         self._cond.notify_all()
-        result = Result(pair.key, pair.node_id, pair.target, board, host, attempt, done.outcome, done.duration_s,
-                        done.reason, done.infrastructure, final, done.started, done.finished, done.bundle)  # fmt: skip
+        result = Result(pair.key, pair.name, pair.target, board, host, attempt, done.outcome, done.duration_s,
+                        done.reason, done.infrastructure, final, done.started, done.finished, done.bundle,
+                        done.trace, **done.details)  # fmt: skip
         self._call(state, self._on_result, result)
 
     def _call(self, state: _State, callback: Callable[..., None], *args: Any) -> None:
@@ -356,7 +365,7 @@ class _ShardAccount:
                 self.host = str(event["host"])
             elif kind == "start" and nodeid in self.by_node and nodeid not in self.done:
                 self.running = nodeid
-                self.engine._call(self.state, self.engine._on_start, self.board.id, nodeid)
+                self.engine._call(self.state, self.engine._on_start, self.board.id, self.by_node[nodeid].name)
             elif kind == "lost" and self.running is not None:  # the test's process died; the shard goes on
                 self._lost(self.running, str(event["cause"]))
                 self.running = None

@@ -2,7 +2,9 @@
 
 Sections: a banner when the run is incomplete (``complete: false`` in the summary: it stopped before every pair
 ran; ``id="incomplete"``); the totals; the test x target matrix (each cell the outcome and the board that ran it);
-failures with their messages (and a link to the reproduction bundle, ``data-bundle``, when the pair left one); flaky
+failures with their messages (and a link to the reproduction bundle, ``data-bundle``, when the pair left one), each
+with its traceback, captured output and log records collapsed under it (``<details data-detail="longrepr">``, ...)
+and an anchor (``id="failure-N"``) that its matrix cell links to; flaky
 and quarantined tests; board health; and a timeline of which board ran what and when. Every element a reader or a test
 counts carries a ``data-`` attribute (``data-outcome``, ``data-board``, ``data-test``).
 """
@@ -20,7 +22,7 @@ from tinyhil.device_farm.reports.summary import PairReport, totals_line
 from tinyhil.fixtures.outcomes import FAILING
 from tinyhil.printable import printable
 
-__all__ = ["render_report", "write_report"]
+__all__ = ["failure_anchors", "render_report", "write_report"]
 
 _STYLE: Final = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -35,6 +37,8 @@ td.cell { font-size: 12px; white-space: nowrap; }
 .bar { position: absolute; top: 2px; height: 14px; min-width: 2px; opacity: .85; }
 .timeline-wrap { margin-left: 11em; }
 pre { white-space: pre-wrap; margin: 0; }
+details { margin: 2px 0 2px 1em; } summary { cursor: pointer; color: #444; }
+td.cell a { color: inherit; }
 .incomplete { background: #fde2b8; border: 2px solid #b35c00; padding: 6px 10px; }
 """
 
@@ -50,13 +54,37 @@ def _where(attempt: Mapping[str, Any]) -> str:
     return str(board) if host == "-" else f"{board} @ {host}"
 
 
-def _cell(report: PairReport) -> str:
+def _cell(report: PairReport, anchor: str | None) -> str:
     outcome = str(report.final["outcome"])
     classes = f"cell {outcome}" + (" quarantined" if report.quarantined else "")
     board, host = report.final.get("board") or "-", report.final.get("host") or "-"
     title = _e(report.final.get("reason") or outcome)
     return (f'<td class="{classes}" data-outcome="{_e(outcome)}" data-board="{_e(board)}" data-host="{_e(host)}" '
-            f'title="{title}">{_e(outcome)} · {_e(_where(report.final))}</td>')  # fmt: skip
+            f'title="{title}">{_linked(f"{_e(outcome)} · {_e(_where(report.final))}", anchor)}</td>')  # fmt: skip
+
+
+def _linked(text: str, anchor: str | None) -> str:
+    return text if anchor is None else f'<a href="#{_e(anchor)}">{text}</a>'
+
+
+_DETAIL_TITLES: Final = {"longrepr": "traceback", "stdout": "captured stdout", "stderr": "captured stderr",
+                         "log": "captured log"}  # fmt: skip
+
+
+def _failure(report: PairReport, anchor: str) -> str:
+    """A failure's line, its message, and its traceback, output and log each collapsed under it."""
+    details = "".join(f'<details data-detail="{name}"><summary>{_DETAIL_TITLES[name]}</summary>'
+                      f"<pre>{_e(text)}</pre></details>" for name, text in report.details.items())  # fmt: skip
+    duration = float(report.final.get("duration_s") or 0.0)
+    return (f'<li id="{_e(anchor)}" data-test="{_e(report.final["nodeid"])}"><b>{_e(report.final["nodeid"])}</b> '
+            f"on {_e(_where(report.final))} ({duration:.3f} s){_bundle_link(report)}"
+            f"<pre>{_e(report.final.get('reason'))}</pre>{details}</li>")  # fmt: skip
+
+
+def failure_anchors(reports: Sequence[PairReport]) -> dict[int, str]:
+    """The anchor (``failure-N``) of each failure the page lists (those that fail the run), by its report's index."""
+    listed = [i for i, r in enumerate(reports) if r.final["outcome"] in FAILING and r.quarantined is None]
+    return {i: f"failure-{n}" for n, i in enumerate(listed, 1)}
 
 
 def _bundle_link(report: PairReport) -> str:
@@ -78,27 +106,29 @@ def _flaky_line(report: PairReport) -> str:
     return f"{_e(final['nodeid'])}: {lost}; then {_e(final['outcome'])} on {_e(_where(final))}"
 
 
-def _matrix(reports: Sequence[PairReport]) -> str:
+def _matrix(reports: Sequence[PairReport], anchors: Mapping[int, str]) -> str:
     targets = sorted({str(r.final["target"]) for r in reports})
-    rows: dict[str, dict[str, PairReport]] = {}
-    for report in reports:
+    rows: dict[str, dict[str, tuple[PairReport, str | None]]] = {}
+    for index, report in enumerate(reports):
         target = str(report.final["target"])
-        rows.setdefault(row_name(str(report.final["nodeid"]), target), {})[target] = report
+        rows.setdefault(row_name(str(report.final["nodeid"]), target), {})[target] = (report, anchors.get(index))
     head = "".join(f"<th>{_e(t)}</th>" for t in targets)
     body = []
     for test in sorted(rows):
         cells = []
         for target in targets:
             found = rows[test].get(target)
-            cells.append('<td class="cell" data-outcome="none">—</td>' if found is None else _cell(found))
+            cells.append('<td class="cell" data-outcome="none">—</td>' if found is None else _cell(*found))
         body.append(f'<tr data-test="{_e(test)}"><th>{_e(test)}</th>{"".join(cells)}</tr>')
     return f'<table id="matrix"><thead><tr><th>test</th>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def _listing(element_id: str, items: Sequence[str], empty: str) -> str:
+def _listing(element_id: str, items: Sequence[str], empty: str, *, elements: bool = False) -> str:
+    """A list of ``items`` (HTML; ``elements``: each already its own ``<li>``), or ``empty`` when there is none."""
     if not items:
         return f'<p id="{element_id}" data-count="0">{_e(empty)}</p>'
-    return f'<ul id="{element_id}" data-count="{len(items)}">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+    listed = "".join(items) if elements else "".join(f"<li>{i}</li>" for i in items)
+    return f'<ul id="{element_id}" data-count="{len(items)}">{listed}</ul>'
 
 
 def _timeline(reports: Sequence[PairReport]) -> str:
@@ -129,9 +159,8 @@ def _timeline(reports: Sequence[PairReport]) -> str:
 def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any]) -> str:
     """The page's HTML for ``reports`` and the run's ``extra`` (``run_id``, ``boards`` with their health)."""
     totals = totals_line(reports)
-    failures = [f"<b>{_e(r.final['nodeid'])}</b> on {_e(_where(r.final))}{_bundle_link(r)}"
-                f"<pre>{_e(r.final.get('reason'))}</pre>"
-                for r in reports if r.final["outcome"] in FAILING and r.quarantined is None]  # fmt: skip
+    anchors = failure_anchors(reports)
+    failures = [_failure(reports[i], anchor) for i, anchor in anchors.items()]
     flaky = [_flaky_line(r) for r in reports if r.flaky]
     quarantined = [f"{_e(r.final['nodeid'])}: {_e(r.final['outcome'])} ({_e(r.quarantined)})"
                    for r in reports if r.quarantined is not None]  # fmt: skip
@@ -149,8 +178,8 @@ def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any]) -> st
 <body>
 <h1>tinyhil farm run {run_id}</h1>{banner}
 <p id="totals" data-pairs="{len(reports)}">{len(reports)} test x target pairs: {_e(totals)}</p>
-<h2>Matrix</h2>{_matrix(reports)}
-<h2>Failures</h2>{_listing("failures", failures, "No failures.")}
+<h2>Matrix</h2>{_matrix(reports, anchors)}
+<h2>Failures</h2>{_listing("failures", failures, "No failures.", elements=True)}
 <h2>Flaky</h2>{_listing("flaky", flaky, "No flaky tests.")}
 <h2>Quarantined</h2>{_listing("quarantined", quarantined, "Nothing quarantined.")}
 <h2>Boards</h2><table id="boards"><thead><tr><th>board</th><th>host</th><th>health</th><th>why</th></tr></thead>

@@ -21,10 +21,10 @@ _NOT_RUN: Final = "-"
 
 
 def row_name(nodeid: str, target: str) -> str:
-    """A matrix row's name: the test's name without its file and without the target parameter
-    (``tests/x.py::test_fill[NULL-4]`` on ``NULL`` -> ``test_fill[4]``)."""
-    row = nodeid.replace(f"[{target}-", "[").replace(f"-{target}]", "]").replace(f"[{target}]", "")
-    return row.rsplit("::", 1)[-1] if "::" in row else row
+    """A matrix row's name: the test's node id without the target parameter
+    (``tests/x.py::test_fill[NULL-4]`` on ``NULL`` -> ``tests/x.py::test_fill[4]``), so tests of one name in two
+    files are two rows."""
+    return nodeid.replace(f"[{target}-", "[").replace(f"-{target}]", "]").replace(f"[{target}]", "")
 
 
 def render_matrix(results: Sequence[Mapping[str, Any]], targets: Sequence[str]) -> str:

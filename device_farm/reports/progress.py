@@ -1,22 +1,27 @@
 """What a run shows on its output while it runs (:class:`Progress`) and when it ends (:func:`print_results`: the
-matrix, the totals, the unavailable targets, expired quarantine entries and where the reports are)."""
+matrix, the totals, the unavailable targets, expired quarantine entries, where the reports are, and last, as pytest's
+``-ra`` does, a short summary of each failure: the test, its target and board, its first line, and where
+``report.html`` shows its traceback and output)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from tinyhil.device_farm.engine import Result
 from tinyhil.device_farm.quarantine import Quarantine
 from tinyhil.device_farm.reports import JUNIT_NAME, REPORT_NAME, SUMMARY_NAME
+from tinyhil.device_farm.reports.html import failure_anchors
 from tinyhil.device_farm.reports.matrix import render_matrix
 from tinyhil.device_farm.reports.summary import PairReport, totals_line
 from tinyhil.pipes import OUTPUT_CLOSED, silence
 from tinyhil.printable import printable
 
 __all__ = ["Progress", "print_results"]
+
+_RULE_WIDTH: Final = 72  # the failure summary's heading rule
 
 
 def print_results(reports: Sequence[PairReport], described: Sequence[Mapping[str, Any]], out: TextIO, *,
@@ -37,6 +42,15 @@ def print_results(reports: Sequence[PairReport], described: Sequence[Mapping[str
         for entry in quarantine.expired(dt.date.today()):
             print(f"quarantine entry at {quarantine.path}:{entry.line} expired: {entry}", file=out)
     print(f"reports: {run_dir / JUNIT_NAME} {run_dir / SUMMARY_NAME} {run_dir / REPORT_NAME}", file=out)
+    anchors = failure_anchors(reports)
+    if anchors:
+        print(" short failure summary ".center(_RULE_WIDTH, "="), file=out)
+    for index, anchor in anchors.items():
+        final = reports[index].final
+        line = (f"{str(final['outcome']).upper()} {final['nodeid']} on {final['target']} (board {final.get('board')}):"
+                f" {final.get('reason') or '-'}")  # fmt: skip
+        print(printable(line, newlines=False), file=out)  # test ids and messages come from shards
+        print(f"  details: {run_dir / REPORT_NAME}#{anchor}", file=out)
 
 
 class Progress:

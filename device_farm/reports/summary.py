@@ -5,7 +5,10 @@ Each pair is reported once, with its final attempt. A pair whose earlier attempt
 and whose final attempt passed is *flaky*, reported with every outcome. A failing pair that an active quarantine
 entry matches is *quarantined*: reported with the entry's reason, and it does not fail the run. JUnit test cases
 carry the properties ``target``, ``board``, ``host`` and ``attempt`` (and ``flaky``, ``quarantined``, and ``bundle``,
-the directory of a failing pair's reproduction bundle when its shard ran under ``--hil-repro-dir``).
+the directory of a failing pair's reproduction bundle when its shard ran under ``--hil-repro-dir``). A failure's
+``<failure>`` or ``<error>`` body is its traceback as pytest wrote it (``--tb`` honoured), its ``<system-out>`` the
+captured standard output and, under ``--- Captured log ---``, its log records, its ``<system-err>`` the captured
+standard error. Test names are pytest's node ids relative to the suite's root, so they are the same in every checkout.
 
 ``junit.xml`` is XML 1.0 whatever a test printed: every text and attribute goes through :func:`junit_escape`, which
 writes a character XML 1.0 cannot carry (C0 controls but tab and newline, a carriage return, which a parser would
@@ -43,6 +46,7 @@ __all__ = [
 
 _RESULT_FIELDS: Final = tuple(field.name for field in SCHEMA["results[]"])
 _EARLIER_FIELDS: Final = tuple(field.name for field in SCHEMA["earlier[]"])
+_DETAILS: Final = ("longrepr", "stdout", "stderr", "log")  # a failure's texts, kept for failing pairs only
 # What XML 1.0 (section 2.2, Char) cannot carry, plus the backslash that starts an escape and the carriage return
 # that end-of-line handling (section 2.11) turns into a newline.
 _NOT_XML: Final = re.compile("[\\\\\x00-\x08\x0b-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -90,6 +94,22 @@ class PairReport:
         return str(found) if found and self.final["outcome"] in FAILING else None
 
     @property
+    def artifacts(self) -> dict[str, str]:
+        """What tinyhil made for this pair's failure, by kind (``bundle``: its reproduction bundle's directory;
+        ``trace``: the USB trace the bundle keeps)."""
+        if self.bundle is None:
+            return {}
+        trace = self.final.get("trace")
+        return {"bundle": self.bundle, **({"trace": str(trace)} if trace else {})}
+
+    @property
+    def details(self) -> dict[str, str]:
+        """A failing pair's texts (``longrepr``, ``stdout``, ``stderr``, ``log``) that are not empty."""
+        if self.final["outcome"] not in FAILING:
+            return {}
+        return {name: str(self.final[name]) for name in _DETAILS if self.final.get(name)}
+
+    @property
     def fails_run(self) -> bool:
         return self.final["outcome"] in FAILING and self.quarantined is None
 
@@ -97,10 +117,11 @@ class PairReport:
         """This pair's ``results[]`` entry in ``summary.json`` (:data:`~tinyhil.fixtures.summary.SCHEMA`)."""
         final = self.final
         earlier = [{name: a.get(name) for name in _EARLIER_FIELDS} for a in self.earlier]
-        known = {name: final[name] for name in _RESULT_FIELDS if name in final}
+        known = {name: final[name] for name in _RESULT_FIELDS if name in final and name not in _DETAILS}
+        artifacts = {"artifacts": self.artifacts} if self.artifacts else {}
         return {**known, "test": split_nodeid(final["nodeid"]), "duration_s": float(final.get("duration_s", 0.0)),
                 "reason": str(final.get("reason") or ""), "flaky": self.flaky, "quarantined": self.quarantined,
-                "earlier": earlier, "bundle": self.bundle}  # fmt: skip
+                "earlier": earlier, "bundle": self.bundle, **self.details, **artifacts}  # fmt: skip
 
 
 def totals_line(reports: Sequence[PairReport]) -> str:
@@ -152,14 +173,22 @@ def _case(report: PairReport) -> ET.Element:
         )
     if report.quarantined is not None:
         shown["quarantined"] = report.quarantined
+    shown.update(report.artifacts)
     for name_, value in shown.items():
         ET.SubElement(properties, "property", name=name_, value=junit_escape(value))
     outcome, reason = final["outcome"], junit_escape(final.get("reason") or "")
+    details = report.details
     if outcome in FAILING and report.quarantined is None:
-        ET.SubElement(case, "failure" if outcome == "failed" else "error", message=reason).text = reason
+        body = junit_escape(details.get("longrepr") or final.get("reason") or "")
+        ET.SubElement(case, "failure" if outcome == "failed" else "error", message=reason).text = body
     elif outcome in FAILING or outcome in ("skipped", "xfailed"):  # an xfail is a skip to JUnit, as in pytest
         message = f"quarantined: {junit_escape(report.quarantined)} ({reason})" if report.quarantined else reason
         ET.SubElement(case, "skipped", message=message)
+    log = f"--- Captured log ---\n{details['log']}" if "log" in details else ""
+    for tag, text in (("system-out", "\n".join(filter(None, (details.get("stdout"), log)))),
+                      ("system-err", details.get("stderr"))):  # fmt: skip
+        if text:
+            ET.SubElement(case, tag).text = junit_escape(text)
     return case
 
 

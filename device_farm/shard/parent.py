@@ -71,8 +71,10 @@ def board_environment(board: Board, target: str) -> dict[str, str]:
 
 def shard_command(run_dir: Path, pytest_args: Sequence[str]) -> list[str]:
     """The pytest command line of every shard of a run whose directory (rootdir, working directory) is
-    ``run_dir``; the target and the node ids are appended to it."""
-    return [*pytest_command(run_dir), "-q", "-p", "no:xdist", "-p", "tinyhil.device_farm.shard.plugin", *pytest_args]
+    ``run_dir``; the target and the node ids are appended to it. Failures keep pytest's long tracebacks
+    (``--tb=long``) unless the run's pytest arguments, which come after, say another ``--tb``."""
+    return [*pytest_command(run_dir), "-q", "-p", "no:xdist", "--tb=long", "-p", "tinyhil.device_farm.shard.plugin",
+            *pytest_args]  # fmt: skip
 
 
 def run_shard_process(

@@ -10,7 +10,8 @@ reports of its phases as pytest serializes them (``pytest_report_to_serializable
 :mod:`tinyhil.fixtures.outcomes`, as pytest-xdist's controller does with its workers' reports), ``started`` and
 ``finished``, for a failure the farm retries its infrastructure cause
 (:func:`~tinyhil.device_farm.shard.infrastructure.infrastructure_cause`), and ``bundle``, the directory of the test's
-repro bundle when ``--hil-repro-dir`` wrote one (the board's map entry goes into it). The environment also names the
+repro bundle when ``--hil-repro-dir`` wrote one (the board's map entry goes into it), and ``trace``, the USB trace
+that bundle keeps, when it keeps one. The environment also names the
 board for tests that drive it with their own stack: ``TINYHIL_BOARD`` and ``DEV``, and ``CUDA_VISIBLE_DEVICES`` on NV
 boards, the KFD GPU on AMD boards (:func:`~tinyhil.device_farm.shard.parent.board_environment`).
 """
@@ -25,6 +26,7 @@ import sys
 import time
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import pytest
@@ -38,6 +40,7 @@ from tinyhil.fixtures.fixtures import HIL_OPEN_OPTIONS
 from tinyhil.fixtures.hooks import HIL_BOARD_ENTRY, REPRO_BUNDLE_PROPERTY
 from tinyhil.fixtures.outcomes import serialize
 from tinyhil.registry import Target, default_registry
+from tinyhil.trace.bundle import BUNDLE_TRACE
 
 __all__ = ["SHARD_ENV", "ShardSpec", "pytest_configure"]
 
@@ -125,8 +128,10 @@ class _Shard:
         test = self.tests.setdefault(report.nodeid, {})
         test.setdefault("reports", []).append(serialize(self.config, report))
         bundle = dict(report.user_properties).get(REPRO_BUNDLE_PROPERTY)
-        if bundle is not None:  # --hil-repro-dir wrote one: the farm's reports link it
+        if bundle is not None:  # --hil-repro-dir wrote one: the farm's reports link it, and the trace it keeps
             test["bundle"] = str(bundle)
+            if (Path(str(bundle)) / BUNDLE_TRACE).is_file():
+                test["trace"] = str(Path(str(bundle)) / BUNDLE_TRACE)
         if report.when == "teardown":
             nodeid = self.args.get(report.nodeid, report.nodeid)
             self.send({"event": "result", "nodeid": nodeid, **self.tests.pop(report.nodeid), "finished": time.time()})

@@ -81,7 +81,7 @@ def test_a_run_whose_reader_closes_after_one_line_stops_cleanly_with_an_honest_r
         assert len(keys) == 6
     else:
         assert "output closed" in summary["incomplete"] and sorted(summary["missing"] + keys) == sorted(
-            f"{suite}::test_one[{t}-{n}]@{t}" for t in ("NULL", "MOCKKFD+AMD") for n in range(3)
+            f"{suite.name}::test_one[{t}-{n}]@{t}" for t in ("NULL", "MOCKKFD+AMD") for n in range(3)
         )
         assert 'id="incomplete"' in (report / "report.html").read_text()
         suite_element = ET.parse(report / "junit.xml").getroot().find("testsuite/properties/property")

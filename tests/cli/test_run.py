@@ -106,3 +106,42 @@ def test_run_defaults_to_every_available_emulated_target(tmp_path: Path) -> None
     summary = json.loads((tmp_path / "summary.json").read_text())
     ran = {t["name"] for t in summary["targets"]}
     assert "NULL" in ran and not ({"USB+AMD", "KFD+AMD"} & ran)
+
+
+def _ids(report: Path) -> tuple[list[str], list[str]]:
+    keys = sorted(r["key"] for r in json.loads((report / "summary.json").read_text())["results"])
+    cases = ET.parse(report / "junit.xml").getroot().iter("testcase")
+    return keys, sorted(f"{c.get('classname')}::{c.get('name')}" for c in cases)
+
+
+def test_two_checkouts_of_one_suite_give_identical_test_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    found = []
+    for checkout in ("one/checkout", "another/place/checkout"):
+        tests = tmp_path / checkout / "tests"
+        (tests / "sub").mkdir(parents=True)
+        (tests / "test_top.py").write_text("def test_same(hil_device):\n    pass\n")
+        (tests / "sub" / "test_deep.py").write_text("def test_same(hil_device):\n    assert False, 'deep'\n")
+        report = tmp_path / checkout / "report"
+        assert main(["run", "--target", "NULL", "--suite", str(tests), "--report", str(report)]) == 1
+        found.append(_ids(report))
+    assert found[0] == found[1]
+    keys, cases = found[0]
+    assert len(keys) == len(cases) == 2  # one name in two files: two tests
+    assert not any(str(tmp_path) in text or "checkout" in text for text in (*keys, *cases))
+    out = capsys.readouterr().out
+    assert "sub/test_deep.py::test_same" in out and "test_top.py::test_same" in out  # two matrix rows
+
+
+def test_run_honours_the_traceback_style_passed_to_pytest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite = tmp_path / "test_tb.py"
+    suite.write_text("def helper():\n    assert 1 == 2\n\ndef test_bad(hil_device):\n    helper()\n")
+    texts = {}
+    for style in ("long", "short"):
+        report = tmp_path / style
+        args = ["run", "--target", "NULL", "--suite", str(suite), "--report", str(report), "--", f"--tb={style}"]
+        assert main(args) == 1
+        (result,) = json.loads((report / "summary.json").read_text())["results"]
+        texts[style] = result["longrepr"]
+    assert "def helper():" in texts["long"] and "test_tb.py:2" in texts["long"]
+    assert result["nodeid"] == "test_tb.py::test_bad[NULL]"  # a one-file suite's root is the file's directory
+    assert "def helper():" not in texts["short"] and "test_tb.py:2: in helper" in texts["short"]

@@ -340,7 +340,12 @@ def _pairs_document(**fields: object) -> str:
         (_pairs_document(requires=[1]), "pairs[0].requires", "[1], expected a list of strings"),
         (_pairs_document(target=["NULL"]), "pairs[0].target", "['NULL'], expected a non-empty string"),
         (_pairs_document(skip=False), "pairs[0].skip", "False, expected a string"),
-        (json.dumps({"format": 1, "pairs": [{"arg": "a", "requires": []}]}), "pairs[0].target", "missing"),
+        (
+            json.dumps({"format": 1, "pairs": [{"arg": "a", "nodeid": "a", "requires": []}]}),
+            "pairs[0].target",
+            "missing",
+        ),
+        (json.dumps({"format": 1, "pairs": [{"arg": "a", "requires": []}]}), "pairs[0].nodeid", "missing"),
         (json.dumps({"pairs": {}}), "pairs", "{}, expected a list"),
         (json.dumps({"pairs": [3]}), "pairs[0]", "an integer, expected a table"),
         ('{"pairs": ' + "[" * 5000 + "]" * 5000 + "}", "file", "nested deeper than 32 levels"),

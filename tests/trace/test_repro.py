@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -349,6 +350,13 @@ def test_a_farm_shard_puts_the_board_entry_in_the_bundle(
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())
     failed = [r for r in summary["results"] if r["outcome"] == "failed"]
     assert [r["bundle"] for r in failed] == [str(found)]  # the farm's report links the bundle the shard wrote
+    assert loaded.trace is not None  # MOCKUSB+AMD records: the bundle keeps the trace, and the reports name both
+    artifacts = {"bundle": str(found), "trace": str(found / loaded.trace)}
+    assert [r["artifacts"] for r in failed] == [artifacts]
+    cases = ET.parse(tmp_path / "report" / "junit.xml").getroot().iter("testcase")
+    failing = [c for c in cases if c.find("failure") is not None]
+    properties = [{p.get("name"): p.get("value") for p in c.iter("property")} for c in failing]
+    assert [{k: v for k, v in found_.items() if k in artifacts} for found_ in properties] == [artifacts]
     assert f'data-bundle="{found}"' in (tmp_path / "report" / "report.html").read_text()
     capsys.readouterr()
     assert main(["repro", str(found)]) == 0  # the shard's rootdir does not hold the test: its path does

@@ -79,6 +79,14 @@ def test_the_report_renders_in_chromium_with_the_right_counts(farm_run: Path) ->
             assert page.locator('#matrix td[data-outcome="skipped"]').count() == 1  # NULL refuses copyout
             assert page.locator("#failures li").count() == 2
             assert "wrong target" in page.locator("#failures").inner_text()
+            details = page.locator('#failures details[data-detail="longrepr"]')
+            assert details.count() == 2 and not details.first.evaluate("d => d.open")  # collapsed
+            assert not details.first.locator("pre").is_visible()
+            details.first.locator("summary").click()
+            assert "test_report_suite.py:" in details.first.locator("pre").inner_text()  # file:line, shown on click
+            page.locator('#matrix td[data-outcome="failed"] a').first.click()  # a failed cell leads to its failure
+            anchor = page.evaluate("location.hash")
+            assert anchor.startswith("#failure-") and page.locator(anchor).is_visible()
             assert page.locator("#timeline .lane").count() == 2  # one per board that ran something
             assert page.locator("#timeline .bar").count() == len(ran)
             widths = page.locator("#timeline .bar").evaluate_all(
@@ -98,7 +106,8 @@ def test_the_page_resists_markup_and_control_characters_from_ids_messages_and_ou
     hostile = "<script>alert(1)</script>\"'><img src=x onerror=alert(2)>\x00\x01\x07\x08\x0b\x1b]0;t\x07"
     final = {"nodeid": f"t.py::test_x[{hostile}]", "target": f"NULL{hostile}", "board": f"b{hostile}",
              "host": f"h{hostile}", "attempt": 1, "outcome": "failed", "reason": f"boom {hostile}",
-             "duration_s": 0.1, "started": 1.0, "finished": 2.0, "bundle": f"/tmp/{hostile}"}  # fmt: skip
+             "duration_s": 0.1, "started": 1.0, "finished": 2.0, "bundle": f"/tmp/{hostile}",
+             "longrepr": f"tb {hostile}", "stdout": hostile, "stderr": hostile, "log": hostile}  # fmt: skip
     extra = {"run_id": hostile, "boards": [{"board": hostile, "host": hostile, "health": hostile, "reason": hostile}]}
     page = render_report([PairReport(final)], extra)
     assert (
@@ -106,3 +115,4 @@ def test_the_page_resists_markup_and_control_characters_from_ids_messages_and_ou
     )
     assert not any(chr(c) in page for c in (*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F))
     assert "&lt;script&gt;" in page and "\\x1b]0;t\\x07" in page
+    assert page.count("<details") == 4  # the traceback, stdout, stderr and log: each escaped like the rest

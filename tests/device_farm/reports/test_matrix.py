@@ -16,6 +16,15 @@ def test_rows_are_tests_and_columns_are_targets() -> None:
     header = lines[0].split()
     assert header == ["test", "NULL", "MOCKUSB+AMD", "(no", "target)"]
     rows = {line.split()[0]: line.split()[1:] for line in lines[2:]}
-    assert rows["test_a"] == ["pass", "FAIL", "-"]
-    assert rows["test_b[512]"] == ["skip", "-", "-"]
-    assert rows["test_plain"] == ["-", "-", "pass"]
+    assert rows["t.py::test_a"] == ["pass", "FAIL", "-"]
+    assert rows["t.py::test_b[512]"] == ["skip", "-", "-"]
+    assert rows["t.py::test_plain"] == ["-", "-", "pass"]
+
+
+def test_tests_of_one_name_in_two_files_are_two_rows() -> None:
+    results = [
+        {"nodeid": "test_a.py::test_same[NULL]", "target": "NULL", "outcome": "passed"},
+        {"nodeid": "test_b.py::test_same[NULL]", "target": "NULL", "outcome": "failed"},
+    ]
+    rows = {line.split()[0]: line.split()[1:] for line in render_matrix(results, ["NULL"]).splitlines()[2:]}
+    assert rows == {"test_a.py::test_same": ["pass"], "test_b.py::test_same": ["FAIL"]}
