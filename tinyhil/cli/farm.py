@@ -146,8 +146,8 @@ def _print_text(
     print(f"found on {host}: {count} board{'s' * (count != 1)}")
     for board in found.boards:
         print(_found_line(board))
-    for board, probed in emulated:
-        print(_emulated_line(board, probed))
+    for entry, probed in emulated:
+        print(_emulated_line(entry, probed))
     for note in found.notes:
         print(f"  note: {printable(note, newlines=False)}")
     new = found.boards if drift is None else drift.new
