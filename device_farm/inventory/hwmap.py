@@ -279,6 +279,10 @@ def _emulated(table: Fields) -> EmulatedLocator:
     assert target is not None
     slots = table.integer("slots", required=False, minimum=1, maximum=MAX_SLOTS)
     options = table.of_type("options", dict, required=False) or {}
+    try:  # the target first: an unknown one is the target field's fault, not the options'
+        default_registry().resolve(target)
+    except InvalidArgument as exc:
+        raise table.error("target", str(exc)) from None
     try:
         target_options(target, options)
         options_json = json.dumps(options, sort_keys=True)

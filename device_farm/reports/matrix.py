@@ -28,7 +28,8 @@ def row_name(nodeid: str, target: str) -> str:
 
 
 def render_matrix(results: Sequence[Mapping[str, Any]], targets: Sequence[str]) -> str:
-    """Rows are tests (parameters other than the target kept), columns are targets, cells the outcomes."""
+    """Rows are tests (parameters other than the target kept) sorted by test id, columns are targets, cells the
+    outcomes."""
     columns = list(targets) or sorted({str(r["target"]) for r in results if r.get("target")})
     rows: dict[str, dict[str, str]] = {}
     for result in results:
@@ -42,7 +43,7 @@ def render_matrix(results: Sequence[Mapping[str, Any]], targets: Sequence[str]) 
     widths = [max(len(c), 5) for c in columns]
     lines = ["  ".join(["test".ljust(width), *(c.ljust(w) for c, w in zip(columns, widths, strict=True))])]
     lines.append("  ".join(["-" * width, *("-" * w for w in widths)]))
-    for row, cells in rows.items():
+    for row, cells in sorted(rows.items()):  # by test id: one order whatever order the results finished in
         lines.append(
             "  ".join(
                 [row.ljust(width), *(cells.get(c, _NOT_RUN).ljust(w) for c, w in zip(columns, widths, strict=True))]

@@ -73,6 +73,39 @@ def test_json_output_carries_found_boards_notes_and_drift(tmp_path: Path, capsys
     assert len(document["drift"]["new"]) == 2
 
 
+EMULATED_MAP = """
+[[board]]
+id = "emu-null"
+kind = "emulated"
+emulated = { target = "NULL", slots = 2 }
+
+[[board]]
+id = "emu-usb"
+kind = "emulated"
+emulated = { target = "MOCKUSB+AMD" }
+
+[[board]]
+id = "elsewhere"
+kind = "emulated"
+emulated = { target = "NULL" }
+host = "lab-2"
+"""
+
+
+def test_a_map_of_emulated_boards_lists_this_hosts_as_present_and_probed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "map.toml").write_text(EMULATED_MAP)
+    assert main(_discover(tmp_path, "--hwmap", str(tmp_path / "map.toml"))) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("found on lab-1: 2 boards\n")
+    assert "emu-null (target NULL, 2 slots): present, probe passed" in out
+    assert "emu-usb (target MOCKUSB+AMD, 1 slot): present, probe passed" in out and "elsewhere" not in out
+    assert main(_discover(tmp_path, "--hwmap", str(tmp_path / "map.toml"), "--json")) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [(b["board"], b["probe"]["ok"]) for b in document["emulated"]] == [("emu-null", True), ("emu-usb", True)]
+
+
 def test_a_bad_map_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "map.toml").write_text('[[board]]\nid = "b"\nkind = "usb"\n')
     assert main(_discover(tmp_path, "--hwmap", str(tmp_path / "map.toml"))) == EXIT_USAGE

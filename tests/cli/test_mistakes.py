@@ -207,3 +207,24 @@ def test_the_matrix_counts_a_target_the_same_whatever_runs_beside_it(tmp_path: P
 def test_a_bad_bench_tolerance_is_a_usage_error(value: str) -> None:
     done = _tinyhil("bench", "copyin", "--size", "4K", "--tolerance", value)
     assert done.returncode == EXIT_USAGE and "--tolerance" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--quarantine", "missing.toml"], "missing.toml: file: cannot read it"),
+        (["--quarantine", "bad.toml"], "bad.toml:1: "),
+        (["--hwmap", "missing.toml"], "missing.toml: file: cannot read it"),
+        (["--suite", "missing_suite"], "suite 'missing_suite': no such file or directory"),
+    ],
+)
+def test_farm_run_checks_its_input_files_before_it_prints_or_makes_the_run_directory(
+    args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.toml").write_text("[[quarantine]\n")
+    before = set(tmp_path.iterdir())
+    assert main([*_run_command("farm run", tmp_path), *args]) == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert captured.out == "" and message in captured.err and len(captured.err.splitlines()) == 1
+    assert set(tmp_path.iterdir()) - before <= {tmp_path / "state"}  # no run directory (tinyhil-farm-...)

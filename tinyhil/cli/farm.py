@@ -1,8 +1,9 @@
 """``tinyhil farm ...``: the farm's own commands.
 
 tinyhil farm discover [--hwmap FILE] [--root DIR] [--no-usb] [--host NAME] [--json]
-    what boards this host has, the map entries that would add the new ones, and the drift between the map and
-    the host (missing, new, changed); exit 1 when there is drift, 0 when the map and the host agree.
+    what boards this host has (the map's emulated boards on this host too, each probed: they need no hardware),
+    the map entries that would add the new ones, and the drift between the map and the host (missing, new,
+    changed); exit 1 when there is drift, 0 when the map and the host agree.
 tinyhil farm run [--hwmap FILE] [--workers N] [--target T] [--quarantine FILE [--quarantine-verify]]
                  [--subset i/N [--seed S]] [--report DIR | --resume DIR] [--suite PATH] [--allow-unavailable]
                  [--engine local|dask --scheduler ADDRESS [TLS]] [-- PYTEST_ARGS]
@@ -76,9 +77,16 @@ from tinyhil.device_farm.cluster.dask_cluster import (
 from tinyhil.device_farm.cluster.resources import worker_resources
 from tinyhil.device_farm.cluster.security import LOOPBACK, FarmTLS, check_scheme, client_config, farm_tls, listen_host
 from tinyhil.device_farm.health.probes import probe_board
-from tinyhil.device_farm.health.states import HealthBook
+from tinyhil.device_farm.health.states import HealthBook, ProbeResult
 from tinyhil.device_farm.inventory.discovery import Discovery, FoundBoard, discover
-from tinyhil.device_farm.inventory.hwmap import Board, HardwareMap, emulated_inventory, load_hwmap
+from tinyhil.device_farm.inventory.hwmap import (
+    Board,
+    BoardKind,
+    EmulatedLocator,
+    HardwareMap,
+    emulated_inventory,
+    load_hwmap,
+)
 from tinyhil.device_farm.inventory.map_drift import Drift, compare, map_entry
 from tinyhil.device_farm.journal import JOURNAL_NAME
 from tinyhil.device_farm.leases import holders
@@ -117,10 +125,29 @@ def _board_line(board: Board) -> str:
     return printable(f"  {board.id} ({board.kind.value}, {_where(board.locator)})", newlines=False)
 
 
-def _print_text(found: Discovery, drift: Drift | None, host: str, map_path: str | None) -> None:
-    print(f"found on {host}: {len(found.boards)} board{'s' * (len(found.boards) != 1)}")
+def _probe_emulated(hwmap: HardwareMap | None, host: str, registry: TargetRegistry) -> list[tuple[Board, ProbeResult]]:
+    """The map's emulated boards on ``host``, each probed: they need no hardware, so they are present wherever the
+    map says they run, and a probe tells whether their target opens with the map's options."""
+    boards = [] if hwmap is None else [b for b in hwmap.boards if b.kind is BoardKind.EMULATED and b.host == host]
+    return [(board, probe_board(board, registry=registry)) for board in boards]
+
+
+def _emulated_line(board: Board, probed: ProbeResult) -> str:
+    said = "probe passed" if probed.ok else f"probe failed: {probed.detail}"
+    target = board.locator.target if isinstance(board.locator, EmulatedLocator) else ", ".join(board.targets)
+    where = f"target {target}, {board.slots} slot{'s' * (board.slots != 1)}"
+    return printable(f"  {board.kind.value:<10}  {board.id} ({where}): present, {said}", newlines=False)
+
+
+def _print_text(
+    found: Discovery, emulated: list[tuple[Board, ProbeResult]], drift: Drift | None, host: str, map_path: str | None
+) -> None:
+    count = len(found.boards) + len(emulated)
+    print(f"found on {host}: {count} board{'s' * (count != 1)}")
     for board in found.boards:
         print(_found_line(board))
+    for entry, probed in emulated:
+        print(_emulated_line(entry, probed))
     for note in found.notes:
         print(f"  note: {printable(note, newlines=False)}")
     new = found.boards if drift is None else drift.new
@@ -148,8 +175,11 @@ def _discover(args: argparse.Namespace, registry: TargetRegistry) -> int:
     hwmap = load_hwmap(args.hwmap, registry=registry, host=host) if args.hwmap else None
     found = discover(args.root, usb=not args.no_usb)
     drift = compare(hwmap, found, host) if hwmap is not None else None
+    emulated = _probe_emulated(hwmap, host, registry)
     if args.json:
         document: dict[str, Any] = {"host": host, "found": [_found_json(b) for b in found.boards]}
+        document["emulated"] = [{"board": b.id, "locator": asdict(b.locator), "probe": asdict(probed)}
+                                for b, probed in emulated]  # fmt: skip
         document["notes"] = list(found.notes)
         if drift is not None:
             changed = [{"board": c.board.id, "differences": [list(d) for d in c.differences]} for c in drift.changed]
@@ -157,7 +187,7 @@ def _discover(args: argparse.Namespace, registry: TargetRegistry) -> int:
             document["drift"] = {"missing": missing, "new": [asdict(b.locator) for b in drift.new], "changed": changed}
         print(json.dumps(document, indent=1))
     else:
-        _print_text(found, drift, host, args.hwmap)
+        _print_text(found, emulated, drift, host, args.hwmap)
     return 1 if drift else 0
 
 

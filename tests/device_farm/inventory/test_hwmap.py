@@ -162,6 +162,11 @@ def test_a_bad_map_is_one_error_naming_file_line_and_field(text: str, line: int,
         ),
         ("emulated", 'emulated = { target = "USB+AMD" }', "emulated.target: 'USB+AMD' on a emulated board"),
         ("emulated", "emulated = { slots = 2 }", "emulated.target: missing"),
+        (
+            "emulated",
+            'emulated = { target = "MOCKUSB+AMDX" }',
+            "board 'k' emulated.target: unknown target 'MOCKUSB+AMDX'",
+        ),
     ],
 )
 def test_each_kind_validates_its_locator(kind: str, table: str, message: str) -> None:

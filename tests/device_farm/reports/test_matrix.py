@@ -28,3 +28,12 @@ def test_tests_of_one_name_in_two_files_are_two_rows() -> None:
     ]
     rows = {line.split()[0]: line.split()[1:] for line in render_matrix(results, ["NULL"]).splitlines()[2:]}
     assert rows == {"test_a.py::test_same": ["pass"], "test_b.py::test_same": ["FAIL"]}
+
+
+def test_rows_are_sorted_by_test_id_whatever_order_results_arrive_in() -> None:
+    nodeids = ["t_b.py::test_z[NULL]", "t_a.py::test_y[NULL-2]", "t_b.py::test_a[NULL]", "t_a.py::test_y[NULL-1]"]
+    finished = [{"nodeid": nodeid, "target": "NULL", "outcome": "passed"} for nodeid in nodeids]
+    orders = [render_matrix(results, ["NULL"]) for results in (finished, finished[::-1], finished[1:] + finished[:1])]
+    assert orders[0] == orders[1] == orders[2]
+    names = [line.split()[0] for line in orders[0].splitlines()[2:]]
+    assert len(names) == len(nodeids) and names == sorted(names)
