@@ -30,7 +30,7 @@ def test_the_top_help_lists_every_command_with_a_summary_and_every_exit_status()
     top = parser()
     text = top.format_help()
     commands = _subcommands(top)
-    assert set(commands) == {"targets", "run", "farm", "trace", "repro", "bench"}
+    assert set(commands) == {"targets", "run", "farm", "trace", "repro", "serve", "bench"}
     for action in next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))._choices_actions:
         assert action.help and action.dest in text, action.dest
     for status in EXIT_STATUSES:

@@ -6,6 +6,7 @@
 ``tinyhil farm ...``       the device farm: discover, run, status, scheduler, worker, certs (:mod:`tinyhil.cli.farm`)
 ``tinyhil trace ...``      USB traces: convert, show, drift (:mod:`tinyhil.cli.trace`)
 ``tinyhil repro BUNDLE``   a failing test's repro bundle run again (:mod:`tinyhil.cli.repro`)
+``tinyhil serve usb|kfd``  an emulated board served to a driver that never imports tinyhil (:mod:`tinyhil.cli.serve`)
 ``tinyhil bench copyin``   the copyin throughput a timing model predicts, per revision (:mod:`tinyhil.cli.bench`)
 =========================  ==========================================================================================
 
@@ -25,6 +26,7 @@ from tinyhil.cli.bench import add_bench_command
 from tinyhil.cli.farm import add_farm_command
 from tinyhil.cli.repro import add_repro_command
 from tinyhil.cli.run import add_run_command
+from tinyhil.cli.serve import add_serve_command
 from tinyhil.cli.targets import add_targets_command
 from tinyhil.cli.trace import add_trace_command
 from tinyhil.cli.usage import (
@@ -68,7 +70,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"tinyhil {tinyhil.__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (add_targets_command, add_run_command, add_farm_command, add_trace_command, add_repro_command,
-                add_bench_command):  # fmt: skip
+                add_serve_command, add_bench_command):  # fmt: skip
         add(commands)
     return top
 
