@@ -23,7 +23,10 @@ bootstrap() {
     if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
         echo "dev.sh: installing tinyhil and its development dependencies into $VENV" >&2
         "$VENV/bin/python" -m pip install -q --upgrade pip
-        "$VENV/bin/python" -m pip install -q -e '.[dev,farm,nv]'
+        local extras=dev,farm,nv
+        # tinyhil serve usb's PyGObject builds from source: only where its C libraries' headers are installed
+        if pkg-config --exists gobject-introspection-1.0 cairo 2>/dev/null; then extras+=,serve; fi
+        "$VENV/bin/python" -m pip install -q -e ".[$extras]"
         echo "$want" > "$stamp"
     fi
 }
