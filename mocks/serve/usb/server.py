@@ -208,23 +208,23 @@ class UsbdevfsServer:
 
         if transfer.status is not None:  # answered without the board (a descriptor read)
             completed(transfer)
-        elif self.board.mode is TransferMode.SYNC:
-            self.bridge.front.complete(transfer)
-            completed(transfer)
-        else:
-            transfer.on_complete = completed
-            self.bridge.front.submit(transfer)
+            return
+        transfer.on_complete = completed
+        self.bridge.front.submit(transfer)
+        if self.board.mode is TransferMode.SYNC:  # done at submit, unless the device never completes it
+            self._run_events(lambda: transfer.status is not None)
 
-    def _run_until_done(self, state: ClientState) -> None:
-        """Run the board's events until one of the client's URBs is done or none is due within the horizon."""
+    def _run_events(self, done: Callable[[], bool]) -> None:
+        """Run the board's events in order until ``done()`` or none is due within :data:`REAP_HORIZON_NS`; the
+        clock never jumps past the last event run."""
         kernel = self.bridge.kernel
         limit = kernel.now_ns + REAP_HORIZON_NS
-        while not state.done and state.inflight and kernel.step(limit):
+        while not done() and kernel.step(limit):
             pass
 
     def _reap(self, client: Any, state: ClientState, *, wait: bool) -> tuple[int, int]:
-        if not state.done:
-            self._run_until_done(state)
+        if not state.done and state.inflight:
+            self._run_events(lambda: bool(state.done))
         if not state.done:
             if self.bridge.front.gone and not state.inflight:
                 return -1, errno.ENODEV
