@@ -95,9 +95,10 @@ def test_a_c_client_does_a_control_read_a_bulk_write_and_an_async_bulk_read(libu
 
 
 def test_fault_plans_reach_the_c_client_as_the_errnos_libusb_maps(libusb_client: Path) -> None:
-    faults = [{"operation": "control_in", "request": int(Request.XDATA_READ), "occurrence": 1, "fault": "stall"},
+    xdata_read = {"operation": "control_in", "request": int(Request.XDATA_READ)}
+    faults = [{**xdata_read, "occurrence": 1, "fault": "stall"},
               {"operation": "bulk_out", "occurrence": 1, "fault": "timeout"},
-              {"operation": "control_in", "request": int(Request.XDATA_READ), "occurrence": 2, "fault": "no_device"}]  # fmt: skip
+              {**xdata_read, "occurrence": 2, "fault": "no_device"}]  # fmt: skip
     board = served_board(TARGET, [f"faults={json.dumps(faults)}"])
     bridge = board.bridge
     with UsbTestbed(board) as testbed:
@@ -107,5 +108,6 @@ def test_fault_plans_reach_the_c_client_as_the_errnos_libusb_maps(libusb_client:
     # a stall is EPIPE, a transfer the device never completes is cancelled by libusb's own timeout, a device that
     # left the bus is ENODEV
     assert lines[1:] == ["control_read rc=LIBUSB_ERROR_PIPE", "arm_out rc=ok",
-                         "bulk_write rc=LIBUSB_ERROR_TIMEOUT transferred=0", "control_read rc=LIBUSB_ERROR_NO_DEVICE"]  # fmt: skip
+                         "bulk_write rc=LIBUSB_ERROR_TIMEOUT transferred=0",
+                         "control_read rc=LIBUSB_ERROR_NO_DEVICE"]  # fmt: skip
     assert bridge.front.gone
