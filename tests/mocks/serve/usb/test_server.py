@@ -145,7 +145,7 @@ def test_an_async_control_read_is_reaped_with_the_boards_bytes() -> None:
 
 
 def test_a_discarded_urb_is_reaped_with_enoent_and_an_unknown_one_is_einval() -> None:
-    server, client = _server()
+    _, client = _server()
     urb_addr, _ = _urb(client.memory, UrbType.USBDEVFS_URB_TYPE_BULK, BULK_OUT_EP, bytes(512))  # no arm: it NAKs
     assert client.ioctl(Request.USBDEVFS_SUBMITURB, urb_addr) == (0, 0)
     assert _reap(client)[0] == (-1, errno.EAGAIN)  # nothing completes in virtual time: still in flight
