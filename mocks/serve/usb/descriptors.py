@@ -12,10 +12,8 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
-import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
-
 from tinyhil.emulators.asm2464 import Asm2464
-from tinyhil.mocks.usb.device import FIRST_ADDRESS, SUPERSPEED_BUS
+from tinyhil.mocks.usb.device import FIRST_ADDRESS, SUPERSPEED_BUS, usb1_speed
 from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP
 from tinyhil.trace.records import TraceHeader
 from tinyhil.trace.umockdev import (
@@ -77,9 +75,8 @@ class DescriptorSet:
 
 def describe_board(bridge: Asm2464, target: str) -> DescriptorSet:
     """The :class:`DescriptorSet` of ``bridge`` as the first board on the bus."""
-    speed = usb1.SPEED_SUPER_PLUS if bridge.usb3 else usb1.SPEED_HIGH
     device = {"vendor_id": bridge.vendor_id, "product_id": bridge.product_id, "serial": bridge.serial,
-              "product": bridge.product, "manufacturer": bridge.manufacturer, "speed": int(speed),
+              "product": bridge.product, "manufacturer": bridge.manufacturer, "speed": usb1_speed(bridge),
               "bus": SUPERSPEED_BUS, "address": FIRST_ADDRESS}  # fmt: skip
     interface = {"endpoints": [BULK_OUT_EP, BULK_IN_EP], "interface": 0, "configuration": 1}
     header = TraceHeader(target=target, device=device, descriptors=interface)

@@ -128,7 +128,10 @@ class UsbdevfsServer:
     def handle(self, client: Any) -> None:
         """Answer the client's current ioctl and complete it (never raises: a failure is an errno and a log line)."""
         request = client.get_request()
-        state = self.clients.setdefault(client, ClientState())
+        state = self.clients.get(client)
+        if state is None:  # a new open file of the node
+            self._forget_closed()
+            state = self.clients[client] = ClientState()
         handler = self._handlers.get(request)
         self.requests_served += 1
         if handler is None:
@@ -141,6 +144,12 @@ class UsbdevfsServer:
             _log.exception("usbdevfs request %s failed in the server, answering EIO", Request(request).name)
             result, error = -1, errno.EIO
         client.complete(result, error)
+
+    def _forget_closed(self) -> None:
+        """Let go of the clients that have closed the node (umockdev 0.17 announces no closing: each client's
+        ``connected`` says it), so their URBs in flight do not hold the endpoints."""
+        for client in [client for client in self.clients if not client.get_connected()]:
+            self.vanished(client)
 
     def vanished(self, client: Any) -> None:
         """The client closed the node: its URBs in flight are cancelled, as the kernel kills them on close."""

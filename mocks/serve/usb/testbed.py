@@ -29,17 +29,18 @@ UMOCKDEV_PACKAGES: Final = {
     "umockdev": "umockdev-wrapper and libumockdev-preload.so.0",
     "gir1.2-umockdev-1.0": "the UMockdev typelib (GObject introspection data)",
 }
-_PYGOBJECT_HINT: Final = (
-    "Python's gi module (PyGObject) in tinyhil's environment: pip install 'tinyhil[serve]', which builds against "
-    "Debian's libgirepository1.0-dev and libcairo2-dev"
+_PYGOBJECT: Final = "Python's gi module (PyGObject) in tinyhil's own environment"
+_PYGOBJECT_FIX: Final = (
+    "pip install 'tinyhil[serve]', which builds it against the Debian packages libgirepository1.0-dev and "
+    "libcairo2-dev (Debian's python3-gi serves only the system Python)"
 )
 
 
 class ServeUnavailable(TinyHilError, RuntimeError):
     """``tinyhil serve`` cannot run here: a tool is missing; ``package`` names the Debian package that has it."""
 
-    def __init__(self, what: str, package: str) -> None:
-        super().__init__(f"tinyhil serve usb needs {what}: install the Debian package {package}")
+    def __init__(self, what: str, package: str, fix: str | None = None) -> None:
+        super().__init__(f"tinyhil serve usb needs {what}: {fix or f'install the Debian package {package}'}")
         self.package = package
 
 
@@ -54,7 +55,7 @@ def _umockdev() -> ModuleType:
     try:
         import gi  # type: ignore[import-untyped,import-not-found,unused-ignore]  # PyGObject ships no stubs
     except ImportError:
-        raise ServeUnavailable(_PYGOBJECT_HINT, "libgirepository1.0-dev") from None
+        raise ServeUnavailable(_PYGOBJECT, "libgirepository1.0-dev", _PYGOBJECT_FIX) from None
     try:
         gi.require_version("UMockdev", "1.0")
         from gi.repository import UMockdev  # type: ignore[import-untyped,import-not-found,unused-ignore]
@@ -92,9 +93,6 @@ def _handler_class(umockdev: ModuleType) -> type[Any]:
         def do_handle_ioctl(self, client: Any) -> bool:
             self.server.handle(client)
             return True
-
-        def do_client_vanished(self, client: Any) -> None:
-            self.server.vanished(client)
 
     _handler_classes[id(umockdev)] = _UsbdevfsHandler
     return _UsbdevfsHandler

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -9,7 +11,7 @@ import pytest
 from tinyhil.cli import EXIT_USAGE, main
 from tinyhil.emulators.faults import FaultKind, Operation
 from tinyhil.errors import InvalidArgument
-from tinyhil.mocks.serve.usb import served_board
+from tinyhil.mocks.serve.usb import ServeUnavailable, UsbTestbed, served_board, umockdev_unavailable_reason
 from tinyhil.mocks.serve.usb.board import parse_options
 from tinyhil.mocks.usb.context import TransferMode
 
@@ -62,3 +64,32 @@ def test_serve_usb_refuses_in_one_line_naming_the_package_without_umockdev(
 def test_serve_usb_refuses_a_bad_option_before_starting_anything(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "usb", "--option", "seed=x", "--", "true"]) == EXIT_USAGE
     assert "seed='x', expected an integer" in capsys.readouterr().err
+
+
+def _fake_wrapper(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    wrapper = tmp_path / "umockdev-wrapper"
+    wrapper.write_text('#!/bin/sh\nexec "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+
+
+def test_without_pygobject_the_reason_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_wrapper(tmp_path, monkeypatch)
+    monkeypatch.setitem(sys.modules, "gi", None)  # import gi raises ImportError
+    reason = umockdev_unavailable_reason()
+    assert reason is not None and "pip install 'tinyhil[serve]'" in reason and "libgirepository1.0-dev" in reason
+
+
+def test_without_the_typelib_the_reason_names_its_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fake_wrapper(tmp_path, monkeypatch)
+    gi = types.ModuleType("gi")
+
+    def require_version(namespace: str, version: str) -> None:
+        raise ValueError(f"Namespace {namespace} not available")
+
+    gi.require_version = require_version  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "gi", gi)
+    with pytest.raises(ServeUnavailable, match=r"install the Debian package gir1\.2-umockdev-1\.0") as caught:
+        served = served_board("MOCKUSB+AMD", [])
+        UsbTestbed(served)
+    assert caught.value.package == "gir1.2-umockdev-1.0"
