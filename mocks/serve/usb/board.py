@@ -19,20 +19,24 @@ from tinyhil.mocks.targets import GFX_TARGET_VERSIONS, MOCKUSB_ARCHS, mock_usb_a
 from tinyhil.mocks.usb.context import TransferMode
 from tinyhil.mocks.usb3 import fresh_board
 from tinyhil.registry import TargetRegistry, check_choice, default_registry
+from tinyhil.trace.convert import trace_format
 
 __all__ = ["BOARD_OPTIONS", "ServedBoard", "parse_options", "served_board"]
 
-# The options that build the served board (MockUSB3's fresh-board options) and ``mode``.
-BOARD_OPTIONS: Final = ("mode", "seed", "faults", "quirks", "timing", "vram_bytes", "usb3")
+# The options that build the served board (MockUSB3's fresh-board options), ``mode``, and ``record`` (a trace path).
+BOARD_OPTIONS: Final = ("mode", "seed", "faults", "quirks", "timing", "vram_bytes", "usb3", "record")
 
 
 @dataclass(frozen=True, slots=True)
 class ServedBoard:
-    """The emulated board to serve and how its transfers complete (``mode``, as in MockUSB3)."""
+    """The emulated board to serve, how its transfers complete (``mode``, as in MockUSB3), the options it was built
+    from (``options``, as given) and where to write a trace of the session (``record``, or ``None``)."""
 
     target: str
     bridge: Asm2464
     mode: TransferMode
+    options: dict[str, Any]
+    record: str | None = None
 
 
 def parse_options(options: Sequence[str]) -> dict[str, Any]:
@@ -95,7 +99,13 @@ def served_board(target: str, options: Sequence[str], registry: TargetRegistry |
     unknown = sorted(set(parsed) - set(BOARD_OPTIONS))
     if unknown:
         raise InvalidArgument(f"--option {unknown[0]}=..., expected one of {', '.join(BOARD_OPTIONS)}")
+    given = dict(parsed)
     mode = check_choice("mode", parsed.pop("mode", TransferMode.SYNC.value), TransferMode)
+    record = parsed.pop("record", None)
+    if record is not None:
+        if not isinstance(record, str):
+            raise InvalidArgument(f"record={record!r}, expected a path ending in .hiltrace.jsonl or .pcapng")
+        trace_format(record)
     kwargs = _board_kwargs(parsed)
     bridge = fresh_board(gfx_target_version=GFX_TARGET_VERSIONS[resolved.arch or MOCKUSB_ARCHS[0]], **kwargs)
-    return ServedBoard(resolved.name, bridge, TransferMode(mode))
+    return ServedBoard(resolved.name, bridge, TransferMode(mode), given, record)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from tinyhil.emulators.asm2464 import Asm2464
 from tinyhil.mocks.usb.device import FIRST_ADDRESS, SUPERSPEED_BUS, usb1_speed
@@ -42,7 +42,8 @@ _LANGUAGES: Final = struct.pack("<BBH", 4, USB_DT_STRING, LANGID_EN_US)
 
 @dataclass(frozen=True, slots=True)
 class DescriptorSet:
-    """The device's descriptors, strings, sysfs description (umockdev's ``P:/N:/E:/A:/H:`` text) and node."""
+    """The device's descriptors, strings, sysfs description (umockdev's ``P:/N:/E:/A:/H:`` text) and node, and its
+    identity as a trace header holds it (``device``)."""
 
     descriptors: bytes
     strings: dict[int, str]
@@ -51,6 +52,7 @@ class DescriptorSet:
     devnode: str
     bus: int
     address: int
+    device: dict[str, Any]
 
     def string_attributes(self) -> dict[str, str]:
         """The sysfs string attributes (``manufacturer``, ``product``, ``serial``) and their text."""
@@ -84,4 +86,4 @@ def describe_board(bridge: Asm2464, target: str) -> DescriptorSet:
     strings = {I_MANUFACTURER: bridge.manufacturer, I_PRODUCT: bridge.product, I_SERIAL: bridge.serial}
     devnode = f"/dev/bus/usb/{SUPERSPEED_BUS:03d}/{FIRST_ADDRESS:03d}"
     return DescriptorSet(usb_descriptors(header), strings, description, sysfs_path, devnode, SUPERSPEED_BUS,
-                         FIRST_ADDRESS)  # fmt: skip
+                         FIRST_ADDRESS, device)  # fmt: skip

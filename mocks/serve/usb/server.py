@@ -26,6 +26,7 @@ from tinyhil.emulators.asm2464 import WAIT_CAP_NS, Urb, UsbStatus
 from tinyhil.emulators.asm2464.front import CONTROL_EP
 from tinyhil.mocks.serve.usb.board import ServedBoard
 from tinyhil.mocks.serve.usb.descriptors import DescriptorSet
+from tinyhil.mocks.serve.usb.recording import ServedRecording
 from tinyhil.mocks.serve.usb.usbdevfs import (
     BULK_DATA_OFFSET,
     BULK_TRANSFER,
@@ -49,6 +50,7 @@ from tinyhil.mocks.serve.usb.usbdevfs import (
 )
 from tinyhil.mocks.usb.context import TransferMode
 from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP
+from tinyhil.trace.records import Op
 
 __all__ = ["REAP_HORIZON_NS", "URB_TIMEOUT_NS", "ClientState", "UsbdevfsServer"]
 
@@ -83,6 +85,7 @@ class _Submitted:
     data_offset: int  # where the data stage starts in the buffer (8 for control: the setup packet comes first)
     short_not_ok: bool
     address: int  # the URB's address in the client (DISCARDURB names it)
+    tag: int = 0  # its tag in the recording, if any
 
 
 @dataclass(eq=False)
@@ -101,8 +104,11 @@ class UsbdevfsServer:
     before it returns, with the errno the kernel would give (:data:`~.usbdevfs.STATUS_TO_ERRNO`).
     """
 
-    def __init__(self, board: ServedBoard, descriptors: DescriptorSet) -> None:
+    def __init__(
+        self, board: ServedBoard, descriptors: DescriptorSet, recording: ServedRecording | None = None
+    ) -> None:
         self.board = board
+        self.recording = recording
         self.bridge = board.bridge
         self.descriptors = descriptors
         self.clients: dict[Any, ClientState] = {}
@@ -210,8 +216,13 @@ class UsbdevfsServer:
     def _start(self, submitted: _Submitted, state: ClientState) -> None:
         """Put the transfer on the board: completed at once in sync mode, on the virtual clock in timed mode."""
         transfer = submitted.transfer
+        recording = self.recording
+        if recording is not None:
+            submitted.tag = recording.submitted(transfer)
 
         def completed(_urb: Urb) -> None:
+            if recording is not None:
+                recording.completed(submitted.tag, transfer)
             if state.inflight.pop(submitted.address, None) is submitted:
                 state.done.append(submitted)
 
@@ -271,15 +282,20 @@ class UsbdevfsServer:
         submitted = state.inflight.get(address)
         if submitted is None:  # unknown, or completed already (it waits to be reaped): the kernel says EINVAL
             return -1, errno.EINVAL
+        if self.recording is not None:
+            self.recording.host_call(Op.CANCEL, submitted.tag)
         self.bridge.front.cancel(submitted.transfer)
         return 0, 0
 
     # --- synchronous transfers (the kernel waits for them, with the ioctl's own timeout) ---
-    def _sync(self, transfer: Urb) -> tuple[int, int]:
+    def _sync(self, transfer: Urb, timeout_ms: int, *, record: bool = True) -> tuple[int, int]:
+        start_ns = self.bridge.kernel.now_ns
         if transfer.status is None:
             self.bridge.front.complete(transfer)
         status = transfer.status
         assert status is not None
+        if record and self.recording is not None:
+            self.recording.synchronous(transfer, timeout_ms, start_ns)
         if status is UsbStatus.COMPLETED:
             return transfer.actual_length, 0
         return -1, STATUS_TO_ERRNO[status]
@@ -291,7 +307,7 @@ class UsbdevfsServer:
         stage = memoryview(bytes(data.retrieve())) if data is not None else memoryview(b"")
         transfer = self._control_urb(request_type, request, value, index, wlength, stage)
         transfer.timeout_ns = _timeout_ns(timeout_ms)
-        result = self._sync(transfer)
+        result = self._sync(transfer, timeout_ms)
         if result[0] > 0 and transfer.is_in and data is not None:
             data.update(0, bytes(transfer.data[: result[0]]))
         return result
@@ -305,16 +321,22 @@ class UsbdevfsServer:
         is_in = endpoint == BULK_IN_EP
         payload = None if is_in or data is None else memoryview(bytes(data.retrieve()))
         transfer = Urb(endpoint, length, _timeout_ns(timeout_ms), payload=payload)
-        result = self._sync(transfer)
+        result = self._sync(transfer, timeout_ms)
         if result[0] > 0 and is_in and data is not None:
             data.update(0, bytes(transfer.data[: result[0]]))
         return result
 
-    def _standard_out(self, request_type: int, request: int, value: int, index: int) -> tuple[int, int]:
-        """A standard request the kernel sends on the client's behalf (SET_CONFIGURATION, CLEAR_FEATURE)."""
-        setup = (request_type, request, value, index)
-        result, error = self._sync(Urb(CONTROL_EP, 0, _timeout_ns(_SYNC_IOCTL_TIMEOUT_MS), setup))
+    def _standard_out(self, op: Op, setup: tuple[int, int, int, int], value: int) -> tuple[int, int]:
+        """A standard request the kernel sends on the client's behalf (SET_CONFIGURATION, CLEAR_FEATURE), recorded
+        as the host call ``op`` of ``value``."""
+        transfer = Urb(CONTROL_EP, 0, _timeout_ns(_SYNC_IOCTL_TIMEOUT_MS), setup)
+        result, error = self._sync(transfer, _SYNC_IOCTL_TIMEOUT_MS, record=False)
+        self._host_call(op, value, error)
         return (0, 0) if error == 0 else (result, error)
+
+    def _host_call(self, op: Op, value: int | None, error: int) -> None:
+        if self.recording is not None:
+            self.recording.host_call(op, value, errno.errorcode.get(error) if error else None)
 
     # --- device and interface state ---
     def _uint_arg(self, client: Any) -> int:
@@ -322,24 +344,28 @@ class UsbdevfsServer:
 
     def _op_claiminterface(self, client: Any, state: ClientState) -> tuple[int, int]:
         interface = self._uint_arg(client)
-        if interface != _INTERFACE:
-            return -1, errno.ENOENT
-        state.claimed.add(interface)
-        return 0, 0
+        result = (-1, errno.ENOENT) if interface != _INTERFACE else (0, 0)
+        if not result[1]:
+            state.claimed.add(interface)
+        self._host_call(Op.CLAIM, interface, result[1])
+        return result
 
     def _op_releaseinterface(self, client: Any, state: ClientState) -> tuple[int, int]:
         interface = self._uint_arg(client)
-        if interface not in state.claimed:
-            return -1, errno.EINVAL
+        result = (-1, errno.EINVAL) if interface not in state.claimed else (0, 0)
         state.claimed.discard(interface)
-        return 0, 0
+        self._host_call(Op.RELEASE, interface, result[1])
+        return result
 
     def _op_setconfiguration(self, client: Any, state: ClientState) -> tuple[int, int]:
-        return self._standard_out(_STANDARD_OUT_DEVICE, _SET_CONFIGURATION, self._uint_arg(client), 0)
+        configuration = self._uint_arg(client)
+        setup = (_STANDARD_OUT_DEVICE, _SET_CONFIGURATION, configuration, 0)
+        return self._standard_out(Op.SET_CONFIGURATION, setup, configuration)
 
     def _op_clear_halt(self, client: Any, state: ClientState) -> tuple[int, int]:
         endpoint = self._uint_arg(client)
-        return self._standard_out(_STANDARD_OUT_ENDPOINT, _CLEAR_FEATURE, _FEATURE_ENDPOINT_HALT, endpoint)
+        setup = (_STANDARD_OUT_ENDPOINT, _CLEAR_FEATURE, _FEATURE_ENDPOINT_HALT, endpoint)
+        return self._standard_out(Op.CLEAR_HALT, setup, endpoint)
 
     def _op_get_capabilities(self, client: Any, state: ClientState) -> tuple[int, int]:
         client.get_arg().resolve(0, UINT_BYTES).update(0, UINT32.pack(SERVED_CAPABILITIES))
@@ -347,10 +373,11 @@ class UsbdevfsServer:
 
     def _op_reset(self, client: Any, state: ClientState) -> tuple[int, int]:
         front = self.bridge.front
-        if front.gone:
-            return -1, errno.ENODEV
-        front.port_reset()
-        return 0, 0
+        result = (-1, errno.ENODEV) if front.gone else (0, 0)
+        if not result[1]:
+            front.port_reset()
+        self._host_call(Op.RESET, None, result[1])
+        return result
 
     def _op_streams(self, client: Any, state: ClientState) -> tuple[int, int]:
         _log.info("bulk streams requested: the bridge's endpoints have none (no SuperSpeed stream support)")

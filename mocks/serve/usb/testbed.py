@@ -19,6 +19,7 @@ from typing import Any, Final
 from tinyhil.errors import TinyHilError
 from tinyhil.mocks.serve.usb.board import ServedBoard
 from tinyhil.mocks.serve.usb.descriptors import DescriptorSet, describe_board
+from tinyhil.mocks.serve.usb.recording import ServedRecording
 from tinyhil.mocks.serve.usb.server import UsbdevfsServer
 
 __all__ = ["UMOCKDEV_PACKAGES", "UMOCKDEV_WRAPPER", "ServeUnavailable", "UsbTestbed", "umockdev_unavailable_reason"]
@@ -109,7 +110,11 @@ class UsbTestbed:
         umockdev = _umockdev()
         self.board = board
         self.descriptors: DescriptorSet = describe_board(board.bridge, board.target)
-        self.server = UsbdevfsServer(board, self.descriptors)
+        self.recording = None
+        if board.record is not None:
+            self.recording = ServedRecording(board.record, board.bridge, board.target, board.options,
+                                             self.descriptors.device)  # fmt: skip
+        self.server = UsbdevfsServer(board, self.descriptors, self.recording)
         self._testbed = umockdev.Testbed.new()
         self._testbed.add_from_string(self.descriptors.description)
         sysfs_path = self.descriptors.sysfs_path
@@ -134,10 +139,12 @@ class UsbTestbed:
         return process.returncode if process.returncode >= 0 else 128 - process.returncode
 
     def close(self) -> None:
-        """Detach the handler and remove the testbed's directory."""
+        """Detach the handler, remove the testbed's directory and write the recording (``record=``), if any."""
         self._testbed.detach_ioctl(self.descriptors.devnode)
         self._testbed = None
         shutil.rmtree(self.root, ignore_errors=True)
+        if self.recording is not None:
+            self.recording.save()
 
     def __enter__(self) -> UsbTestbed:
         return self

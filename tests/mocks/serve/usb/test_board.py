@@ -42,6 +42,8 @@ BAD_OPTIONS = [
     ("MOCKUSB+AMD", ["faults=3"], r"faults=3, expected a list of rule tables"),
     ("MOCKUSB+AMD", ['quirks={"nope": 1}'], r"quirks=\{'nope': 1\}: .*expected Quirks fields"),
     ("MOCKUSB+AMD", ["timing=slow"], r"timing preset 'slow', expected one of"),
+    ("MOCKUSB+AMD", ["record=3"], r"record=3, expected a path ending in \.hiltrace\.jsonl or \.pcapng"),
+    ("MOCKUSB+AMD", ["record=trace.txt"], r"trace\.txt"),
     ("MOCKKFD+AMD", [], r"--target 'MOCKKFD\+AMD', expected a MOCKUSB\+AMD target"),
 ]
 

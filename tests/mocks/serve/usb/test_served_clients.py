@@ -13,6 +13,8 @@ import pytest
 from tinyhil.mocks.serve.usb import UsbTestbed, served_board, umockdev_unavailable_reason
 from tinyhil.mocks.serve.usb.descriptors import describe_board
 from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP, SECTOR_BYTES, Request, Xdata
+from tinyhil.trace.convert import load_trace
+from tinyhil.trace.records import Complete, Op, Submit, TransferStatus
 
 TARGET = "MOCKUSB+AMD"
 CLIENT_SOURCE = Path(__file__).with_name("libusb_client.c")
@@ -111,3 +113,29 @@ def test_fault_plans_reach_the_c_client_as_the_errnos_libusb_maps(libusb_client:
                          "bulk_write rc=LIBUSB_ERROR_TIMEOUT transferred=0",
                          "control_read rc=LIBUSB_ERROR_NO_DEVICE"]  # fmt: skip
     assert bridge.front.gone
+
+
+def test_a_recorded_session_holds_every_request_on_the_boards_clock(libusb_client: Path, tmp_path: Path) -> None:
+    path = tmp_path / "served.hiltrace.jsonl"
+    board = served_board(TARGET, [f"record={path}"])
+    bridge = board.bridge
+    bridge.vendor_request(_VENDOR_OUT, Request.SRAM_ARM, _ARM_DEVICE_TO_HOST | 1, 0, b"", 0)  # as in the test above
+    bridge.engine.released = True
+    with UsbTestbed(board) as testbed:
+        done = _run(testbed, [str(libusb_client), f"{bridge.vendor_id:04x}", f"{bridge.product_id:04x}", "basic"])
+    assert done.returncode == 0, done.stderr
+    trace = load_trace(path)
+    assert trace.header.target == TARGET and trace.header.device["vendor_id"] == bridge.vendor_id
+    ops = [record.op for record in trace.records]
+    assert ops[0] is Op.CLAIM and ops[-1] is Op.RELEASE
+    submits = [record for record in trace.records if isinstance(record, Submit)]
+    completes = {record.tag: record for record in trace.records if isinstance(record, Complete)}
+    assert [(s.ep, s.bRequest) for s in submits] == [(0, Request.SRAM_ARM), (BULK_OUT_EP, None),
+                                                     (0, Request.XDATA_READ), (BULK_IN_EP, None)]  # fmt: skip
+    sram = bridge.read_sram(0, SECTOR_BYTES)
+    assert bytes(submits[1].data) == sram
+    assert bytes(completes[submits[2].tag].data) == bridge.read_xdata(Xdata.SRAM_WINDOW, 4)
+    assert bytes(completes[submits[3].tag].data) == sram
+    assert {c.status for c in completes.values()} == {TransferStatus.COMPLETED}
+    times = [record.t_ns for record in trace.records]
+    assert times == sorted(times) and times[-1] <= bridge.kernel.now_ns
