@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from tinyhil.emulators.asm2464 import WAIT_CAP_NS, Urb, UsbStatus
-from tinyhil.emulators.asm2464.front import CONTROL_EP
+from tinyhil.emulators.asm2464.front import CONTROL_EP, StandardRequest
 from tinyhil.mocks.serve.usb.board import ServedBoard
 from tinyhil.mocks.serve.usb.descriptors import DescriptorSet
 from tinyhil.mocks.serve.usb.recording import ServedRecording
@@ -35,6 +35,7 @@ from tinyhil.mocks.serve.usb.usbdevfs import (
     INT32,
     POINTER,
     SERVED_CAPABILITIES,
+    SETINTERFACE,
     SETUP,
     SHORT_NOT_OK_ERRNO,
     STATUS_TO_ERRNO,
@@ -64,8 +65,7 @@ _NS_PER_MS: Final = 1_000_000
 _INTERFACE: Final = 0  # the bridge's one interface
 _STANDARD_OUT_ENDPOINT: Final = 0x02  # bmRequestType: OUT, standard, to an endpoint
 _STANDARD_OUT_DEVICE: Final = 0x00
-_CLEAR_FEATURE: Final = 0x01
-_SET_CONFIGURATION: Final = 0x09
+_STANDARD_OUT_INTERFACE: Final = 0x01
 _FEATURE_ENDPOINT_HALT: Final = 0
 _DIRECTION_IN: Final = 0x80
 _BULK_ENDPOINTS: Final = (BULK_OUT_EP, BULK_IN_EP)
@@ -123,6 +123,7 @@ class UsbdevfsServer:
             Request.USBDEVFS_CLAIMINTERFACE: self._op_claiminterface,
             Request.USBDEVFS_RELEASEINTERFACE: self._op_releaseinterface,
             Request.USBDEVFS_SETCONFIGURATION: self._op_setconfiguration,
+            Request.USBDEVFS_SETINTERFACE: self._op_setinterface,
             Request.USBDEVFS_GET_CAPABILITIES: self._op_get_capabilities,
             Request.USBDEVFS_CLEAR_HALT: self._op_clear_halt,
             Request.USBDEVFS_RESET: self._op_reset,
@@ -359,12 +360,21 @@ class UsbdevfsServer:
 
     def _op_setconfiguration(self, client: Any, state: ClientState) -> tuple[int, int]:
         configuration = self._uint_arg(client)
-        setup = (_STANDARD_OUT_DEVICE, _SET_CONFIGURATION, configuration, 0)
+        setup = (_STANDARD_OUT_DEVICE, StandardRequest.SET_CONFIGURATION, configuration, 0)
         return self._standard_out(Op.SET_CONFIGURATION, setup, configuration)
+
+    def _op_setinterface(self, client: Any, state: ClientState) -> tuple[int, int]:
+        interface, alt_setting = SETINTERFACE.unpack(bytes(client.get_arg().resolve(0, SETINTERFACE.size).retrieve()))
+        if interface != _INTERFACE:
+            return -1, errno.EINVAL  # the kernel finds no such interface
+        setup = (_STANDARD_OUT_INTERFACE, StandardRequest.SET_INTERFACE, alt_setting, interface)
+        result, error = self._sync(Urb(CONTROL_EP, 0, _timeout_ns(_SYNC_IOCTL_TIMEOUT_MS), setup),
+                                   _SYNC_IOCTL_TIMEOUT_MS, record=False)  # fmt: skip
+        return (0, 0) if error == 0 else (result, error)
 
     def _op_clear_halt(self, client: Any, state: ClientState) -> tuple[int, int]:
         endpoint = self._uint_arg(client)
-        setup = (_STANDARD_OUT_ENDPOINT, _CLEAR_FEATURE, _FEATURE_ENDPOINT_HALT, endpoint)
+        setup = (_STANDARD_OUT_ENDPOINT, StandardRequest.CLEAR_FEATURE, _FEATURE_ENDPOINT_HALT, endpoint)
         return self._standard_out(Op.CLEAR_HALT, setup, endpoint)
 
     def _op_get_capabilities(self, client: Any, state: ClientState) -> tuple[int, int]:

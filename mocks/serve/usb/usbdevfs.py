@@ -24,8 +24,8 @@ __all__ = [
     "INT32",
     "POINTER",
     "SERVED_CAPABILITIES",
+    "SETINTERFACE",
     "SETUP",
-    "SET_INTERFACE",
     "SHORT_NOT_OK_ERRNO",
     "STATUS_TO_ERRNO",
     "UINT32",
@@ -65,7 +65,7 @@ POINTER: Final = struct.Struct("<Q")  # REAPURB's argument: where the kernel sto
 SETUP: Final = struct.Struct("<BBHHH")
 UINT_BYTES: Final = UINT32.size
 # struct usbdevfs_setinterface { unsigned int interface, altsetting; }
-SET_INTERFACE: Final = struct.Struct("<II")
+SETINTERFACE: Final = struct.Struct("<II")
 
 
 class Request(IntEnum):
@@ -73,8 +73,7 @@ class Request(IntEnum):
 
     USBDEVFS_CONTROL = ioc(IocDir.IOC_READ | IocDir.IOC_WRITE, USBDEVFS_TYPE, 0, CTRL_TRANSFER.size)
     USBDEVFS_BULK = ioc(IocDir.IOC_READ | IocDir.IOC_WRITE, USBDEVFS_TYPE, 2, BULK_TRANSFER.size)
-    USBDEVFS_RESETEP = ioc(IocDir.IOC_READ, USBDEVFS_TYPE, 3, UINT_BYTES)
-    USBDEVFS_SETINTERFACE = ioc(IocDir.IOC_READ, USBDEVFS_TYPE, 4, SET_INTERFACE.size)
+    USBDEVFS_SETINTERFACE = ioc(IocDir.IOC_READ, USBDEVFS_TYPE, 4, SETINTERFACE.size)
     USBDEVFS_SETCONFIGURATION = ioc(IocDir.IOC_READ, USBDEVFS_TYPE, 5, UINT_BYTES)
     USBDEVFS_SUBMITURB = ioc(IocDir.IOC_READ, USBDEVFS_TYPE, 10, URB.size)
     USBDEVFS_DISCARDURB = ioc(IocDir.IOC_NONE, USBDEVFS_TYPE, 11, 0)

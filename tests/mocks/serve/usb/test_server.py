@@ -21,6 +21,7 @@ from tinyhil.mocks.serve.usb.usbdevfs import (
     CTRL_TRANSFER,
     POINTER,
     SERVED_CAPABILITIES,
+    SETINTERFACE,
     STATUS_TO_ERRNO,
     UINT32,
     URB,
@@ -212,6 +213,13 @@ def test_device_and_interface_requests() -> None:
     assert server.bridge.front.configuration == 0
     assert client.ioctl(Request.USBDEVFS_RESET, 0) == (0, 0)
     assert server.bridge.front.configuration == 1
+    for interface, alt_setting, expected in (
+        (0, 0, (0, 0)),
+        (1, 0, (-1, errno.EINVAL)),
+        (0, 1, (-1, STATUS_TO_ERRNO[UsbStatus.STALL])),
+    ):  # no alt setting 1
+        arg = client.memory.alloc(SETINTERFACE.pack(interface, alt_setting))
+        assert client.ioctl(Request.USBDEVFS_SETINTERFACE, arg) == expected
     assert isinstance(server.clients[client], ClientState)
 
 
