@@ -6,10 +6,12 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tinyhil.cli import main
 from tinyhil.mocks.serve.usb import UsbTestbed, served_board, umockdev_unavailable_reason
 from tinyhil.mocks.serve.usb.descriptors import describe_board
 from tinyhil.spec.asm2464 import BULK_IN_EP, BULK_OUT_EP, SECTOR_BYTES, Request, Xdata
@@ -139,3 +141,8 @@ def test_a_recorded_session_holds_every_request_on_the_boards_clock(libusb_clien
     assert {c.status for c in completes.values()} == {TransferStatus.COMPLETED}
     times = [record.t_ns for record in trace.records]
     assert times == sorted(times) and times[-1] <= bridge.kernel.now_ns
+
+
+def test_the_command_line_returns_the_commands_exit_status() -> None:
+    script = "import os, sys; sys.exit(3 if os.path.isdir(os.environ['UMOCKDEV_DIR']) else 1)"
+    assert main(["serve", "usb", "--option", "seed=1", "--", sys.executable, "-c", script]) == 3
