@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from tinyhil.mocks.serve.usb.board import ServedBoard, served_board
 from tinyhil.mocks.serve.usb.server import UsbdevfsServer
 from tinyhil.mocks.serve.usb.testbed import ServeUnavailable, UsbTestbed, umockdev_unavailable_reason
+from tinyhil.registry import TargetRegistry
 
 __all__ = [
     "ServeUnavailable",
@@ -26,13 +27,15 @@ __all__ = [
 ]
 
 
-def serve_usb(target: str, options: Sequence[str], command: Sequence[str]) -> int:
-    """Run ``command`` with the emulated board ``target`` (``options``: ``KEY=VALUE`` board options) visible to
-    libusb; returns the command's exit status.
+def serve_usb(
+    target: str, options: Sequence[str], command: Sequence[str], registry: TargetRegistry | None = None
+) -> int:
+    """Run ``command`` with the emulated board ``target`` (``options``: ``KEY=VALUE`` board options, ``registry``
+    resolves the target: default the installation's) visible to libusb; returns the command's exit status.
 
     Raises:
         InvalidArgument: a bad target or option; ServeUnavailable: umockdev or PyGObject is missing (named).
     """
-    board = served_board(target, options)
+    board = served_board(target, options, registry)
     with UsbTestbed(board) as testbed:
         return testbed.run(command)
