@@ -8,7 +8,6 @@ where the in-process stack puts the board (bus 2, address 2, :mod:`tinyhil.mocks
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -20,14 +19,14 @@ from tinyhil.trace.umockdev import (
     I_MANUFACTURER,
     I_PRODUCT,
     I_SERIAL,
-    LANGID_EN_US,
+    LANGUAGE_TABLE,
     USB_DIR_IN_STANDARD_DEVICE,
     USB_DT_CONFIG,
     USB_DT_DEVICE,
     USB_DT_DEVICE_SIZE,
     USB_DT_STRING,
     USB_REQ_GET_DESCRIPTOR,
-    _string_descriptor,
+    string_descriptor,
     umockdev_description,
     usb_descriptors,
 )
@@ -37,7 +36,6 @@ __all__ = ["DescriptorSet", "describe_board"]
 _DESCRIPTOR_TYPE_SHIFT: Final = 8  # GET_DESCRIPTOR's wValue: type in the high byte, index in the low byte
 _BYTE: Final = 0xFF
 _STRING_ATTRIBUTES: Final = ((I_MANUFACTURER, "manufacturer"), (I_PRODUCT, "product"), (I_SERIAL, "serial"))
-_LANGUAGES: Final = struct.pack("<BBH", 4, USB_DT_STRING, LANGID_EN_US)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +67,9 @@ class DescriptorSet:
         if kind == USB_DT_CONFIG and number == 0:
             return self.descriptors[USB_DT_DEVICE_SIZE:][:length]
         if kind == USB_DT_STRING and number == 0:
-            return _LANGUAGES[:length]
+            return LANGUAGE_TABLE[:length]
         if kind == USB_DT_STRING and number in self.strings:
-            return _string_descriptor(self.strings[number])[:length]
+            return string_descriptor(self.strings[number])[:length]
         return None  # BOS, qualifier, debug and unknown strings go to the board, which stalls them
 
 
