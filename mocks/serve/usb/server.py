@@ -174,7 +174,10 @@ class UsbdevfsServer:
         if length < 0:
             return -1, errno.EINVAL
         buffer_data = urb_data.resolve(URB_BUFFER_OFFSET, length) if length else None
-        buffer = memoryview(bytes(buffer_data.retrieve())) if buffer_data is not None else memoryview(b"")
+        reads_buffer = kind == UrbType.USBDEVFS_URB_TYPE_CONTROL or endpoint != BULK_IN_EP  # a bulk IN only fills it
+        buffer = memoryview(b"")
+        if reads_buffer and buffer_data is not None:
+            buffer = memoryview(bytes(buffer_data.retrieve()))
         if kind == UrbType.USBDEVFS_URB_TYPE_CONTROL:
             if length < SETUP.size:
                 return -1, errno.EINVAL
