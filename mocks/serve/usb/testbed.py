@@ -110,7 +110,7 @@ class UsbTestbed:
         umockdev = _umockdev()
         self.board = board
         self.descriptors: DescriptorSet = describe_board(board.bridge, board.target)
-        self.recording = None
+        self.recording: ServedRecording | None = None
         if board.record is not None:
             self.recording = ServedRecording(board.record, board.bridge, board.target, board.options,
                                              self.descriptors.device)  # fmt: skip
@@ -139,7 +139,10 @@ class UsbTestbed:
         return process.returncode if process.returncode >= 0 else 128 - process.returncode
 
     def close(self) -> None:
-        """Detach the handler, remove the testbed's directory and write the recording (``record=``), if any."""
+        """Detach the handler, remove the testbed's directory and write the recording (``record=``), if any; closing
+        twice does nothing."""
+        if self._testbed is None:
+            return
         self._testbed.detach_ioctl(self.descriptors.devnode)
         self._testbed = None
         shutil.rmtree(self.root, ignore_errors=True)
