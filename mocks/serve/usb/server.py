@@ -398,5 +398,6 @@ class UsbdevfsServer:
 
 
 def _timeout_ns(timeout_ms: int) -> int:
-    """A synchronous ioctl's timeout (ms; 0 waits without end, here the emulator's longest wait)."""
-    return timeout_ms * _NS_PER_MS if timeout_ms else WAIT_CAP_NS
+    """A synchronous ioctl's timeout in ns: ``timeout_ms``, at most the emulator's longest wait (2 virtual hours),
+    which is also what 0 (wait without end) gets."""
+    return min(timeout_ms * _NS_PER_MS, WAIT_CAP_NS) if timeout_ms else WAIT_CAP_NS

@@ -12,7 +12,7 @@ import struct
 
 import pytest
 
-from tinyhil.emulators.asm2464 import UsbStatus
+from tinyhil.emulators.asm2464 import WAIT_CAP_NS, UsbStatus
 from tinyhil.mocks.serve.usb import UsbdevfsServer, served_board
 from tinyhil.mocks.serve.usb.descriptors import describe_board
 from tinyhil.mocks.serve.usb.server import ClientState
@@ -238,6 +238,10 @@ def test_synchronous_control_and_bulk_ioctls_use_their_own_timeouts() -> None:
     assert client.ioctl(Request.USBDEVFS_BULK, bulk) == (-1, STATUS_TO_ERRNO[UsbStatus.TIMED_OUT])
     assert server.bridge.kernel.now_ns - before == timeout_ms * _NS_PER_MS
     assert server.bridge.front.busy == 0
+    forever = client.memory.alloc(BULK_TRANSFER.pack(BULK_OUT_EP, 512, 0xFFFFFFFF, payload))  # 49 days
+    before = server.bridge.kernel.now_ns
+    assert client.ioctl(Request.USBDEVFS_BULK, forever) == (-1, STATUS_TO_ERRNO[UsbStatus.TIMED_OUT])
+    assert server.bridge.kernel.now_ns - before == WAIT_CAP_NS  # the emulator's longest wait
 
 
 def test_get_descriptor_is_answered_from_the_descriptors() -> None:
