@@ -14,8 +14,11 @@ bootstrap() {
         exit 2
     fi
     local stamp="$VENV/.tinyhil-installed"
+    local extras=dev,farm,nv
+    # tinyhil serve usb's PyGObject builds from source: only where its C libraries' headers are installed
+    if pkg-config --exists gobject-introspection-1.0 cairo 2>/dev/null; then extras+=,serve; fi
     local want
-    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    want="$(sha256sum pyproject.toml | cut -d' ' -f1) $extras"
     if [[ ! -x "$VENV/bin/python" ]]; then
         echo "dev.sh: creating $VENV" >&2
         "$PYTHON" -m venv "$VENV"
@@ -23,7 +26,7 @@ bootstrap() {
     if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
         echo "dev.sh: installing tinyhil and its development dependencies into $VENV" >&2
         "$VENV/bin/python" -m pip install -q --upgrade pip
-        "$VENV/bin/python" -m pip install -q -e '.[dev,farm,nv]'
+        "$VENV/bin/python" -m pip install -q -e ".[$extras]"
         echo "$want" > "$stamp"
     fi
 }

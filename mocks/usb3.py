@@ -46,7 +46,7 @@ from tinyhil.spec.asm2464 import BRIDGE_VID_PIDS
 from tinyhil.usb.backend import open_bridge_handle
 from tinyhil.usb.transport import Usb3Transport
 
-__all__ = ["MockUSB3", "MockUsbDevice"]
+__all__ = ["MockUSB3", "MockUsbDevice", "fresh_board"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +62,39 @@ class MockUsbDevice:
 _PARTS_OPTIONS: Final = ("bridge", "function", "kernel")
 # What builds a fresh board; :meth:`MockUSB3.over` rejects them (its bridge is built already).
 _BOARD_OPTIONS: Final = ("seed", "faults", "quirks", "timing", "vram_bytes", "gfx_target_version", "usb3")
+
+
+def fresh_board(
+    *,
+    seed: int = 0,
+    faults: FaultPlan | None = None,
+    quirks: Quirks | None = None,
+    timing: TimingModel | None = None,
+    vram_bytes: int | None = None,
+    gfx_target_version: int | None = None,
+    usb3: bool = True,
+    vendor_id: int = BRIDGE_VID_PIDS[0][0],
+    product_id: int = BRIDGE_VID_PIDS[0][1],
+) -> Asm2464:
+    """The board a fresh :class:`MockUSB3` opens: an :class:`Asm2464` on a new EventKernel seeded with ``seed``, an
+    emulated gfx1100 of ``vram_bytes`` behind it (``tinyhil serve usb`` serves the same board).
+
+    Raises:
+        InvalidArgument: a ``gfx_target_version`` other than gfx1100's, or a bad board option.
+    """
+    kernel = EventKernel(seed)
+    board_timing = timing if timing is not None else TimingModel.preset(DEFAULT_PRESET)
+    gpu_timing = GpuTiming(system_bytes_per_us=max(1, board_timing.gpu_copy_bytes_per_s // 1_000_000))
+    vram = DEFAULT_VRAM_BYTES if vram_bytes is None else vram_bytes
+    if gfx_target_version is not None and gfx_target_version != DEFAULT_GFX_TARGET_VERSION:
+        raise InvalidArgument(
+            f"MockUSB3(gfx_target_version={gfx_target_version!r}): only gfx1100's register interface is modelled "
+            f"on the USB path, expected gfx_target_version={DEFAULT_GFX_TARGET_VERSION} (or None); gfx1201 and "
+            "gfx950 run on MOCKKFD+AMD"
+        )
+    function = Gfx1100Function(kernel=kernel, timing=gpu_timing, vram_bytes=vram)
+    return Asm2464(quirks=quirks, faults=faults, seed=seed, timing=timing, function=function, kernel=kernel,
+                   usb3=usb3, vendor_id=vendor_id, product_id=product_id)  # fmt: skip
 
 
 class MockUSB3(Usb3Transport):
@@ -135,19 +168,9 @@ class MockUSB3(Usb3Transport):
                 "the device, which the real class ignores; give board options by keyword (docs/usb3-compat.md)"
             )
         vendor_id, product_id = BRIDGE_VID_PIDS[0] if device is None else (device.vendor_id, device.product_id)
-        kernel = EventKernel(seed)
-        board_timing = timing if timing is not None else TimingModel.preset(DEFAULT_PRESET)
-        gpu_timing = GpuTiming(system_bytes_per_us=max(1, board_timing.gpu_copy_bytes_per_s // 1_000_000))
-        vram = DEFAULT_VRAM_BYTES if vram_bytes is None else vram_bytes
-        if gfx_target_version is not None and gfx_target_version != DEFAULT_GFX_TARGET_VERSION:
-            raise InvalidArgument(
-                f"MockUSB3(gfx_target_version={gfx_target_version!r}): only gfx1100's register interface is modelled "
-                f"on the USB path, expected gfx_target_version={DEFAULT_GFX_TARGET_VERSION} (or None); gfx1201 and "
-                "gfx950 run on MOCKKFD+AMD"
-            )
-        function = Gfx1100Function(kernel=kernel, timing=gpu_timing, vram_bytes=vram)
-        bridge = Asm2464(quirks=quirks, faults=faults, seed=seed, timing=timing, function=function, kernel=kernel,
-                         usb3=usb3, vendor_id=vendor_id, product_id=product_id)  # fmt: skip
+        bridge = fresh_board(seed=seed, faults=faults, quirks=quirks, timing=timing, vram_bytes=vram_bytes,
+                             gfx_target_version=gfx_target_version, usb3=usb3, vendor_id=vendor_id,
+                             product_id=product_id)  # fmt: skip
         self._attach(bridge, mode, {**transport_options, "strict": strict})
 
     @classmethod

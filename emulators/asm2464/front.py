@@ -92,6 +92,13 @@ class UsbFront:
         for urb in pending:
             self.finish(urb, UsbStatus.NO_DEVICE, "the board was power-cycled with the transfer in flight")
 
+    def port_reset(self) -> None:
+        """A USB port reset of a present device: halts clear, configuration 1 again, the DMA engine forgets its
+        arms; PCIe and memories are untouched."""
+        self.halted.clear()
+        self.configuration = 1
+        self.bridge.engine.drop_arms()
+
     def state(self) -> tuple[object, ...]:
         """The USB state: device present, halts, configuration, and every transfer still in flight (a request
         that left one behind has changed the device: it will take the next arm)."""

@@ -12,10 +12,15 @@ from tinyhil.mocks.usb.handle import EmulatedUsbDeviceHandle
 if TYPE_CHECKING:
     from tinyhil.mocks.usb.context import EmulatedUsbContext
 
-__all__ = ["FIRST_ADDRESS", "SUPERSPEED_BUS", "EmulatedUsbDevice"]
+__all__ = ["FIRST_ADDRESS", "SUPERSPEED_BUS", "EmulatedUsbDevice", "usb1_speed"]
 
 SUPERSPEED_BUS: Final = 2  # Linux puts SuperSpeed devices on the xHCI's USB3 root hub, typically bus 2
 FIRST_ADDRESS: Final = 2
+
+
+def usb1_speed(bridge: Asm2464) -> int:
+    """The link speed libusb reports for ``bridge`` (usb1's ``SPEED_*``): SuperSpeed+ on a USB3 link, else high."""
+    return int(usb1.SPEED_SUPER_PLUS if bridge.usb3 else usb1.SPEED_HIGH)
 
 
 class EmulatedUsbDevice:
@@ -59,7 +64,7 @@ class EmulatedUsbDevice:
         return FIRST_ADDRESS + self._position
 
     def getDeviceSpeed(self) -> int:
-        return int(usb1.SPEED_SUPER_PLUS if self._bridge.usb3 else usb1.SPEED_HIGH)
+        return usb1_speed(self._bridge)
 
     def open(self) -> Any:
         """Open a handle on this board (every handle of a board shares the board's state)."""

@@ -162,9 +162,7 @@ class EmulatedUsbDeviceHandle:
         front = self._bridge.front
         if front.gone:
             raise usb1.USBErrorNoDevice(usb1.ERROR_NO_DEVICE)
-        front.halted.clear()
-        front.configuration = 1
-        self._bridge.engine.drop_arms()
+        front.port_reset()
 
     @requires_open
     def getTransfer(self, iso_packets: int = 0, short_is_error: bool = False, add_zero_packet: bool = False) -> Any:

@@ -24,7 +24,7 @@ DEFAULT_KFD_TARGET: Final = "MOCKKFD+AMD"
 def _serve_usb(args: argparse.Namespace, registry: TargetRegistry) -> int:
     from tinyhil.mocks.serve.usb import serve_usb
 
-    return serve_usb(args.target, args.option or (), args.served_command)
+    return serve_usb(args.target, args.option or (), args.served_command, registry)
 
 
 def _serve_kfd(args: argparse.Namespace, registry: TargetRegistry) -> int:

@@ -38,8 +38,18 @@ from tinyhil.trace.exchanges import Exchange, difference_text, exchanges
 from tinyhil.trace.pcapng import save_pcapng
 from tinyhil.trace.records import ENDPOINT_IN, Op, Record, Trace, TraceHeader, Transfer
 
-__all__ = ["MAX_TRANSFER_BYTES", "UMOCKDEV_PCAPNG", "UmockdevFiles", "first_divergence", "umockdev_description",
-           "umockdev_trace", "usb_descriptors", "write_umockdev"]  # fmt: skip
+__all__ = [
+    "LANGUAGE_TABLE",
+    "MAX_TRANSFER_BYTES",
+    "UMOCKDEV_PCAPNG",
+    "UmockdevFiles",
+    "first_divergence",
+    "string_descriptor",
+    "umockdev_description",
+    "umockdev_trace",
+    "usb_descriptors",
+    "write_umockdev",
+]
 
 # --- USB 2.0 / 3.x chapter 9 facts: descriptor types and lengths, standard requests ---
 USB_DT_DEVICE: Final = 0x01
@@ -65,6 +75,8 @@ STRING_HEADER_BYTES: Final = 2  # a string descriptor's bLength and bDescriptorT
 LANGID_EN_US: Final = 0x0409
 LANGUAGES_READ_LENGTH: Final = 4  # libusb_get_string_descriptor_ascii reads the first language id only
 STRING_READ_LENGTH: Final = 255  # and then the string, into a buffer of 255 bytes
+# String descriptor 0, the language table: one language, US English.
+LANGUAGE_TABLE: Final = struct.pack("<BBH", LANGUAGES_READ_LENGTH, USB_DT_STRING, LANGID_EN_US)
 MAX_POWER_2MA: Final = 0x32  # bMaxPower: 100 mA in 2 mA units (8 mA units at SuperSpeed; nothing reads it here)
 BCD_DEVICE: Final = 0x0100
 SS_MAX_BURST: Final = 15  # bMaxBurst of the bulk endpoints at SuperSpeed (16 packets per burst)
@@ -218,7 +230,8 @@ def _attribute(name: str, text: str) -> str:
     return f"H: {name}={text.encode('utf-8', 'surrogatepass').hex().upper()}"
 
 
-def _string_descriptor(text: str) -> bytes:
+def string_descriptor(text: str) -> bytes:
+    """A USB string descriptor of ``text``: bLength, bDescriptorType 3, then UTF-16LE (USB 2.0 section 9.6.7)."""
     encoded = text.encode("utf-16-le")
     return bytes([STRING_HEADER_BYTES + len(encoded), USB_DT_STRING]) + encoded
 
@@ -226,13 +239,12 @@ def _string_descriptor(text: str) -> bytes:
 def _string_reads(header: TraceHeader) -> list[tuple[int, int, int, bytes]]:
     """``(wValue, wIndex, wLength, reply)`` of GET_DESCRIPTOR(STRING): the language table, then a string, for each
     string of the device, in :data:`STRING_READ_ROUNDS` rounds."""
-    languages = struct.pack("<BBH", LANGUAGES_READ_LENGTH, USB_DT_STRING, LANGID_EN_US)
     one_round: list[tuple[int, int, int, bytes]] = []
     for index, name in _STRING_FIELDS:
         text = header.device.get(name)
         if isinstance(text, str):
-            one_round.append((USB_DT_STRING << 8, 0, LANGUAGES_READ_LENGTH, languages))
-            one_round.append((USB_DT_STRING << 8 | index, LANGID_EN_US, STRING_READ_LENGTH, _string_descriptor(text)))
+            one_round.append((USB_DT_STRING << 8, 0, LANGUAGES_READ_LENGTH, LANGUAGE_TABLE))
+            one_round.append((USB_DT_STRING << 8 | index, LANGID_EN_US, STRING_READ_LENGTH, string_descriptor(text)))
     return one_round * STRING_READ_ROUNDS
 
 
