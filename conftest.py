@@ -1,4 +1,6 @@
-"""Repository-level pytest configuration: hypothesis profiles and the ``fuzz`` marker.
+"""Repository-level pytest configuration: hypothesis profiles, the ``fuzz`` marker, and run history kept off the
+user's home (every test runs with ``$TINYHIL_HISTORY=none``; a test of history passes ``--history`` in its
+``tmp_path``).
 
 ``ci`` (selected when ``CI`` is set) is derandomized and keeps no example database, so CI runs are reproducible;
 ``dev`` is the default for laptops; ``nightly`` (``HYPOTHESIS_PROFILE=nightly``) runs every property and fuzz test
@@ -12,6 +14,8 @@ import os
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tinyhil.device_farm.history.settings import HISTORY_ENV, NO_HISTORY
 
 NIGHTLY_EXAMPLES = 5_000
 
@@ -27,6 +31,12 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.fixture(autouse=True)
+def _no_history_in_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs a test makes record nothing unless it names a database (``--history``), never in the user's home."""
+    monkeypatch.setenv(HISTORY_ENV, NO_HISTORY)
 
 
 def pytest_configure(config: pytest.Config) -> None:

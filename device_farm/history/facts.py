@@ -1,0 +1,57 @@
+"""The facts of a run that its ``runs`` row keeps and the reports do not compute: the suite's key, the command
+line, the revision of the suite's checkout and the hardware map's hash (:func:`run_facts`)."""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+import tinyhil
+from tinyhil.device_farm.history.store import RunFacts
+from tinyhil.device_farm.inventory.hwmap import HardwareMap
+
+__all__ = ["map_hash", "revision", "run_facts", "suite_key"]
+
+_GIT_TIMEOUT_S: Final = 10.0
+
+
+def suite_key(suite: Sequence[str]) -> str:
+    """How history names a suite: its entries (absolute paths, or packages) in order, one per line."""
+    return "\n".join(suite)
+
+
+def revision(suite: Sequence[str]) -> str | None:
+    """The git commit checked out where the suite's first path entry lives, or ``None`` (a package, no git)."""
+    paths = [Path(entry) for entry in suite if Path(entry).exists()]
+    if not paths:
+        return None
+    where = paths[0] if paths[0].is_dir() else paths[0].parent
+    try:
+        done = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=_GIT_TIMEOUT_S, check=False)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = done.stdout.strip()
+    return found if done.returncode == 0 and found else None
+
+
+def map_hash(hwmap: HardwareMap) -> str | None:
+    """The SHA-256 of the hardware map's file, or ``None`` for a map made without one (emulated boards)."""
+    path = Path(hwmap.path)
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+    except OSError:
+        return None
+
+
+def run_facts(run_id: str, suite: Sequence[str], hwmap: HardwareMap, report: Path, *, started: float,
+              finished: float, exitstatus: int, complete: bool) -> RunFacts:  # fmt: skip
+    """The ``runs`` row of a run: the arguments, and what this process and the suite's checkout say."""
+    hosts = tuple(sorted({board.host for board in hwmap.boards}))
+    return RunFacts(run_id, suite_key(suite), started, finished, shlex.join(sys.argv), tinyhil.__version__,
+                    revision(suite), hosts, map_hash(hwmap), str(report), exitstatus, complete)  # fmt: skip
