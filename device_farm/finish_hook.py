@@ -31,7 +31,9 @@ def on_finish_command(text: str) -> tuple[str, ...]:
     try:
         argv = tuple(shlex.split(text))
     except ValueError as exc:
-        raise InvalidArgument(f"--on-finish {text!r}: {exc}, expected a command line such as 'notify-lab --to ops'") from None
+        raise InvalidArgument(
+            f"--on-finish {text!r}: {exc}, expected a command line such as 'notify-lab --to ops'"
+        ) from None
     if not argv:
         raise InvalidArgument(f"--on-finish {text!r}: empty, expected a command to run with the summary's path")
     return argv

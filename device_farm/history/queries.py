@@ -19,6 +19,7 @@ counted). Tonight is the newest run, last night the one before it.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import statistics
 from collections.abc import Sequence
@@ -210,10 +211,10 @@ def _flakes(statuses: Sequence[dict[str, str]]) -> dict[str, Flake]:
     for key in sorted(keys):
         seen = [run[key] for run in statuses if run.get(key, SKIP) != SKIP]
         failures = sum(1 for status in seen if status in (FAIL, FLAKY))
-        if not failures or failures == len(seen) and FLAKY not in seen:
+        if not failures or (failures == len(seen) and FLAKY not in seen):
             continue
         failed = [status == FAIL for status in seen]
-        flips = sum(1 for before, after in zip(failed, failed[1:], strict=False) if before != after)
+        flips = sum(1 for before, after in itertools.pairwise(failed) if before != after)
         found[key] = Flake(key, len(seen), failures, flips, flips >= _FLAKY_FLIPS or FLAKY in seen)
     return found
 

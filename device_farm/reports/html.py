@@ -79,7 +79,8 @@ def _failure(report: PairReport, anchor: str, history: RunHistory | None = None)
                       f"<pre>{_e(text)}</pre></details>" for name, text in report.details.items())  # fmt: skip
     duration = float(report.final.get("duration_s") or 0.0)
     return (f'<li id="{_e(anchor)}" data-test="{_e(report.final["nodeid"])}"><b>{_e(report.final["nodeid"])}</b> '
-            f"{failure_mark(history, report.final['key'])}on {_e(_where(report.final))} ({duration:.3f} s){_bundle_link(report)}"
+            f"{failure_mark(history, report.final['key'])}on {_e(_where(report.final))} ({duration:.3f} s)"
+            f"{_bundle_link(report)}"
             f"<pre>{_e(report.final.get('reason'))}</pre>{details}</li>")  # fmt: skip
 
 
@@ -178,7 +179,8 @@ def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any], *, hi
         banner = (f'<p id="incomplete" class="incomplete" data-missing="{len(extra.get("missing", []))}">'
                   f"<b>Incomplete run:</b> {_e(extra.get('incomplete', ''))}</p>")  # fmt: skip
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>tinyhil farm run {run_id}</title><style>{_STYLE}{HISTORY_STYLE}</style></head>
+<html lang="en"><head><meta charset="utf-8"><title>tinyhil farm run {run_id}</title>
+<style>{_STYLE}{HISTORY_STYLE}</style></head>
 <body>
 <h1>tinyhil farm run {run_id}</h1>{banner}{history_header(history, page)}
 <p id="totals" data-pairs="{len(reports)}">{len(reports)} test x target pairs: {_e(totals)}</p>

@@ -42,11 +42,16 @@ _HISTORY_HELP: Final = (f"the run history database, or {NO_HISTORY!r} (default: 
 def add_history_options(parser: Any) -> None:
     """Add ``--history``, ``--last-failed`` and ``--on-finish`` to a run command's parser."""
     parser.add_argument("--history", metavar="PATH", help=_HISTORY_HELP)
-    parser.add_argument("--last-failed", action="store_true",
-                        help="run only the pairs that failed in the previous run of the suite (no history: all)")
-    parser.add_argument("--on-finish", metavar="CMD",
-                        help="run CMD once at the end with the summary's path as its last argument (no shell)")
-    # fmt: skip
+    parser.add_argument(
+        "--last-failed",
+        action="store_true",
+        help="run only the pairs that failed in the previous run of the suite (no history: all)",
+    )
+    parser.add_argument(
+        "--on-finish",
+        metavar="CMD",
+        help="run CMD once at the end with the summary's path as its last argument (no shell)",
+    )
 
 
 def history_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -157,8 +162,13 @@ def add_history_command(sub: Any) -> None:
     found.add_argument("--history", metavar="PATH", help=_HISTORY_HELP)
     found.add_argument("--suite", action="append", metavar="PATH",
                        help="the suite, as the run named it (default: the newest run's)")  # fmt: skip
-    found.add_argument("--runs", type=int, default=DEFAULT_RUNS, metavar="N",
-                       help=f"how many recent runs the rates and trends look at (default {DEFAULT_RUNS})")
+    found.add_argument(
+        "--runs",
+        type=int,
+        default=DEFAULT_RUNS,
+        metavar="N",
+        help=f"how many recent runs the rates and trends look at (default {DEFAULT_RUNS})",
+    )
     found.add_argument("--json", action="store_true", help="print JSON for machines")
     found.add_argument("--export", metavar="FILE", help="write every recorded attempt to FILE (.csv or .jsonl)")
     found.add_argument("--format", choices=("csv", "jsonl"), help="--export's format (default: by extension)")
