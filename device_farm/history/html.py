@@ -43,7 +43,7 @@ def _chart(history: RunHistory) -> str:
                     f'<rect class="pass" x="{x}" y="{_HEIGHT_PX - fail_px - pass_px:.1f}" width="{_BAR_PX}" '
                     f'height="{pass_px:.1f}"/></g>')  # fmt: skip
     width = max(len(history.trend) * (_BAR_PX + _GAP_PX), _BAR_PX)
-    return (f'<svg id="trend" data-runs="{len(history.trend)}" xmlns="http://www.w3.org/2000/svg" '
+    return (f'<svg id="trend" data-runs="{len(history.trend)}" '
             f'width="{width}" height="{_HEIGHT_PX}" role="img" aria-label="pass and fail counts of the last '
             f'{len(history.trend)} runs">{"".join(bars)}</svg>')  # fmt: skip
 
