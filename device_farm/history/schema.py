@@ -91,7 +91,10 @@ def schema_version(connection: sqlite3.Connection) -> int:
 
 
 def _migrate(connection: sqlite3.Connection, path: Path, *, upto: int) -> None:
-    """Apply the migrations the database lacks, up to version ``upto``, in one transaction."""
+    """Apply the migrations the database lacks, up to version ``upto``, in one transaction (none: no write lock
+    taken, so opening a database another process is writing does not wait)."""
+    if schema_version(connection) == upto:
+        return
     connection.execute("BEGIN IMMEDIATE")  # the write lock first: two processes never migrate at once
     try:
         version = schema_version(connection)
