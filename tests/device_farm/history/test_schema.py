@@ -35,8 +35,10 @@ def test_an_older_database_migrates_and_keeps_its_runs(tmp_path: Path) -> None:
     old = open_history(path, upto=1)  # as the first schema wrote it: no board_health table
     assert schema_version(old) == 1
     assert old.execute("SELECT name FROM sqlite_master WHERE name = 'board_health'").fetchone() is None
-    old.execute("INSERT INTO runs (run_id, suite, started, finished, command, version, hosts, report, exitstatus, "
-                "complete) VALUES ('old', 's', 1.0, 2.0, 'tinyhil run', '0.0.9', '[]', '/r/report.html', 0, 1)")  # fmt: skip
+    old.execute(
+        "INSERT INTO runs (run_id, suite, started, finished, command, version, hosts, report, exitstatus, complete) "
+        "VALUES ('old', 's', 1.0, 2.0, 'tinyhil run', '0.0.9', '[]', '/r/report.html', 0, 1)"
+    )
     old.close()
     record(path, "new", {"t.py::test_a": "passed"}, started=10.0, suite="s",
            boards=({"board": "null-a", "host": "lab-1", "health": "GOOD", "reason": "probed"},))  # fmt: skip
