@@ -79,7 +79,7 @@ def _failure(report: PairReport, anchor: str, history: RunHistory | None = None)
                       f"<pre>{_e(text)}</pre></details>" for name, text in report.details.items())  # fmt: skip
     duration = float(report.final.get("duration_s") or 0.0)
     return (f'<li id="{_e(anchor)}" data-test="{_e(report.final["nodeid"])}"><b>{_e(report.final["nodeid"])}</b> '
-            f"{failure_mark(history, report.final['key'])}on {_e(_where(report.final))} ({duration:.3f} s)"
+            f"{failure_mark(history, str(report.final.get('key', '')))}on {_e(_where(report.final))} ({duration:.3f} s)"
             f"{_bundle_link(report)}"
             f"<pre>{_e(report.final.get('reason'))}</pre>{details}</li>")  # fmt: skip
 

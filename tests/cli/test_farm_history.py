@@ -93,14 +93,15 @@ def test_the_flake_rate_of_the_every_other_night_test_comes_from_history(lab: Pa
     assert flaky[FLAPPY]["rate"] == 0.5 and flaky[FLAPPY]["runs"] == NIGHTS and flaky[FLAPPY]["flaky"] is True
     assert flaky[BROKE]["flaky"] is False
     fourth = _history_json(lab, "changes")["changes"]
-    assert fourth["known"] == [BROKE] and fourth["new"] == [FLAPPY]
+    assert fourth["known"] == [BROKE] and fourth["new"] == [FLAPPY] and fourth["flaky"] == [FLAPPY]
 
 
 def test_the_text_answers_and_the_export(lab: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["farm", "history", "--history", str(lab / "history.db")]) == 0
     out = capsys.readouterr().out
     assert f"known failures (still fail): 1\n  {BROKE}" in out
-    assert "50%" in out and FLAPPY in out and "null: 0% (0 of" in out
+    assert f"{FLAPPY} (flaky by history)" in out
+    assert "50%" in out and "null: 0% (0 of" in out
     assert main(["farm", "history", "--history", str(lab / "history.db"), "--export", str(lab / "all.csv")]) == 0
     with (lab / "all.csv").open(newline="") as table:
         rows = list(csv.DictReader(table))

@@ -70,14 +70,16 @@ def _when(seconds: float) -> str:
 
 def _answers(db: Any, suite: str, runs: int, questions: tuple[str, ...]) -> dict[str, Any]:
     found: dict[str, Any] = {}
+    flakes = flake_rates(db, suite, runs)
     if "changes" in questions:
         change = changes(db, suite)
+        flaky = sorted({f.key for f in flakes if f.flaky} & {*change.new, *change.known}) if change else []
         found["changes"] = None if change is None else {
             "tonight": change.tonight, "last_night": change.last_night, "new": list(change.new),
-            "known": list(change.known), "fixed": list(change.fixed)}  # fmt: skip
+            "known": list(change.known), "fixed": list(change.fixed), "flaky": flaky}  # fmt: skip
     if "flaky" in questions:
         found["flaky"] = [{"pair": f.key, "rate": f.rate, "runs": f.runs, "failures": f.failures, "flips": f.flips,
-                           "flaky": f.flaky} for f in flake_rates(db, suite, runs)]  # fmt: skip
+                           "flaky": f.flaky} for f in sorted(flakes, key=lambda f: not f.flaky)]  # fmt: skip
     if "boards" in questions:
         found["boards"] = [{"board": b.board, "attempts": b.attempts, "infrastructure_failures":
                             b.infrastructure_failures, "rate": b.rate,
@@ -101,7 +103,8 @@ def _print(answers: dict[str, Any], runs: int) -> None:
                                 ("known", "known failures (still fail)"), ("fixed", "fixed tonight")):  # fmt: skip
                 print(f"{title}: {len(change[name])}")
                 for key in change[name]:
-                    print(f"  {printable(key, newlines=False)}")
+                    flaky = " (flaky by history)" if key in change["flaky"] else ""
+                    print(f"  {printable(key, newlines=False)}{flaky}")
     if "flaky" in answers:
         print(f"flake rate over the last {runs} runs: {len(answers['flaky'])} pairs failed and passed")
         for f in answers["flaky"]:
