@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tinyhil.cli import main
+from tinyhil.cli import main, parser
 
 SUITE = """
 from pathlib import Path
@@ -133,3 +133,10 @@ def test_history_none_records_nothing(tmp_path: Path, lab: Path, capsys: pytest.
     assert 'data-recorded="false"' in (tmp_path / "r" / "report.html").read_text()
     assert main([*args, "--last-failed"]) == 2
     assert "--last-failed reads the previous run from history" in capsys.readouterr().err
+
+
+def test_both_run_commands_take_the_history_options(tmp_path: Path) -> None:
+    given = ["--history", str(tmp_path / "h.db"), "--last-failed", "--on-finish", "notify --to 'lab ops'"]
+    for command in (["run"], ["farm", "run"]):
+        args = parser().parse_args([*command, *given])
+        assert (args.history, args.last_failed, args.on_finish) == (given[1], True, given[4])

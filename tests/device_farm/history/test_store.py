@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import sqlite3
+import statistics
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,14 @@ def test_no_history_records_and_reads_nothing(tmp_path: Path) -> None:
     assert failed_last_time(settings, SUITE, err) is None
     assert err.getvalue() == ""
     assert recorder_module.record(None, FACTS, [], [], err) is None
+
+
+def test_the_planner_reads_the_median_passing_duration(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    seconds = (3.0, 1.0, 2.0)
+    for n, duration in enumerate(seconds, 1):
+        record(path, f"r{n}", {"t.py::test_a": "passed"}, started=float(n), durations={"t.py::test_a": duration})
+    record(path, "r4", {"t.py::test_a": "failed"}, started=4.0, durations={"t.py::test_a": 99.0})
+    found = durations_from_history(HistorySettings(path), SUITE)
+    assert found == {"t.py::test_a@NULL": statistics.median(seconds)}
+    assert durations_from_history(HistorySettings(path), "/another/suite") == {}
