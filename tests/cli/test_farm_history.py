@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import importlib.util
 import io
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -140,3 +142,31 @@ def test_both_run_commands_take_the_history_options(tmp_path: Path) -> None:
     for command in (["run"], ["farm", "run"]):
         args = parser().parse_args([*command, *given])
         assert (args.history, args.last_failed, args.on_finish) == (given[1], True, given[4])
+
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("playwright") is None or shutil.which(CHROMIUM) is None,
+    reason="needs the Debian package chromium (/usr/bin/chromium) and Playwright (pip install playwright)",
+)
+def test_the_marks_and_the_trend_render_in_chromium(lab: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto((lab / "night3" / "report.html").as_uri())
+            mark = page.locator("#failures [data-history]")
+            assert mark.count() == 1 and mark.inner_text() == "new" and mark.is_visible()
+            assert page.locator("#trend g").count() == 3
+            heights = page.locator("#trend rect").evaluate_all("rs => rs.map(r => r.getBoundingClientRect().height)")
+            assert sum(heights) > 0  # drawn, not just present in the markup
+            assert page.locator("#previous-run").get_attribute("href") == (lab / "night2" / "report.html").as_uri()
+            page.goto((lab / "night4" / "report.html").as_uri())
+            shown = sorted(page.locator("#failures [data-history]").all_inner_texts())
+            assert shown == ["flaky", "known"]
+        finally:
+            browser.close()
