@@ -56,7 +56,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         started REAL,
         message TEXT NOT NULL
     );
-    CREATE INDEX attempts_by_test ON attempts (test, target, run);
+    CREATE INDEX attempts_by_run ON attempts (run, final);
     CREATE INDEX runs_by_suite ON runs (suite, started);
     """,
     # 2: board health changes, and attempts by board for the infrastructure-failure rate
