@@ -4,6 +4,7 @@ line, the revision of the suite's checkout and the hardware map's hash (:func:`r
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import shlex
 import subprocess
 import sys
@@ -25,12 +26,23 @@ def suite_key(suite: Sequence[str]) -> str:
     return "\n".join(suite)
 
 
-def revision(suite: Sequence[str]) -> str | None:
-    """The git commit checked out where the suite's first path entry lives, or ``None`` (a package, no git)."""
-    paths = [Path(entry) for entry in suite if Path(entry).exists()]
-    if not paths:
+def _location(entry: str) -> Path | None:
+    """The folder of a suite entry: a path's (itself, when a folder), or an importable package's."""
+    if Path(entry).exists():
+        return Path(entry) if Path(entry).is_dir() else Path(entry).parent
+    try:
+        spec = importlib.util.find_spec(entry)
+    except (ImportError, ValueError):
         return None
-    where = paths[0] if paths[0].is_dir() else paths[0].parent
+    return Path(spec.origin).parent if spec is not None and spec.origin else None
+
+
+def revision(suite: Sequence[str]) -> str | None:
+    """The git commit checked out where the suite's first entry lives (a path, or a package), or ``None`` (not in
+    a git checkout)."""
+    where = next((found for entry in suite if (found := _location(entry)) is not None), None)
+    if where is None:
+        return None
     try:
         done = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True,
                               timeout=_GIT_TIMEOUT_S, check=False)  # fmt: skip

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.history_runs import record
 
 from tinyhil.cli import main, parser
 
@@ -170,3 +171,29 @@ def test_the_marks_and_the_trend_render_in_chromium(lab: Path) -> None:
             assert shown == ["flaky", "known"]
         finally:
             browser.close()
+
+
+def test_farm_history_without_a_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "none-yet.db"
+    assert main(["farm", "history", "--history", str(missing)]) == 0
+    assert capsys.readouterr().out == f"no run history at {missing}\n"
+    assert not missing.exists()  # reading makes no database
+    assert main(["farm", "history", "--history", str(missing), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"history": str(missing), "runs": 0}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--history", "none"], "--history none: farm history reads a database, expected its path"),
+        (["--runs", "0"], "--runs 0, expected an integer >= 1"),
+        (["--export", "out.txt"], "extension '.txt' names no format"),
+    ],
+)
+def test_farm_history_refuses_bad_arguments(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    record(tmp_path / "h.db", "r1", {"t.py::test_a": "passed"}, started=1.0)
+    given = ["--history", str(tmp_path / "h.db"), *args] if "--history" not in args else args
+    assert main(["farm", "history", *given]) == 2
+    assert message in capsys.readouterr().err
