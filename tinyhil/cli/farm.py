@@ -371,7 +371,8 @@ def add_farm_command(commands: Any) -> None:
     sub = add_command_group(
         commands,
         "farm",
-        "the device farm: discover boards, run suites on them (locally or on Dask), status, scheduler, worker, certs",
+        "the device farm: discover boards, run suites on them (locally or on Dask), history, status, scheduler, "
+        "worker, certs",
         *_RUN_STATUSES,
         details=description(__doc__),
         dest="farm_command",
