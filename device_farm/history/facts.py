@@ -48,8 +48,8 @@ def revision(suite: Sequence[str]) -> str | None:
                               timeout=_GIT_TIMEOUT_S, check=False)  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return None
-    found = done.stdout.strip()
-    return found if done.returncode == 0 and found else None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and commit else None
 
 
 def map_hash(hwmap: HardwareMap) -> str | None:
