@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from tinyhil.device_farm.history.queries import RunHistory, expected_durations, last_failed, run_history
 from tinyhil.device_farm.history.schema import open_history
-from tinyhil.device_farm.history.settings import HistorySettings
+from tinyhil.device_farm.history.settings import DEFAULT_RUNS, HistorySettings
 from tinyhil.device_farm.history.store import RunFacts, record_run
 from tinyhil.errors import TinyHilError
 from tinyhil.printable import printable
@@ -53,9 +53,8 @@ def failed_last_time(settings: HistorySettings | None, suite: str, err: TextIO |
 
 def durations_from_history(settings: HistorySettings | None, suite: str, err: TextIO | None = None) -> dict[str, float]:
     """Expected durations of the pairs of ``suite`` by history (empty without history)."""
-    found = _read(settings, "cannot read durations", lambda db: expected_durations(db, suite, settings.runs)
-                  if settings else {}, err)  # fmt: skip
-    return found or {}
+    runs = settings.runs if settings is not None else DEFAULT_RUNS
+    return _read(settings, "cannot read durations", lambda db: expected_durations(db, suite, runs), err) or {}
 
 
 def record(settings: HistorySettings | None, facts: RunFacts, reports: Sequence[PairReport],
