@@ -34,7 +34,7 @@ class HistorySettings:
 
     def __post_init__(self) -> None:
         if isinstance(self.runs, bool) or not isinstance(self.runs, int) or self.runs < 1:
-            raise InvalidArgument(f"history runs={self.runs!r}, expected an integer >= 1")
+            raise InvalidArgument(f"history runs={self.runs!r} (--runs), expected an integer >= 1")
         if self.last_failed and self.path is None:
             raise InvalidArgument("--last-failed reads the previous run from history, expected --history other than "
                                   f"{NO_HISTORY!r}")  # fmt: skip

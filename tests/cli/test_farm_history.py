@@ -186,7 +186,7 @@ def test_farm_history_without_a_database(tmp_path: Path, capsys: pytest.CaptureF
     ("args", "message"),
     [
         (["--history", "none"], "--history none: farm history reads a database, expected its path"),
-        (["--runs", "0"], "--runs 0, expected an integer >= 1"),
+        (["--runs", "0"], "history runs=0 (--runs), expected an integer >= 1"),
         (["--export", "out.txt"], "extension '.txt' names no format"),
     ],
 )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any, Final
 
@@ -68,7 +69,7 @@ def _when(seconds: float) -> str:
     return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _answers(db: Any, suite: str, runs: int, questions: tuple[str, ...]) -> dict[str, Any]:
+def _answers(db: sqlite3.Connection, suite: str, runs: int, questions: tuple[str, ...]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     flakes = flake_rates(db, suite, runs)
     if "changes" in questions:
@@ -130,8 +131,7 @@ def _history(args: argparse.Namespace, registry: TargetRegistry) -> int:
     path = history_path(args.history)
     if path is None:
         raise InvalidArgument(f"--history {NO_HISTORY}: farm history reads a database, expected its path")
-    if args.runs < 1:
-        raise InvalidArgument(f"--runs {args.runs}, expected an integer >= 1")
+    runs = HistorySettings(path, runs=args.runs).runs  # checked where every window is
     if not path.exists():
         print(json.dumps({"history": str(path), "runs": 0}) if args.json else f"no run history at {path}")
         return EXIT_OK
@@ -146,14 +146,14 @@ def _history(args: argparse.Namespace, registry: TargetRegistry) -> int:
         if suite is None:
             print(json.dumps({"history": str(path), "runs": 0}) if args.json else f"no run recorded in {path}")
             return EXIT_OK
-        answers = _answers(db, suite, args.runs, (args.question,) if args.question else QUESTIONS)
+        answers = _answers(db, suite, runs, (args.question,) if args.question else QUESTIONS)
     finally:
         db.close()
     if args.json:
-        print(json.dumps({"history": str(path), "suite": suite, "runs": args.runs, **answers}, indent=1))
+        print(json.dumps({"history": str(path), "suite": suite, "runs": runs, **answers}, indent=1))
     else:
         print(f"history {path}, suite {printable(suite, newlines=False)!r}")
-        _print(answers, args.runs)
+        _print(answers, runs)
     return EXIT_OK
 
 

@@ -38,8 +38,8 @@ def test_the_order_of_the_sources(clean: Path, monkeypatch: pytest.MonkeyPatch) 
     ("kwargs", "message"),
     [
         ({"path": None, "last_failed": True}, "--last-failed reads the previous run from history"),
-        ({"path": Path("h.db"), "runs": 0}, "history runs=0, expected an integer >= 1"),
-        ({"path": Path("h.db"), "runs": True}, "history runs=True, expected an integer >= 1"),
+        ({"path": Path("h.db"), "runs": 0}, r"history runs=0 \(--runs\), expected an integer >= 1"),
+        ({"path": Path("h.db"), "runs": True}, r"history runs=True \(--runs\), expected an integer >= 1"),
     ],
 )
 def test_bad_settings_are_refused(kwargs: dict[str, object], message: str) -> None:
