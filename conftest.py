@@ -11,6 +11,7 @@ with 50 times the examples, randomized. Fuzz tests (``@pytest.mark.fuzz``, in ``
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -33,10 +34,13 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
-@pytest.fixture(autouse=True)
-def _no_history_in_home(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Runs a test makes record nothing unless it names a database (``--history``), never in the user's home."""
-    monkeypatch.setenv(HISTORY_ENV, NO_HISTORY)
+@pytest.fixture(autouse=True, scope="session")
+def _no_history_in_home() -> Iterator[None]:
+    """Runs a test makes record nothing unless it names a database (``--history``), never in the user's home; set
+    for the whole session, so a run made by a module- or session-scoped fixture is covered too."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(HISTORY_ENV, NO_HISTORY)
+        yield
 
 
 def pytest_configure(config: pytest.Config) -> None:

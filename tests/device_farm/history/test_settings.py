@@ -3,6 +3,7 @@ and ``none``."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,15 @@ def clean(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     return tmp_path
+
+
+@pytest.fixture(scope="module")
+def history_seen_by_a_module_fixture() -> str | None:
+    return os.environ.get(HISTORY_ENV)
+
+
+def test_runs_made_by_module_fixtures_record_no_history(history_seen_by_a_module_fixture: str | None) -> None:
+    assert history_seen_by_a_module_fixture == NO_HISTORY
 
 
 def test_the_order_of_the_sources(clean: Path, monkeypatch: pytest.MonkeyPatch) -> None:
