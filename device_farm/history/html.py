@@ -62,7 +62,8 @@ def history_header(history: RunHistory | None, page: Path) -> str:
             link = f"previous run {_e(previous.run_id)} (its report, in this directory, is replaced by this one)"
         else:
             link = f'previous run: <a id="previous-run" href="{_e(before.as_uri())}">{_e(previous.run_id)}</a>'
-    return (f'<div id="history" data-recorded="true"><p>Last {len(history.trend)} runs of this suite, oldest first (green passed, red failed; hover a bar for its counts): '
+    legend = "oldest first, green passed, red failed; hover a bar for its counts"
+    return (f'<div id="history" data-recorded="true"><p>Last {len(history.trend)} runs of this suite ({legend}); '
             f"{link}</p>{_chart(history)}</div>")  # fmt: skip
 
 
