@@ -19,6 +19,9 @@ the run sets itself, :data:`MANAGED_PYTEST_OPTIONS`). Running it:
    a run its closed output stopped (``tinyhil run | head -1``: no further shard starts, the running ones finish,
    exit status 141) says ``false``, with the reason (``incomplete``) and the pairs left without a result
    (``missing``), and the HTML page and junit.xml say so too.
+7. History (:mod:`~tinyhil.device_farm.history`): the run is recorded where it is driven, and its report marks
+   each failure new, known or flaky; ``--last-failed`` narrows step 4 to the pairs that failed in the previous run
+   of the suite, and the planner takes expected durations from history too. ``--on-finish`` then runs once.
 """
 
 from __future__ import annotations
@@ -37,10 +40,13 @@ from tinyhil.device_farm.cluster.dask_cluster import DEFAULT_BOARD_GRACE_S, DEFA
 from tinyhil.device_farm.collection import collect, report_id
 from tinyhil.device_farm.engine import EngineLost, FarmEngine, Result
 from tinyhil.device_farm.engine.local import LocalEngine
+from tinyhil.device_farm.finish_hook import run_on_finish
 from tinyhil.device_farm.health.probes import probe_board
 from tinyhil.device_farm.health.states import HealthBook, ProbeResult
+from tinyhil.device_farm.history import HistorySettings, durations_from_history, failed_last_time, record
+from tinyhil.device_farm.history.facts import run_facts, suite_key
 from tinyhil.device_farm.inventory.hwmap import Board, HardwareMap
-from tinyhil.device_farm.journal import JOURNAL_NAME, Journal, read_journal
+from tinyhil.device_farm.journal import JOURNAL_NAME, Journal, JournalState, read_journal
 from tinyhil.device_farm.planning import Pair, plan, read_durations, save_durations, select_pairs
 from tinyhil.device_farm.quarantine import Quarantine
 from tinyhil.device_farm.reports import JUNIT_NAME, REPORT_NAME, SUMMARY_NAME
@@ -70,6 +76,7 @@ __all__ = [
     "check_run_arguments",
     "choose_targets",
     "new_run",
+    "resolve_suite",
     "run_farm",
 ]
 
@@ -120,6 +127,8 @@ class FarmRun:
     subset_seed: int = 0
     quarantine_verify: bool = False
     dask: DaskOptions | None = None
+    history: HistorySettings | None = None
+    on_finish: tuple[str, ...] = ()  # argv; the summary's path is added
 
 
 class TargetsUnavailable(TinyHilError, LookupError):
@@ -209,6 +218,12 @@ def check_run_arguments(report_dir: Path, suite: Sequence[str], pytest_args: Seq
         ) from None
 
 
+def resolve_suite(suite: Sequence[str]) -> tuple[str, ...]:
+    """The suite's entries as a run keeps them: paths made absolute, packages as named (none: the portable
+    suite)."""
+    return tuple(str(Path(e).resolve()) if Path(e).exists() else e for e in (tuple(suite) or (SUITE_PACKAGE,)))
+
+
 def new_run(hwmap: HardwareMap | Callable[[int], HardwareMap] | None, suite: Sequence[str], run_dir: Path,
             state_dir: Path, workers: int, *, pytest_args: Sequence[str] = (), targets: Sequence[str] = (),
             **options: Any) -> FarmRun:  # fmt: skip
@@ -225,7 +240,7 @@ def new_run(hwmap: HardwareMap | Callable[[int], HardwareMap] | None, suite: Seq
         raise InvalidArgument(f"--workers {workers!r}, expected an integer >= 1")
     entries = tuple(suite) or (SUITE_PACKAGE,)
     check_run_arguments(run_dir, entries, pytest_args)
-    absolute = tuple(str(Path(e).resolve()) if Path(e).exists() else e for e in entries)
+    absolute = resolve_suite(entries)
     boards = hwmap(workers) if callable(hwmap) else hwmap
     return FarmRun(boards, absolute, run_dir.resolve(), state_dir, workers, pyargs=not suite,
                    pytest_args=tuple(pytest_args), targets=tuple(targets), **options)  # fmt: skip
@@ -328,8 +343,10 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
             )
             if p.key not in done
         ]
+        if run.history is not None and run.history.last_failed:
+            todo = _last_failed(todo, run.history, run.suite, out)
         skipped = {p["arg"]: p["skip"] for p in collected if p["skip"]}
-        known = read_durations(run.state_dir)
+        known = read_durations(run.state_dir) | durations_from_history(run.history, suite_key(run.suite))
         routed = [p for p in todo if p.node_id not in skipped]
         if session is not None:
             problems = session.unservable(routed, hwmap.boards, boards)
@@ -383,10 +400,38 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
                         for b, r in states], **_completeness(todo, journal_state.final, engine.stopped)}  # fmt: skip
     write_summary(run.run_dir / SUMMARY_NAME, farm_summary(reports, extra))
     write_junit(run.run_dir / JUNIT_NAME, reports, f"tinyhil farm run {run_id}", incomplete=extra.get("incomplete"))
-    write_report(run.run_dir / REPORT_NAME, reports, extra)
+    facts = run_facts(run_id, run.suite, hwmap, run.run_dir / REPORT_NAME, started=_started(journal_state, clock),
+                      finished=clock(), exitstatus=status, complete=bool(extra["complete"]))  # fmt: skip
+    history = record(run.history, facts, reports, extra["boards"])
+    write_report(run.run_dir / REPORT_NAME, reports, extra, history=history)
+    if run.on_finish:
+        run_on_finish(run.on_finish, run.run_dir / SUMMARY_NAME)
     if not progress.closed:
         print_results(reports, described, out, run_dir=run.run_dir, quarantine=run.quarantine)
     return status
+
+
+def _started(journal: JournalState, clock: Callable[[], float]) -> float:
+    """When the run started: its journal header's time (the first part's, for a resumed run)."""
+    started = journal.run.get("started") if journal.run else None
+    return float(started) if started is not None else clock()
+
+
+def _last_failed(todo: list[Pair], history: HistorySettings, suite: Sequence[str], out: TextIO) -> list[Pair]:
+    """``--last-failed``: the pairs of ``todo`` that failed in the previous run of the suite; all of them, said in
+    one line, when history has no run of it or none of its failures is in ``todo``."""
+    failed_before = failed_last_time(history, suite_key(suite))
+    if failed_before is None:
+        print("tinyhil: --last-failed: no previous run of this suite in history; running everything", file=out)
+        return todo
+    chosen = [pair for pair in todo if pair.key in failed_before]
+    if not chosen:
+        print("tinyhil: --last-failed: nothing failed in the previous run of this suite; running everything",
+              file=out)  # fmt: skip
+        return todo
+    print(f"tinyhil: --last-failed: running the {len(chosen)} of {len(todo)} pairs that failed in the previous run",
+          file=out)  # fmt: skip
+    return chosen
 
 
 def _completeness(todo: Sequence[Pair], final: Mapping[str, Any], stopped: str | None) -> dict[str, Any]:

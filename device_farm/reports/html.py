@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from tinyhil._files import write_atomically
+from tinyhil.device_farm.history.html import HISTORY_STYLE, failure_mark, history_header
+from tinyhil.device_farm.history.queries import RunHistory
 from tinyhil.device_farm.reports.matrix import row_name
 from tinyhil.device_farm.reports.summary import PairReport, totals_line
 from tinyhil.fixtures.outcomes import FAILING
@@ -71,13 +73,14 @@ _DETAIL_TITLES: Final = {"longrepr": "traceback", "stdout": "captured stdout", "
                          "log": "captured log"}  # fmt: skip
 
 
-def _failure(report: PairReport, anchor: str) -> str:
+def _failure(report: PairReport, anchor: str, history: RunHistory | None = None) -> str:
     """A failure's line, its message, and its traceback, output and log each collapsed under it."""
     details = "".join(f'<details data-detail="{name}"><summary>{_DETAIL_TITLES[name]}</summary>'
                       f"<pre>{_e(text)}</pre></details>" for name, text in report.details.items())  # fmt: skip
     duration = float(report.final.get("duration_s") or 0.0)
     return (f'<li id="{_e(anchor)}" data-test="{_e(report.final["nodeid"])}"><b>{_e(report.final["nodeid"])}</b> '
-            f"on {_e(_where(report.final))} ({duration:.3f} s){_bundle_link(report)}"
+            f"{failure_mark(history, str(report.final.get('key', '')))}on {_e(_where(report.final))} ({duration:.3f} s)"
+            f"{_bundle_link(report)}"
             f"<pre>{_e(report.final.get('reason'))}</pre>{details}</li>")  # fmt: skip
 
 
@@ -156,11 +159,13 @@ def _timeline(reports: Sequence[PairReport]) -> str:
             f'data-seconds="{span:.3f}">{"".join(rows)}</div></div>')  # fmt: skip
 
 
-def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any]) -> str:
-    """The page's HTML for ``reports`` and the run's ``extra`` (``run_id``, ``boards`` with their health)."""
+def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any], *, history: RunHistory | None = None,
+                  page: Path = Path()) -> str:  # fmt: skip
+    """The page's HTML for ``reports`` and the run's ``extra`` (``run_id``, ``boards`` with their health), with
+    what ``history`` says of the run (:mod:`~tinyhil.device_farm.history.html`) when the page is ``page``."""
     totals = totals_line(reports)
     anchors = failure_anchors(reports)
-    failures = [_failure(reports[i], anchor) for i, anchor in anchors.items()]
+    failures = [_failure(reports[i], anchor, history) for i, anchor in anchors.items()]
     flaky = [_flaky_line(r) for r in reports if r.flaky]
     quarantined = [f"{_e(r.final['nodeid'])}: {_e(r.final['outcome'])} ({_e(r.quarantined)})"
                    for r in reports if r.quarantined is not None]  # fmt: skip
@@ -174,9 +179,10 @@ def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any]) -> st
         banner = (f'<p id="incomplete" class="incomplete" data-missing="{len(extra.get("missing", []))}">'
                   f"<b>Incomplete run:</b> {_e(extra.get('incomplete', ''))}</p>")  # fmt: skip
     return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>tinyhil farm run {run_id}</title><style>{_STYLE}</style></head>
+<html lang="en"><head><meta charset="utf-8"><title>tinyhil farm run {run_id}</title>
+<style>{_STYLE}{HISTORY_STYLE}</style></head>
 <body>
-<h1>tinyhil farm run {run_id}</h1>{banner}
+<h1>tinyhil farm run {run_id}</h1>{banner}{history_header(history, page)}
 <p id="totals" data-pairs="{len(reports)}">{len(reports)} test x target pairs: {_e(totals)}</p>
 <h2>Matrix</h2>{_matrix(reports, anchors)}
 <h2>Failures</h2>{_listing("failures", failures, "No failures.", elements=True)}
@@ -189,6 +195,7 @@ def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any]) -> st
 """
 
 
-def write_report(path: Path, reports: Sequence[PairReport], extra: Mapping[str, Any]) -> None:
+def write_report(path: Path, reports: Sequence[PairReport], extra: Mapping[str, Any], *,
+                 history: RunHistory | None = None) -> None:  # fmt: skip
     """Write ``report.html`` (through a temporary file, so a reader never sees half a page)."""
-    write_atomically(path, render_report(reports, extra))
+    write_atomically(path, render_report(reports, extra, history=history, page=path))

@@ -3,7 +3,7 @@
 =========================  ==========================================================================================
 ``tinyhil targets``        every registered target, available or why not (:mod:`tinyhil.cli.targets`)
 ``tinyhil run``            the portable suite on targets: a farm run with one board per target (:mod:`tinyhil.cli.run`)
-``tinyhil farm ...``       the device farm: discover, run, status, scheduler, worker, certs (:mod:`tinyhil.cli.farm`)
+``tinyhil farm ...``       the farm: discover, run, status, history, scheduler, worker, certs (:mod:`tinyhil.cli.farm`)
 ``tinyhil trace ...``      USB traces: convert, show, drift (:mod:`tinyhil.cli.trace`)
 ``tinyhil repro BUNDLE``   a failing test's repro bundle run again (:mod:`tinyhil.cli.repro`)
 ``tinyhil serve usb|kfd``  an emulated board served to a driver that never imports tinyhil (:mod:`tinyhil.cli.serve`)

@@ -6,7 +6,8 @@ tinyhil farm discover [--hwmap FILE] [--root DIR] [--no-usb] [--host NAME] [--js
     changed); exit 1 when there is drift, 0 when the map and the host agree.
 tinyhil farm run [--hwmap FILE] [--workers N] [--target T] [--quarantine FILE [--quarantine-verify]]
                  [--subset i/N [--seed S]] [--report DIR | --resume DIR] [--suite PATH] [--allow-unavailable]
-                 [--engine local|dask --scheduler ADDRESS [TLS]] [-- PYTEST_ARGS]
+                 [--engine local|dask --scheduler ADDRESS [TLS]] [--history PATH|none] [--last-failed]
+                 [--on-finish CMD] [-- PYTEST_ARGS]
     collect the suite once, probe the boards, plan by recorded durations, run the shards under leases (on this
     host, or with ``--engine dask`` on the farm workers of a Dask cluster), journal every result, and write
     junit.xml, summary.json and report.html (docs/farm.md).
@@ -18,6 +19,9 @@ tinyhil farm worker --scheduler ADDRESS [--hwmap FILE] [--name NAME] [--state DI
     when no scheduler answers at ADDRESS within the connect timeout.
 tinyhil farm certs DIR [--host NAME ...] [--days N] [--force]
     a private CA for the lab (kept in DIR) and a certificate and key per host, for the farm's mutual TLS.
+tinyhil farm history [QUESTION] [--history PATH] [--runs N] [--json] [--export FILE]
+    what the run history says: new, known and fixed failures, flake rates, boards, durations
+    (:mod:`tinyhil.cli.farm_history`).
 tinyhil farm status [--hwmap FILE] [--state DIR] [--probe] [--json]
     every board of the map (default: the emulated targets) with its health, and its leases and their holders;
     ``--probe`` first runs the health probe of every board that needs one.
@@ -44,6 +48,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Final
 
+from tinyhil.cli.farm_history import add_history_command, add_history_options, history_options
 from tinyhil.cli.usage import (
     EXIT_ENGINE_LOST,
     EXIT_FAILED,
@@ -251,7 +256,8 @@ def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
                   targets=targets.names, allow_unavailable=args.allow_unavailable,
                   quarantine=load_quarantine(args.quarantine) if args.quarantine else None,
                   resume=bool(args.resume), subset=parse_subset(args.subset) if args.subset else None,
-                  subset_seed=args.seed, quarantine_verify=args.quarantine_verify, dask=dask)  # fmt: skip
+                  subset_seed=args.seed, quarantine_verify=args.quarantine_verify, dask=dask,
+                  **history_options(args))  # fmt: skip
     where = f"{len(run.hwmap.boards)} boards from {run.hwmap.path}" if run.hwmap else "the boards farm workers offer"
     print(f"tinyhil farm run: {where}, {run.workers} shards at once, run in {run.run_dir}")
     with client_config(tls):  # the run's Dask client, the only one it makes, speaks the farm's TLS
@@ -365,7 +371,8 @@ def add_farm_command(commands: Any) -> None:
     sub = add_command_group(
         commands,
         "farm",
-        "the device farm: discover boards, run suites on them (locally or on Dask), status, scheduler, worker, certs",
+        "the device farm: discover boards, run suites on them (locally or on Dask), history, status, scheduler, "
+        "worker, certs",
         *_RUN_STATUSES,
         details=description(__doc__),
         dest="farm_command",
@@ -414,6 +421,7 @@ def add_farm_command(commands: Any) -> None:
     run.add_argument("--state", metavar="DIR", help=f"farm state directory (default: ${STATE_ENV} or ~/.local/state)")
     run.add_argument("--allow-unavailable", action="store_true", help="run even if a --target has no GOOD board")
     _security_options(run, listens=False)
+    add_history_options(run)
     run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra arguments passed to pytest")
     run.set_defaults(handler=_run)
     certs = add_subcommand(
@@ -472,3 +480,4 @@ def add_farm_command(commands: Any) -> None:
     status.add_argument("--probe", action="store_true", help="probe every board that needs it first")
     status.add_argument("--json", action="store_true", help="print JSON for machines")
     status.set_defaults(handler=_status)
+    add_history_command(sub)

@@ -5,7 +5,8 @@ or ``$DEV`` that cannot run here stops the run (exit 3) unless ``--allow-unavail
 farm's one constructor (:func:`~tinyhil.device_farm.run.new_run`), so it checks what ``tinyhil farm run`` checks.
 Reports (junit.xml, summary.json, report.html) go to ``--report``; the run's farm state (health, leases of its
 per-target boards, durations) stays beside them, so runs in separate report directories never wait on each
-other's leases and a rerun in one directory plans by its durations.
+other's leases and a rerun in one directory plans by its durations. The run is recorded in the run history
+(``--history``, docs/history.md).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import tinyhil
+from tinyhil.cli.farm_history import add_history_options, history_options
 from tinyhil.cli.usage import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -47,7 +49,7 @@ def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
     available = [t for t in choice.targets if t.name not in unavailable]
     run = new_run(lambda slots: target_inventory(available, slots=slots), args.suite or (), report_dir,
                   report_dir.resolve() / RUN_STATE_DIR, args.workers, pytest_args=args.pytest_args,
-                  targets=choice.names, allow_unavailable=True)  # fmt: skip
+                  targets=choice.names, allow_unavailable=True, **history_options(args))  # fmt: skip
     choice.check_here(allow_unavailable=args.allow_unavailable)
     print(f"tinyhil {tinyhil.__version__}: running the portable suite on {', '.join(choice.names)} ({choice.source})",
           flush=True)  # fmt: skip
@@ -95,5 +97,6 @@ def add_run_command(commands: Any) -> None:
     )
     run.add_argument("--workers", type=int, default=DEFAULT_WORKERS, metavar="N",
                      help=f"test processes at once (default {DEFAULT_WORKERS})")  # fmt: skip
+    add_history_options(run)
     run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra arguments passed to pytest")
     run.set_defaults(handler=_run)

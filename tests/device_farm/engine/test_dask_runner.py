@@ -3,7 +3,9 @@ stand in for two hosts. Each fault of the issue is one test here."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import subprocess
 import sys
 import time
@@ -67,8 +69,14 @@ def test_the_portable_suite_gives_the_local_engines_outcomes_and_the_report_show
         cluster.start_worker("host-a", HOST_A)
         cluster.start_worker("host-b", HOST_B)
         dask = farm_run("--engine", "dask", "--scheduler", cluster.address, "--report", str(tmp_path / "dask"),
-                        "--state", str(tmp_path / "client-state"), cwd=tmp_path)  # fmt: skip
+                        "--state", str(tmp_path / "client-state"), "--history", str(tmp_path / "history.db"),
+                        cwd=tmp_path)  # fmt: skip
     assert dask.returncode == 0, dask.stdout + dask.stderr
+    run_id = json.loads((tmp_path / "dask" / "summary.json").read_text())["run_id"]
+    with contextlib.closing(sqlite3.connect(tmp_path / "history.db")) as history:  # recorded where the run is driven
+        assert history.execute("SELECT run_id FROM runs").fetchall() == [(run_id,)]
+        hosts = {row[0] for row in history.execute("SELECT DISTINCT host FROM attempts WHERE board != '-'")}
+    assert hosts == {"host-a", "host-b"}  # one database covers both hosts
     (tmp_path / "both.toml").write_text(HOST_A + HOST_B)
     local = farm_run("--hwmap", str(tmp_path / "both.toml"), "--report", str(tmp_path / "local"), "--state",
                      str(tmp_path / "local-state"), cwd=tmp_path)  # fmt: skip
