@@ -69,6 +69,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EXIT_DEADLINE",
     "EXIT_ENGINE_LOST",
+    "EXIT_INTERRUPTED",
     "EXIT_UNAVAILABLE",
     "MANAGED_PYTEST_OPTIONS",
     "DaskOptions",
@@ -90,6 +91,7 @@ EXIT_ENGINE_LOST: Final = 4
 EXIT_DEADLINE: Final = 124
 """The run's deadline passed before every pair had its result (as ``timeout(1)`` exits); the reports say which are
 missing and ``--resume`` finishes the run."""
+EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C ended
 DEADLINE_PASSED: Final = "the run's deadline passed"  # the stop reason the deadline gives (reports, exit status)
 # Options a run sets itself: given again through pytest_args they would run targets, or write reports, that the
 # run's header, matrix and report directory do not name.
@@ -427,14 +429,15 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
     journal_state = read_journal(journal_path)
     reports = pair_reports(journal_state, run.quarantine, dt.date.today())
     status = OUTPUT_CLOSED_EXIT_STATUS if progress.closed else 1 if failed(reports) else 0
-    missing = _completeness(todo, journal_state.final, engine.stopped)
-    if "missing" in missing and (engine.stopped or "").startswith(DEADLINE_PASSED):
+    completeness = _completeness(todo, journal_state.final, engine.stopped)
+    if "missing" in completeness and (engine.stopped or "").startswith(DEADLINE_PASSED):
         status = EXIT_DEADLINE
+    status = EXIT_INTERRUPTED if interrupted else status
     states = [(b, health.record(b.id)) for b in hwmap.boards]
     described = _described(targets)
     extra = {"run_id": run_id, "exitstatus": status, "targets": described,
              "boards": [{"board": b.id, "host": b.host, "health": r.state.value, "reason": r.reason}
-                        for b, r in states], **missing}  # fmt: skip
+                        for b, r in states], **completeness}  # fmt: skip
     write_summary(run.run_dir / SUMMARY_NAME, farm_summary(reports, extra))
     write_junit(run.run_dir / JUNIT_NAME, reports, f"tinyhil farm run {run_id}", incomplete=extra.get("incomplete"))
     write_report(run.run_dir / REPORT_NAME, reports, extra)

@@ -12,7 +12,7 @@ import re
 import textwrap
 from typing import Any, Final
 
-from tinyhil.device_farm.run import EXIT_DEADLINE, EXIT_ENGINE_LOST, EXIT_UNAVAILABLE
+from tinyhil.device_farm.run import EXIT_DEADLINE, EXIT_ENGINE_LOST, EXIT_INTERRUPTED, EXIT_UNAVAILABLE
 from tinyhil.pipes import OUTPUT_CLOSED_EXIT_STATUS
 
 __all__ = [
@@ -34,7 +34,6 @@ __all__ = [
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
-EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C ended
 EXIT_OUTPUT_CLOSED: Final = OUTPUT_CLOSED_EXIT_STATUS
 _ROLE: Final = re.compile(r":\w+:`~?([^`]+)`")  # a Sphinx role in a docstring, :func:`~a.b`
 _WIDTH: Final = 100  # the epilog's lines, wrapped here: argparse keeps them as they are
