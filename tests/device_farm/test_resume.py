@@ -166,3 +166,32 @@ def test_a_changed_pair_set_names_pairs_new_and_gone() -> None:
     check_pairs(header, ["b@NULL", "a@NULL"])  # the same set, in any order
     with pytest.raises(RunChanged, match=r"\(2 then, 2 now; new: c@NULL; gone: a@NULL\)"):
         check_pairs(header, ["b@NULL", "c@NULL"])
+
+
+ENV_SUITE = """
+import os
+
+import pytest
+
+
+@pytest.mark.parametrize("n", range(int(os.environ["PAIRS_N"])))
+def test_n(hil_target, n):
+    pass
+"""
+
+
+def test_a_resume_whose_collection_gives_other_pairs_is_refused_naming_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    suite = tmp_path / "test_env.py"
+    suite.write_text(ENV_SUITE)  # the same file, other pairs: what the files' digests cannot see
+    monkeypatch.setenv("PAIRS_N", "2")
+    run_dir = tmp_path / "run"
+    base = ["farm", "run", "--suite", str(suite), "--target", "NULL", "--state", str(tmp_path / "s")]
+    assert main([*base, "--report", str(run_dir)]) == 0
+    before = (run_dir / "journal.jsonl").read_bytes()
+    monkeypatch.setenv("PAIRS_N", "3")
+    err = _refused(["farm", "run", "--resume", str(run_dir)], capsys)
+    assert "the suite's test x target pairs changed since the run started (2 then, 3 now; new: " in err
+    assert "test_env.py::test_n[NULL-2]@NULL" in err
+    assert (run_dir / "journal.jsonl").read_bytes() == before  # refused before anything ran

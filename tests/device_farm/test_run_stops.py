@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tinyhil.device_farm.health.states import HealthBook
 from tinyhil.device_farm.inventory.hwmap import parse_hwmap
 from tinyhil.device_farm.journal import read_journal
@@ -22,6 +24,8 @@ SUITE = """
 import os
 import time
 from pathlib import Path
+
+import pytest
 
 MARKS = Path(os.environ["MARKS"])
 
@@ -97,3 +101,19 @@ def test_a_run_past_its_deadline_ends_with_exit_124_and_the_resume_finishes_it(t
     assert f"finish the run with: tinyhil farm run --resume {tmp_path / 'run'}" in out
     _check_stopped(tmp_path, "the run's deadline passed", EXIT_DEADLINE)
     _finish(tmp_path, [*command, "--resume", str(tmp_path / "run")], env)
+
+
+def test_remaining_s_is_the_time_left_before_the_deadline(tmp_path: Path) -> None:
+    from tinyhil.device_farm.run import new_run
+    from tinyhil.errors import InvalidArgument
+
+    boards = parse_hwmap(HWMAP)
+    run = new_run(boards, (), tmp_path / "a", tmp_path / "s", 1, deadline_s=90.0)
+    at = run.deadline_at
+    assert at is not None
+    assert run.remaining_s(lambda: at - 30.0) == 30.0
+    assert run.remaining_s(lambda: at + 5.0) == 0.0
+    assert new_run(boards, (), tmp_path / "b", tmp_path / "s", 1).remaining_s() is None  # no deadline: no bound
+    for bad in (0.0, -1.0):
+        with pytest.raises(InvalidArgument, match=f"--deadline {bad!r} s, expected a duration > 0"):
+            new_run(boards, (), tmp_path / "c", tmp_path / "s", 1, deadline_s=bad)
