@@ -54,6 +54,7 @@ HEADER_VERSION: Final = 1
 _DIGEST_CHARS: Final = 16  # of a suite file's SHA-256: enough to tell an edit, short enough for a large suite
 _KEYS_MAX_BYTES: Final = LIMITS["journal"].max_bytes // 2  # a header with more pair keys keeps only their digest
 _SHOWN: Final = 3  # pairs or files a refusal names
+_NOT_COLLECTED: Final = frozenset({"__pycache__", "_darcs", "build", "CVS", "dist", "node_modules", "venv", "{arch}"})
 
 
 class RunChanged(InvalidArgument):
@@ -82,12 +83,18 @@ def _suite_files(entry: str) -> list[Path]:
         path = Path(locations[0]) if locations else path
     if path.is_file():
         return [path]
-    return sorted(p for p in path.rglob("*.py") if "__pycache__" not in p.parts)
+    return sorted(p for p in path.rglob("*.py") if not any(_skipped(part) for part in p.relative_to(path).parts[:-1]))
+
+
+def _skipped(directory: str) -> bool:
+    """Whether pytest's default ``norecursedirs`` skips ``directory`` (hidden ones, virtual environments, builds)."""
+    return directory.startswith(".") or directory.endswith(".egg") or directory in _NOT_COLLECTED
 
 
 def suite_digests(suite: Sequence[str]) -> dict[str, str]:
-    """Every Python file of ``suite`` (a file, the ``*.py`` under a directory, a package's) by path, with the start
-    of its SHA-256."""
+    """Every Python file of ``suite`` (a file, the ``*.py`` under a directory or a package, but in the directories
+    pytest does not collect by default: hidden ones, ``venv``, ``build``, ``dist``, ...) by path, with the start of
+    its SHA-256."""
     return {str(path): file_digest(path)[:_DIGEST_CHARS] for entry in suite for path in _suite_files(entry)}
 
 

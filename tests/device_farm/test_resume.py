@@ -15,7 +15,7 @@ import pytest
 
 from tinyhil.cli import main
 from tinyhil.device_farm.journal import read_journal
-from tinyhil.device_farm.run_header import RunChanged, RunHeader, check_pairs, keys_record, read_header
+from tinyhil.device_farm.run_header import RunChanged, RunHeader, check_pairs, keys_record, read_header, suite_digests
 
 SLOW_SUITE = """
 import time
@@ -195,3 +195,15 @@ def test_a_resume_whose_collection_gives_other_pairs_is_refused_naming_them(
     assert "the suite's test x target pairs changed since the run started (2 then, 3 now; new: " in err
     assert "test_env.py::test_n[NULL-2]@NULL" in err
     assert (run_dir / "journal.jsonl").read_bytes() == before  # refused before anything ran
+
+
+def test_the_suites_digests_cover_its_python_files_but_those_pytest_does_not_collect(tmp_path: Path) -> None:
+    for name in ("test_a.py", "sub/test_b.py", "sub/data.txt", ".venv/lib/x.py", "venv/y.py", "build/z.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    digests = suite_digests([str(tmp_path)])
+    assert sorted(Path(p).relative_to(tmp_path).as_posix() for p in digests) == ["sub/test_b.py", "test_a.py"]
+    (tmp_path / "test_a.py").write_text("edited")
+    assert suite_digests([str(tmp_path)])[str(tmp_path / "test_a.py")] != digests[str(tmp_path / "test_a.py")]
+    edited = suite_digests([str(tmp_path)])[str(tmp_path / "test_a.py")]
+    assert suite_digests([str(tmp_path / "test_a.py")]) == {str(tmp_path / "test_a.py"): edited}  # a file alone
