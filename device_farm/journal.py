@@ -3,10 +3,14 @@
 A scheduler that crashes loses nothing already written; ``--resume RUN`` reads the journal back and runs only the
 pairs with no final result. Records::
 
-    {"kind": "run", "run_id": "...", "started": 1764770000.0, "pairs": 120}
+    {"kind": "run", "run_id": "...", "started": 1764770000.0, "pairs": 120, "header": 1, ...}
     {"kind": "result", "key": "tests/x.py::test_a@MOCKUSB+AMD", "nodeid": "...", "target": "MOCKUSB+AMD",
      "board": "emu", "host": "lab-1", "attempt": 1, "outcome": "passed", "duration_s": 0.12, "reason": "",
      "infrastructure": null, "final": true}
+
+The first record is the run's header: what the run is (its suite, map, targets, options and pairs), typed and read
+back by :mod:`~tinyhil.device_farm.run_header`, which ``--resume`` runs the same run from; this module checks only
+``run_id``, ``started`` and ``pairs``. A result record is one attempt (a failure ``--reruns`` runs again too).
 
 A failed or errored result also carries what the reports show of it: ``longrepr``, ``stdout``, ``stderr`` and
 ``log`` (each capped, :mod:`tinyhil.fixtures.outcomes`), and ``bundle`` and ``trace`` when the shard wrote a

@@ -13,12 +13,16 @@ the run sets itself, :data:`MANAGED_PYTEST_OPTIONS`). Running it:
    the GOOD boards serve (``pairs.json``).
 4. The plan (:mod:`~tinyhil.device_farm.planning`), with durations kept from earlier runs in the farm's state.
 5. The engine (:mod:`~tinyhil.device_farm.engine`) runs it; every attempt is appended to ``journal.jsonl`` as it
-   arrives. ``resume`` runs only the pairs of that run with no final result.
+   arrives, after the run's header (:mod:`~tinyhil.device_farm.run_header`: what the run is). ``resume`` runs the
+   header's run again, collected over the header's targets, refusing one whose suite, map or pairs changed, and
+   runs only its pairs with no final result. A run past its deadline (``deadline_at``; :meth:`FarmRun.remaining_s`
+   says how long is left) or interrupted (Ctrl-C) starts no further test and ends the running shards; their tests
+   are left without a result for ``--resume``.
 6. Reports from the journal (:mod:`~tinyhil.device_farm.reports`): ``summary.json``, ``junit.xml`` and the
    self-contained ``report.html``. ``summary.json`` says ``"complete": true`` when every pair has its final result;
    a run its closed output stopped (``tinyhil run | head -1``: no further shard starts, the running ones finish,
-   exit status 141) says ``false``, with the reason (``incomplete``) and the pairs left without a result
-   (``missing``), and the HTML page and junit.xml say so too.
+   exit status 141; the deadline; Ctrl-C) says ``false``, with the reason (``incomplete``) and the pairs left
+   without a result (``missing``), and the HTML page and junit.xml say so too.
 7. History (:mod:`~tinyhil.device_farm.history`): the run is recorded where it is driven, and its report marks
    each failure new, known or flaky; ``--last-failed`` narrows step 4 to the pairs that failed in the previous run
    of the suite, and the planner takes expected durations from history too. ``--on-finish`` then runs once.
@@ -28,7 +32,9 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+import shlex
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -43,7 +49,7 @@ from tinyhil.device_farm.engine.local import LocalEngine
 from tinyhil.device_farm.finish_hook import run_on_finish
 from tinyhil.device_farm.health.probes import probe_board
 from tinyhil.device_farm.health.states import HealthBook, ProbeResult
-from tinyhil.device_farm.history import HistorySettings, durations_from_history, failed_last_time, record
+from tinyhil.device_farm.history import HistorySettings, durations_from_history, last_failed_pairs, record
 from tinyhil.device_farm.history.facts import run_facts, suite_key
 from tinyhil.device_farm.inventory.hwmap import Board, HardwareMap
 from tinyhil.device_farm.journal import JOURNAL_NAME, Journal, JournalState, read_journal
@@ -53,20 +59,23 @@ from tinyhil.device_farm.reports import JUNIT_NAME, REPORT_NAME, SUMMARY_NAME
 from tinyhil.device_farm.reports.html import write_report
 from tinyhil.device_farm.reports.progress import Progress, print_results
 from tinyhil.device_farm.reports.summary import failed, farm_summary, pair_reports, write_junit
+from tinyhil.device_farm.run_header import check_pairs, check_sources, header_record, read_header
 from tinyhil.device_farm.shard.parent import shard_command
 from tinyhil.device_farm.state import leases_dir
-from tinyhil.errors import InvalidArgument, TinyHilError
+from tinyhil.device_farm.target_choice import TargetChoice, TargetsUnavailable, choose_targets
+from tinyhil.errors import InvalidArgument
 from tinyhil.fixtures import SUITE_PACKAGE
-from tinyhil.fixtures.options import ENV_TARGET, read_targets_from_environment
 from tinyhil.fixtures.summary import target_entry, write_summary
 from tinyhil.pipes import OUTPUT_CLOSED_EXIT_STATUS
-from tinyhil.registry import SELECT_EMULATED, Target, TargetRegistry, default_registry
+from tinyhil.registry import default_registry
 
 if TYPE_CHECKING:
     from tinyhil.device_farm.engine.dask_runner import DaskSession
 
 __all__ = [
+    "EXIT_DEADLINE",
     "EXIT_ENGINE_LOST",
+    "EXIT_INTERRUPTED",
     "EXIT_UNAVAILABLE",
     "MANAGED_PYTEST_OPTIONS",
     "DaskOptions",
@@ -77,6 +86,7 @@ __all__ = [
     "choose_targets",
     "new_run",
     "resolve_suite",
+    "resume_command",
     "run_farm",
 ]
 
@@ -85,6 +95,11 @@ EXIT_UNAVAILABLE: Final = 3
 Dask worker) serves it; ``tinyhil farm worker`` exits with it when no scheduler answers."""
 EXIT_ENGINE_LOST: Final = 4
 """The Dask scheduler went away mid-run; the journal keeps what arrived (``--resume`` finishes the run)."""
+EXIT_DEADLINE: Final = 124
+"""The run's deadline passed before every pair had its result (as ``timeout(1)`` exits); the reports say which are
+missing and ``--resume`` finishes the run."""
+EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C ended
+DEADLINE_PASSED: Final = "the run's deadline passed"  # the stop reason the deadline gives (reports, exit status)
 # Options a run sets itself: given again through pytest_args they would run targets, or write reports, that the
 # run's header, matrix and report directory do not name.
 MANAGED_PYTEST_OPTIONS: Final = {
@@ -93,7 +108,7 @@ MANAGED_PYTEST_OPTIONS: Final = {
     "--junitxml": "--report",
     "--junit-xml": "--report",
 }
-SOURCE_DEFAULT: Final = "default"
+COMMANDS: Final = ("farm run", "run")  # the commands that make a run, as its header and the resume command name them
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,60 +144,14 @@ class FarmRun:
     dask: DaskOptions | None = None
     history: HistorySettings | None = None
     on_finish: tuple[str, ...] = ()  # argv; the summary's path is added
+    command: str = COMMANDS[0]  # the tinyhil command that runs it (its header says so; --resume goes through it)
+    reruns: int = 0  # a failing test runs up to this many more times; one that then passes is flaky
+    deadline_at: float | None = None  # time.time() past which the run starts no test and ends the running ones
 
-
-class TargetsUnavailable(TinyHilError, LookupError):
-    """Targets named explicitly cannot run here (the run exits :data:`EXIT_UNAVAILABLE`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class TargetChoice:
-    """The targets a run was asked for, and where the ask came from (``--target``, ``$DEV`` or ``default``)."""
-
-    targets: tuple[Target, ...]
-    source: str
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(t.name for t in self.targets)
-
-    def unavailable(self) -> dict[str, str]:
-        """The chosen targets that cannot run on this host, with the reason of each."""
-        return {t.name: reason for t in self.targets if (reason := t.unavailable_reason()) is not None}
-
-    def check_here(self, *, allow_unavailable: bool) -> None:
-        """Check that every target named explicitly can run on this host (a default choice holds only available
-        ones); ``allow_unavailable`` runs them anyway, their tests counted as skipped.
-
-        Raises:
-            TargetsUnavailable: one line naming each target, where it was named, and why it cannot run.
-        """
-        unavailable = self.unavailable()
-        if self.source == SOURCE_DEFAULT or allow_unavailable or not unavailable:
-            return
-        reasons = "; ".join(f"target {name} ({self.source}) cannot run here: {why}" for name, why in unavailable.items()
-                            )  # fmt: skip
-        raise TargetsUnavailable(f"{reasons}; pass --allow-unavailable to run anyway and count its tests as skipped")
-
-
-def choose_targets(registry: TargetRegistry, selectors: Sequence[str] | None, *, environment: bool = True,
-                   default: Sequence[str] = (SELECT_EMULATED,)) -> TargetChoice:  # fmt: skip
-    """The targets ``selectors`` (``--target``) name, else ``$DEV`` (with ``environment``), else ``default``.
-
-    Raises:
-        InvalidArgument: a malformed or unknown selector, or selectors that match no available target.
-    """
-    from_env = read_targets_from_environment() if environment else None
-    if selectors:
-        chosen, source = tuple(selectors), "--target"
-    elif from_env:
-        chosen, source = from_env, f"${ENV_TARGET}"
-    else:
-        chosen, source = tuple(default), SOURCE_DEFAULT
-    targets = tuple(registry.select(chosen)) if chosen else ()
-    if chosen and not targets:
-        raise InvalidArgument(f"no available target matches {list(chosen)}; see `tinyhil targets`")
-    return TargetChoice(targets, source)
+    def remaining_s(self, clock: Callable[[], float] = time.time) -> float | None:
+        """Seconds left before the run's deadline (0 once past it), or ``None`` for a run with no deadline: the
+        longest any wait of the run (for a busy board's lease, say) may take."""
+        return None if self.deadline_at is None else max(0.0, self.deadline_at - clock())
 
 
 def _is_importable(name: str) -> bool:
@@ -226,24 +195,40 @@ def resolve_suite(suite: Sequence[str]) -> tuple[str, ...]:
 
 def new_run(hwmap: HardwareMap | Callable[[int], HardwareMap] | None, suite: Sequence[str], run_dir: Path,
             state_dir: Path, workers: int, *, pytest_args: Sequence[str] = (), targets: Sequence[str] = (),
-            **options: Any) -> FarmRun:  # fmt: skip
+            deadline_s: float | None = None, **options: Any) -> FarmRun:  # fmt: skip
     """The run of ``suite`` (empty: the portable suite, :data:`~tinyhil.fixtures.SUITE_PACKAGE`) on ``hwmap`` with
     ``workers`` shards at once, its reports in ``run_dir``: checked (:func:`check_run_arguments`; ``run_dir`` is
     created), suite paths made absolute (the run's pytest processes work in ``run_dir``). ``hwmap`` may be a
     function of the checked shard count that makes the map (emulated boards with a slot per shard), or ``None`` on
-    Dask (what the workers offer). ``options`` are the other fields of :class:`FarmRun`.
+    Dask (what the workers offer). ``deadline_s`` ends the run that many seconds from now. ``options`` are the
+    other fields of :class:`FarmRun`.
 
     Raises:
-        InvalidArgument: ``workers`` < 1, or a problem :func:`check_run_arguments` finds.
+        InvalidArgument: ``workers`` < 1, ``reruns`` < 0, ``deadline_s`` <= 0, or a problem
+            :func:`check_run_arguments` finds.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise InvalidArgument(f"--workers {workers!r}, expected an integer >= 1")
+    reruns = options.get("reruns", 0)
+    if isinstance(reruns, bool) or not isinstance(reruns, int) or reruns < 0:
+        raise InvalidArgument(f"--reruns {reruns!r}, expected an integer >= 0")
+    if deadline_s is not None and not deadline_s > 0:
+        raise InvalidArgument(f"--deadline {deadline_s!r} s, expected a duration > 0")
+    if options.get("command", COMMANDS[0]) not in COMMANDS:
+        raise InvalidArgument(f"command {options['command']!r}, expected one of {', '.join(COMMANDS)}")
+    deadline_at = None if deadline_s is None else time.time() + deadline_s
     entries = tuple(suite) or (SUITE_PACKAGE,)
     check_run_arguments(run_dir, entries, pytest_args)
     absolute = resolve_suite(entries)
     boards = hwmap(workers) if callable(hwmap) else hwmap
     return FarmRun(boards, absolute, run_dir.resolve(), state_dir, workers, pyargs=not suite,
-                   pytest_args=tuple(pytest_args), targets=tuple(targets), **options)  # fmt: skip
+                   pytest_args=tuple(pytest_args), targets=tuple(targets), deadline_at=deadline_at,
+                   **options)  # fmt: skip
+
+
+def resume_command(run: FarmRun) -> str:
+    """The command that finishes ``run``: ``tinyhil farm run --resume DIR`` (or ``tinyhil run``)."""
+    return f"tinyhil {run.command} --resume {shlex.quote(str(run.run_dir))}"
 
 
 def _good_boards(hwmap: HardwareMap, health: HealthBook, out: TextIO) -> list[Board]:
@@ -259,8 +244,15 @@ def _good_boards(hwmap: HardwareMap, health: HealthBook, out: TextIO) -> list[Bo
 
 def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], float] = time.time) -> int:
     """Run ``run``; returns the exit status (0 passed, 1 a test failed, 3 a named target has no GOOD board, or a
-    shard no online Dask worker can serve, 4 the Dask scheduler went away, 141 ``out`` closed mid-run: no further
-    test started, the running shards finished, and the reports say whether every pair has its result)."""
+    shard no online Dask worker can serve, 4 the Dask scheduler went away, 124 the deadline passed with pairs left
+    without a result, 141 ``out`` closed mid-run: no further test started, the running shards finished, and the
+    reports say whether every pair has its result).
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C; the running shards were ended, the reports written (marked incomplete), and the
+            command that finishes the run printed on stderr.
+        RunChanged: resuming a run whose suite, map or pairs changed.
+    """
     out = out or sys.stdout
     run.run_dir.mkdir(parents=True, exist_ok=True)
     if run.dask is None:
@@ -315,36 +307,35 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
     targets = [t for t in served if not run.targets or t in run.targets]
     if run.allow_unavailable:  # collected anyway: the plugin skips a target that cannot run here, naming why
         targets += [t for t in missing if t not in targets]
+    journal_path = run.run_dir / JOURNAL_NAME
+    header, previous = read_header(run.run_dir) if run.resume else (None, None)
+    if header is not None:  # the run's own targets: a board gone BAD since leaves its pairs unroutable, not dropped
+        check_sources(header)
+        targets = list(header.collected)
     if not targets:
         print("tinyhil farm run: no GOOD board to run on", file=out)
         return EXIT_UNAVAILABLE
-    journal_path = run.run_dir / JOURNAL_NAME
     if not run.resume:  # a new run in a directory used before starts its own journal
         journal_path.unlink(missing_ok=True)
-    previous = read_journal(journal_path) if run.resume else None
     run_id = session.runner.run_id if session is not None else _run_id(run)
     collected = collect(run.run_dir, run.suite, targets, pyargs=run.pyargs, pytest_args=run.pytest_args)
     pairs = [Pair(p["arg"], p["target"], frozenset(p["requires"]), report_id(p, () if run.pyargs else run.suite))
              for p in collected if p["target"]]  # fmt: skip
+    selected = select_pairs(pairs, quarantine=run.quarantine, quarantine_verify=run.quarantine_verify,
+                            subset=run.subset, subset_seed=run.subset_seed)  # fmt: skip
+    if header is None and run.history is not None and run.history.last_failed:
+        selected = last_failed_pairs(selected, run.history, suite_key(run.suite), out)
+    elif header is not None and header.last_failed and header.keys is not None:  # the pairs --last-failed chose then
+        selected = [p for p in selected if p.key in set(header.keys)]
+    if header is not None:
+        check_pairs(header, [p.key for p in selected])
     with Journal(journal_path) as journal:
-        if previous is None or previous.run is None:
-            journal.append({"kind": "run", "run_id": run_id, "started": clock(), "pairs": len(pairs)})
+        if previous is None:
+            journal.append(header_record(run, hwmap, run_id, clock(), targets, [p.key for p in selected]))
         done = set(previous.final) if previous is not None else set()
         for line, problem in previous.corrupt if previous is not None else ():
             print(f"journal line {line} is corrupt ({problem}); its test runs again", file=out)
-        todo = [
-            p
-            for p in select_pairs(
-                pairs,
-                quarantine=run.quarantine,
-                quarantine_verify=run.quarantine_verify,
-                subset=run.subset,
-                subset_seed=run.subset_seed,
-            )
-            if p.key not in done
-        ]
-        if run.history is not None and run.history.last_failed:
-            todo = _last_failed(todo, run.history, run.suite, out)
+        todo = [p for p in selected if p.key not in done]
         skipped = {p["arg"]: p["skip"] for p in collected if p["skip"]}
         known = read_durations(run.state_dir) | durations_from_history(run.history, suite_key(run.suite))
         routed = [p for p in todo if p.node_id not in skipped]
@@ -375,29 +366,42 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         if session is None:
             engine = LocalEngine(boards, command=shard_command(run.run_dir, ()), cwd=run.run_dir,
                                  lease_dir=leases_dir(run.state_dir), run_id=run_id, workers=run.workers,
-                                 health=health, probe=probe_board, pytest_args=run.pytest_args)  # fmt: skip
+                                 health=health, probe=probe_board, pytest_args=run.pytest_args,
+                                 reruns=run.reruns)  # fmt: skip
         else:
             engine = FarmEngine(boards, session.runner, run_id=run_id, workers=run.workers, health=health,
-                                probe=session.runner.probe, pytest_args=run.pytest_args)  # fmt: skip
+                                probe=session.runner.probe, pytest_args=run.pytest_args,
+                                reruns=run.reruns)  # fmt: skip
         progress.on_closed = engine.stop
+        interrupted = False
+        deadline = _deadline_timer(run, engine)
         try:
             engine.run(work, arrived, progress.started)
         except EngineLost as exc:
             progress.close()
             final = len(read_journal(journal_path).final)
-            print(f"tinyhil farm run: {exc}; the journal keeps the {final} results that arrived "
-                  f"({journal_path}); finish the run with --resume {run.run_dir}", file=out)  # fmt: skip
+            print(f"tinyhil {run.command}: {exc}; the journal keeps the {final} results that arrived "
+                  f"({journal_path}); finish the run with: {resume_command(run)}", file=out)  # fmt: skip
             return EXIT_ENGINE_LOST
+        except KeyboardInterrupt:  # the engine ended the shards: the reports say what is missing
+            interrupted = True
+        finally:
+            if deadline is not None:
+                deadline.cancel()
         progress.close()
     save_durations(run.state_dir, known)
     journal_state = read_journal(journal_path)
     reports = pair_reports(journal_state, run.quarantine, dt.date.today())
     status = OUTPUT_CLOSED_EXIT_STATUS if progress.closed else 1 if failed(reports) else 0
+    completeness = _completeness(todo, journal_state.final, engine.stopped)
+    if "missing" in completeness and (engine.stopped or "").startswith(DEADLINE_PASSED):
+        status = EXIT_DEADLINE
+    status = EXIT_INTERRUPTED if interrupted else status
     states = [(b, health.record(b.id)) for b in hwmap.boards]
     described = _described(targets)
     extra = {"run_id": run_id, "exitstatus": status, "targets": described,
              "boards": [{"board": b.id, "host": b.host, "health": r.state.value, "reason": r.reason}
-                        for b, r in states], **_completeness(todo, journal_state.final, engine.stopped)}  # fmt: skip
+                        for b, r in states], **completeness}  # fmt: skip
     write_summary(run.run_dir / SUMMARY_NAME, farm_summary(reports, extra))
     write_junit(run.run_dir / JUNIT_NAME, reports, f"tinyhil farm run {run_id}", incomplete=extra.get("incomplete"))
     facts = run_facts(run_id, run.suite, hwmap, run.run_dir / REPORT_NAME, started=_started(journal_state, clock),
@@ -406,8 +410,13 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
     write_report(run.run_dir / REPORT_NAME, reports, extra, history=history)
     if run.on_finish:
         run_on_finish(run.on_finish, run.run_dir / SUMMARY_NAME)
+    if interrupted:  # the reports are written; the command line says it was interrupted (its exit status)
+        print(f"tinyhil {run.command}: interrupted; finish the run with: {resume_command(run)}", file=sys.stderr)
+        raise KeyboardInterrupt
     if not progress.closed:
         print_results(reports, described, out, run_dir=run.run_dir, quarantine=run.quarantine)
+        if "incomplete" in extra:
+            print(f"incomplete: {extra['incomplete']}; finish the run with: {resume_command(run)}", file=out)
     return status
 
 
@@ -417,21 +426,16 @@ def _started(journal: JournalState, clock: Callable[[], float]) -> float:
     return float(started) if started is not None else clock()
 
 
-def _last_failed(todo: list[Pair], history: HistorySettings, suite: Sequence[str], out: TextIO) -> list[Pair]:
-    """``--last-failed``: the pairs of ``todo`` that failed in the previous run of the suite; all of them, said in
-    one line, when history has no run of it or none of its failures is in ``todo``."""
-    failed_before = failed_last_time(history, suite_key(suite))
-    if failed_before is None:
-        print("tinyhil: --last-failed: no previous run of this suite in history; running everything", file=out)
-        return todo
-    chosen = [pair for pair in todo if pair.key in failed_before]
-    if not chosen:
-        print("tinyhil: --last-failed: nothing failed in the previous run of this suite; running everything",
-              file=out)  # fmt: skip
-        return todo
-    print(f"tinyhil: --last-failed: running the {len(chosen)} of {len(todo)} pairs that failed in the previous run",
-          file=out)  # fmt: skip
-    return chosen
+def _deadline_timer(run: FarmRun, engine: FarmEngine) -> threading.Timer | None:
+    """A timer that stops ``engine`` at the run's deadline, ending its running shards (``None``: no deadline)."""
+    remaining = run.remaining_s()
+    if remaining is None:
+        return None
+    reason = f"{DEADLINE_PASSED} ({dt.datetime.fromtimestamp(run.deadline_at or 0):%Y-%m-%d %H:%M:%S})"
+    timer = threading.Timer(remaining, engine.stop, args=(reason,), kwargs={"kill": True})
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def _completeness(todo: Sequence[Pair], final: Mapping[str, Any], stopped: str | None) -> dict[str, Any]:

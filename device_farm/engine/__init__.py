@@ -6,7 +6,10 @@ board's lease, pins the target, and sends a start and a result event per test, s
 shard. The local runner (:mod:`~tinyhil.device_farm.engine.local`) starts it on this host; the Dask runner in the farm
 worker of the board's host (:mod:`~tinyhil.device_farm.engine.dask_runner`). At most ``workers`` shards run at once.
 
-Outcomes follow :mod:`~tinyhil.device_farm.shard.infrastructure`. A test failure is final. An infrastructure failure
+Outcomes follow :mod:`~tinyhil.device_farm.shard.infrastructure`. A test failure is final, unless ``reruns`` allows
+it more attempts: then it is a non-final attempt and the pair runs again, by the path an infrastructure failure takes
+(the board's health untouched: a failing test is not the board's fault), up to ``reruns`` more times. An
+infrastructure failure
 (the board lost, the lease timed out, the shard or its worker killed while a test ran) is recorded as a non-final
 attempt, counted against the board's health (UNKNOWN: the lane probes it before its next shard, and a BAD board's lane
 stops, handing its pairs to other lanes), and the pair is retried on another eligible board, up to ``max_attempts``;
@@ -16,7 +19,10 @@ without counting an attempt; a board no worker offers any more leaves the run li
 scheduler went away) stops the whole run: no further result is reported, and :meth:`FarmEngine.run` raises it once the
 lanes have stopped. :meth:`FarmEngine.stop` (the run's output closed) starts no further shard: the running ones finish
 and report, and :meth:`FarmEngine.run` returns with the pairs no shard ran left without a result
-(:attr:`FarmEngine.stopped` says why).
+(:attr:`FarmEngine.stopped` says why). :meth:`FarmEngine.stop` with ``kill`` (the run's deadline, Ctrl-C) also ends
+the running shards through the runner's ``cancel`` (a runner without one lets them finish): the tests they were
+running are left without a result, with no attempt counted and nothing charged to their boards, for ``--resume``
+to run.
 
 The engine's state is updated before ``on_result`` is called, so a callback that raises never leaves a result
 reported but uncounted, and a pair that no board is left for is reported on the board it was routed to or last
@@ -37,10 +43,11 @@ from tinyhil.device_farm.leases import DEFAULT_LEASE_TIMEOUT_S
 from tinyhil.device_farm.planning import Lane, Pair, Plan
 from tinyhil.device_farm.shard.parent import Event, ShardExit, ShardJob
 from tinyhil.errors import InvalidArgument, TinyHilError
-from tinyhil.fixtures.outcomes import classify
+from tinyhil.fixtures.outcomes import FAILING, classify
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
+    "CancellingRunner",
     "EngineLost",
     "FarmEngine",
     "Result",
@@ -121,6 +128,13 @@ class ShardRunner(Protocol):
         """Run ``job``; raises :class:`EngineLost` when the run cannot go on at all."""
 
 
+class CancellingRunner(ShardRunner, Protocol):
+    """A runner that can end its running shards: ``cancel`` kills them, and any it starts after."""
+
+    def cancel(self) -> None:
+        """End every running shard now (from any thread); shards started after end at once."""
+
+
 @dataclass(slots=True)
 class _Retry:
     pair: Pair
@@ -132,6 +146,7 @@ class _State:
     queues: dict[Lane, deque[Pair]]
     retries: list[_Retry] = field(default_factory=list)
     attempts: dict[str, int] = field(default_factory=dict)
+    reruns: dict[str, int] = field(default_factory=dict)  # test failures rerun, per pair (--reruns)
     outstanding: int = 0
     dead: set[str] = field(default_factory=set)
     inflight: dict[Lane, list[Pair]] = field(default_factory=dict)
@@ -168,19 +183,23 @@ class FarmEngine:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         lease_timeout_s: float = DEFAULT_LEASE_TIMEOUT_S,
         pytest_args: Sequence[str] = (),
+        reruns: int = 0,
     ) -> None:
         _check_count("workers", workers)
         _check_count("max_attempts", max_attempts)
+        if type(reruns) is not int or reruns < 0:
+            raise InvalidArgument(f"reruns={reruns!r}, expected an integer >= 0")
         self.boards = {board.id: board for board in boards}
         self.runner, self.run_id, self.pytest_args = runner, run_id, tuple(pytest_args)
         self.health, self.probe = health, probe
-        self.max_attempts, self.lease_timeout_s = max_attempts, lease_timeout_s
+        self.max_attempts, self.lease_timeout_s, self.reruns = max_attempts, lease_timeout_s, reruns
         self._slots = threading.BoundedSemaphore(workers)
         self._cond = threading.Condition()
         self._plan = Plan()
         self._on_result: Callable[[Result], None] = _no_result
         self._on_start: Callable[[str, str], None] = _no_start
         self.stopped: str | None = None  # why stop() was called; no shard starts after it
+        self.killed = False  # stop(kill=True): the running shards were ended; their tests count no attempt
 
     # --- scheduling state: every method of this part runs under self._cond ---
     def _take(self, state: _State, lane: Lane) -> list[Pair] | None:
@@ -234,6 +253,9 @@ class FarmEngine:
             return
         attempt = state.attempts[pair.key] = state.attempts.get(pair.key, 0) + 1
         retry = done.infrastructure is not None and attempt < self.max_attempts
+        if done.infrastructure is None and done.outcome in FAILING and state.reruns.get(pair.key, 0) < self.reruns:
+            state.reruns[pair.key] = state.reruns.get(pair.key, 0) + 1
+            retry = True
         self._report(state, pair, where, attempt, done, final=not retry)
         if retry:
             state.retries.append(_Retry(pair, where[0]))
@@ -252,13 +274,18 @@ class FarmEngine:
             self._report(state, retry.pair, where, state.attempts.get(retry.pair.key, 1), done, final=True)
         self._cond.notify_all()
 
-    def stop(self, reason: str) -> None:
+    def stop(self, reason: str, *, kill: bool = False) -> None:
         """Start no further shard (the run's output closed, say): running shards finish and report their results;
-        :meth:`run` then returns, leaving the pairs no shard ran without a result. Safe from any thread, and from
-        an ``on_result`` or ``on_start`` callback."""
+        :meth:`run` then returns, leaving the pairs no shard ran without a result. With ``kill`` (a deadline, Ctrl-C)
+        the running shards are ended too, where the runner can (``cancel``), and the tests they were running are left
+        without a result. Safe from any thread, and from an ``on_result`` or ``on_start`` callback."""
         with self._cond:
             self.stopped = self.stopped or reason
+            cancel = getattr(self.runner, "cancel", None) if kill and not self.killed else None
+            self.killed = self.killed or cancel is not None
             self._cond.notify_all()
+        if cancel is not None:
+            cancel()
 
     # --- running ---
     def run(
@@ -280,8 +307,14 @@ class FarmEngine:
         ]
         for thread in threads:
             thread.start()
-        for thread in threads:
-            thread.join()
+        try:
+            for thread in threads:
+                thread.join()
+        except KeyboardInterrupt:  # Ctrl-C: end the shards, wait for the lanes to account for them, then say so
+            self.stop("interrupted (Ctrl-C)", kill=True)
+            for thread in threads:
+                thread.join()
+            raise
         if state.lost is not None:
             raise state.lost
         if state.failed is not None:
@@ -337,8 +370,9 @@ class FarmEngine:
             if end.board_gone:
                 self._board_died(state, board.id, end.lost or "no worker offers it")
             self._cond.notify_all()
-        if (account.infrastructure or end.lost) and self.health is not None:
-            self.health.record_infrastructure_failure(board.id, account.infrastructure or end.lost or "")
+        cause = account.infrastructure or (None if self.killed else end.lost)  # a shard the run ended: no fault
+        if cause and self.health is not None:
+            self.health.record_infrastructure_failure(board.id, cause)
 
 
 class _ShardAccount:
@@ -354,6 +388,8 @@ class _ShardAccount:
         self.left: list[Pair] = []
 
     def _lost(self, nodeid: str, cause: str) -> None:
+        if self.engine.killed:  # the run ended it (deadline, Ctrl-C): no attempt, nothing on the board
+            return
         self.engine._attempted(self.state, self.by_node[nodeid], (self.board.id, self.host), _Attempt.lost(cause))
         self.done.add(nodeid)
         self.infrastructure = self.infrastructure or cause
@@ -382,6 +418,9 @@ class _ShardAccount:
     def end(self, end: ShardExit) -> None:
         """Account for the pairs the events did not settle (under the engine's lock)."""
         self.host = end.host or self.host
+        if self.engine.killed:  # ended by the run: every pair not done stays without a result, with no attempt
+            self.left = [pair for node, pair in self.by_node.items() if node not in self.done]
+            return
         if self.running is not None:  # the shard ended inside a test
             self._lost(self.running, end.lost or f"shard exited with status {end.returncode} during the test")
         left = [pair for node, pair in self.by_node.items() if node not in self.done]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -24,11 +26,33 @@ class LocalRunner:
     def __init__(self, command: Sequence[str], cwd: Path, lease_dir: Path, env: Mapping[str, str]) -> None:
         self.command, self.cwd, self.lease_dir, self.env = list(command), cwd, lease_dir, dict(env)
         self.host = socket.gethostname()
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen[bytes]] = set()
+        self._cancelled = False
+
+    def _started(self, process: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._running.add(process)
+            cancelled = self._cancelled
+        if cancelled:
+            process.terminate()
+
+    def cancel(self) -> None:
+        """End every running shard (SIGTERM), and any started after, at once."""
+        with self._lock:
+            self._cancelled = True
+            running = list(self._running)
+        for process in running:
+            process.terminate()
 
     def run(self, job: ShardJob, on_event: Callable[[Event], None]) -> ShardExit:
         command = [*self.command, *job.pytest_args]
-        done = run_shard_process(job, command=command, cwd=self.cwd, lease_dir=self.lease_dir, env=self.env,
-                                 on_event=on_event)  # fmt: skip
+        try:
+            done = run_shard_process(job, command=command, cwd=self.cwd, lease_dir=self.lease_dir, env=self.env,
+                                     on_event=on_event, on_process=self._started)  # fmt: skip
+        finally:
+            with self._lock:
+                self._running = {p for p in self._running if p.returncode is None}
         return replace(done, host=self.host)
 
 
@@ -50,9 +74,10 @@ class LocalEngine(FarmEngine):
         lease_timeout_s: float = DEFAULT_LEASE_TIMEOUT_S,
         env: Mapping[str, str] | None = None,
         pytest_args: Sequence[str] = (),
+        reruns: int = 0,
     ) -> None:
         runner = LocalRunner(command, cwd, lease_dir, os.environ if env is None else env)
         self.command, self.cwd, self.lease_dir, self.env = runner.command, cwd, lease_dir, runner.env
         super().__init__(boards, runner, run_id=run_id, workers=workers, health=health, probe=probe,
                          max_attempts=max_attempts, lease_timeout_s=lease_timeout_s,
-                         pytest_args=pytest_args)  # fmt: skip
+                         pytest_args=pytest_args, reruns=reruns)  # fmt: skip

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from tinyhil.device_farm.history.export import export_history
 from tinyhil.device_farm.history.queries import RunHistory, run_history
-from tinyhil.device_farm.history.recorder import durations_from_history, failed_last_time, record
+from tinyhil.device_farm.history.recorder import durations_from_history, failed_last_time, last_failed_pairs, record
 from tinyhil.device_farm.history.schema import SCHEMA_VERSION, HistoryVersionError, open_history
 from tinyhil.device_farm.history.settings import HistorySettings, history_path
 from tinyhil.device_farm.history.store import RunFacts, record_run
@@ -28,6 +28,7 @@ __all__ = [
     "export_history",
     "failed_last_time",
     "history_path",
+    "last_failed_pairs",
     "open_history",
     "record",
     "record_run",

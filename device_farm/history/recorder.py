@@ -8,7 +8,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar
 
 from tinyhil.device_farm.history.queries import RunHistory, expected_durations, last_failed, run_history
 from tinyhil.device_farm.history.schema import open_history
@@ -20,9 +20,17 @@ from tinyhil.printable import printable
 if TYPE_CHECKING:
     from tinyhil.device_farm.reports.summary import PairReport
 
-__all__ = ["durations_from_history", "failed_last_time", "record"]
+__all__ = ["durations_from_history", "failed_last_time", "last_failed_pairs", "record"]
 
 _T = TypeVar("_T")
+
+
+class _Keyed(Protocol):
+    @property
+    def key(self) -> str: ...
+
+
+_P = TypeVar("_P", bound=_Keyed)
 
 
 def _warn(path: Path, doing: str, exc: BaseException, err: TextIO | None) -> None:
@@ -69,3 +77,21 @@ def record(settings: HistorySettings | None, facts: RunFacts, reports: Sequence[
         _warn(settings.path, f"run {facts.run_id} not recorded", exc, err)
         return None
     return _read(settings, "cannot read it back", lambda db: run_history(db, facts.run_id, settings.runs), err)
+
+
+def last_failed_pairs(pairs: list[_P], settings: HistorySettings, suite: str, out: TextIO) -> list[_P]:
+    """``--last-failed``: the ``pairs`` (what the run selected; its journal header records the choice) whose key
+    failed in the previous run of ``suite``; all of them, said in one line, when history has no run of it or none of
+    its failures is among them."""
+    failed_before = failed_last_time(settings, suite)
+    if failed_before is None:
+        print("tinyhil: --last-failed: no previous run of this suite in history; running everything", file=out)
+        return pairs
+    chosen = [pair for pair in pairs if pair.key in failed_before]
+    if not chosen:
+        print("tinyhil: --last-failed: nothing failed in the previous run of this suite; running everything",
+              file=out)  # fmt: skip
+        return pairs
+    print(f"tinyhil: --last-failed: running the {len(chosen)} of {len(pairs)} pairs that failed in the previous run",
+          file=out)  # fmt: skip
+    return chosen

@@ -93,7 +93,8 @@ class Progress:
 
     def show(self, result: Result) -> None:
         if not result.final:
-            line = f"retry {result.nodeid} ({result.board}: {result.infrastructure})"
+            cause = result.infrastructure or f"{result.outcome}, run again for --reruns: {result.reason}"
+            line = f"retry {result.nodeid} ({result.board}: {cause})"
         else:
             self.done += 1
             self.failures += result.outcome in ("failed", "error")

@@ -85,9 +85,11 @@ def run_shard_process(
     lease_dir: Path,
     env: Mapping[str, str],
     on_event: Callable[[Event], None],
+    on_process: Callable[[subprocess.Popen[bytes]], None] | None = None,
 ) -> ShardExit:
     """Run ``job`` as ``command --hil-target TARGET NODE...`` in ``cwd`` and return how it ended; every event the
-    shard writes goes to ``on_event`` as it arrives (from this thread)."""
+    shard writes goes to ``on_event`` as it arrives (from this thread), and ``on_process`` gets the process once it
+    started (to end it early: the run's deadline, Ctrl-C)."""
     board = job.board
     read_fd, write_fd = os.pipe()
     options = board.locator.options_json if isinstance(board.locator, EmulatedLocator) else "{}"
@@ -95,13 +97,17 @@ def run_shard_process(
                      os.getpid(), options)  # fmt: skip
     full_env = {**env, SHARD_ENV: spec.to_json(), **board_environment(board, job.target)}
     try:
+        # A session of its own: a terminal's Ctrl-C reaches the run, which ends its shards itself (on_process).
         process = subprocess.Popen([*command, "--hil-target", job.target, *job.nodes], cwd=cwd, env=full_env,
-                                   pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+                                   pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   start_new_session=True)  # fmt: skip
     except BaseException:
         os.close(read_fd)
         raise
     finally:
         os.close(write_fd)
+    if on_process is not None:
+        on_process(process)
     with os.fdopen(read_fd, "rb") as events:
         for line in events:
             on_event(json.loads(line))

@@ -30,6 +30,7 @@ from tinyhil.cli.serve import add_serve_command
 from tinyhil.cli.targets import add_targets_command
 from tinyhil.cli.trace import add_trace_command
 from tinyhil.cli.usage import (
+    EXIT_DEADLINE,
     EXIT_ENGINE_LOST,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -45,6 +46,7 @@ from tinyhil.pipes import silence_stdout
 from tinyhil.registry import default_registry
 
 __all__ = [
+    "EXIT_DEADLINE",
     "EXIT_ENGINE_LOST",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",

@@ -6,11 +6,12 @@ tinyhil farm discover [--hwmap FILE] [--root DIR] [--no-usb] [--host NAME] [--js
     changed); exit 1 when there is drift, 0 when the map and the host agree.
 tinyhil farm run [--hwmap FILE] [--workers N] [--target T] [--quarantine FILE [--quarantine-verify]]
                  [--subset i/N [--seed S]] [--report DIR | --resume DIR] [--suite PATH] [--allow-unavailable]
-                 [--engine local|dask --scheduler ADDRESS [TLS]] [--history PATH|none] [--last-failed]
-                 [--on-finish CMD] [-- PYTEST_ARGS]
+                 [--deadline D] [--reruns N] [--engine local|dask --scheduler ADDRESS [TLS]] [--history PATH|none]
+                 [--last-failed] [--on-finish CMD] [-- PYTEST_ARGS]
     collect the suite once, probe the boards, plan by recorded durations, run the shards under leases (on this
     host, or with ``--engine dask`` on the farm workers of a Dask cluster), journal every result, and write
-    junit.xml, summary.json and report.html (docs/farm.md).
+    junit.xml, summary.json and report.html (docs/farm.md). ``--resume DIR`` runs the run in DIR again as its
+    journal's header says (no --suite or --hwmap needed), refusing one whose suite, map or pairs changed.
 tinyhil farm scheduler [--host H] [--port P] [--no-workers-timeout S] [--allowed-failures N] [--dashboard] [TLS]
     a Dask scheduler with the farm's settings, for runs across hosts (needs the farm extra).
 tinyhil farm worker --scheduler ADDRESS [--hwmap FILE] [--name NAME] [--state DIR] [--host H] [--port P]
@@ -43,13 +44,14 @@ import resource
 import socket
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Final
 
-from tinyhil.cli.farm_history import add_history_command, add_history_options, history_options
+from tinyhil.cli.farm_history import add_history_command, add_history_options
+from tinyhil.cli.run_options import DASK_SHARDS, LOCAL_SHARDS, add_run_options, farm_run_from_args
 from tinyhil.cli.usage import (
+    EXIT_DEADLINE,
     EXIT_ENGINE_LOST,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -93,11 +95,8 @@ from tinyhil.device_farm.inventory.hwmap import (
     load_hwmap,
 )
 from tinyhil.device_farm.inventory.map_drift import Drift, compare, map_entry
-from tinyhil.device_farm.journal import JOURNAL_NAME
 from tinyhil.device_farm.leases import holders
-from tinyhil.device_farm.planning import parse_subset
-from tinyhil.device_farm.quarantine import load_quarantine
-from tinyhil.device_farm.run import DaskOptions, choose_targets, new_run, run_farm
+from tinyhil.device_farm.run import run_farm
 from tinyhil.device_farm.state import STATE_ENV, farm_state_dir, leases_dir
 from tinyhil.errors import InvalidArgument
 from tinyhil.printable import printable
@@ -105,11 +104,9 @@ from tinyhil.registry import TargetRegistry
 
 __all__ = ["DASK_SHARDS", "LOCAL_SHARDS", "add_farm_command"]
 
-LOCAL_SHARDS: Final = 2
 # What a farm run can exit with (it runs tests); the other farm commands give fewer.
-_RUN_STATUSES: Final = (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_ENGINE_LOST, EXIT_INTERRUPTED,
-                        EXIT_OUTPUT_CLOSED)  # fmt: skip
-DASK_SHARDS: Final = 64  # Dask's resources limit each board to its slots; this caps the shards one run keeps in flight
+_RUN_STATUSES: Final = (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_ENGINE_LOST, EXIT_DEADLINE,
+                        EXIT_INTERRUPTED, EXIT_OUTPUT_CLOSED)  # fmt: skip
 
 
 def _hwmap(path: str | None, registry: TargetRegistry, host: str | None = None) -> HardwareMap:
@@ -231,35 +228,11 @@ def _tls(args: argparse.Namespace) -> FarmTLS | None:
 
 
 def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
-    dask = None
     tls = _tls(args)
-    if args.engine == "dask":
-        if not args.scheduler:
-            raise InvalidArgument("--engine dask needs --scheduler ADDRESS, such as tcp://127.0.0.1:8786")
-        dask = DaskOptions(check_scheme(args.scheduler, tls), args.board_grace, args.scheduler_grace)
-    elif args.scheduler:
-        raise InvalidArgument(f"--scheduler {args.scheduler}: the local engine has no scheduler; add --engine dask")
-    elif tls is not None:
-        raise InvalidArgument("--tls-*/--config: the local engine opens no connection; TLS is for --engine dask")
-    workers = args.workers if args.workers is not None else (DASK_SHARDS if dask else LOCAL_SHARDS)
-    hwmap: HardwareMap | Callable[[int], HardwareMap] | None
-    if args.hwmap:
-        hwmap = load_hwmap(args.hwmap, registry=registry)
-    else:  # on Dask, what the workers offer
-        hwmap = None if dask else (lambda slots: emulated_inventory(registry, slots=slots))
-    run_dir = Path(args.resume or args.report or f"tinyhil-farm-{time.strftime('%Y%m%d-%H%M%S')}")
-    if args.resume and not (run_dir / JOURNAL_NAME).exists():
-        raise InvalidArgument(f"--resume {args.resume}: no {JOURNAL_NAME} there, expected the directory of a run")
-    # The farm runs a target wherever a board serves it: whether it can run on this host is the boards' to say.
-    targets = choose_targets(registry, args.target, environment=False, default=())
-    run = new_run(hwmap, args.suite or (), run_dir, farm_state_dir(args.state), workers, pytest_args=args.pytest_args,
-                  targets=targets.names, allow_unavailable=args.allow_unavailable,
-                  quarantine=load_quarantine(args.quarantine) if args.quarantine else None,
-                  resume=bool(args.resume), subset=parse_subset(args.subset) if args.subset else None,
-                  subset_seed=args.seed, quarantine_verify=args.quarantine_verify, dask=dask,
-                  **history_options(args))  # fmt: skip
+    run = farm_run_from_args(args, registry, tls)
     where = f"{len(run.hwmap.boards)} boards from {run.hwmap.path}" if run.hwmap else "the boards farm workers offer"
-    print(f"tinyhil farm run: {where}, {run.workers} shards at once, run in {run.run_dir}")
+    resumed = "resuming the run" if run.resume else "run"
+    print(f"tinyhil farm run: {where}, {run.workers} shards at once, {resumed} in {run.run_dir}")
     with client_config(tls):  # the run's Dask client, the only one it makes, speaks the farm's TLS
         return run_farm(run)
 
@@ -411,15 +384,17 @@ def add_farm_command(commands: Any) -> None:
                           f"(default {DEFAULT_SCHEDULER_GRACE_S:g})")  # fmt: skip
     run.add_argument("--target", action="append", metavar="T", help="run only on boards serving T (repeatable)")
     run.add_argument("--quarantine", metavar="FILE", help="quarantine file (TOML)")
-    run.add_argument("--quarantine-verify", action="store_true", help="run only the tests the quarantine names")
+    run.add_argument("--quarantine-verify", action="store_true", default=None,
+                     help="run only the tests the quarantine names")  # fmt: skip
     run.add_argument("--subset", metavar="i/N", help="run the i-th of N parts of the suite (for parallel CI jobs)")
-    run.add_argument("--seed", type=int, default=0, help="seed of the --subset shuffle (default 0)")
+    run.add_argument("--seed", type=int, help="seed of the --subset shuffle (default 0)")
     where = run.add_mutually_exclusive_group()
     where.add_argument("--report", metavar="DIR", help="the run's directory (default: tinyhil-farm-DATE-TIME)")
-    where.add_argument("--resume", metavar="DIR", help="resume the run in DIR: run only what has no result")
     run.add_argument("--suite", action="append", metavar="PATH", help="tests to run (default: the portable suite)")
     run.add_argument("--state", metavar="DIR", help=f"farm state directory (default: ${STATE_ENV} or ~/.local/state)")
-    run.add_argument("--allow-unavailable", action="store_true", help="run even if a --target has no GOOD board")
+    run.add_argument("--allow-unavailable", action="store_true", default=None,
+                     help="run even if a --target has no GOOD board")  # fmt: skip
+    add_run_options(run, where)
     _security_options(run, listens=False)
     add_history_options(run)
     run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra arguments passed to pytest")

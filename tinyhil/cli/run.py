@@ -7,6 +7,10 @@ Reports (junit.xml, summary.json, report.html) go to ``--report``; the run's far
 per-target boards, durations) stays beside them, so runs in separate report directories never wait on each
 other's leases and a rerun in one directory plans by its durations. The run is recorded in the run history
 (``--history``, docs/history.md).
+
+``--resume DIR`` runs the run in DIR again as its journal's header says it was (its targets, suite and pytest
+arguments; ``$DEV`` is not read), only what has no result; Ctrl-C, and ``--deadline``, leave a run that way, and the
+command to finish it is printed. ``--reruns N`` runs a failing test up to N more times (flaky when one then passes).
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from typing import Any, Final
 
 import tinyhil
 from tinyhil.cli.farm_history import add_history_options, history_options
+from tinyhil.cli.run_options import add_run_options, given_options, parse_duration, resumed_header, resumed_suite
 from tinyhil.cli.usage import (
+    EXIT_DEADLINE,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -30,7 +36,8 @@ from tinyhil.cli.usage import (
 )
 from tinyhil.device_farm.collection import CollectionFailed
 from tinyhil.device_farm.inventory.hwmap import target_inventory
-from tinyhil.device_farm.run import choose_targets, new_run, run_farm
+from tinyhil.device_farm.run import COMMANDS, FarmRun, choose_targets, new_run, run_farm
+from tinyhil.device_farm.run_header import check_given
 from tinyhil.fixtures import SUITE_PACKAGE
 from tinyhil.fixtures.options import ENV_TARGET
 from tinyhil.registry import TargetRegistry
@@ -42,16 +49,31 @@ DEFAULT_WORKERS: Final = 2
 RUN_STATE_DIR: Final = "farm-state"  # inside the report directory
 
 
-def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
-    choice = choose_targets(registry, args.target)
-    report_dir = Path(args.report)
+def _new_run(args: argparse.Namespace, registry: TargetRegistry, deadline_s: float | None) -> tuple[FarmRun, str]:
+    """The run the command line asks for, and where its targets came from."""
+    if args.resume:
+        report_dir = Path(args.resume)
+        header = resumed_header(report_dir, COMMANDS[1])
+        check_given(header, given_options(args, header, registry))
+        choice = choose_targets(registry, header.targets, environment=False)
+        suite, pytest_args, reruns, source = resumed_suite(header), header.pytest_args, header.reruns, "resumed"
+    else:
+        report_dir = Path(args.report or DEFAULT_REPORT_DIR)
+        choice = choose_targets(registry, args.target)
+        suite, pytest_args, reruns, source = args.suite or (), args.pytest_args, args.reruns or 0, choice.source
     unavailable = choice.unavailable()
     available = [t for t in choice.targets if t.name not in unavailable]
-    run = new_run(lambda slots: target_inventory(available, slots=slots), args.suite or (), report_dir,
-                  report_dir.resolve() / RUN_STATE_DIR, args.workers, pytest_args=args.pytest_args,
-                  targets=choice.names, allow_unavailable=True, **history_options(args))  # fmt: skip
+    run = new_run(lambda slots: target_inventory(available, slots=slots), suite, report_dir,
+                  report_dir.resolve() / RUN_STATE_DIR, args.workers, pytest_args=pytest_args, targets=choice.names,
+                  allow_unavailable=True, resume=bool(args.resume), reruns=reruns, deadline_s=deadline_s,
+                  command=COMMANDS[1], **history_options(args))  # fmt: skip
     choice.check_here(allow_unavailable=args.allow_unavailable)
-    print(f"tinyhil {tinyhil.__version__}: running the portable suite on {', '.join(choice.names)} ({choice.source})",
+    return run, source
+
+
+def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
+    run, source = _new_run(args, registry, parse_duration(args.deadline) if args.deadline else None)
+    print(f"tinyhil {tinyhil.__version__}: running the portable suite on {', '.join(run.targets)} ({source})",
           flush=True)  # fmt: skip
     try:
         return run_farm(run)
@@ -70,6 +92,7 @@ def add_run_command(commands: Any) -> None:
         EXIT_FAILED,
         EXIT_USAGE,
         EXIT_UNAVAILABLE,
+        EXIT_DEADLINE,
         EXIT_INTERRUPTED,
         EXIT_OUTPUT_CLOSED,
         details=description(__doc__),
@@ -92,11 +115,12 @@ def add_run_command(commands: Any) -> None:
         metavar="PATH_OR_PACKAGE",
         help=f"tests to run (repeatable; default: the portable suite, {SUITE_PACKAGE})",
     )
-    run.add_argument(
-        "--report", default=DEFAULT_REPORT_DIR, metavar="DIR", help="where junit.xml, summary.json and report.html go"
-    )
+    where = run.add_mutually_exclusive_group()
+    where.add_argument("--report", metavar="DIR",
+                       help=f"where the reports go (default {DEFAULT_REPORT_DIR})")  # fmt: skip
     run.add_argument("--workers", type=int, default=DEFAULT_WORKERS, metavar="N",
                      help=f"test processes at once (default {DEFAULT_WORKERS})")  # fmt: skip
+    add_run_options(run, where)
     add_history_options(run)
     run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra arguments passed to pytest")
     run.set_defaults(handler=_run)

@@ -12,10 +12,11 @@ import re
 import textwrap
 from typing import Any, Final
 
-from tinyhil.device_farm.run import EXIT_ENGINE_LOST, EXIT_UNAVAILABLE
+from tinyhil.device_farm.run import EXIT_DEADLINE, EXIT_ENGINE_LOST, EXIT_INTERRUPTED, EXIT_UNAVAILABLE
 from tinyhil.pipes import OUTPUT_CLOSED_EXIT_STATUS
 
 __all__ = [
+    "EXIT_DEADLINE",
     "EXIT_ENGINE_LOST",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
@@ -33,7 +34,6 @@ __all__ = [
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
-EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C ended
 EXIT_OUTPUT_CLOSED: Final = OUTPUT_CLOSED_EXIT_STATUS
 _ROLE: Final = re.compile(r":\w+:`~?([^`]+)`")  # a Sphinx role in a docstring, :func:`~a.b`
 _WIDTH: Final = 100  # the epilog's lines, wrapped here: argparse keeps them as they are
@@ -46,7 +46,9 @@ EXIT_STATUSES: Final[dict[int, str]] = {
     EXIT_UNAVAILABLE: "a target named explicitly cannot run here, or no GOOD board serves it "
     "(--allow-unavailable runs anyway, counting its skips); `farm worker`: no scheduler answered",
     EXIT_ENGINE_LOST: "the Dask scheduler went away mid-run (finish it with `farm run --resume DIR`)",
-    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+    EXIT_DEADLINE: "the run's --deadline passed before every test ran (as timeout(1) exits): reports marked "
+    "incomplete; `--resume DIR` finishes the run",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C; a run prints the command that finishes it)",
     EXIT_OUTPUT_CLOSED: "a run whose output closed (`tinyhil run | head -1`): no further test started, reports "
     "marked incomplete where pairs are missing",
 }
