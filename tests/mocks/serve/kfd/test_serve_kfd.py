@@ -1,0 +1,161 @@
+"""``tinyhil serve kfd`` end to end: a C program and tinyhil's own KFD client, neither importing MOCKKFD, reach it
+through ``/dev/kfd``, the render nodes and sysfs."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tinyhil.cli import main
+from tinyhil.mocks.kfd import MockKFD
+from tinyhil.mocks.serve.kfd import build_interposer
+from tinyhil.mocks.serve.kfd.build import COMPILER_PACKAGE, compiler
+from tinyhil.spec.kfd_ioctls import KFD_IOCTL_MAJOR_VERSION, KFD_IOCTL_MINOR_VERSION
+from tinyhil.spec.kfd_topology import KFD_TOPOLOGY_PATH
+
+HERE = Path(__file__).resolve().parent
+UAPI_HEADER = Path("/usr/include/linux/kfd_ioctl.h")
+SERVE_TIMEOUT_S = 300  # a guard against a hang, never an expectation
+
+pytestmark = pytest.mark.skipif(
+    compiler() is None, reason=f"no C compiler (cc or gcc) to build the interposer: install {COMPILER_PACKAGE}"
+)
+
+
+def serve(*command: str, options: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """``tinyhil serve kfd [--option ...] -- command`` in a process of its own."""
+    flags = [arg for option in options for arg in ("--option", option)]
+    argv = [sys.executable, "-m", "tinyhil.cli", "serve", "kfd", *flags, "--", *command]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=SERVE_TIMEOUT_S, check=False)
+
+
+def key_values(text: str) -> dict[str, str]:
+    return dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
+
+
+@pytest.fixture(scope="module")
+def sdma_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The C client, built against the kernel's own uapi header."""
+    if not UAPI_HEADER.is_file():
+        pytest.skip(f"{UAPI_HEADER} is missing: install the Debian package linux-libc-dev")
+    cc = compiler()
+    assert cc is not None  # the module is skipped without one
+    work = tmp_path_factory.mktemp("sdma-copy")
+    includes = []
+    if not any(Path(root, "drm", "drm.h").is_file() for root in ("/usr/include", "/usr/local/include")):
+        # kfd_ioctl.h includes <drm/drm.h> for the kernel's integer types and ioctl macros only; Debian ships the
+        # header with libdrm-dev, so a two-line stand-in gives the same definitions without it.
+        (work / "drm").mkdir()
+        (work / "drm" / "drm.h").write_text("#include <linux/types.h>\n#include <linux/ioctl.h>\n")
+        includes = ["-I", str(work)]
+    program = work / "sdma_copy"
+    build = [cc, "-O1", "-Wall", "-Werror", *includes, "-o", str(program), str(HERE / "sdma_copy.c")]
+    done = subprocess.run(build, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return program
+
+
+def test_a_c_program_copies_through_an_sdma_queue_and_waits_on_its_event(sdma_copy: Path) -> None:
+    done = serve(str(sdma_copy))
+    assert done.returncode == 0, done.stderr
+    report = key_values(done.stdout)
+    reference = MockKFD()  # the machine the default target serves, built in-process
+    assert report["version"] == f"{KFD_IOCTL_MAJOR_VERSION}.{KFD_IOCTL_MINOR_VERSION}"
+    assert int(report["gpus"]) == len(reference.gpus)
+    assert int(report["gpu_id"]) == reference.gpus[0].gpu_id
+    assert int(report["rptr"]) > 0  # the engine consumed the ring and wrote its read pointer back
+    assert int(report["copied"]) > 0  # the program compared the copied bytes itself before printing this
+
+
+def test_target_options_shape_the_served_machine(sdma_copy: Path) -> None:
+    done = serve(str(sdma_copy), options=("gpus=1", "seed=3"))
+    assert done.returncode == 0, done.stderr
+    assert int(key_values(done.stdout)["gpus"]) == len(MockKFD(gpus=1, seed=3).gpus)
+
+
+def test_sysfs_reads_and_listings_see_mockkfds_topology() -> None:
+    script = (
+        "import os, sys\n"
+        f"root = {KFD_TOPOLOGY_PATH!r}\n"
+        "print(sorted(os.listdir(root + '/nodes')))\n"
+        "print(open(root + '/nodes/1/properties').read(), end='')\n"
+        "print(os.path.realpath('/sys/class/drm/renderD128/device'))\n"
+        "print(os.stat('/dev/kfd').st_mode)\n"
+    )
+    done = serve(sys.executable, "-c", script)
+    assert done.returncode == 0, done.stderr
+    sysfs = MockKFD().sysfs
+    lines = done.stdout.splitlines()
+    assert lines[0] == str(sorted(sysfs.dirs[f"{KFD_TOPOLOGY_PATH}/nodes"]))
+    properties = sysfs.files[f"{KFD_TOPOLOGY_PATH}/nodes/1/properties"]
+    assert properties is not None
+    assert "\n".join(lines[1:-2]) + "\n" == properties.decode()
+    assert re.fullmatch(r"/sys/devices/tinyhil-pci/0000:[0-9a-f]{2}:00\.0", lines[-2])
+    assert lines[-1] == str(os.stat(os.devnull).st_mode)  # a character device, as a device node is
+
+
+# The part of the portable suite a KFD+AMD device runs without compile / exec: memory, copies, fills, timestamps.
+SUITE_TESTS = (
+    "test_device.py::test_timestamps_are_monotonic",
+    "test_memory.py::test_copyin_copyout_round_trip",
+    "test_memory.py::test_device_side_copy",
+    "test_memory.py::test_fill_sets_exactly_the_range",
+)
+
+
+def outcomes(text: str, target: str) -> dict[str, str]:
+    """``OUTCOME id`` lines (pytest's ``-rA`` and the per-process runner print them) keyed by the id without the
+    target's name, so one test run on two targets has one key."""
+    found = {}
+    for line in text.splitlines():
+        parts = line.split(" ", 1)
+        if len(parts) == 2 and parts[0] in ("PASSED", "FAILED", "SKIPPED", "ERROR") and "::" in parts[1]:
+            found[parts[1].replace(f"[{target}-", "[").replace(f"[{target}]", "")] = parts[0]
+    return found
+
+
+def test_tinyhils_kfd_client_runs_the_suite_served_as_mockkfd_runs_it_in_process(tmp_path: Path) -> None:
+    suite = Path(__import__("tinyhil.fixtures.suite", fromlist=["_"]).__file__).parent
+    selection = [f"{suite}/{name}" for name in SUITE_TESTS]
+    in_process = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0", "-q", "-rA", "--hil-target",
+         "MOCKKFD+AMD", *selection], capture_output=True, text=True, timeout=SERVE_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    served = serve(sys.executable, str(HERE / "each_test_in_a_process.py"), "KFD+AMD", *selection)
+    expected = outcomes(in_process.stdout, "MOCKKFD+AMD")
+    got = outcomes(served.stdout, "KFD+AMD")
+    assert expected, in_process.stdout[-2000:]
+    assert got == expected, served.stdout[-2000:] + served.stderr[-2000:]
+
+
+def test_a_missing_compiler_is_one_line_naming_the_package_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CC", "tinyhil-no-such-compiler")
+    assert main(["serve", "kfd", "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"install the Debian package {COMPILER_PACKAGE}" in err
+    assert "tinyhil-no-such-compiler" in err
+
+
+def test_the_commands_exit_status_is_returned_and_a_missing_command_is_127() -> None:
+    assert serve(sys.executable, "-c", "raise SystemExit(7)").returncode == 7
+    done = serve("/nonexistent/tinyhil-command")
+    assert done.returncode == 127
+    assert "/nonexistent/tinyhil-command" in done.stderr
+
+
+def test_the_interposer_is_built_once_and_exports_the_calls_it_interposes() -> None:
+    first = build_interposer()
+    assert build_interposer() == first
+    library = ctypes.CDLL(str(first))  # loaded, not preloaded: nothing of this process is interposed
+    for name in ("open", "open64", "openat", "__open_2", "__openat64_2", "fopen", "close", "ioctl", "mmap", "mmap64",
+                 "stat", "lstat", "fstatat", "__xstat", "statx", "access", "opendir", "readlink", "realpath"):  # fmt: skip
+        assert hasattr(library, name), name
