@@ -156,6 +156,26 @@ def test_the_interposer_is_built_once_and_exports_the_calls_it_interposes() -> N
     first = build_interposer()
     assert build_interposer() == first
     library = ctypes.CDLL(str(first))  # loaded, not preloaded: nothing of this process is interposed
-    for name in ("open", "open64", "openat", "__open_2", "__openat64_2", "fopen", "close", "ioctl", "mmap", "mmap64",
-                 "stat", "lstat", "fstatat", "__xstat", "statx", "access", "opendir", "readlink", "realpath"):  # fmt: skip
+    interposed = (
+        "open",
+        "open64",
+        "openat",
+        "__open_2",
+        "__openat64_2",
+        "fopen",
+        "close",
+        "ioctl",
+        "mmap",
+        "mmap64",
+        "stat",
+        "lstat",
+        "fstatat",
+        "__xstat",
+        "statx",
+        "access",
+        "opendir",
+        "readlink",
+        "realpath",
+    )
+    for name in interposed:
         assert hasattr(library, name), name
