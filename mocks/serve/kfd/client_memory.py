@@ -33,7 +33,7 @@ def receive(sock: socket.socket, nbytes: int) -> tuple[bytes, list[int]]:
     data, ancillary, _, _ = sock.recvmsg(nbytes, socket.CMSG_SPACE(_FD_BYTES))
     if not data:
         raise ConnectionError("the client closed its connection")
-    fds = []
+    fds: list[int] = []
     for level, kind, payload in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.extend(int.from_bytes(payload[i : i + _FD_BYTES], "little") for i in range(0, len(payload), _FD_BYTES))

@@ -18,8 +18,9 @@ import os
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
+from tinyhil.fileio import IoctlArg
 from tinyhil.mocks.serve.kfd.client_memory import ClientMemory, receive
 from tinyhil.mocks.serve.kfd.doorbells import DoorbellWatcher
 from tinyhil.mocks.serve.kfd.protocol import MAX_PAYLOAD_BYTES, REPLY, REQUEST, ArgFlag, Op
@@ -132,7 +133,8 @@ class _Connection:
                 while True:
                     self.server.watcher.scan()
                     try:
-                        result = self.server.kfd.fileio.ioctl(fd, request, buffer)
+                        # bytes is read-only user memory to the seam (tinyhil.fileio.arguments.user_memory)
+                        result = self.server.kfd.fileio.ioctl(fd, request, cast(IoctlArg, buffer))
                         break
                     except OSError as exc:
                         remaining = deadline - time.monotonic()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tinyhil.cli import main
+from tinyhil.compiler_amdgpu import llvm_unavailable_reason
 from tinyhil.mocks.kfd import MockKFD
 from tinyhil.mocks.serve.kfd import build_interposer
 from tinyhil.mocks.serve.kfd.build import COMPILER_PACKAGE, compiler
@@ -179,3 +180,12 @@ def test_the_interposer_is_built_once_and_exports_the_calls_it_interposes() -> N
     )
     for name in interposed:
         assert hasattr(library, name), name
+
+
+def test_an_llvm_compiled_gfx1100_dispatch_completes_through_the_served_device() -> None:
+    reason = llvm_unavailable_reason("LLVM", "gfx1100")
+    if reason is not None:
+        pytest.skip(f"no LLVM for gfx1100 code objects: {reason}")
+    done = serve(sys.executable, str(HERE / "vector_add_llvm.py"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["equal", "True"]
