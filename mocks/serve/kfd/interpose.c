@@ -108,6 +108,13 @@ static int is_device(const char *path) {
     return 1;
 }
 
+/* The served files are read-only, whoever the client is (root ignores the files' modes): writing is EACCES. */
+static int refuse_write(const char *path, int flags) {
+    if (!is_served(path) || ((flags & O_ACCMODE) == O_RDONLY && !(flags & (O_CREAT | O_TRUNC)))) return 0;
+    errno = EACCES;
+    return 1;
+}
+
 /* The path as the client sees it, or its place under $TINYHIL_KFD_ROOT for the served trees. */
 static const char *redirect(const char *path, char *buf) {
     const char *root = getenv("TINYHIL_KFD_ROOT");
@@ -339,6 +346,7 @@ static mode_t mode_arg(int flags, va_list ap) {
         mode_t mode = mode_arg(flags, ap);                                                                            \
         va_end(ap);                                                                                                   \
         if (is_device(path)) return device_open(path, flags);                                                         \
+        if (refuse_write(path, flags)) return -1;                                                                     \
         char buf[PATH_MAX];                                                                                           \
         return get_##name()(redirect(path, buf), flags, mode);                                                        \
     }
@@ -352,6 +360,7 @@ OPEN_LIKE(open64)
         mode_t mode = mode_arg(flags, ap);                                                                            \
         va_end(ap);                                                                                                   \
         if (is_device(path)) return device_open(path, flags);                                                         \
+        if (refuse_write(path, flags)) return -1;                                                                     \
         char buf[PATH_MAX];                                                                                           \
         return get_##name()(dirfd, redirect(path, buf), flags, mode);                                                 \
     }
@@ -369,8 +378,14 @@ int __openat64_2(int dirfd, const char *path, int flags) { return openat64(dirfd
         const char *redirected = redirect(path, buf);                                                                 \
         return get_##name()(__VA_ARGS__);                                                                             \
     }
-PATH_CALL(FILE *, fopen, (const char *path, const char *mode), path, redirected, mode)
-PATH_CALL(FILE *, fopen64, (const char *path, const char *mode), path, redirected, mode)
+#define FOPEN_LIKE(name)                                                                                              \
+    FILE *name(const char *path, const char *mode) {                                                                  \
+        if (is_served(path) && strpbrk(mode, "wa+") && refuse_write(path, O_WRONLY)) return NULL;                     \
+        char buf[PATH_MAX];                                                                                           \
+        return get_##name()(redirect(path, buf), mode);                                                               \
+    }
+FOPEN_LIKE(fopen)
+FOPEN_LIKE(fopen64)
 PATH_CALL(int, stat, (const char *path, struct stat *st), path, redirected, st)
 PATH_CALL(int, stat64, (const char *path, struct stat64 *st), path, redirected, st)
 PATH_CALL(int, lstat, (const char *path, struct stat *st), path, redirected, st)

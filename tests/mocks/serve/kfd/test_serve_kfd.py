@@ -189,3 +189,18 @@ def test_an_llvm_compiled_gfx1100_dispatch_completes_through_the_served_device()
     done = serve(sys.executable, str(HERE / "vector_add_llvm.py"))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["equal", "True"]
+
+
+def test_served_files_refuse_writing_as_mockkfd_does() -> None:
+    script = (
+        "import errno, os\n"
+        f"path = {KFD_TOPOLOGY_PATH!r} + '/nodes/1/name'\n"
+        "for flags in (os.O_WRONLY, os.O_RDWR, os.O_RDONLY | os.O_TRUNC):\n"
+        "    try:\n"
+        "        os.open(path, flags)\n"
+        "    except OSError as exc:\n"
+        "        print(errno.errorcode[exc.errno])\n"
+    )
+    done = serve(sys.executable, "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["EACCES"] * 3  # MockFileIO.open's answer for writing a sysfs file
