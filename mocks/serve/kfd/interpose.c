@@ -1,6 +1,6 @@
 /* tinyhil serve kfd: the LD_PRELOAD side. docs/serve.md ("KFD") describes what it serves and the protocol.
  *
- * Path calls (open, stat, access, opendir, readlink, realpath, ...) on the served trees are redirected into
+ * Path calls (open, stat, access, opendir, scandir, readlink, realpath, ...) on the served trees are redirected into
  * $TINYHIL_KFD_ROOT, a directory the server renders from MOCKKFD's topology, so reads, listings and fstat of
  * those files are ordinary file operations. Opening /dev/kfd or /dev/dri/renderD<n> asks the server (a Unix
  * SOCK_SEQPACKET socket at $TINYHIL_KFD_SOCKET); the descriptor the client gets is a real one (of /dev/null),
@@ -83,6 +83,10 @@ REAL(int, statx, int, const char *, int, unsigned int, struct statx *)
 REAL(int, access, const char *, int)
 REAL(int, faccessat, int, const char *, int, int)
 REAL(DIR *, opendir, const char *)
+REAL(int, scandir, const char *, struct dirent ***, int (*)(const struct dirent *),
+     int (*)(const struct dirent **, const struct dirent **))
+REAL(int, scandir64, const char *, struct dirent64 ***, int (*)(const struct dirent64 *),
+     int (*)(const struct dirent64 **, const struct dirent64 **))
 REAL(ssize_t, readlink, const char *, char *, size_t)
 REAL(ssize_t, readlinkat, int, const char *, char *, size_t)
 REAL(char *, realpath, const char *, char *)
@@ -406,6 +410,14 @@ PATH_CALL(int, statx, (int dirfd, const char *path, int flags, unsigned int mask
 PATH_CALL(int, access, (const char *path, int mode), path, redirected, mode)
 PATH_CALL(int, faccessat, (int dirfd, const char *path, int mode, int flags), path, dirfd, redirected, mode, flags)
 PATH_CALL(DIR *, opendir, (const char *path), path, redirected)
+PATH_CALL(int, scandir,
+          (const char *path, struct dirent ***list, int (*keep)(const struct dirent *),
+           int (*order)(const struct dirent **, const struct dirent **)),
+          path, redirected, list, keep, order)
+PATH_CALL(int, scandir64,
+          (const char *path, struct dirent64 ***list, int (*keep)(const struct dirent64 *),
+           int (*order)(const struct dirent64 **, const struct dirent64 **)),
+          path, redirected, list, keep, order)
 PATH_CALL(ssize_t, readlink, (const char *path, char *out, size_t size), path, redirected, out, size)
 PATH_CALL(ssize_t, readlinkat, (int dirfd, const char *path, char *out, size_t size), path, dirfd, redirected, out,
           size)
