@@ -175,6 +175,7 @@ def test_the_interposer_is_built_once_and_exports_the_calls_it_interposes() -> N
         "statx",
         "access",
         "opendir",
+        "scandir",
         "readlink",
         "realpath",
     )
