@@ -1,11 +1,13 @@
 /* A KFD client that knows nothing of tinyhil: the kernel's uapi header, libc, and the calls ROCm's thunk makes.
  * It reads the topology, gets the interface version, allocates GTT and VRAM, maps them for the GPU and the CPU,
  * creates an SDMA queue, rings its doorbell with a COPY_LINEAR + FENCE + TRAP, waits on the signal event and
- * checks the copied bytes. Prints "key value" lines; exits 0 only when every step and the check succeed. */
+ * checks the copied bytes. Prints "key value" lines; exits 0 only when every step and the check succeed.
+ * With --ring-from-thread the main thread waits with no timeout while a second thread stores the doorbell later. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <linux/kfd_ioctl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +27,8 @@
 #define SDMA_OP_COPY 1
 #define SDMA_OP_FENCE 5
 #define SDMA_OP_TRAP 6
+#define RING_DELAY_US 200000
+#define WAIT_INFINITE 0xFFFFFFFFu /* the timeout ROCm's thunk passes for "no timeout" */
 
 #define CHECK(cond, ...)                                                                                              \
     do {                                                                                                              \
@@ -78,7 +82,20 @@ static uint64_t read_property(const char *path, const char *key) {
     return 0;
 }
 
-int main(void) {
+struct ring {
+    volatile uint64_t *doorbell;
+    uint64_t value;
+};
+
+static void *ring_later(void *arg) {
+    struct ring *ring = arg;
+    usleep(RING_DELAY_US);
+    *ring->doorbell = ring->value;
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    int from_thread = argc > 1 && strcmp(argv[1], "--ring-from-thread") == 0;
     kfd = open("/dev/kfd", O_RDWR | O_CLOEXEC);
     CHECK(kfd >= 0, "open /dev/kfd");
     struct kfd_ioctl_get_version_args version = {0};
@@ -153,12 +170,18 @@ int main(void) {
     memcpy(ring.cpu, packets, sizeof packets);
     uint64_t wptr = sizeof packets; /* SDMA pointers count bytes */
     ((volatile uint64_t *)pointers.cpu)[1] = wptr;
-    *doorbell = wptr; /* a plain store: the GPU notices it, no system call */
+    struct ring later = {doorbell, wptr};
+    pthread_t thread;
+    if (from_thread)
+        CHECK(pthread_create(&thread, NULL, ring_later, &later) == 0, "pthread_create");
+    else
+        *doorbell = wptr; /* a plain store: the GPU notices it, no system call */
 
     struct kfd_event_data data = {.event_id = event.event_id};
     struct kfd_ioctl_wait_events_args wait = {.events_ptr = (uintptr_t)&data, .num_events = 1, .wait_for_all = 1,
-                                              .timeout = 1000};
+                                              .timeout = from_thread ? WAIT_INFINITE : 1000};
     CHECK(ioctl(kfd, AMDKFD_IOC_WAIT_EVENTS, &wait) == 0, "WAIT_EVENTS");
+    if (from_thread) pthread_join(thread, NULL);
     CHECK(wait.wait_result == KFD_IOC_WAIT_RESULT_COMPLETE, "wait_result %u", wait.wait_result);
     CHECK(memcmp(dst.cpu, src.cpu, COPY_BYTES) == 0, "the copied bytes differ");
     printf("rptr %llu\ncopied %u\n", (unsigned long long)((volatile uint64_t *)pointers.cpu)[0], COPY_BYTES);

@@ -56,7 +56,7 @@ def sdma_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (work / "drm" / "drm.h").write_text("#include <linux/types.h>\n#include <linux/ioctl.h>\n")
         includes = ["-I", str(work)]
     program = work / "sdma_copy"
-    build = [cc, "-O1", "-Wall", "-Werror", *includes, "-o", str(program), str(HERE / "sdma_copy.c")]
+    build = [cc, "-O1", "-Wall", "-Werror", "-pthread", *includes, "-o", str(program), str(HERE / "sdma_copy.c")]
     done = subprocess.run(build, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     return program
@@ -72,6 +72,13 @@ def test_a_c_program_copies_through_an_sdma_queue_and_waits_on_its_event(sdma_co
     assert int(report["gpu_id"]) == reference.gpus[0].gpu_id
     assert int(report["rptr"]) > 0  # the engine consumed the ring and wrote its read pointer back
     assert int(report["copied"]) > 0  # the program compared the copied bytes itself before printing this
+
+
+def test_an_infinite_wait_wakes_when_another_thread_rings_the_doorbell(sdma_copy: Path) -> None:
+    """The kernel's wait blocks until signalled: the server holds the ioctl while the client's other thread rings."""
+    done = serve(str(sdma_copy), "--ring-from-thread")
+    assert done.returncode == 0, done.stderr
+    assert int(key_values(done.stdout)["copied"]) > 0
 
 
 def test_target_options_shape_the_served_machine(sdma_copy: Path) -> None:
