@@ -212,3 +212,34 @@ def test_served_files_refuse_writing_as_mockkfd_does() -> None:
     done = serve(sys.executable, "-c", script)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["EACCES"] * 3  # MockFileIO.open's answer for writing a sysfs file
+
+
+PROCESSES_SCRIPT = """
+import errno, fcntl, os, subprocess, sys
+kfd = os.open("/dev/kfd", os.O_RDWR)
+get_version = 0xC0084B01  # AMDKFD_IOC_GET_VERSION: _IOR('K', 0x01, 8 bytes)
+fcntl.ioctl(kfd, get_version, bytearray(8))
+child = os.fork()
+if child == 0:  # the parent's KFD file is not the child's
+    try:
+        fcntl.ioctl(kfd, get_version, bytearray(8))
+        os._exit(0)
+    except OSError as exc:
+        os._exit(exc.errno)
+print("forked", errno.errorcode.get(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]), "OK"))
+other = subprocess.run([sys.executable, "-c", "import os; os.open('/dev/kfd', os.O_RDWR)"], capture_output=True,
+                       text=True)
+print("concurrent", "EBUSY" if "Errno 16" in other.stderr else other.returncode)
+os.close(kfd)
+after = subprocess.run([sys.executable, "-c", "import os; os.open('/dev/kfd', os.O_RDWR)"])
+print("after", after.returncode)
+"""
+
+
+def test_a_forked_child_and_a_second_process_are_refused_as_amdkfd_would() -> None:
+    """After fork the child's KFD descriptor is not its own (EBADF, amdkfd's wrong-process answer). The served KFD
+    process belongs to the process that opened /dev/kfd until that process exits, closed descriptor or not, so
+    another process gets EBUSY meanwhile (docs/serve.md: a board would serve both)."""
+    done = serve(sys.executable, "-c", PROCESSES_SCRIPT)
+    assert done.returncode == 0, done.stderr
+    assert key_values(done.stdout) == {"forked": "EBADF", "concurrent": "EBUSY", "after": "1"}
