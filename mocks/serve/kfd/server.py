@@ -2,7 +2,8 @@
 
 Each connection is one client process (the interposer reconnects after a ``fork``, as a child does not share its
 parent's KFD process). The connection that opens ``/dev/kfd`` holds MOCKKFD's process until it closes (process
-exit: :meth:`MockKFD.close`); another process opening ``/dev/kfd`` meanwhile gets ``EBUSY``. Requests are served by
+exit: :meth:`MockKFD.close`); another process opening ``/dev/kfd`` meanwhile gets ``EBUSY`` while the holder keeps
+a served file open, and otherwise takes the KFD process over (the holder's queues and memory are gone). Requests are served by
 MOCKKFD's own file-I/O seam (:class:`~tinyhil.mocks.kfd.MockFileIO`), so errnos and state are those of in-process
 MOCKKFD; the server only translates descriptors (the client's to MOCKKFD's, in requests and in ACQUIRE_VM's
 ``drm_fd``) and memory (:class:`~.client_memory.ClientMemory`, :class:`~.shared.SharedMemory`).
@@ -192,8 +193,10 @@ class KfdServer:
             OSError: MOCKKFD's errno, or ``EBUSY`` when another process holds ``/dev/kfd``.
         """
         kfd_path = os.path.normpath(path) == KFD_DEVICE_PATH
-        if kfd_path and self.owner not in (None, connection):
-            raise OSError(errno.EBUSY, f"{KFD_DEVICE_PATH} is held by another served process")
+        if kfd_path and self.owner is not None and self.owner is not connection:
+            if self.owner.fds:
+                raise OSError(errno.EBUSY, f"{KFD_DEVICE_PATH} is held by another served process")
+            self._end_process()  # its holder keeps no served file open: hand the KFD process over
         fd = self.kfd.fileio.open(path, flags)
         if kfd_path:
             self.owner = connection
@@ -209,9 +212,13 @@ class KfdServer:
                     self.kfd.fileio.close(fd)
             connection.fds.clear()
             if self.owner is connection:
-                self.owner = None
-                self.kfd.close()
-                self.kfd.user = self._local_memory
+                self._end_process()
+
+    def _end_process(self) -> None:
+        """The owner's KFD process exits (its queues destroyed, its memory freed). Call with the lock held."""
+        self.owner = None
+        self.kfd.close()
+        self.kfd.user = self._local_memory
 
     def stop(self) -> None:
         self.watcher.stop()
