@@ -3,10 +3,10 @@
 Each connection is one client process (the interposer reconnects after a ``fork``, as a child does not share its
 parent's KFD process). The connection that opens ``/dev/kfd`` holds MOCKKFD's process until it closes (process
 exit: :meth:`MockKFD.close`); another process opening ``/dev/kfd`` meanwhile gets ``EBUSY`` while the holder keeps
-a served file open, and otherwise takes the KFD process over (the holder's queues and memory are gone). Requests are served by
-MOCKKFD's own file-I/O seam (:class:`~tinyhil.mocks.kfd.MockFileIO`), so errnos and state are those of in-process
-MOCKKFD; the server only translates descriptors (the client's to MOCKKFD's, in requests and in ACQUIRE_VM's
-``drm_fd``) and memory (:class:`~.client_memory.ClientMemory`, :class:`~.shared.SharedMemory`).
+a served file open, and otherwise takes the KFD process over (the holder's queues and memory are gone). Requests are
+served by MOCKKFD's own file-I/O seam (:class:`~tinyhil.mocks.kfd.MockFileIO`), so errnos and state are those of
+in-process MOCKKFD; the server only translates descriptors (the client's to MOCKKFD's, in requests and in
+ACQUIRE_VM's ``drm_fd``) and memory (:class:`~.client_memory.ClientMemory`, :class:`~.shared.SharedMemory`).
 """
 
 from __future__ import annotations
