@@ -34,7 +34,7 @@ def _latencies(watcher: DoorbellWatcher, gpu: GpuDevice, noticed: list[int], tri
         start_ns = time.monotonic_ns()
         gpu.doorbell_page[:KFD_DOORBELL_BYTES] = (trial + 1 + len(noticed)).to_bytes(KFD_DOORBELL_BYTES, "little")
         with watcher.lock:
-            watcher.rung.wait_for(lambda: len(noticed) > before)  # noqa: B023 (read at once, in this iteration)
+            watcher.activity.wait_for(lambda: len(noticed) > before)  # noqa: B023 (read at once, in this iteration)
         latencies.append(noticed[-1] - start_ns)
     return latencies
 

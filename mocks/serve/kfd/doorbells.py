@@ -46,7 +46,8 @@ class DoorbellWatcher:
         self.max_sleep_s = max_sleep_s
         self.rings = 0  # doorbells noticed
         self.passes = 0
-        self.rung = threading.Condition(lock)  # notified after a pass that rang a doorbell
+        # Notified after a pass that rang a doorbell, and by the server after each ioctl: what a blocked wait awaits.
+        self.activity = threading.Condition(lock)
         self._seen: dict[int, tuple[object, np.ndarray, np.ndarray]] = {}  # gpu index -> (frame, view, last values)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -104,7 +105,7 @@ class DoorbellWatcher:
                 rung = self.scan()
                 self.run_gpus(now_ns - last_ns)
                 if rung:
-                    self.rung.notify_all()
+                    self.activity.notify_all()
             last_ns = now_ns
             sleep_s = self.min_sleep_s if rung else min(sleep_s * 2, self.max_sleep_s)
             time.sleep(sleep_s)

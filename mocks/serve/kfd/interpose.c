@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,9 +45,11 @@ struct reply { uint32_t op; int32_t err; uint64_t a, b; uint32_t len, pad; };
 static const char *const served[] = {"/dev/kfd", "/dev/dri", "/sys/devices/virtual/kfd", "/sys/class/kfd",
                                      "/sys/class/drm", "/sys/devices/tinyhil-pci"};
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int sock = -1;
-static pid_t sock_pid;
+/* One connection per thread, so a thread blocked in WAIT_EVENTS holds up no other; the server groups a process's
+ * connections by their peer's pid. A forked child starts with none (its parent's KFD process is not its own). */
+static __thread int sock = -1;
+static __thread pid_t sock_pid;
+static __thread char *msg_buf; /* MAX_PAYLOAD bytes for messages, made on the thread's first request */
 static unsigned char remote[MAX_FDS]; /* 1: the descriptor is a served device file */
 
 #define REAL(ret, name, ...)                                                                                          \
@@ -130,10 +131,11 @@ static const char *redirect(const char *path, char *buf) {
 /* --- the connection ------------------------------------------------------------------------------------------- */
 static int connect_server(void) {
     if (sock >= 0 && sock_pid == getpid()) return 0;
-    if (sock >= 0) { /* a forked child: its parent's KFD process is not its own, as with amdkfd */
+    if (sock >= 0) { /* a forked child: the descriptors it inherited are its parent's (the server answers EBADF) */
         get_close()(sock);
-        memset(remote, 0, sizeof remote);
+        sock = -1;
     }
+    if (!msg_buf && !(msg_buf = malloc(MAX_PAYLOAD))) return -ENOMEM;
     const char *path = getenv("TINYHIL_KFD_SOCKET");
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (!path || strlen(path) >= sizeof addr.sun_path) return -ENOENT;
@@ -199,28 +201,27 @@ static int copy_self(void *local, uint64_t address, size_t n, int to_address) {
 static int transact(struct request *req, const void *data, int pass_fd, struct reply *rep, void *out, size_t cap,
                     int *passed) {
     int err = send_msg(req, sizeof *req, data, req->len, pass_fd);
-    static char buf[MAX_PAYLOAD];
     while (!err) {
         struct reply in;
         int fd = -1;
-        err = recv_msg(&in, buf, sizeof buf, &fd);
+        err = recv_msg(&in, msg_buf, MAX_PAYLOAD, &fd);
         if (err) break;
         if (in.op == OP_DONE) {
             *rep = in;
-            if (in.len && in.len <= cap) memcpy(out, buf, in.len);
+            if (in.len && in.len <= cap) memcpy(out, msg_buf, in.len);
             *passed = fd;
             return 0;
         }
         struct reply answer = {.op = in.op};
         if (in.op == OP_MEMREAD && in.b <= MAX_PAYLOAD) {
-            answer.err = copy_self(buf, in.a, in.b, 0);
+            answer.err = copy_self(msg_buf, in.a, in.b, 0);
             answer.len = answer.err ? 0 : (uint32_t)in.b;
         } else if (in.op == OP_MEMWRITE && in.len <= MAX_PAYLOAD) {
-            answer.err = copy_self(buf, in.a, in.len, 1);
+            answer.err = copy_self(msg_buf, in.a, in.len, 1);
         } else {
             answer.err = -EINVAL;
         }
-        err = send_msg(&answer, sizeof answer, buf, answer.len, -1);
+        err = send_msg(&answer, sizeof answer, msg_buf, answer.len, -1);
     }
     return err;
 }
@@ -236,7 +237,6 @@ static int device_open(const char *path, int flags) {
         errno = EMFILE;
         return -1;
     }
-    pthread_mutex_lock(&lock);
     int err = connect_server();
     struct reply rep = {0};
     int passed = -1;
@@ -246,7 +246,6 @@ static int device_open(const char *path, int flags) {
     }
     if (!err) err = rep.err;
     if (!err) remote[fd] = 1;
-    pthread_mutex_unlock(&lock);
     if (err) {
         get_close()(fd);
         errno = -err;
@@ -301,10 +300,8 @@ static int remote_ioctl(int fd, unsigned long request, void *arg) {
     req.len = flags & ARG_READABLE ? size : 0;
     struct reply rep = {0};
     int passed = -1;
-    pthread_mutex_lock(&lock);
     int err = connect_server();
     if (!err) err = transact(&req, data, userptr, &rep, data, sizeof data, &passed);
-    pthread_mutex_unlock(&lock);
     if (userptr >= 0) get_close()(userptr);
     if (passed >= 0) get_close()(passed);
     if (!err && rep.len && (flags & ARG_WRITABLE) && copy_self(data, (uintptr_t)arg, rep.len, 1)) err = -EFAULT;
@@ -320,10 +317,8 @@ static void *remote_mmap(void *address, size_t length, int prot, int flags, int 
     struct request req = {.op = OP_MMAP, .fd = (uint32_t)fd, .a = length, .b = (uint64_t)offset};
     struct reply rep = {0};
     int passed = -1;
-    pthread_mutex_lock(&lock);
     int err = connect_server();
     if (!err) err = transact(&req, NULL, -1, &rep, NULL, 0, &passed);
-    pthread_mutex_unlock(&lock);
     if (!err) err = rep.err;
     if (!err && passed < 0) err = -EIO;
     if (err) {
@@ -435,15 +430,13 @@ char *realpath(const char *path, char *resolved) {
 
 int close(int fd) {
     if (is_remote(fd)) {
-        pthread_mutex_lock(&lock);
-        if (remote[fd] && connect_server() == 0) {
+        remote[fd] = 0;
+        if (connect_server() == 0) {
             struct request req = {.op = OP_CLOSE, .fd = (uint32_t)fd};
             struct reply rep;
             int passed = -1;
             transact(&req, NULL, -1, &rep, NULL, 0, &passed);
         }
-        remote[fd] = 0;
-        pthread_mutex_unlock(&lock);
     }
     return get_close()(fd);
 }

@@ -1,7 +1,9 @@
 """The server: MOCKKFD behind a Unix socket, one thread per client connection, one lock around MOCKKFD.
 
-Each connection is one client process (the interposer reconnects after a ``fork``, as a child does not share its
-parent's KFD process). The connection that opens ``/dev/kfd`` holds MOCKKFD's process until it closes (process
+Each thread of a client process that uses a served file has a connection of its own, so one thread blocked in
+``WAIT_EVENTS`` holds up no other; connections are grouped into processes by their peer's pid (``SO_PEERCRED``),
+and a process's threads share its descriptors. A forked child connects afresh: it does not share its parent's KFD
+process. The process that opens ``/dev/kfd`` holds MOCKKFD's process until its last connection closes (process
 exit: :meth:`MockKFD.close`); another process opening ``/dev/kfd`` meanwhile gets ``EBUSY`` while the holder keeps
 a served file open, and otherwise takes the KFD process over (the holder's queues and memory are gone). Requests are
 served by MOCKKFD's own file-I/O seam (:class:`~tinyhil.mocks.kfd.MockFileIO`), so errnos and state are those of
@@ -17,6 +19,7 @@ import errno
 import logging
 import os
 import socket
+import struct
 import threading
 import time
 from typing import TYPE_CHECKING, Final, cast
@@ -37,22 +40,33 @@ __all__ = ["DEADLOCK_GRACE_S", "KfdServer"]
 
 LOG: Final = logging.getLogger("tinyhil.mocks.serve.kfd")
 # An infinite WAIT_EVENTS that nothing pending can satisfy waits this long (wall clock) for the client's other
-# threads to ring a doorbell before it fails with EDEADLK, as in-process MOCKKFD fails at once.
+# threads to ring a doorbell or issue an ioctl before it fails with EDEADLK, as in-process MOCKKFD fails at once.
 DEADLOCK_GRACE_S: Final = 5.0
 _ACQUIRE_VM_NR: Final = ioc_nr(KfdIoctl.AMDKFD_IOC_ACQUIRE_VM)
 _WAIT_EVENTS_NR: Final = ioc_nr(KfdIoctl.AMDKFD_IOC_WAIT_EVENTS)
 _DRM_FD: Final = ctypes.c_uint32
 _NO_FD: Final = 0xFFFF_FFFF  # a descriptor the client never had: MOCKKFD answers EINVAL, as amdkfd does
 _BACKLOG: Final = 16
+_UCRED: Final = struct.Struct("3i")  # struct ucred: pid, uid, gid (SO_PEERCRED)
+
+
+class _Process:
+    """One client process: its connections (one per thread that used a served file) and its descriptors (client fd
+    -> MOCKKFD fd), which all its threads share."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.connections: set[_Connection] = set()
+        self.fds: dict[int, int] = {}
 
 
 class _Connection:
-    """One client process: its socket, its descriptors (client fd -> MOCKKFD fd) and its memory."""
+    """One thread of a client process: its socket, and its memory as the ioctls it issues see it."""
 
-    def __init__(self, server: KfdServer, sock: socket.socket) -> None:
+    def __init__(self, server: KfdServer, sock: socket.socket, process: _Process) -> None:
         self.server = server
         self.sock = sock
-        self.fds: dict[int, int] = {}
+        self.process = process
         self.memory = ClientMemory(sock)
 
     def serve(self) -> None:
@@ -79,12 +93,12 @@ class _Connection:
             if op == Op.OPEN:
                 path = payload.split(b"\0", 1)[0].decode(errors="surrogateescape")
                 with lock:
-                    self.fds[client_fd] = self.server.open(self, path, a)
+                    self.process.fds[client_fd] = self.server.open(self.process, path, a)
                 self._reply(0)
             elif op == Op.CLOSE:
                 with lock:
                     kfd.fileio.close(self._fd(client_fd))
-                    del self.fds[client_fd]
+                    del self.process.fds[client_fd]
                 self._reply(0)
             elif op == Op.IOCTL:
                 result, out = self._ioctl(self._fd(client_fd), a, b, ArgFlag(flags), payload, fds)
@@ -109,7 +123,7 @@ class _Connection:
                 os.close(fd)
 
     def _fd(self, client_fd: int) -> int:
-        fd = self.fds.get(client_fd)
+        fd = self.process.fds.get(client_fd)
         if fd is None:
             raise OSError(errno.EBADF, f"fd={client_fd} is not a served device file of this process")
         return fd
@@ -125,23 +139,28 @@ class _Connection:
         if nr == _ACQUIRE_VM_NR and len(buffer) >= ctypes.sizeof(_DRM_FD):
             size = ctypes.sizeof(_DRM_FD)
             drm_fd = bytes(buffer[:size])
-            mapped = self.fds.get(int.from_bytes(drm_fd, "little"), _NO_FD)
+            mapped = self.process.fds.get(int.from_bytes(drm_fd, "little"), _NO_FD)
             buffer = type(buffer)(mapped.to_bytes(size, "little") + bytes(buffer[size:]))
         self.memory.userptr = (address, fds[0]) if ArgFlag.USERPTR_FD in flags and fds else None
         deadline = time.monotonic() + DEADLOCK_GRACE_S
         try:
             with self.server.lock:
-                while True:
-                    self.server.watcher.scan()
-                    try:
-                        # bytes is read-only user memory to the seam (tinyhil.fileio.arguments.user_memory)
-                        result = self.server.kfd.fileio.ioctl(fd, request, cast(IoctlArg, buffer))
-                        break
-                    except OSError as exc:
-                        remaining = deadline - time.monotonic()
-                        if nr != _WAIT_EVENTS_NR or exc.errno != errno.EDEADLK or remaining <= 0:
-                            raise
-                        self.server.watcher.rung.wait(remaining)  # the client's other threads may still ring
+                try:
+                    while True:
+                        self.server.kfd.user = self.memory  # pointers in this ioctl are this thread's process's
+                        self.server.watcher.scan()
+                        try:
+                            # bytes is read-only user memory to the seam (tinyhil.fileio.arguments.user_memory)
+                            result = self.server.kfd.fileio.ioctl(fd, request, cast(IoctlArg, buffer))
+                            break
+                        except OSError as exc:
+                            remaining = deadline - time.monotonic()
+                            if nr != _WAIT_EVENTS_NR or exc.errno != errno.EDEADLK or remaining <= 0:
+                                raise
+                            # the client's other threads may still ring a doorbell or set an event
+                            self.server.watcher.activity.wait(remaining)
+                finally:
+                    self.server.watcher.activity.notify_all()  # this ioctl may be what another thread's wait awaits
         finally:
             self.memory.userptr = None
         if drm_fd:
@@ -161,10 +180,10 @@ class KfdServer:
         self.path = path
         self.lock = threading.Lock()
         self.watcher = DoorbellWatcher(kfd, self.lock)
-        self.owner: _Connection | None = None  # the connection that holds MOCKKFD's process
+        self.owner: _Process | None = None  # the client process that holds MOCKKFD's process
         self._local_memory = kfd.user
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self._connections: set[_Connection] = set()
+        self._processes: dict[int, _Process] = {}
         self._accepting: threading.Thread | None = None
 
     def start(self) -> None:
@@ -181,37 +200,43 @@ class KfdServer:
                 sock, _ = self._listener.accept()
             except OSError:
                 return  # the listener was closed: stop
-            connection = _Connection(self, sock)
+            pid = _UCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))[0]
             with self.lock:
-                self._connections.add(connection)
+                process = self._processes.setdefault(pid, _Process(pid))
+                connection = _Connection(self, sock, process)
+                process.connections.add(connection)
             threading.Thread(target=connection.serve, name="tinyhil-kfd-client", daemon=True).start()
 
-    def open(self, connection: _Connection, path: str, flags: int) -> int:
-        """Open ``path`` in MOCKKFD for ``connection``. Call with the lock held.
+    def open(self, process: _Process, path: str, flags: int) -> int:
+        """Open ``path`` in MOCKKFD for ``process``. Call with the lock held.
 
         Raises:
             OSError: MOCKKFD's errno, or ``EBUSY`` when another process holds ``/dev/kfd``.
         """
         kfd_path = os.path.normpath(path) == KFD_DEVICE_PATH
-        if kfd_path and self.owner is not None and self.owner is not connection:
+        if kfd_path and self.owner is not None and self.owner is not process:
             if self.owner.fds:
                 raise OSError(errno.EBUSY, f"{KFD_DEVICE_PATH} is held by another served process")
             self._end_process()  # its holder keeps no served file open: hand the KFD process over
         fd = self.kfd.fileio.open(path, flags)
         if kfd_path:
-            self.owner = connection
-            self.kfd.user = connection.memory
+            self.owner = process
         return fd
 
     def disconnected(self, connection: _Connection) -> None:
-        """The client process went away: close its files; if it held /dev/kfd, its KFD process exits."""
+        """A client thread's connection closed; once its process has none left (it exited), close its files, and
+        if it held /dev/kfd, its KFD process exits."""
         with self.lock:
-            self._connections.discard(connection)
-            for fd in connection.fds.values():
+            process = connection.process
+            process.connections.discard(connection)
+            if process.connections:
+                return
+            self._processes.pop(process.pid, None)
+            for fd in process.fds.values():
                 with contextlib.suppress(OSError):
                     self.kfd.fileio.close(fd)
-            connection.fds.clear()
-            if self.owner is connection:
+            process.fds.clear()
+            if self.owner is process:
                 self._end_process()
 
     def _end_process(self) -> None:
@@ -228,7 +253,7 @@ class KfdServer:
         if self._accepting is not None:
             self._accepting.join()
         with self.lock:
-            connections = list(self._connections)
+            connections = [c for process in self._processes.values() for c in process.connections]
         for connection in connections:
             with contextlib.suppress(OSError):
                 connection.sock.shutdown(socket.SHUT_RDWR)

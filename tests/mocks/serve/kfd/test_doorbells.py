@@ -56,7 +56,7 @@ def test_the_watcher_thread_notices_a_store_without_any_call(served: tuple) -> N
     try:
         store(kfd.gpus[0], 2, 9)
         with watcher.lock:
-            assert watcher.rung.wait_for(lambda: rung, timeout=30)  # a guard against a hang, not a timing check
+            assert watcher.activity.wait_for(lambda: rung, timeout=30)  # a guard against a hang, not a timing check
     finally:
         watcher.stop()
     assert rung == [(kfd.gpus[0], 2 * KFD_DOORBELL_BYTES, KFD_DOORBELL_BYTES)]

@@ -17,7 +17,15 @@ from tinyhil.compiler_amdgpu import llvm_unavailable_reason
 from tinyhil.mocks.kfd import MockKFD
 from tinyhil.mocks.serve.kfd import build_interposer
 from tinyhil.mocks.serve.kfd.build import COMPILER_PACKAGE, compiler
-from tinyhil.spec.kfd_ioctls import KFD_IOCTL_MAJOR_VERSION, KFD_IOCTL_MINOR_VERSION
+from tinyhil.spec.kfd_events import (
+    KFD_EVENT_TIMEOUT_INFINITE,
+    EventType,
+    WaitResult,
+    kfd_event_data,
+    kfd_ioctl_create_event_args,
+    kfd_ioctl_wait_events_args,
+)
+from tinyhil.spec.kfd_ioctls import KFD_IOCTL_MAJOR_VERSION, KFD_IOCTL_MINOR_VERSION, KfdIoctl
 from tinyhil.spec.kfd_topology import KFD_TOPOLOGY_PATH
 
 HERE = Path(__file__).resolve().parent
@@ -250,3 +258,28 @@ def test_a_forked_child_and_a_second_process_are_refused_as_amdkfd_would() -> No
     done = serve(sys.executable, "-c", PROCESSES_SCRIPT)
     assert done.returncode == 0, done.stderr
     assert key_values(done.stdout) == {"forked": "EBADF", "concurrent": "EBUSY", "after": "0"}
+
+
+def test_one_threads_endless_wait_wakes_when_another_thread_sets_the_event() -> None:
+    """amdkfd serves a process's threads at once: SET_EVENT from one wakes another blocked in WAIT_EVENTS. The client
+    is plain Python (fcntl.ioctl); the layouts and request numbers it packs come from tinyhil.spec here."""
+    event_id_offset = kfd_event_data.event_id.offset
+    script = f"""
+import ctypes, fcntl, os, struct, threading, time
+kfd = os.open("/dev/kfd", os.O_RDWR)
+create = bytearray(struct.pack("<QIIIIII", 0, 0, {int(EventType.KFD_IOC_EVENT_SIGNAL)}, 1, 0, 0, 0))
+fcntl.ioctl(kfd, {int(KfdIoctl.AMDKFD_IOC_CREATE_EVENT)}, create)
+event_id = struct.unpack_from("<I", create, {kfd_ioctl_create_event_args.event_id.offset})[0]
+data = (ctypes.c_char * {ctypes.sizeof(kfd_event_data)})()
+struct.pack_into("<I", data, {event_id_offset}, event_id)
+def set_later():
+    time.sleep(0.2)
+    fcntl.ioctl(kfd, {int(KfdIoctl.AMDKFD_IOC_SET_EVENT)}, bytearray(struct.pack("<II", event_id, 0)))
+threading.Thread(target=set_later).start()
+wait = bytearray(struct.pack("<QIIII", ctypes.addressof(data), 1, 1, {KFD_EVENT_TIMEOUT_INFINITE}, 0))
+fcntl.ioctl(kfd, {int(KfdIoctl.AMDKFD_IOC_WAIT_EVENTS)}, wait)
+print("wait_result", struct.unpack_from("<I", wait, {kfd_ioctl_wait_events_args.wait_result.offset})[0])
+"""
+    done = serve(sys.executable, "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert int(key_values(done.stdout)["wait_result"]) == WaitResult.KFD_IOC_WAIT_RESULT_COMPLETE
