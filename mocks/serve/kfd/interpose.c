@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 /* The protocol (little endian, native layout; docs/serve.md). */
@@ -88,7 +89,10 @@ REAL(int, scandir, const char *, struct dirent ***, int (*)(const struct dirent 
      int (*)(const struct dirent **, const struct dirent **))
 REAL(int, scandir64, const char *, struct dirent64 ***, int (*)(const struct dirent64 *),
      int (*)(const struct dirent64 **, const struct dirent64 **))
-REAL(ssize_t, readlink, const char *, char *, size_t)
+REAL(ssize_t, getxattr, const char *, const char *, void *, size_t)
+REAL(ssize_t, lgetxattr, const char *, const char *, void *, size_t)
+REAL(ssize_t, listxattr, const char *, char *, size_t)
+REAL(ssize_t, llistxattr, const char *, char *, size_t)
 REAL(ssize_t, readlinkat, int, const char *, char *, size_t)
 REAL(char *, realpath, const char *, char *)
 
@@ -387,21 +391,43 @@ FOPEN_LIKE(fopen)
 FOPEN_LIKE(fopen64)
 PATH_CALL(int, stat, (const char *path, struct stat *st), path, redirected, st)
 PATH_CALL(int, stat64, (const char *path, struct stat64 *st), path, redirected, st)
-PATH_CALL(int, lstat, (const char *path, struct stat *st), path, redirected, st)
-PATH_CALL(int, lstat64, (const char *path, struct stat64 *st), path, redirected, st)
-PATH_CALL(int, fstatat, (int dirfd, const char *path, struct stat *st, int flags), path, dirfd, redirected, st, flags)
+/* A served device node is a link to /dev/null in the served tree; calls that would show the link itself (lstat,
+ * AT_SYMLINK_NOFOLLOW, readlink) see the character device a device node is. */
+#define FOLLOW(path, flags) (is_device(path) ? (flags) & ~AT_SYMLINK_NOFOLLOW : (flags))
+int lstat(const char *path, struct stat *st) {
+    char buf[PATH_MAX];
+    return is_device(path) ? stat(path, st) : get_lstat()(redirect(path, buf), st);
+}
+int lstat64(const char *path, struct stat64 *st) {
+    char buf[PATH_MAX];
+    return is_device(path) ? stat64(path, st) : get_lstat64()(redirect(path, buf), st);
+}
+PATH_CALL(int, fstatat, (int dirfd, const char *path, struct stat *st, int flags), path, dirfd, redirected, st,
+          FOLLOW(path, flags))
 PATH_CALL(int, fstatat64, (int dirfd, const char *path, struct stat64 *st, int flags), path, dirfd, redirected, st,
-          flags)
+          FOLLOW(path, flags))
 PATH_CALL(int, __xstat, (int ver, const char *path, struct stat *st), path, ver, redirected, st)
 PATH_CALL(int, __xstat64, (int ver, const char *path, struct stat64 *st), path, ver, redirected, st)
-PATH_CALL(int, __lxstat, (int ver, const char *path, struct stat *st), path, ver, redirected, st)
-PATH_CALL(int, __lxstat64, (int ver, const char *path, struct stat64 *st), path, ver, redirected, st)
+int __lxstat(int ver, const char *path, struct stat *st) {
+    char buf[PATH_MAX];
+    return is_device(path) ? __xstat(ver, path, st) : get___lxstat()(ver, redirect(path, buf), st);
+}
+int __lxstat64(int ver, const char *path, struct stat64 *st) {
+    char buf[PATH_MAX];
+    return is_device(path) ? __xstat64(ver, path, st) : get___lxstat64()(ver, redirect(path, buf), st);
+}
 PATH_CALL(int, __fxstatat, (int ver, int dirfd, const char *path, struct stat *st, int flags), path, ver, dirfd,
-          redirected, st, flags)
+          redirected, st, FOLLOW(path, flags))
 PATH_CALL(int, __fxstatat64, (int ver, int dirfd, const char *path, struct stat64 *st, int flags), path, ver, dirfd,
-          redirected, st, flags)
+          redirected, st, FOLLOW(path, flags))
 PATH_CALL(int, statx, (int dirfd, const char *path, int flags, unsigned int mask, struct statx *st), path, dirfd,
-          redirected, flags, mask, st)
+          redirected, FOLLOW(path, flags), mask, st)
+PATH_CALL(ssize_t, getxattr, (const char *path, const char *name, void *value, size_t size), path, redirected, name,
+          value, size)
+PATH_CALL(ssize_t, lgetxattr, (const char *path, const char *name, void *value, size_t size), path, redirected, name,
+          value, size)
+PATH_CALL(ssize_t, listxattr, (const char *path, char *list, size_t size), path, redirected, list, size)
+PATH_CALL(ssize_t, llistxattr, (const char *path, char *list, size_t size), path, redirected, list, size)
 PATH_CALL(int, access, (const char *path, int mode), path, redirected, mode)
 PATH_CALL(int, faccessat, (int dirfd, const char *path, int mode, int flags), path, dirfd, redirected, mode, flags)
 PATH_CALL(DIR *, opendir, (const char *path), path, redirected)
@@ -413,9 +439,15 @@ PATH_CALL(int, scandir64,
           (const char *path, struct dirent64 ***list, int (*keep)(const struct dirent64 *),
            int (*order)(const struct dirent64 **, const struct dirent64 **)),
           path, redirected, list, keep, order)
-PATH_CALL(ssize_t, readlink, (const char *path, char *out, size_t size), path, redirected, out, size)
-PATH_CALL(ssize_t, readlinkat, (int dirfd, const char *path, char *out, size_t size), path, dirfd, redirected, out,
-          size)
+ssize_t readlink(const char *path, char *out, size_t size) { return readlinkat(AT_FDCWD, path, out, size); }
+ssize_t readlinkat(int dirfd, const char *path, char *out, size_t size) {
+    if (is_device(path)) { /* a device node is no link */
+        errno = EINVAL;
+        return -1;
+    }
+    char buf[PATH_MAX];
+    return get_readlinkat()(dirfd, redirect(path, buf), out, size);
+}
 
 char *realpath(const char *path, char *resolved) {
     char buf[PATH_MAX];

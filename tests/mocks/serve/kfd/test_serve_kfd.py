@@ -4,6 +4,7 @@ through ``/dev/kfd``, the render nodes and sysfs."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import re
 import subprocess
@@ -103,6 +104,11 @@ def test_sysfs_reads_and_listings_see_mockkfds_topology() -> None:
         "print(open(root + '/nodes/1/properties').read(), end='')\n"
         "print(os.path.realpath('/sys/class/drm/renderD128/device'))\n"
         "print(os.stat('/dev/kfd').st_mode)\n"
+        "print(os.lstat('/dev/dri/renderD128').st_mode)\n"
+        "try:\n"
+        "    os.readlink('/dev/kfd')\n"
+        "except OSError as exc:\n"
+        "    print(exc.errno)\n"
     )
     done = serve(sys.executable, "-c", script)
     assert done.returncode == 0, done.stderr
@@ -111,9 +117,10 @@ def test_sysfs_reads_and_listings_see_mockkfds_topology() -> None:
     assert lines[0] == str(sorted(sysfs.dirs[f"{KFD_TOPOLOGY_PATH}/nodes"]))
     properties = sysfs.files[f"{KFD_TOPOLOGY_PATH}/nodes/1/properties"]
     assert properties is not None
-    assert "\n".join(lines[1:-2]) + "\n" == properties.decode()
-    assert re.fullmatch(r"/sys/devices/tinyhil-pci/0000:[0-9a-f]{2}:00\.0", lines[-2])
-    assert lines[-1] == str(os.stat(os.devnull).st_mode)  # a character device, as a device node is
+    assert "\n".join(lines[1:-4]) + "\n" == properties.decode()
+    assert re.fullmatch(r"/sys/devices/tinyhil-pci/0000:[0-9a-f]{2}:00\.0", lines[-4])
+    character_device = str(os.stat(os.devnull).st_mode)
+    assert lines[-3:] == [character_device, character_device, str(errno.EINVAL)]  # device nodes, never links
 
 
 def outcomes(text: str, target: str) -> dict[str, str]:
@@ -198,6 +205,8 @@ def test_the_interposer_is_built_once_and_exports_the_calls_it_interposes() -> N
         "access",
         "opendir",
         "scandir",
+        "lgetxattr",
+        "listxattr",
         "readlink",
         "realpath",
     )
