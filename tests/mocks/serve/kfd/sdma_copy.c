@@ -2,7 +2,8 @@
  * It reads the topology, gets the interface version, allocates GTT and VRAM, maps them for the GPU and the CPU,
  * creates an SDMA queue, rings its doorbell with a COPY_LINEAR + FENCE + TRAP, waits on the signal event and
  * checks the copied bytes. Prints "key value" lines; exits 0 only when every step and the check succeed.
- * With --ring-from-thread the main thread waits with no timeout while a second thread stores the doorbell later. */
+ * With --ring-from-thread the main thread waits with no timeout while a second thread stores the doorbell later;
+ * with --poll it never waits on the event but spins on the fence value in memory, as a polling runtime does. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -28,6 +29,8 @@
 #define SDMA_OP_FENCE 5
 #define SDMA_OP_TRAP 6
 #define RING_DELAY_US 200000
+#define POLL_SLEEP_US 1000
+#define POLL_SPINS 30000 /* 30 s of polling at most: a guard against a hang */
 #define WAIT_INFINITE 0xFFFFFFFFu /* the timeout ROCm's thunk passes for "no timeout" */
 
 #define CHECK(cond, ...)                                                                                              \
@@ -96,6 +99,7 @@ static void *ring_later(void *arg) {
 
 int main(int argc, char **argv) {
     int from_thread = argc > 1 && strcmp(argv[1], "--ring-from-thread") == 0;
+    int poll = argc > 1 && strcmp(argv[1], "--poll") == 0;
     kfd = open("/dev/kfd", O_RDWR | O_CLOEXEC);
     CHECK(kfd >= 0, "open /dev/kfd");
     struct kfd_ioctl_get_version_args version = {0};
@@ -161,9 +165,11 @@ int main(int argc, char **argv) {
     uint32_t *pattern = src.cpu;
     for (uint32_t i = 0; i < COPY_BYTES / 4; i++) pattern[i] = i * 2654435761u;
     uint64_t slot_va = events.va + event.event_slot_index * 8ull;
+    uint64_t done_va = pointers.va + 16; /* a fence of the client's own: the event slot is the kernel's to reset */
     uint32_t packets[] = {
         SDMA_OP_COPY, COPY_BYTES - 1, 0, (uint32_t)src.va, (uint32_t)(src.va >> 32), (uint32_t)dst.va,
         (uint32_t)(dst.va >> 32),
+        SDMA_OP_FENCE, (uint32_t)done_va, (uint32_t)(done_va >> 32), 1,
         SDMA_OP_FENCE, (uint32_t)slot_va, (uint32_t)(slot_va >> 32), 1,
         SDMA_OP_TRAP, event.event_id,
     };
@@ -177,12 +183,20 @@ int main(int argc, char **argv) {
     else
         *doorbell = wptr; /* a plain store: the GPU notices it, no system call */
 
-    struct kfd_event_data data = {.event_id = event.event_id};
-    struct kfd_ioctl_wait_events_args wait = {.events_ptr = (uintptr_t)&data, .num_events = 1, .wait_for_all = 1,
-                                              .timeout = from_thread ? WAIT_INFINITE : 1000};
-    CHECK(ioctl(kfd, AMDKFD_IOC_WAIT_EVENTS, &wait) == 0, "WAIT_EVENTS");
-    if (from_thread) pthread_join(thread, NULL);
-    CHECK(wait.wait_result == KFD_IOC_WAIT_RESULT_COMPLETE, "wait_result %u", wait.wait_result);
+    if (poll) {
+        volatile uint32_t *fence = (volatile uint32_t *)pointers.cpu + 4; /* done_va */
+        for (int spins = 0; *fence != 1; spins++) { /* the GPU writes the fence with no call from this process */
+            CHECK(spins < POLL_SPINS, "the fence was never written");
+            usleep(POLL_SLEEP_US);
+        }
+    } else {
+        struct kfd_event_data data = {.event_id = event.event_id};
+        struct kfd_ioctl_wait_events_args wait = {.events_ptr = (uintptr_t)&data, .num_events = 1,
+                                                  .wait_for_all = 1, .timeout = from_thread ? WAIT_INFINITE : 1000};
+        CHECK(ioctl(kfd, AMDKFD_IOC_WAIT_EVENTS, &wait) == 0, "WAIT_EVENTS");
+        if (from_thread) pthread_join(thread, NULL);
+        CHECK(wait.wait_result == KFD_IOC_WAIT_RESULT_COMPLETE, "wait_result %u", wait.wait_result);
+    }
     CHECK(memcmp(dst.cpu, src.cpu, COPY_BYTES) == 0, "the copied bytes differ");
     printf("rptr %llu\ncopied %u\n", (unsigned long long)((volatile uint64_t *)pointers.cpu)[0], COPY_BYTES);
 

@@ -90,6 +90,13 @@ def test_an_infinite_wait_wakes_when_another_thread_rings_the_doorbell(sdma_copy
     assert int(key_values(done.stdout)["copied"]) > 0
 
 
+def test_a_client_that_polls_the_fence_in_memory_sees_its_copy_complete(sdma_copy: Path) -> None:
+    """No WAIT_EVENTS at all: between the client's calls the served GPU runs on, as a board's does."""
+    done = serve(str(sdma_copy), "--poll")
+    assert done.returncode == 0, done.stderr
+    assert int(key_values(done.stdout)["copied"]) > 0
+
+
 def test_target_options_shape_the_served_machine(sdma_copy: Path) -> None:
     done = serve(str(sdma_copy), options=("gpus=1", "seed=3"))
     assert done.returncode == 0, done.stderr
