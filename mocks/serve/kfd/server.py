@@ -107,10 +107,14 @@ class _Connection:
                 with lock:
                     buffer = kfd.fileio.mmap(self._fd(client_fd), a, b)
                     try:
-                        memfd, offset = self.server.memory.locate(buffer.address, a)
+                        shared, offset = self.server.memory.locate(buffer.address, a)
+                        memfd = os.dup(shared)  # ours until sent: a free on another thread may close the original
                     finally:
                         kfd.fileio.munmap(buffer)
-                self._reply(0, offset, fd=memfd)
+                try:
+                    self._reply(0, offset, fd=memfd)
+                finally:
+                    os.close(memfd)
             else:
                 self._reply(-errno.EINVAL)
         except OSError as exc:
