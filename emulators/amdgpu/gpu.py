@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import mmap
 from collections.abc import Callable
 from typing import Final
 
@@ -47,6 +48,7 @@ class AmdGpu:
     kernel's uapi.
 
     ``on_interrupt`` receives TRAPs, RELEASE_MEM events, memory faults and queue errors (:class:`Interrupt`).
+    ``vram_backing`` (a mapping of ``vram_bytes``) backs VRAM with memory the caller shares (:class:`Vram`).
     """
 
     def __init__(
@@ -61,6 +63,7 @@ class AmdGpu:
         timing: GpuTiming = DEFAULT_TIMING,
         executor: KernelExecutor | None = None,
         memory: AddressSpace | None = None,
+        vram_backing: mmap.mmap | None = None,
     ) -> None:
         self.kernel = kernel
         self.gfx_target_version = check_int("gfx_target_version", gfx_target_version, min_value=1)
@@ -70,7 +73,7 @@ class AmdGpu:
         at_zero = system_bus is not None if vram_at_zero is None else vram_at_zero
         # ``memory``: a prebuilt address space (the gfx1100 front end's page tables); it fixes the VRAM size.
         if memory is None:
-            vram = Vram(vram_bytes)
+            vram = Vram(vram_bytes, vram_backing)
             flat = FlatTranslation(vram, vram_at_zero=at_zero, aperture=system_bus is not None)
             memory = AddressSpace(vram, flat, IoRegion("system bus", system_bus))
         self.memory = memory

@@ -55,23 +55,33 @@ class Vram:
     :meth:`zero` gives them back to the OS. Where the OS has transparent huge pages, the mapping asks for them
     (as numpy does for its large arrays): docs/performance.md.
 
+    ``backing``, when given, is the mapping to use instead (a shared one, which another process maps too: ``tinyhil
+    serve kfd``); it must be ``nbytes`` long, and :meth:`zero` gives its pages back with ``MADV_REMOVE``.
+
     Raises:
-        InvalidArgument: ``nbytes`` is not a whole number of MB (at least 1 MB).
+        InvalidArgument: ``nbytes`` is not a whole number of MB (at least 1 MB), or ``backing`` is not that long.
     """
 
-    def __init__(self, nbytes: int) -> None:
+    def __init__(self, nbytes: int, backing: mmap.mmap | None = None) -> None:
         check_int("vram_bytes", nbytes, min_value=1 << 20)
         if nbytes % (1 << 20):
             raise InvalidArgument(f"vram_bytes={nbytes:#x}, expected a whole number of MB")
+        if backing is not None and len(backing) != nbytes:
+            raise InvalidArgument(f"backing of {len(backing):#x} bytes, expected vram_bytes={nbytes:#x}")
         self.nbytes = nbytes
-        self._map = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
-        if _MADV_HUGEPAGE is not None:
-            self._map.madvise(_MADV_HUGEPAGE)
+        self.shared = backing is not None
+        if backing is None:
+            backing = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_NORESERVE)
+            if _MADV_HUGEPAGE is not None:
+                backing.madvise(_MADV_HUGEPAGE)
+        self._map = backing
         self.view = memoryview(self._map)
         self.host_address = int(np.frombuffer(self.view, np.uint8).ctypes.data)
 
     def zero(self) -> None:
-        if sys.platform.startswith("linux"):
+        if self.shared:  # MADV_DONTNEED keeps a shared mapping's contents; MADV_REMOVE frees them (reads give zeros)
+            self._map.madvise(mmap.MADV_REMOVE)
+        elif sys.platform.startswith("linux"):
             self._map.madvise(mmap.MADV_DONTNEED)
         else:
             np.frombuffer(self.view, np.uint8).fill(0)

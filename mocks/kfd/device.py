@@ -28,7 +28,7 @@ from tinyhil.mocks.kfd.fileio import MockFileIO
 from tinyhil.mocks.kfd.gpu_port import GpuPort
 from tinyhil.mocks.kfd.memory import MemoryIoctls
 from tinyhil.mocks.kfd.queues import QueueIoctls
-from tinyhil.mocks.kfd.state import GpuDevice, Process
+from tinyhil.mocks.kfd.state import GpuDevice, HostMemory, Process, anonymous_memory
 from tinyhil.mocks.kfd.topology import SysfsTree, gpu_identities, model_for
 from tinyhil.mocks.kfd.usermem import MAPS_PATH, UserMemory
 
@@ -49,8 +49,9 @@ PORT_MEMBERS: Final = _protocol_members(GpuPort)
 _BUILD_OPTIONS: Final = ("gpus", "arch", "seed", "vram_bytes")
 
 
-def _build_ports(gpus: Any, arch: Any, seed: Any, vram_bytes: Any) -> list[AmdGpu]:
-    """A fresh machine: ``gpus`` emulated AMD GPUs of ``arch`` on one new EventKernel seeded with ``seed``."""
+def _build_ports(gpus: Any, arch: Any, seed: Any, vram_bytes: Any, host_memory: HostMemory) -> list[AmdGpu]:
+    """A fresh machine: ``gpus`` emulated AMD GPUs of ``arch`` on one new EventKernel seeded with ``seed``, their
+    VRAM from ``host_memory``."""
     # Imported here: the target module imports the registry, and the arch table must stay in one place.
     from tinyhil.mocks.targets import AMD_ARCHS, GFX_TARGET_VERSIONS, MOCKKFD_GPUS, MOCKKFD_MAX_GPUS, MOCKKFD_VRAM_BYTES
 
@@ -65,7 +66,10 @@ def _build_ports(gpus: Any, arch: Any, seed: Any, vram_bytes: Any) -> list[AmdGp
     kernel = EventKernel(check_int("seed", 0 if seed is None else seed))
     size = check_int("vram_bytes", MOCKKFD_VRAM_BYTES if vram_bytes is None else vram_bytes, min_value=1)
     version = GFX_TARGET_VERSIONS[arch]
-    return [AmdGpu(kernel, vram_bytes=size, gfx_target_version=version, name=f"gpu{n}") for n in range(count)]
+    return [
+        AmdGpu(kernel, vram_bytes=size, gfx_target_version=version, name=f"gpu{n}", vram_backing=host_memory(size))
+        for n in range(count)
+    ]
 
 
 class MockKFD:
@@ -87,7 +91,8 @@ class MockKFD:
     one of :data:`~tinyhil.mocks.targets.AMD_ARCHS`), ``seed`` (the new EventKernel's, default 0) and ``vram_bytes``
     (per GPU), or pass the parts: ``ports``, any :class:`GpuPort` objects, not both. ``faults`` (a
     :class:`~tinyhil.mocks.kfd.faults.KfdFaultPlan`, either form) injects allocation failures, hung queues and
-    memory faults; :attr:`fault_plan` keeps it.
+    memory faults; :attr:`fault_plan` keeps it. ``host_memory`` (:data:`~tinyhil.mocks.kfd.state.HostMemory`) makes
+    the host memory MOCKKFD hands out and the built GPUs' VRAM (``tinyhil serve kfd`` shares it with its client).
 
     All GPUs must share one :class:`~tinyhil.emulators.kernel.EventKernel`: waits run it in virtual time. The
     KFD process (allocations, queues, events) is created at the first open of ``/dev/kfd`` and lives until
@@ -110,10 +115,11 @@ class MockKFD:
         faults: KfdFaultPlan | None = None,
         gtt_limit_bytes: int = DEFAULT_GTT_LIMIT_BYTES,
         maps_path: str = MAPS_PATH,
+        host_memory: HostMemory = anonymous_memory,
     ) -> None:
         options = dict(zip(_BUILD_OPTIONS, (gpus, arch, seed, vram_bytes), strict=True))
         if ports is None:
-            ports = _build_ports(gpus, arch, seed, vram_bytes)
+            ports = _build_ports(gpus, arch, seed, vram_bytes, host_memory)
         elif given := [f"{name}=..." for name, value in options.items() if value is not None]:
             raise InvalidArgument(f"MockKFD(ports, {', '.join(given)}): those options build a fresh machine; give "
                                   "either the ports (given parts) or the build options, not both")  # fmt: skip
@@ -132,13 +138,14 @@ class MockKFD:
             raise InvalidArgument(f"faults={faults!r}, expected None or a KfdFaultPlan (tinyhil.mocks.kfd.faults)")
         plan.check_gpus(len(ports))
         self.fault_plan = plan
+        self.host_memory = host_memory
         self.injected = KfdFaults(plan)
         self.gtt_limit_bytes = check_int("gtt_limit_bytes", gtt_limit_bytes, min_value=0)
         self._kernel = ports[0].kernel if ports else EventKernel()
         versions = [check_int("gfx_target_version", port.gfx_target_version, min_value=1) for port in ports]
         identities = gpu_identities(versions)
         self.gpus = tuple(
-            GpuDevice(port, identity, model_for(version))
+            GpuDevice(port, identity, model_for(version), host_memory)
             for port, identity, version in zip(ports, identities, versions, strict=True)
         )
         self.sysfs = SysfsTree(identities, versions, [port.vram_bytes for port in ports])

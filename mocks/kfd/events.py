@@ -114,7 +114,8 @@ class EventIoctls:
             if process.signal_mapped_size and process.signal_event_count == process.signal_mapped_size // _SLOT_BYTES:
                 fail(errno.ENOSPC, f"{what}: all {process.signal_event_count - 1} signal event slots are in use")
             if process.signal_page is None:
-                process.signal_page = memoryview(bytearray(b"\xff" * KFD_SIGNAL_PAGE_BYTES))
+                process.signal_page = memoryview(self.kfd.host_memory(KFD_SIGNAL_PAGE_BYTES))
+                process.signal_page[:] = b"\xff" * KFD_SIGNAL_PAGE_BYTES
                 process.signal_mapped_size = _DRIVER_PAGE_SLOTS * _SLOT_BYTES
             slots = min(process.signal_mapped_size // _SLOT_BYTES, KFD_SIGNAL_EVENT_LIMIT)
             event_id = lowest_free(process.events, 1, slots)

@@ -215,7 +215,7 @@ class MemoryIoctls:
         if process.gtt_bytes + size > self.kfd.gtt_limit_bytes:
             fail(errno.ENOMEM, f"{what}: GTT size={size:#x} exceeds the {self.kfd.gtt_limit_bytes:#x}-byte GTT limit")
         try:
-            keepalive = mmap.mmap(-1, size)
+            keepalive = self.kfd.host_memory(size)
         except (OSError, OverflowError):
             fail(errno.ENOMEM, f"{what}: GTT size={size:#x} cannot be backed by host memory")
         process.gtt_bytes += size

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import mmap
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Final
@@ -27,11 +28,13 @@ __all__ = [
     "Allocation",
     "Event",
     "GpuDevice",
+    "HostMemory",
     "MemKind",
     "Process",
     "ProcessDevice",
     "Queue",
     "Waiter",
+    "anonymous_memory",
     "aperture_limit",
     "lowest_free",
 ]
@@ -46,6 +49,17 @@ GPUVM_LIMIT: Final = (1 << 47) - 1
 # DRM mmap offsets of buffer objects start above 4 GiB (DRM_FILE_PAGE_OFFSET_START), one offset space per device.
 DRM_OFFSET_BASE: Final = 1 << 32
 _DRM_OFFSET_SPACE: Final = 1 << 44
+
+
+# Where MOCKKFD gets the host memory it hands out (GTT buffers, doorbell frames, MMIO remap and signal pages, and the
+# VRAM of the GPUs it builds): a function of the size in bytes returning a zeroed mapping. In-process it is anonymous
+# memory; ``tinyhil serve kfd`` passes memfd-backed mappings that its client maps too.
+HostMemory = Callable[[int], mmap.mmap]
+
+
+def anonymous_memory(nbytes: int) -> mmap.mmap:
+    """``nbytes`` of zeroed anonymous memory (MOCKKFD's default :data:`HostMemory`)."""
+    return mmap.mmap(-1, nbytes)
 
 
 def aperture_limit(base: int) -> int:
@@ -72,17 +86,20 @@ class GpuDevice:
     """One GPU as the driver holds it for the whole machine: port, identity, VRAM and DRM offset allocators, and
     the per-process pages behind /dev/kfd mmaps (doorbell frame, MMIO remap page)."""
 
-    def __init__(self, port: GpuPort, identity: GpuIdentity, model: GpuModel) -> None:
+    def __init__(
+        self, port: GpuPort, identity: GpuIdentity, model: GpuModel, host_memory: HostMemory = anonymous_memory
+    ) -> None:
         self.port = port
         self.identity = identity
         self.model = model
+        self.host_memory = host_memory
         self.reset()
 
     def reset(self) -> None:
         self.vram = RangeAllocator(0, self.port.vram_bytes, PAGE_BYTES)
         self.drm_offsets = RangeAllocator(DRM_OFFSET_BASE, _DRM_OFFSET_SPACE, PAGE_BYTES)
-        self.doorbell_page = bytearray(KFD_DOORBELL_PROCESS_SLICE_BYTES)
-        self.mmio_page = bytearray(PAGE_BYTES)
+        self.doorbell_page = self.host_memory(KFD_DOORBELL_PROCESS_SLICE_BYTES)
+        self.mmio_page = self.host_memory(PAGE_BYTES)
 
     @property
     def gpu_id(self) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import mmap
+import os
 import sys
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -51,6 +53,22 @@ def test_vram_is_lazily_committed_and_reset_gives_the_pages_back() -> None:
     assert touched - before >= 30 << 20
     memory.reset()
     assert _rss_bytes() < touched - (30 << 20) and bytes(memory.read(1 << 30, 16)) == bytes(16)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="memfd_create is Linux's")
+def test_vram_over_a_shared_backing_is_seen_through_its_file_and_reset_zeroes_it() -> None:
+    fd = os.memfd_create("vram")
+    os.ftruncate(fd, 1 << 20)
+    vram = Vram(1 << 20, mmap.mmap(fd, 1 << 20, mmap.MAP_SHARED))
+    memory = AddressSpace(vram, FlatTranslation(vram, vram_at_zero=True, aperture=False), IoRegion("system bus", None))
+    memory.write(0x1000, b"shared")
+    assert os.pread(fd, 6, 0x1000) == b"shared"  # another process mapping the file sees the GPU's stores
+    memory.reset()
+    assert bytes(memory.read(0x1000, 6)) == bytes(6)
+    assert os.pread(fd, 6, 0x1000) == bytes(6)
+    with pytest.raises(InvalidArgument, match="expected vram_bytes=0x100000"):
+        Vram(1 << 20, mmap.mmap(fd, 1 << 19, mmap.MAP_SHARED))
+    os.close(fd)
 
 
 def test_mappings_translate_to_their_backing() -> None:
