@@ -50,6 +50,13 @@ class FaultKind(Enum):
     def usb(self) -> bool:
         return self in _USB_KINDS
 
+    def allows(self, transfer: Transfer) -> bool:
+        """Whether a rule may put this kind of fault on ``transfer`` (the check :class:`FaultRule` makes)."""
+        if (transfer is Transfer.TLP) == self.usb:
+            return False
+        allowed = _KIND2TRANSFERS.get(self)
+        return allowed is None or transfer in allowed[0]
+
 
 _USB_KINDS: Final = frozenset(
     (FaultKind.STALL, FaultKind.TIMEOUT, FaultKind.NO_DEVICE, FaultKind.SHORT_WRITE, FaultKind.DROP, FaultKind.BABBLE)
@@ -182,14 +189,15 @@ class FaultRule:
             raise InvalidArgument(f"fault={self.fault!r}, expected a Fault (Fault.stall(), ...)")
         check_int("occurrence", self.occurrence, min_value=1)
         transfer, kind = self.operation.transfer, self.fault.kind
+        if kind.allows(transfer):
+            return
         if (transfer is Transfer.TLP) == kind.usb:
             raise InvalidArgument(
                 f"{self.fault!r} on {self.operation!r}, expected ret_status/cpl_status faults on Operation.tlp() "
                 "and USB faults (stall, timeout, no_device, short_write, drop, babble) on USB transfers"
             )
-        allowed = _KIND2TRANSFERS.get(kind)
-        if allowed is not None and transfer not in allowed[0]:
-            raise InvalidArgument(f"{self.fault!r} on {self.operation!r}, expected {kind.value} on {allowed[1]} only")
+        only = _KIND2TRANSFERS[kind][1]
+        raise InvalidArgument(f"{self.fault!r} on {self.operation!r}, expected {kind.value} on {only} only")
 
     def __repr__(self) -> str:
         return f"FaultRule({self.operation!r}, {self.occurrence}, {self.fault!r})"
