@@ -1,5 +1,5 @@
 """A babbling device on MockUSB3: the transport raises usb1's overflow error where libusb reports one, once, with no
-retry, and the next transfer is healthy (docs/faults.md "Faults")."""
+retry, and the next transfer is healthy (docs/faults.md "Babble")."""
 
 from __future__ import annotations
 

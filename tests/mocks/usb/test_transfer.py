@@ -233,7 +233,7 @@ def test_batched_async_control_transfers_overlap_the_submission_latency() -> Non
 @pytest.mark.parametrize("mode", ["sync", "timed"])
 def test_babbling_in_transfers_complete_with_overflow_and_the_requested_bytes(mode: str) -> None:
     """The data stage moved the requested bytes before the device overran it: libusb reports TRANSFER_OVERFLOW with
-    actual_length the requested length, and the bytes are in the buffer (docs/faults.md "Faults")."""
+    actual_length the requested length, and the bytes are in the buffer (docs/faults.md "Babble")."""
     plan = FaultPlan((FaultRule(Operation.bulk_in(), 1, Fault.babble()),
                       FaultRule(Operation.control_in(0xE4), 1, Fault.babble())))  # fmt: skip
     with board(mode, faults=plan) as b:

@@ -246,7 +246,7 @@ def test_synchronous_control_and_bulk_ioctls_use_their_own_timeouts() -> None:
 
 def test_a_babble_is_eoverflow_synchronously_and_on_a_reaped_urb() -> None:
     """The kernel copies a synchronous control read's data only when it succeeds; a reaped URB carries the
-    overflow status and the bytes the data stage moved (docs/serve.md "Errors")."""
+    overflow status and the bytes the data stage moved (docs/faults.md "Babble")."""
     rule = '{"operation": "control_in", "request": 228, "occurrence": %d, "fault": "babble"}'
     faults = f"[{rule % 1}, {rule % 2}]"
     server, client = _server(f"faults={faults}")
