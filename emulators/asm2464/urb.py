@@ -26,7 +26,7 @@ class UsbStatus(Enum):
     STALL = "stall"
     NO_DEVICE = "no_device"
     CANCELLED = "cancelled"
-    BABBLE = "babble"  # an IN data stage the device overran: ``data`` holds the requested bytes (docs/faults.md "Babble")
+    BABBLE = "babble"  # the device overran an IN data stage, after the bytes asked for (docs/faults.md "Babble")
 
 
 _COMPLETED: Final = UsbStatus.COMPLETED

@@ -76,5 +76,5 @@ def test_a_babble_fits_in_transfers_only() -> None:
     assert repr(rule) == "FaultRule(Operation.control_in(0xe4), 2, Fault.babble())"
     plan = FaultPlan.from_data([{"operation": "bulk_in", "occurrence": 1, "fault": "babble"}])
     assert plan.fault_for(Operation.bulk_in(), 1) == Fault.babble()
-    with pytest.raises(InvalidArgument, match="faults rule 1: Fault.babble.. on Operation.bulk_out"):
+    with pytest.raises(InvalidArgument, match=r"faults rule 1: Fault\.babble\(\) on Operation\.bulk_out"):
         FaultPlan.from_data([{"operation": "bulk_out", "occurrence": 1, "fault": "babble"}])
