@@ -42,12 +42,33 @@ class FaultKind(Enum):
     NO_DEVICE = "no_device"  # the device is gone: this and every later request fails with no-device
     SHORT_WRITE = "short_write"  # a bulk OUT completes after sending only ``partial_bytes``
     DROP = "drop"  # a bulk OUT completes on the wire but its bytes never land in SRAM (the 0xF2 engine loses them)
+    BABBLE = "babble"  # an IN transfer's device sends more than the host asked for: the host reports an overflow
     RET_STATUS = "ret_status"  # the TLP exchange fails: 0xF0 IN byte 7 reads ``status``
     CPL_STATUS = "cpl_status"  # the completer answers ``status`` (UR, CRS, CA) in 0xF0 IN byte 4 bits 7:5
 
     @property
     def usb(self) -> bool:
-        return self in (FaultKind.STALL, FaultKind.TIMEOUT, FaultKind.NO_DEVICE, FaultKind.SHORT_WRITE, FaultKind.DROP)
+        return self in _USB_KINDS
+
+    def allows(self, transfer: Transfer) -> bool:
+        """Whether a rule may put this kind of fault on ``transfer`` (the check :class:`FaultRule` makes)."""
+        if (transfer is Transfer.TLP) == self.usb:
+            return False
+        allowed = _KIND2TRANSFERS.get(self)
+        return allowed is None or transfer in allowed[0]
+
+
+_USB_KINDS: Final = frozenset(
+    (FaultKind.STALL, FaultKind.TIMEOUT, FaultKind.NO_DEVICE, FaultKind.SHORT_WRITE, FaultKind.DROP, FaultKind.BABBLE)
+)
+# The faults that hit one direction only, and how a message names it: a short write or a drop loses OUT bytes, a
+# babble is a device overrunning an IN data stage (docs/faults.md "Faults")
+_BULK_OUT_ONLY: Final = ((Transfer.BULK_OUT,), "bulk OUT")
+_KIND2TRANSFERS: Final = {
+    FaultKind.SHORT_WRITE: _BULK_OUT_ONLY,
+    FaultKind.DROP: _BULK_OUT_ONLY,
+    FaultKind.BABBLE: ((Transfer.BULK_IN, Transfer.CONTROL_IN), "IN transfers (bulk_in, control_in)"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +153,10 @@ class Fault:
         return cls(FaultKind.DROP)
 
     @classmethod
+    def babble(cls) -> Fault:
+        return cls(FaultKind.BABBLE)
+
+    @classmethod
     def ret_status(cls, status: int) -> Fault:
         return cls(FaultKind.RET_STATUS, status=status)
 
@@ -164,13 +189,15 @@ class FaultRule:
             raise InvalidArgument(f"fault={self.fault!r}, expected a Fault (Fault.stall(), ...)")
         check_int("occurrence", self.occurrence, min_value=1)
         transfer, kind = self.operation.transfer, self.fault.kind
+        if kind.allows(transfer):
+            return
         if (transfer is Transfer.TLP) == kind.usb:
             raise InvalidArgument(
                 f"{self.fault!r} on {self.operation!r}, expected ret_status/cpl_status faults on Operation.tlp() "
-                "and USB faults (stall, timeout, no_device, short_write, drop) on USB transfers"
+                "and USB faults (stall, timeout, no_device, short_write, drop, babble) on USB transfers"
             )
-        if kind in (FaultKind.SHORT_WRITE, FaultKind.DROP) and transfer is not Transfer.BULK_OUT:
-            raise InvalidArgument(f"{self.fault!r} on {self.operation!r}, expected {kind.value} on bulk OUT only")
+        only = _KIND2TRANSFERS[kind][1]
+        raise InvalidArgument(f"{self.fault!r} on {self.operation!r}, expected {kind.value} on {only} only")
 
     def __repr__(self) -> str:
         return f"FaultRule({self.operation!r}, {self.occurrence}, {self.fault!r})"

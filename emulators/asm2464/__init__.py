@@ -18,7 +18,7 @@ that rejected requests change nothing with ``state_digest()``.
 from __future__ import annotations
 
 from tinyhil.emulators.asm2464.device import Asm2464
-from tinyhil.emulators.asm2464.errors import UsbError, UsbNoDevice, UsbStall, UsbTimeout
+from tinyhil.emulators.asm2464.errors import UsbBabble, UsbError, UsbNoDevice, UsbStall, UsbTimeout
 from tinyhil.emulators.asm2464.front import UNBOUNDED_WAIT_NS, WAIT_CAP_NS, UsbFront
 from tinyhil.emulators.asm2464.link import LinkControl
 from tinyhil.emulators.asm2464.memory import BridgeMemory
@@ -41,6 +41,7 @@ __all__ = [
     "TlpEngine",
     "UnknownRequests",
     "Urb",
+    "UsbBabble",
     "UsbError",
     "UsbFront",
     "UsbNoDevice",

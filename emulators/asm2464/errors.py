@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tinyhil.errors import DeviceError, DeviceTimeout
 
-__all__ = ["UsbError", "UsbNoDevice", "UsbStall", "UsbTimeout"]
+__all__ = ["UsbBabble", "UsbError", "UsbNoDevice", "UsbStall", "UsbTimeout"]
 
 
 class UsbError(DeviceError):
@@ -25,3 +25,7 @@ class UsbTimeout(UsbError, DeviceTimeout):
 
 class UsbNoDevice(UsbError):
     """The device is gone (unplugged): this and every later request fails."""
+
+
+class UsbBabble(UsbError):
+    """The device sent more than the IN transfer asked for (babble): the host controller reports an overflow."""

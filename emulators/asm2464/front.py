@@ -278,7 +278,7 @@ class UsbFront:
                     self.halted.add(urb.endpoint)
                 self.finish(urb, UsbStatus.STALL, f"stalled by the fault plan ({fault!r})")
                 return
-            if fault.kind is not FaultKind.DROP:  # a dropped transfer moves every byte; they just never land
+            if fault.kind is FaultKind.TIMEOUT or fault.kind is FaultKind.SHORT_WRITE:  # they move partial_bytes
                 urb.limit = min(fault.partial_bytes, urb.length)
             urb.stuck = fault.kind is FaultKind.TIMEOUT
             if urb.stuck:
@@ -337,6 +337,10 @@ class UsbFront:
         """End ``urb`` now: its outcome, its events cancelled, its endpoint freed, then its ``on_complete``."""
         if urb.status is not None:
             return
+        if status is _COMPLETED and urb.fault is not None and urb.fault.kind is FaultKind.BABBLE:
+            # the data stage moved the bytes asked for, and the device kept sending: the host reports the overflow
+            status = UsbStatus.BABBLE
+            message = f"{urb.describe()}: the device sent more than {urb.length:#x} bytes (fault plan: {urb.fault!r})"
         urb.status = status
         kernel = self.kernel
         urb.completed_ns = kernel.now_ns

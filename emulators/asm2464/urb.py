@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Final
 
-from tinyhil.emulators.asm2464.errors import UsbError, UsbNoDevice, UsbStall, UsbTimeout
+from tinyhil.emulators.asm2464.errors import UsbBabble, UsbError, UsbNoDevice, UsbStall, UsbTimeout
 from tinyhil.emulators.asm2464.sram import Arm
 from tinyhil.emulators.faults import Fault
 from tinyhil.emulators.kernel import EventHandle
@@ -26,6 +26,7 @@ class UsbStatus(Enum):
     STALL = "stall"
     NO_DEVICE = "no_device"
     CANCELLED = "cancelled"
+    BABBLE = "babble"  # the device overran an IN data stage, after the bytes asked for (docs/faults.md "Babble")
 
 
 _COMPLETED: Final = UsbStatus.COMPLETED
@@ -100,6 +101,8 @@ class Urb:
             return UsbNoDevice(self.message or "the device is gone", op=self.describe())
         if self.status is UsbStatus.CANCELLED:
             return UsbError(self.message or "cancelled", op=self.describe())
+        if self.status is UsbStatus.BABBLE:
+            return UsbBabble(self.message or "the device sent more than asked for", op=self.describe())
         moved = bytes(self.data) if self.is_in else bytes(self.payload[: self.actual_length]) if self.payload else b""
         return UsbTimeout(self.message or f"{self.describe()} timed out", partial=moved, op=self.describe())
 

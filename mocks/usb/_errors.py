@@ -6,7 +6,7 @@ from typing import Final
 
 import usb1  # type: ignore[import-untyped]  # libusb1 ships no type information
 
-from tinyhil.emulators.asm2464 import UsbError, UsbNoDevice, UsbStall, UsbStatus, UsbTimeout
+from tinyhil.emulators.asm2464 import UsbBabble, UsbError, UsbNoDevice, UsbStall, UsbStatus, UsbTimeout
 
 __all__ = ["STATUS_TO_USB1", "invalid_param", "usb1_error"]
 
@@ -16,6 +16,7 @@ STATUS_TO_USB1: Final = {
     UsbStatus.STALL: usb1.TRANSFER_STALL,
     UsbStatus.NO_DEVICE: usb1.TRANSFER_NO_DEVICE,
     UsbStatus.CANCELLED: usb1.TRANSFER_CANCELLED,
+    UsbStatus.BABBLE: usb1.TRANSFER_OVERFLOW,
 }
 
 
@@ -26,6 +27,8 @@ def usb1_error(error: UsbError, *, is_in: bool) -> usb1.USBError:
         result = usb1.USBErrorPipe(usb1.ERROR_PIPE)
     elif isinstance(error, UsbNoDevice):
         result = usb1.USBErrorNoDevice(usb1.ERROR_NO_DEVICE)
+    elif isinstance(error, UsbBabble):  # libusb's LIBUSB_ERROR_OVERFLOW; usb1 attaches no data to it
+        result = usb1.USBErrorOverflow(usb1.ERROR_OVERFLOW)
     elif isinstance(error, UsbTimeout):
         result = usb1.USBErrorTimeout(usb1.ERROR_TIMEOUT)
         result.transferred = len(error.partial)

@@ -40,8 +40,9 @@ class EmulatedUsbDeviceHandle:
     """An open handle on an emulated board, a drop-in for ``usb1.USBDeviceHandle``.
 
     Reads return ``bytearray``; failures raise usb1's own exceptions (``USBErrorPipe`` for a stall,
-    ``USBErrorTimeout`` with ``.transferred`` / ``.received``, ``USBErrorNoDevice``), each with a note that says what
-    the emulator saw. Synchronous calls run the board's virtual clock until the transfer is done.
+    ``USBErrorTimeout`` with ``.transferred`` / ``.received``, ``USBErrorNoDevice``, ``USBErrorOverflow`` for a
+    babble), each with a note that says what the emulator saw. Synchronous calls run the board's virtual clock until
+    the transfer is done.
     """
 
     def __init__(self, device: EmulatedUsbDevice) -> None:

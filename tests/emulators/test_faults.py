@@ -52,6 +52,10 @@ def test_fault_for_finds_the_rule_of_that_occurrence() -> None:
         (lambda: FaultRule(Operation.bulk_out(), 0, Fault.stall()), "occurrence"),
         (lambda: FaultRule(Operation.bulk_in(), 1, Fault.short_write(4)), "short_write on bulk OUT only"),
         (lambda: FaultRule(Operation.control_out(0xF2), 1, Fault.drop()), "drop on bulk OUT only"),
+        (lambda: FaultRule(Operation.bulk_out(), 1, Fault.babble()), r"babble\(\) on Operation\.bulk_out\(\), .*IN"),
+        (lambda: FaultRule(Operation.control_out(0xF2), 1, Fault.babble()), r"on Operation\.control_out\(0xf2\)"),
+        (lambda: FaultRule(Operation.tlp(), 1, Fault.babble()), "ret_status/cpl_status"),
+        (lambda: Fault(FaultKind.BABBLE, partial_bytes=8), "expected 0"),
         (lambda: FaultRule(Operation.tlp(), 1, Fault.stall()), "ret_status/cpl_status"),
         (lambda: FaultRule(Operation.bulk_out(), 1, Fault.ret_status(RetStatus.ERROR)), "ret_status/cpl_status"),
         (lambda: FaultRule("bulk_out", 1, Fault.stall()), "expected an Operation"),  # type: ignore[arg-type]
@@ -63,3 +67,14 @@ def test_fault_for_finds_the_rule_of_that_occurrence() -> None:
 def test_bad_plans_are_rejected_at_construction(build, match: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(InvalidArgument, match=match):
         build()
+
+
+def test_a_babble_fits_in_transfers_only() -> None:
+    fits = {transfer for transfer in Transfer if FaultKind.BABBLE.allows(transfer)}
+    assert fits == {Transfer.BULK_IN, Transfer.CONTROL_IN}
+    rule = FaultRule(Operation.control_in(0xE4), 2, Fault.babble())
+    assert repr(rule) == "FaultRule(Operation.control_in(0xe4), 2, Fault.babble())"
+    plan = FaultPlan.from_data([{"operation": "bulk_in", "occurrence": 1, "fault": "babble"}])
+    assert plan.fault_for(Operation.bulk_in(), 1) == Fault.babble()
+    with pytest.raises(InvalidArgument, match=r"faults rule 1: Fault\.babble\(\) on Operation\.bulk_out"):
+        FaultPlan.from_data([{"operation": "bulk_out", "occurrence": 1, "fault": "babble"}])

@@ -7,7 +7,8 @@ parameter names and defaults are ``usb1``'s, so a driver written against the sea
 Contract beyond the signatures (what ``usb1`` does and every implementation must do):
 
 - Errors are ``usb1``'s exception classes: a stall raises ``usb1.USBErrorPipe``, a timeout ``usb1.USBErrorTimeout``
-  with ``.transferred`` (writes) or ``.received`` (reads) set, a vanished device ``usb1.USBErrorNoDevice``.
+  with ``.transferred`` (writes) or ``.received`` (reads) set, a vanished device ``usb1.USBErrorNoDevice``, a
+  device that sent more than a read asked for (babble) ``usb1.USBErrorOverflow``.
 - ``controlRead`` / ``bulkRead`` return the received bytes (a ``bytearray``); ``controlWrite`` / ``bulkWrite``
   return the number of bytes sent (fewer than asked is a short write, not an exception).
 - A transfer from ``getTransfer`` is set up with ``setBulk`` / ``setControl`` (giving a ``callback`` and

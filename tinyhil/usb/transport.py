@@ -9,10 +9,10 @@ virtual hour). Zero-length transfers go to the device as asked. ``strict=True`` 
 that is not in flight, as likely mistakes (docs/usb3-compat.md).
 
 Errors: ``usb1``'s exception classes pass through unchanged (``USBErrorPipe`` on a stall, ``USBErrorTimeout`` with
-``.transferred`` / ``.received``, ``USBErrorNoDevice``); the bridge always moves exactly the bytes asked for, so a
-transfer that completes short raises :class:`~tinyhil.usb.errors.ShortTransfer`; bad arguments raise
-:class:`~tinyhil.errors.InvalidArgument` before anything is sent; any operation on a closed transport raises
-:class:`~tinyhil.errors.StateError`.
+``.transferred`` / ``.received``, ``USBErrorNoDevice``, ``USBErrorOverflow`` on a babble), none of them retried; the
+bridge always moves exactly the bytes asked for, so a transfer that completes short raises
+:class:`~tinyhil.usb.errors.ShortTransfer`; bad arguments raise :class:`~tinyhil.errors.InvalidArgument` before
+anything is sent; any operation on a closed transport raises :class:`~tinyhil.errors.StateError`.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ _USB1_ERRORS: Final = {  # the usb1 exception a synchronous call on a handle rai
     UsbStatus.TIMED_OUT: "USBErrorTimeout",
     UsbStatus.NO_DEVICE: "USBErrorNoDevice",
     UsbStatus.CANCELLED: "USBErrorInterrupted",
+    UsbStatus.BABBLE: "USBErrorOverflow",
 }
 
 

@@ -131,13 +131,13 @@ SERVED_CAPABILITIES: Final = (
 # The one table of how an emulated transfer's outcome reaches a usbdevfs client: the errno of a synchronous
 # ioctl (CONTROL, BULK) and, negated, a reaped URB's ``status``. These are the values the kernel's usbdevfs and
 # xHCI driver return: a stall is EPIPE, a transfer that exceeded its ioctl timeout ETIMEDOUT, a device that left
-# the bus ENODEV, a discarded URB ENOENT. A babble (the device sent more than asked) would be EOVERFLOW; the
-# emulated bridge never babbles.
+# the bus ENODEV, a discarded URB ENOENT, a babble (the device sent more than the IN transfer asked for) EOVERFLOW.
 STATUS_TO_ERRNO: Final = {
     UsbStatus.COMPLETED: 0,
     UsbStatus.STALL: errno.EPIPE,
     UsbStatus.TIMED_OUT: errno.ETIMEDOUT,
     UsbStatus.NO_DEVICE: errno.ENODEV,
     UsbStatus.CANCELLED: errno.ENOENT,
+    UsbStatus.BABBLE: errno.EOVERFLOW,
 }
 SHORT_NOT_OK_ERRNO: Final = errno.EREMOTEIO  # a short IN with USBDEVFS_URB_SHORT_NOT_OK completes with this status

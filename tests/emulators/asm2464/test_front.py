@@ -10,11 +10,21 @@ from pathlib import Path
 import pytest
 
 from tinyhil.emulators import asm2464
-from tinyhil.emulators.asm2464 import WAIT_CAP_NS, Asm2464, Urb, UsbFront, UsbNoDevice, UsbStall, UsbStatus, UsbTimeout
+from tinyhil.emulators.asm2464 import (
+    WAIT_CAP_NS,
+    Asm2464,
+    Urb,
+    UsbBabble,
+    UsbFront,
+    UsbNoDevice,
+    UsbStall,
+    UsbStatus,
+    UsbTimeout,
+)
 from tinyhil.emulators.asm2464.bulk import BulkEndpoints
 from tinyhil.emulators.asm2464.ep0 import ControlEndpoint
 from tinyhil.emulators.asm2464.inline import InlinePath
-from tinyhil.emulators.faults import Fault, FaultPlan, Operation
+from tinyhil.emulators.faults import Fault, FaultPlan, FaultRule, Operation
 from tinyhil.emulators.kernel import VirtualTimeout
 
 SECOND_NS = 1_000_000_000
@@ -145,6 +155,22 @@ def test_a_control_in_partial_timeout_returns_the_first_bytes(make_host) -> None
     with pytest.raises(UsbTimeout) as info:
         host.inp(0xE4, 8, 0x10, timeout_ns=1_000_000)
     assert info.value.partial == b"\x42\x00"
+
+
+def test_a_babbling_in_transfer_moves_the_bytes_asked_for_and_ends_babble(make_host) -> None:  # type: ignore[no-untyped-def]
+    plan = FaultPlan((FaultRule(Operation.control_in(0xE4), 1, Fault.babble()),
+                      FaultRule(Operation.bulk_in(), 1, Fault.babble())))  # fmt: skip
+    host = make_host(faults=plan)
+    host.out(0xE5, 0x10, 0x42)
+    with pytest.raises(UsbBabble, match="sent more than 0x8 bytes"):
+        host.inp(0xE4, 8, 0x10)
+    host.bridge.write_sram(0, b"\x07" * 1024)
+    host.arm(0, 1, 2, device_to_host=True)
+    host.bridge.engine.released = True
+    urb = host.front.complete(Urb(0x81, 1024, 10**9))
+    assert urb.status is UsbStatus.BABBLE and urb.actual_length == 1024 and urb.data == b"\x07" * 1024
+    assert isinstance(urb.error(), UsbBabble) and not host.front.halted
+    assert host.inp(0xE4, 8, 0x10) == b"\x42" + bytes(7)  # the second read has no fault
 
 
 def test_unsupported_standard_requests_stall(make_host) -> None:  # type: ignore[no-untyped-def]

@@ -270,6 +270,7 @@ _STATUS_ERRORS: Final = {
     usb1.TRANSFER_TIMED_OUT: usb1.USBErrorTimeout,
     usb1.TRANSFER_STALL: usb1.USBErrorPipe,
     usb1.TRANSFER_NO_DEVICE: usb1.USBErrorNoDevice,
+    usb1.TRANSFER_OVERFLOW: usb1.USBErrorOverflow,
 }
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import usb1
 
+from tinyhil.emulators.faults import Fault, FaultPlan, FaultRule, Operation
 from tinyhil.emulators.pcie import PlainEndpoint
 from tinyhil.mocks.usb import EmulatedBoard, EmulatedUsbTransfer, open_emulated_board
 
@@ -227,3 +228,28 @@ def test_batched_async_control_transfers_overlap_the_submission_latency() -> Non
             b.context.handleEvents()
         batched = b.kernel.now_ns - start
         assert batched == timing.usb_latency_ns + 2 * timing.control_service_ns < sequential
+
+
+@pytest.mark.parametrize("mode", ["sync", "timed"])
+def test_babbling_in_transfers_complete_with_overflow_and_the_requested_bytes(mode: str) -> None:
+    """The data stage moved the requested bytes before the device overran it: libusb reports TRANSFER_OVERFLOW with
+    actual_length the requested length, and the bytes are in the buffer (docs/faults.md "Babble")."""
+    plan = FaultPlan((FaultRule(Operation.bulk_in(), 1, Fault.babble()),
+                      FaultRule(Operation.control_in(0xE4), 1, Fault.babble())))  # fmt: skip
+    with board(mode, faults=plan) as b:
+        sram = bytes(range(256)) * 4
+        b.bridge.write_sram(0, sram)
+        b.bridge.write_xdata(0x100, b"\x0a\x0b\x0c\x0d")
+        b.handle.controlWrite(0x40, 0xF2, 2 | 0x8000, 1 << 8, b"")
+        b.bridge.engine.released = True
+        done: list[Any] = []
+        bulk, control = b.handle.getTransfer(), b.handle.getTransfer()
+        bulk.setBulk(0x81, len(sram), callback=done.append)
+        control.setControl(0xC0, 0xE4, 0x100, 0, 4, callback=done.append)
+        bulk.submit()
+        control.submit()
+        while len(done) < 2:
+            b.context.handleEvents()
+        for transfer, data in ((bulk, sram), (control, b"\x0a\x0b\x0c\x0d")):
+            assert transfer.getStatus() == usb1.TRANSFER_OVERFLOW
+            assert transfer.getActualLength() == len(data) and transfer.getBuffer()[: len(data)] == data

@@ -5,6 +5,9 @@
  *                                  and releases that read beforehand, standing in for the GPU's completion)
  *   libusb_client VID PID errors   a control read, an arm, a bulk write and a control read, printing libusb's error
  *                                  names (the test's fault plan decides which fail)
+ *   libusb_client VID PID babble   a control read, an asynchronous bulk IN of one sector (armed and released by the
+ *                                  test) and a control read again, printing what libusb reports (the test's fault
+ *                                  plan makes the device babble on some of them)
  *
  * Each result is one line, "name key=value ...", for the test to compare with the emulator's state.
  */
@@ -83,10 +86,36 @@ static int errors(libusb_device_handle *handle)
     return 0;
 }
 
+static int babble(libusb_device_handle *handle)
+{
+    unsigned char xdata[4], back[SECTOR];
+    int completed = 0, rc;
+
+    rc = libusb_control_transfer(handle, VENDOR_IN, REQ_XDATA_READ, SRAM_WINDOW, 0, xdata, sizeof xdata, TIMEOUT_MS);
+    printf("control_read rc=%s\n", rc < 0 ? libusb_error_name(rc) : "ok");
+
+    struct libusb_transfer *transfer = libusb_alloc_transfer(0);
+    memset(back, 0, sizeof back);
+    libusb_fill_bulk_transfer(transfer, handle, EP_IN, back, SECTOR, done, &completed, TIMEOUT_MS);
+    rc = libusb_submit_transfer(transfer);
+    while (rc == 0 && !completed)
+        rc = libusb_handle_events_completed(NULL, &completed);
+    printf("async_read rc=%d status=%d actual=%d ", rc, transfer->status, transfer->actual_length);
+    print_hex("data", back, transfer->actual_length);
+    printf("\n");
+    libusb_free_transfer(transfer);
+
+    rc = libusb_control_transfer(handle, VENDOR_IN, REQ_XDATA_READ, SRAM_WINDOW, 0, xdata, sizeof xdata, TIMEOUT_MS);
+    printf("control_read_again rc=%s ", rc < 0 ? libusb_error_name(rc) : "ok");
+    print_hex("data", xdata, rc > 0 ? rc : 0);
+    printf("\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
-        fprintf(stderr, "usage: %s VID PID basic|errors\n", argv[0]);
+        fprintf(stderr, "usage: %s VID PID basic|errors|babble\n", argv[0]);
         return 2;
     }
     int vid = (int)strtol(argv[1], NULL, 16), pid = (int)strtol(argv[2], NULL, 16);
@@ -99,7 +128,12 @@ int main(int argc, char **argv)
     }
     int rc = libusb_claim_interface(handle, 0);
     printf("claim rc=%d\n", rc);
-    rc = strcmp(argv[3], "errors") == 0 ? errors(handle) : basic(handle);
+    if (strcmp(argv[3], "errors") == 0)
+        rc = errors(handle);
+    else if (strcmp(argv[3], "babble") == 0)
+        rc = babble(handle);
+    else
+        rc = basic(handle);
     libusb_release_interface(handle, 0);
     libusb_close(handle);
     libusb_exit(NULL);

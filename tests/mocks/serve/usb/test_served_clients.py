@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import usb1
 
 from tinyhil.cli import main
 from tinyhil.mocks.serve.usb import UsbTestbed, served_board, umockdev_unavailable_reason
@@ -115,6 +116,28 @@ def test_fault_plans_reach_the_c_client_as_the_errnos_libusb_maps(libusb_client:
                          "bulk_write rc=LIBUSB_ERROR_TIMEOUT transferred=0",
                          "control_read rc=LIBUSB_ERROR_NO_DEVICE"]  # fmt: skip
     assert bridge.front.gone
+
+
+def test_a_babbling_device_reaches_the_c_client_as_libusbs_overflow(libusb_client: Path) -> None:
+    faults = [{"operation": "control_in", "request": int(Request.XDATA_READ), "occurrence": 1, "fault": "babble"},
+              {"operation": "bulk_in", "occurrence": 1, "fault": "babble"}]  # fmt: skip
+    board = served_board(TARGET, [f"faults={json.dumps(faults)}"])
+    bridge = board.bridge
+    bridge.write_sram(0, bytes(range(256)) * (SECTOR_BYTES // 256))
+    bridge.vendor_request(_VENDOR_OUT, Request.SRAM_ARM, _ARM_DEVICE_TO_HOST | 1, 0, b"", 0)  # as in the tests above
+    bridge.engine.released = True
+    with UsbTestbed(board) as testbed:
+        done = _run(testbed, [str(libusb_client), f"{bridge.vendor_id:04x}", f"{bridge.product_id:04x}", "babble"])
+    assert done.returncode == 0, done.stderr
+    results = _lines(done.stdout)
+    # the URBs completed with -EOVERFLOW: libusb's synchronous call returns LIBUSB_ERROR_OVERFLOW, an asynchronous
+    # transfer ends LIBUSB_TRANSFER_OVERFLOW with the requested bytes in its buffer; the next request is healthy
+    assert results["control_read"] == {"rc": "LIBUSB_ERROR_OVERFLOW"}
+    sram = bridge.read_sram(0, SECTOR_BYTES)
+    overflow = str(usb1.TRANSFER_OVERFLOW)
+    assert results["async_read"] == {"rc": "0", "status": overflow, "actual": str(SECTOR_BYTES), "data": sram.hex()}
+    xdata = bridge.read_xdata(Xdata.SRAM_WINDOW, 4).hex()
+    assert results["control_read_again"] == {"rc": "ok", "data": xdata}
 
 
 def test_a_recorded_session_holds_every_request_on_the_boards_clock(libusb_client: Path, tmp_path: Path) -> None:

@@ -244,6 +244,25 @@ def test_synchronous_control_and_bulk_ioctls_use_their_own_timeouts() -> None:
     assert server.bridge.kernel.now_ns - before == WAIT_CAP_NS  # the emulator's longest wait
 
 
+def test_a_babble_is_eoverflow_synchronously_and_on_a_reaped_urb() -> None:
+    """The kernel copies a synchronous control read's data only when it succeeds; a reaped URB carries the
+    overflow status and the bytes the data stage moved (docs/faults.md "Babble")."""
+    rule = '{"operation": "control_in", "request": 228, "occurrence": %d, "fault": "babble"}'
+    faults = f"[{rule % 1}, {rule % 2}]"
+    server, client = _server(f"faults={faults}")
+    data = client.memory.alloc(b"\xee" * 4)
+    control = client.memory.alloc(CTRL_TRANSFER.pack(0xC0, Vendor.XDATA_READ, Xdata.LTSSM, 0, 4, 1000, data))
+    assert client.ioctl(Request.USBDEVFS_CONTROL, control) == (-1, errno.EOVERFLOW)
+    assert client.memory.read(data, 4) == b"\xee" * 4
+    setup = struct.pack("<BBHHH", 0xC0, Vendor.XDATA_READ, Xdata.LTSSM, 0, 4)
+    urb_addr, buffer_addr = _urb(client.memory, UrbType.USBDEVFS_URB_TYPE_CONTROL, 0, setup + bytes(4))
+    assert client.ioctl(Request.USBDEVFS_SUBMITURB, urb_addr) == (0, 0)
+    assert _reap(client) == ((0, 0), urb_addr)
+    assert _status(client, urb_addr) == (-errno.EOVERFLOW, 4)
+    assert client.memory.read(buffer_addr, 12)[8:] == server.bridge.read_xdata(Xdata.LTSSM, 4)
+    assert client.ioctl(Request.USBDEVFS_CONTROL, control) == (4, 0)  # the third read has no fault
+
+
 def test_get_descriptor_is_answered_from_the_descriptors() -> None:
     server, client = _server()
     data = client.memory.alloc(bytes(18))
