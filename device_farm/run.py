@@ -45,6 +45,7 @@ from tinyhil.device_farm.planning import Pair, plan, read_durations, save_durati
 from tinyhil.device_farm.quarantine import Quarantine
 from tinyhil.device_farm.reports import JUNIT_NAME, REPORT_NAME, SUMMARY_NAME
 from tinyhil.device_farm.reports.html import write_report
+from tinyhil.device_farm.reports.metadata import run_metadata
 from tinyhil.device_farm.reports.progress import Progress, print_results
 from tinyhil.device_farm.reports.summary import failed, farm_summary, pair_reports, write_junit
 from tinyhil.device_farm.shard.parent import shard_command
@@ -231,10 +232,18 @@ def new_run(hwmap: HardwareMap | Callable[[int], HardwareMap] | None, suite: Seq
                    pytest_args=tuple(pytest_args), targets=tuple(targets), **options)  # fmt: skip
 
 
-def _good_boards(hwmap: HardwareMap, health: HealthBook, out: TextIO) -> list[Board]:
+def _good_boards(hwmap: HardwareMap, health: HealthBook, out: TextIO,
+                 versions: dict[str, Mapping[str, str]]) -> list[Board]:  # fmt: skip
+    """The boards that may take work (probed when due); ``versions`` gets what each probe read of its board."""
+
+    def probe(board: Board) -> ProbeResult:
+        result = probe_board(board)
+        versions[board.id] = result.versions
+        return result
+
     good = []
     for board in hwmap.boards:
-        if health.ready(board, probe_board):
+        if health.ready(board, probe):
             good.append(board)
         else:
             record = health.record(board.id)
@@ -288,9 +297,11 @@ def _dask_boards(hwmap: HardwareMap, offered: Sequence[Board], health: HealthBoo
 
 def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[], float],
               session: DaskSession | None) -> int:  # fmt: skip
+    started = clock()
+    versions: dict[str, Mapping[str, str]] = {}  # what this run's probes read of each board
     health = HealthBook(hwmap.boards, clock=clock, state_dir=run.state_dir if session is None else None)
-    boards = _good_boards(hwmap, health, out) if session is None else _dask_boards(hwmap, session.offered(),
-                                                                                   health, out)  # fmt: skip
+    boards = _good_boards(hwmap, health, out, versions) if session is None else _dask_boards(
+        hwmap, session.offered(), health, out)  # fmt: skip
     # On Dask a mapped board no worker offers is collected too: its shards fail the run with the precise message.
     served = sorted({t for b in (boards if session is None else hwmap.boards) for t in b.targets})
     missing = [t for t in run.targets if t not in served]
@@ -313,7 +324,9 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
              for p in collected if p["target"]]  # fmt: skip
     with Journal(journal_path) as journal:
         if previous is None or previous.run is None:
-            journal.append({"kind": "run", "run_id": run_id, "started": clock(), "pairs": len(pairs)})
+            journal.append({"kind": "run", "run_id": run_id, "started": started, "pairs": len(pairs)})
+        else:  # a resumed run started when its first part did
+            started = float(previous.run.get("started") or started)
         done = set(previous.final) if previous is not None else set()
         for line, problem in previous.corrupt if previous is not None else ():
             print(f"journal line {line} is corrupt ({problem}); its test runs again", file=out)
@@ -338,15 +351,20 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
                     print(f"tinyhil farm run: {problem}", file=out)
                 return EXIT_UNAVAILABLE
         work = plan(routed, boards, durations=known, workers=run.workers)
-        for pair in todo:
-            if pair.node_id in skipped:
-                journal.append(Result(pair.key, pair.name, pair.target, "-", "-", 1, "skipped", 0.0,
-                                      skipped[pair.node_id]).record())  # fmt: skip
-        for unroutable in work.unroutable:
-            pair = unroutable.pair
-            journal.append(Result(pair.key, pair.name, pair.target, "-", "-", 1, "error", 0.0,
-                                  unroutable.reason).record())  # fmt: skip
-        progress = Progress(len(todo), out)
+        today = dt.date.today()
+
+        def quarantined(result: Result) -> bool:
+            return run.quarantine is not None and run.quarantine.match(result.nodeid, result.target, result.board,
+                                                                       today) is not None  # fmt: skip
+
+        progress = Progress(len(todo), out, quarantined=quarantined)
+        decided = [Result(p.key, p.name, p.target, "-", "-", 1, "skipped", 0.0, skipped[p.node_id])
+                   for p in todo if p.node_id in skipped]  # fmt: skip
+        decided += [Result(u.pair.key, u.pair.name, u.pair.target, "-", "-", 1, "error", 0.0, u.reason)
+                    for u in work.unroutable]  # fmt: skip
+        for result in decided:  # results without a run: journaled and counted before any test starts
+            journal.append(result.record())
+            progress.show(result)
 
         def arrived(result: Result) -> None:
             journal.append(result.record())
@@ -374,16 +392,20 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         progress.close()
     save_durations(run.state_dir, known)
     journal_state = read_journal(journal_path)
-    reports = pair_reports(journal_state, run.quarantine, dt.date.today())
+    reports = pair_reports(journal_state, run.quarantine, today)
     status = OUTPUT_CLOSED_EXIT_STATUS if progress.closed else 1 if failed(reports) else 0
     states = [(b, health.record(b.id)) for b in hwmap.boards]
     described = _described(targets)
     extra = {"run_id": run_id, "exitstatus": status, "targets": described,
              "boards": [{"board": b.id, "host": b.host, "health": r.state.value, "reason": r.reason}
                         for b, r in states], **_completeness(todo, journal_state.final, engine.stopped)}  # fmt: skip
-    write_summary(run.run_dir / SUMMARY_NAME, farm_summary(reports, extra))
-    write_junit(run.run_dir / JUNIT_NAME, reports, f"tinyhil farm run {run_id}", incomplete=extra.get("incomplete"))
-    write_report(run.run_dir / REPORT_NAME, reports, extra)
+    metadata = run_metadata(run_id=run_id, started=started, finished=clock(), command=sys.argv, suite=run.suite,
+                            pyargs=run.pyargs, hosts=[b.host for b in hwmap.boards], hwmap_path=hwmap.path,
+                            versions=versions)  # fmt: skip
+    write_summary(run.run_dir / SUMMARY_NAME, farm_summary(reports, extra, metadata))
+    write_junit(run.run_dir / JUNIT_NAME, reports, f"tinyhil farm run {run_id}", incomplete=extra.get("incomplete"),
+                metadata=metadata)  # fmt: skip
+    write_report(run.run_dir / REPORT_NAME, reports, extra, metadata)
     if not progress.closed:
         print_results(reports, described, out, run_dir=run.run_dir, quarantine=run.quarantine)
     return status

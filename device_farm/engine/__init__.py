@@ -26,6 +26,7 @@ failed on, never on the lane that happened to notice.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -94,9 +95,10 @@ class _Attempt:
     details: Mapping[str, str] = field(default_factory=dict)  # a failure's longrepr, stdout, stderr and log
 
     @classmethod
-    def lost(cls, cause: str) -> _Attempt:
-        """An attempt the infrastructure ended (``error``, with the cause as its reason)."""
-        return cls("error", cause, cause)
+    def lost(cls, cause: str, started: float, finished: float) -> _Attempt:
+        """An attempt the infrastructure ended (``error``, with the cause as its reason) that ran from ``started``
+        (when its test started; when it was lost, for a test that never started) to ``finished``, Unix times."""
+        return cls("error", cause, cause, max(finished - started, 0.0), started, finished)
 
     @classmethod
     def from_event(cls, event: Mapping[str, Any]) -> _Attempt:
@@ -349,12 +351,15 @@ class _ShardAccount:
         self.by_node = {pair.node_id: pair for pair in batch}
         self.host = engine.runner.host
         self.running: str | None = None
+        self.started: dict[str, float] = {}  # node id -> when its start event says it started (Unix time)
         self.done: set[str] = set()
         self.infrastructure: str | None = None
         self.left: list[Pair] = []
 
     def _lost(self, nodeid: str, cause: str) -> None:
-        self.engine._attempted(self.state, self.by_node[nodeid], (self.board.id, self.host), _Attempt.lost(cause))
+        now = time.time()  # a killed test sends no result: its attempt ends when the engine learns of the loss
+        attempt = _Attempt.lost(cause, self.started.get(nodeid, now), now)
+        self.engine._attempted(self.state, self.by_node[nodeid], (self.board.id, self.host), attempt)
         self.done.add(nodeid)
         self.infrastructure = self.infrastructure or cause
 
@@ -365,6 +370,7 @@ class _ShardAccount:
                 self.host = str(event["host"])
             elif kind == "start" and nodeid in self.by_node and nodeid not in self.done:
                 self.running = nodeid
+                self.started[nodeid] = float(event.get("time") or time.time())
                 self.engine._call(self.state, self.engine._on_start, self.board.id, self.by_node[nodeid].name)
             elif kind == "lost" and self.running is not None:  # the test's process died; the shard goes on
                 self._lost(self.running, str(event["cause"]))
