@@ -17,7 +17,7 @@ from tinyhil.device_farm.reports import JUNIT_NAME, REPORT_NAME, SUMMARY_NAME
 from tinyhil.device_farm.reports.html import failure_anchors
 from tinyhil.device_farm.reports.matrix import render_matrix
 from tinyhil.device_farm.reports.summary import PairReport, totals_line
-from tinyhil.fixtures.outcomes import FAILING
+from tinyhil.fixtures.outcomes import FAILING, result_kind
 from tinyhil.pipes import OUTPUT_CLOSED, silence
 from tinyhil.printable import printable
 
@@ -80,8 +80,10 @@ class Progress:
     Every pair of the run counts toward the total, those decided without running (skipped at collection, no board
     to route to) included: the run shows them as they are journaled. In a terminal, every line it writes fits in
     ``columns()`` - 1 characters (the terminal's width, asked at each update), long test ids cut in the middle
-    (:func:`middle_cut`), so no line wraps and the updating line leaves nothing behind. ``quarantined`` says whether
-    a failing result is covered by a quarantine entry: such a result is not counted as failed.
+    (:func:`middle_cut`), so no line wraps and the updating line leaves nothing behind. A result is shown as the kind
+    the reports count it as (:func:`~tinyhil.fixtures.outcomes.result_kind`): ``quarantined`` says whether a failing
+    result is covered by a quarantine entry (it is not counted as failed), and a final result after lost attempts
+    is ``flaky``.
 
     When the output's reader goes away (``tinyhil run | head -1``), :attr:`closed` turns true, the rest of the
     output goes to ``os.devnull``, and ``on_closed`` is called once with :data:`OUTPUT_CLOSED` (the run stops).
@@ -130,13 +132,18 @@ class Progress:
     def _redraw(self) -> None:
         self._write(_CLEAR + self._status(self._room()))
 
-    def _line(self, result: Result) -> str:
+    def _kind(self, result: Result) -> str:
+        """What the reports will count a final ``result`` as (a later attempt of a pair follows lost ones only)."""
+        quarantined = result.outcome in FAILING and self.quarantined is not None and self.quarantined(result)
+        return result_kind(result.outcome, flaky=result.attempt > 1, quarantined=quarantined)
+
+    def _line(self, result: Result, kind: str) -> str:
         """The line of ``result`` (test ids and reasons come from files and shards: shown printable); in a terminal,
         its test id cut to fit."""
         if not result.final:
             parts = ("retry ", result.nodeid, f" ({result.board}: {result.infrastructure})")
         else:
-            parts = (f"[{self.done}/{self.total}] {result.outcome} ", result.nodeid, f" on {result.board}")
+            parts = (f"[{self.done}/{self.total}] {kind} ", result.nodeid, f" on {result.board}")
         head, nodeid, tail = (printable(part, newlines=False) for part in parts)
         if self.live:
             room = self._room()
@@ -146,11 +153,12 @@ class Progress:
 
     def show(self, result: Result) -> None:
         """Count and show one attempt (a final result counts toward the total)."""
-        failing = result.outcome in FAILING and not (self.quarantined is not None and self.quarantined(result))
+        kind = self._kind(result) if result.final else result.outcome
+        failing = result.final and kind in FAILING
         if result.final:
             self.done += 1
             self.failures += failing
-        line = self._line(result)
+        line = self._line(result, kind)
         self.running.pop(result.nodeid, None)
         if self.live:
             if failing or not result.final:  # failures stay visible above the line
