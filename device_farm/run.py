@@ -121,6 +121,7 @@ class FarmRun:
     subset_seed: int = 0
     quarantine_verify: bool = False
     dask: DaskOptions | None = None
+    command: tuple[str, ...] = ()  # the command line its reports name (default: this process's sys.argv)
 
 
 class TargetsUnavailable(TinyHilError, LookupError):
@@ -399,9 +400,9 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
     extra = {"run_id": run_id, "exitstatus": status, "targets": described,
              "boards": [{"board": b.id, "host": b.host, "health": r.state.value, "reason": r.reason}
                         for b, r in states], **_completeness(todo, journal_state.final, engine.stopped)}  # fmt: skip
-    metadata = run_metadata(run_id=run_id, started=started, finished=clock(), command=sys.argv, suite=run.suite,
-                            pyargs=run.pyargs, hosts=[b.host for b in hwmap.boards], hwmap_path=hwmap.path,
-                            versions=versions)  # fmt: skip
+    metadata = run_metadata(run_id=run_id, started=started, finished=clock(), command=run.command or sys.argv,
+                            suite=run.suite, pyargs=run.pyargs, hosts=[b.host for b in hwmap.boards],
+                            hwmap_path=hwmap.path, versions=versions)  # fmt: skip
     write_summary(run.run_dir / SUMMARY_NAME, farm_summary(reports, extra, metadata))
     write_junit(run.run_dir / JUNIT_NAME, reports, f"tinyhil farm run {run_id}", incomplete=extra.get("incomplete"),
                 metadata=metadata)  # fmt: skip

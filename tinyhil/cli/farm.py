@@ -251,7 +251,8 @@ def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
                   targets=targets.names, allow_unavailable=args.allow_unavailable,
                   quarantine=load_quarantine(args.quarantine) if args.quarantine else None,
                   resume=bool(args.resume), subset=parse_subset(args.subset) if args.subset else None,
-                  subset_seed=args.seed, quarantine_verify=args.quarantine_verify, dask=dask)  # fmt: skip
+                  subset_seed=args.seed, quarantine_verify=args.quarantine_verify, dask=dask,
+                  command=args.command_line)  # fmt: skip
     where = f"{len(run.hwmap.boards)} boards from {run.hwmap.path}" if run.hwmap else "the boards farm workers offer"
     print(f"tinyhil farm run: {where}, {run.workers} shards at once, run in {run.run_dir}")
     with client_config(tls):  # the run's Dask client, the only one it makes, speaks the farm's TLS

@@ -47,7 +47,7 @@ def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
     available = [t for t in choice.targets if t.name not in unavailable]
     run = new_run(lambda slots: target_inventory(available, slots=slots), args.suite or (), report_dir,
                   report_dir.resolve() / RUN_STATE_DIR, args.workers, pytest_args=args.pytest_args,
-                  targets=choice.names, allow_unavailable=True)  # fmt: skip
+                  targets=choice.names, allow_unavailable=True, command=args.command_line)  # fmt: skip
     choice.check_here(allow_unavailable=args.allow_unavailable)
     print(f"tinyhil {tinyhil.__version__}: running the portable suite on {', '.join(choice.names)} ({choice.source})",
           flush=True)  # fmt: skip
