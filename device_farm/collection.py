@@ -18,9 +18,19 @@ from typing import Any, Final
 from tinyhil.errors import InvalidArgument
 from tinyhil.loading import LIMITS, Fields, parse_json, read_capped
 
-__all__ = ["PAIRS_NAME", "CollectionFailed", "collect", "pytest_command", "read_pairs", "report_id", "suite_root"]
+__all__ = [
+    "NO_TESTS_COLLECTED",
+    "PAIRS_NAME",
+    "CollectionFailed",
+    "collect",
+    "pytest_command",
+    "read_pairs",
+    "report_id",
+    "suite_root",
+]
 
 PAIRS_NAME: Final = "pairs.json"
+NO_TESTS_COLLECTED: Final = 5  # pytest's ExitCode.NO_TESTS_COLLECTED: an empty suite, or options that select nothing
 _INI: Final = "[pytest]\njunit_family = xunit1\n"
 _TEXT_MAX_CHARS: Final = LIMITS["pairs"].max_bytes  # a node id or a skip reason is kept whole: the file's cap bounds it
 
@@ -57,12 +67,14 @@ def report_id(pair: Mapping[str, Any], suite: Sequence[str]) -> str:
 
 
 class CollectionFailed(InvalidArgument):
-    """Collecting the suite failed: ``exitstatus`` is pytest's (4 it refused its arguments, 5 nothing collected)."""
+    """Collecting the suite failed: ``exitstatus`` is pytest's (4 it refused its arguments,
+    :data:`NO_TESTS_COLLECTED` nothing collected)."""
 
     def __init__(self, exitstatus: int, output: str) -> None:
         tail = " | ".join(output.strip().splitlines()[-5:])
-        what = {5: "no test was collected"}.get(exitstatus, f"collecting the suite failed (pytest exit {exitstatus})")
-        super().__init__(f"{what}: {tail}" if tail and exitstatus != 5 else what)
+        empty = exitstatus == NO_TESTS_COLLECTED
+        what = "no test was collected" if empty else f"collecting the suite failed (pytest exit {exitstatus})"
+        super().__init__(f"{what}: {tail}" if tail and not empty else what)
         self.exitstatus = exitstatus
 
 

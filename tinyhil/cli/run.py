@@ -19,6 +19,7 @@ import tinyhil
 from tinyhil.cli.usage import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
+    EXIT_NO_TESTS,
     EXIT_OK,
     EXIT_OUTPUT_CLOSED,
     EXIT_UNAVAILABLE,
@@ -68,6 +69,7 @@ def add_run_command(commands: Any) -> None:
         EXIT_FAILED,
         EXIT_USAGE,
         EXIT_UNAVAILABLE,
+        EXIT_NO_TESTS,
         EXIT_INTERRUPTED,
         EXIT_OUTPUT_CLOSED,
         details=description(__doc__),

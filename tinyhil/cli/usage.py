@@ -12,6 +12,7 @@ import re
 import textwrap
 from typing import Any, Final
 
+from tinyhil.device_farm.collection import NO_TESTS_COLLECTED
 from tinyhil.device_farm.run import EXIT_ENGINE_LOST, EXIT_UNAVAILABLE
 from tinyhil.pipes import OUTPUT_CLOSED_EXIT_STATUS
 
@@ -19,6 +20,7 @@ __all__ = [
     "EXIT_ENGINE_LOST",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
+    "EXIT_NO_TESTS",
     "EXIT_OK",
     "EXIT_OUTPUT_CLOSED",
     "EXIT_STATUSES",
@@ -35,6 +37,7 @@ EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, as a shell reports a process Ctrl-C ended
 EXIT_OUTPUT_CLOSED: Final = OUTPUT_CLOSED_EXIT_STATUS
+EXIT_NO_TESTS: Final = NO_TESTS_COLLECTED  # pytest's own status for it, so scripts that know pytest's know this one
 _ROLE: Final = re.compile(r":\w+:`~?([^`]+)`")  # a Sphinx role in a docstring, :func:`~a.b`
 _WIDTH: Final = 100  # the epilog's lines, wrapped here: argparse keeps them as they are
 
@@ -46,6 +49,8 @@ EXIT_STATUSES: Final[dict[int, str]] = {
     EXIT_UNAVAILABLE: "a target named explicitly cannot run here, or no GOOD board serves it "
     "(--allow-unavailable runs anyway, counting its skips); `farm worker`: no scheduler answered",
     EXIT_ENGINE_LOST: "the Dask scheduler went away mid-run (finish it with `farm run --resume DIR`)",
+    EXIT_NO_TESTS: "a run collected no test (an empty suite, or pytest options after -- that select none); no report "
+    "is written",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
     EXIT_OUTPUT_CLOSED: "a run whose output closed (`tinyhil run | head -1`): no further test started, reports "
     "marked incomplete where pairs are missing",
