@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import stat
 import subprocess
@@ -111,26 +112,34 @@ def test_run_defaults_to_every_available_emulated_target(tmp_path: Path) -> None
     assert "NULL" in ran and not ({"USB+AMD", "KFD+AMD"} & ran)
 
 
-def _ids(report: Path) -> tuple[list[str], list[str]]:
-    keys = sorted(r["key"] for r in json.loads((report / "summary.json").read_text())["results"])
+def _ids(report: Path) -> tuple[list[str], ...]:
+    """Every test id the reports carry: summary keys, node ids and tests, JUnit names, the page's data-test values."""
+    results = json.loads((report / "summary.json").read_text())["results"]
     cases = ET.parse(report / "junit.xml").getroot().iter("testcase")
-    return keys, sorted(f"{c.get('classname')}::{c.get('name')}" for c in cases)
+    page = sorted(set(re.findall(r'data-test="([^"]*)"', (report / "report.html").read_text())))
+    return (sorted(r["key"] for r in results), sorted(r["nodeid"] for r in results), sorted(r["test"] for r in results),
+            sorted(f"{c.get('classname')}::{c.get('name')}" for c in cases), page)  # fmt: skip
 
 
-def test_two_checkouts_of_one_suite_give_identical_test_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_two_checkouts_of_one_suite_give_identical_test_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     found = []
-    for checkout in ("one/checkout", "another/place/checkout"):
+    for checkout, relative in (("one/checkout", False), ("another/place/checkout", True)):
         tests = tmp_path / checkout / "tests"
         (tests / "sub").mkdir(parents=True)
         (tests / "test_top.py").write_text("def test_same(hil_device):\n    pass\n")
         (tests / "sub" / "test_deep.py").write_text("def test_same(hil_device):\n    assert False, 'deep'\n")
         report = tmp_path / checkout / "report"
-        assert main(["run", "--target", "NULL", "--suite", str(tests), "--report", str(report)]) == 1
+        if relative:  # the second given relative to where the command runs, as a CI job does
+            monkeypatch.chdir(tmp_path / checkout)
+        suite = "tests" if relative else str(tests)
+        assert main(["run", "--target", "NULL", "--suite", suite, "--report", str(report)]) == 1
         found.append(_ids(report))
     assert found[0] == found[1]
-    keys, cases = found[0]
+    keys, _, _, cases, _ = found[0]
     assert len(keys) == len(cases) == 2  # one name in two files: two tests
-    assert not any(str(tmp_path) in text or "checkout" in text for text in (*keys, *cases))
+    assert not any(str(tmp_path) in text or "checkout" in text for ids in found[0] for text in ids)
     out = capsys.readouterr().out
     assert "sub/test_deep.py::test_same" in out and "test_top.py::test_same" in out  # two matrix rows
 
