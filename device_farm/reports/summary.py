@@ -3,9 +3,11 @@ and writer) and a merged ``junit.xml``.
 
 Each pair is reported once, with its final attempt. A pair whose earlier attempts were lost to the infrastructure
 and whose final attempt passed is *flaky*, reported with every outcome. A failing pair that an active quarantine
-entry matches is *quarantined*: reported with the entry's reason, and it does not fail the run. JUnit test cases
-carry the properties ``target``, ``board``, ``host`` and ``attempt`` (and ``flaky``, ``quarantined``, and ``bundle``,
-the directory of a failing pair's reproduction bundle when its shard ran under ``--hil-repro-dir``). A failure's
+entry matches is *quarantined*: reported with the entry's reason, and it does not fail the run. Every report counts
+a pair once, as its kind (:attr:`PairReport.kind`, :mod:`tinyhil.fixtures.outcomes`). JUnit test cases carry the
+properties ``outcome`` (the kind), ``target``, ``board``, ``host`` and ``attempt`` (and ``flaky`` or ``earlier``,
+the lost attempts, ``quarantined``, and ``bundle``, the directory of a failing pair's reproduction bundle when its
+shard ran under ``--hil-repro-dir``). A failure's
 ``<failure>`` or ``<error>`` body is its traceback as pytest wrote it (``--tb`` honoured), its ``<system-out>`` the
 captured standard output and, under ``--- Captured log ---``, its log records, its ``<system-err>`` the captured
 standard error. Test names are pytest's node ids relative to the suite's root, so they are the same in every checkout.
