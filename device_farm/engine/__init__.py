@@ -8,8 +8,9 @@ worker of the board's host (:mod:`~tinyhil.device_farm.engine.dask_runner`). At 
 
 Outcomes follow :mod:`~tinyhil.device_farm.shard.infrastructure`. A test failure is final. An infrastructure failure
 (the board lost, the lease timed out, the shard or its worker killed while a test ran) is recorded as a non-final
-attempt (a killed test's from when its start event says it started to when the engine learned of the loss), counted against the board's health (UNKNOWN: the lane probes it before its next shard, and a BAD board's lane
-stops, handing its pairs to other lanes), and the pair is retried on another eligible board, up to ``max_attempts``;
+attempt (a killed test's from when its start event says it started to when the engine learned of the loss),
+counted against the board's health (UNKNOWN: the lane probes it before its next shard, and a BAD board's lane stops,
+handing its pairs to other lanes), and the pair is retried on another eligible board, up to ``max_attempts``;
 with no other board left, it is retried where it was, after the probe. Pairs a shard never started go back to their lane
 without counting an attempt; a board no worker offers any more leaves the run like a BAD one. Every result goes to
 ``on_result`` as it arrives, at most one final result per pair. A runner that raises :class:`EngineLost` (the Dask
