@@ -142,11 +142,12 @@ def _probe_nv(locator: NvLocator, nvml: Any) -> ProbeResult:
 
 def _nv_versions(nvml: Any, handle: Any) -> dict[str, str]:
     """The NVIDIA driver's version and the board's VBIOS version, each where NVML answers."""
-    found = {}
-    for name, query in (
+    found: dict[str, str] = {}
+    queries: tuple[tuple[str, Callable[[], Any]], ...] = (
         ("driver", lambda: nvml.nvmlSystemGetDriverVersion()),
         ("firmware", lambda: nvml.nvmlDeviceGetVbiosVersion(handle)),
-    ):
+    )
+    for name, query in queries:
         try:
             text = query()
         except Exception:  # an NVML that cannot say: the version is left out, the probe's verdict stands

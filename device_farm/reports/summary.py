@@ -216,8 +216,7 @@ def write_junit(path: Path, reports: Sequence[PairReport], name: str, *, incompl
     properties carry every kind's count (``count.<kind>``), the run's ``metadata`` (its ``timestamp``, ``hostname``
     and ``time`` attributes too) and, for a run that stopped before every pair ran, ``incomplete`` (the reason)."""
     counts = pair_counts(reports)
-    suite = ET.Element("testsuite", name=junit_escape(name),
-                       **{key: str(n) for key, n in junit_counts(counts).items()})  # fmt: skip
+    suite = ET.Element("testsuite", {"name": junit_escape(name)} | {k: str(n) for k, n in junit_counts(counts).items()})
     if metadata is not None:
         suite.set("timestamp", iso_time(metadata.started))
         suite.set("hostname", junit_escape(metadata.host))
