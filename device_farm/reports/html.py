@@ -2,13 +2,14 @@
 
 Sections: a banner when the run is incomplete (``complete: false`` in the summary: it stopped before every pair
 ran; ``id="incomplete"``); the run's metadata (``id="metadata"``, a row per
-:meth:`~tinyhil.device_farm.reports.metadata.RunMetadata.items` pair); the totals (``id="totals"``, by kind, with a
-``data-<kind>`` count each); the test x target matrix (each cell the outcome and the board that ran it);
-failures with their messages (and a link to the reproduction bundle, ``data-bundle``, when the pair left one), each
-with its traceback, captured output and log records collapsed under it (``<details data-detail="longrepr">``, ...)
-and an anchor (``id="failure-N"``) that its matrix cell links to; flaky
-and quarantined tests; board health; and a timeline of which board ran what and when. Every element a reader or a test
-counts carries a ``data-`` attribute (``data-outcome``, ``data-board``, ``data-test``).
+:meth:`~tinyhil.device_farm.reports.metadata.RunMetadata.items` pair); the totals (``id="totals"``, by kind, a
+``data-<kind>`` count each); the test x target matrix (each cell the kind and the board that ran it); failures with
+their messages (and a link to the reproduction bundle, ``data-bundle``, when the pair left one), each with its
+traceback, captured output and log records collapsed under it (``<details data-detail="longrepr">``, ...) and an
+anchor (``id="failure-N"``) that its matrix cell links to; flaky and quarantined tests; board health with the
+firmware and driver versions its probe read; and the timeline (:mod:`~tinyhil.device_farm.reports.timeline`). Every
+element a reader or a test counts carries a ``data-`` attribute (``data-outcome``, ``data-kind``, ``data-board``,
+``data-test``).
 """
 
 from __future__ import annotations
@@ -128,13 +129,14 @@ def _metadata(metadata: RunMetadata | None) -> str:
     if metadata is None:
         return ""
     rows = "".join(f'<tr data-name="{_e(name)}"><th>{_e(name)}</th><td>{_e(value)}</td></tr>'
-                   for name, value in metadata.items())  # fmt: skip
+                   for name, value in metadata.items(boards=False))  # fmt: skip
     return f'<table id="metadata">{rows}</table>'
 
 
-def _board_row(board: Mapping[str, Any]) -> str:
+def _board_row(board: Mapping[str, Any], metadata: RunMetadata | None) -> str:
+    read = metadata.board_versions(str(board["board"])) if metadata is not None else {}
     cells = [board["board"], board.get("host", "-"), board["health"], board.get("reason") or "",
-             board.get("firmware") or "-", board.get("driver") or "-"]  # fmt: skip
+             read.get("firmware") or "-", read.get("driver") or "-"]  # fmt: skip
     return (
         f'<tr data-board="{_e(board["board"])}" data-health="{_e(board["health"])}" '
         f'data-host="{_e(board.get("host", "-"))}">{"".join(f"<td>{_e(c)}</td>" for c in cells)}</tr>'
@@ -158,7 +160,7 @@ def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any], metad
     flaky = [_flaky_line(r) for r in reports if r.flaky]
     quarantined = [f"{_e(r.final['nodeid'])}: {_e(r.final['outcome'])} ({_e(r.quarantined)})"
                    for r in reports if r.quarantined is not None]  # fmt: skip
-    boards = "".join(_board_row(b) for b in extra.get("boards", []))
+    boards = "".join(_board_row(b, metadata) for b in extra.get("boards", []))
     attempts = [(a, True) for r in reports for a in r.earlier] + [(r.final, False) for r in reports]
     run_id = _e(extra.get("run_id", ""))
     banner = ""

@@ -102,14 +102,15 @@ class RunMetadata:
         read = self.versions.get(board, {})
         return {name: read.get(name) for name in VERSION_NAMES}
 
-    def items(self) -> list[tuple[str, str]]:
-        """The metadata as (name, text) pairs, in one order: JUnit's suite properties and the page's header.
-        A board's versions are ``board.<id>.firmware`` and ``board.<id>.driver``; a missing value is ``-``."""
+    def items(self, *, boards: bool = True) -> list[tuple[str, str]]:
+        """The metadata as (name, text) pairs, in one order: JUnit's suite properties and the page's header (which
+        shows the boards' versions in its boards table instead: ``boards=False``). A board's versions are
+        ``board.<id>.firmware`` and ``board.<id>.driver``; a missing value is ``-``."""
         shown = [("run_id", self.run_id), ("started", iso_time(self.started)), ("finished", iso_time(self.finished)),
                  ("duration_s", f"{self.duration_s:.3f}"), ("command", shlex.join(self.command)),
                  ("tinyhil_version", self.tinyhil_version), ("revision", self.revision or "-"), ("host", self.host),
                  ("hosts", " ".join(self.hosts) or "-"), ("hwmap_sha256", self.hwmap_sha256 or "-")]  # fmt: skip
-        for board in sorted(self.versions):
+        for board in sorted(self.versions) if boards else ():
             shown += [(f"board.{board}.{name}", value or "-") for name, value in self.board_versions(board).items()]
         return shown
 

@@ -120,13 +120,17 @@ class _Header(HTMLParser):
             self.rows[self._row] += data
 
 
-def test_the_page_header_shows_the_same_metadata_as_junit(farm_run: Run) -> None:
+def test_the_page_shows_the_same_metadata_as_junit(farm_run: Run) -> None:
     header = _Header()
-    header.feed((farm_run.reports / "report.html").read_text())
+    page = (farm_run.reports / "report.html").read_text()
+    header.feed(page)
     suite = ET.parse(farm_run.reports / "junit.xml").getroot().find("testsuite")
     assert suite is not None
-    properties = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
-    assert header.rows == {name: value for name, value in properties.items() if not str(name).startswith("count.")}
+    properties = {str(p.get("name")): str(p.get("value")) for p in suite.findall("properties/property")}
+    run = {name: value for name, value in properties.items() if not name.startswith(("count.", "board."))}
+    assert header.rows == run
+    versions = f"<td>{properties['board.kfd-one.firmware']}</td><td>{properties['board.kfd-one.driver']}</td></tr>"
+    assert versions in page  # the boards table's last two columns
 
 
 def test_a_directory_outside_any_checkout_has_no_revision(tmp_path: Path) -> None:
