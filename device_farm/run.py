@@ -47,7 +47,7 @@ from tinyhil.device_farm.reports import JUNIT_NAME, REPORT_NAME, SUMMARY_NAME
 from tinyhil.device_farm.reports.html import write_report
 from tinyhil.device_farm.reports.metadata import run_metadata
 from tinyhil.device_farm.reports.progress import Progress, print_results
-from tinyhil.device_farm.reports.summary import failed, farm_summary, pair_reports, write_junit
+from tinyhil.device_farm.reports.summary import failed, farm_summary, pair_reports, quarantined_by, write_junit
 from tinyhil.device_farm.shard.parent import shard_command
 from tinyhil.device_farm.state import leases_dir
 from tinyhil.errors import InvalidArgument, TinyHilError
@@ -355,8 +355,7 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         today = dt.date.today()
 
         def quarantined(result: Result) -> bool:
-            return run.quarantine is not None and run.quarantine.match(result.nodeid, result.target, result.board,
-                                                                       today) is not None  # fmt: skip
+            return quarantined_by(run.quarantine, result.record(), today) is not None
 
         progress = Progress(len(todo), out, quarantined=quarantined)
         decided = [Result(p.key, p.name, p.target, "-", "-", 1, "skipped", 0.0, skipped[p.node_id])

@@ -43,6 +43,7 @@ __all__ = [
     "junit_unescape",
     "pair_counts",
     "pair_reports",
+    "quarantined_by",
     "totals_line",
     "write_junit",
 ]
@@ -142,15 +143,21 @@ def totals_line(reports: Sequence[PairReport]) -> str:
     return counts_line(pair_counts(reports))
 
 
+def quarantined_by(quarantine: Quarantine | None, final: Mapping[str, Any], today: dt.date) -> str | None:
+    """The reason of the active entry of ``quarantine`` that covers a ``final`` result (a journal record: a failure
+    or an error, by its test, target and board), or ``None``."""
+    if quarantine is None or final["outcome"] not in FAILING:
+        return None
+    entry = quarantine.match(final["nodeid"], final["target"], final["board"], today)
+    return None if entry is None else entry.reason
+
+
 def pair_reports(journal: JournalState, quarantine: Quarantine | None, today: dt.date) -> list[PairReport]:
     """Every pair with a final result, in journal order."""
     reports = []
     for key, final in journal.final.items():
         earlier = tuple(a for a in journal.attempts[key] if not a["final"])
-        entry = None
-        if quarantine is not None and final["outcome"] in FAILING:
-            entry = quarantine.match(final["nodeid"], final["target"], final["board"], today)
-        reports.append(PairReport(final, earlier, None if entry is None else entry.reason))
+        reports.append(PairReport(final, earlier, quarantined_by(quarantine, final, today)))
     return reports
 
 
