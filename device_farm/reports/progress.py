@@ -30,11 +30,12 @@ _CLEAR: Final = "\r\x1b[2K"  # back to the line's start, and clear it
 
 def print_results(reports: Sequence[PairReport], described: Sequence[Mapping[str, Any]], out: TextIO, *,
                   run_dir: Path, quarantine: Quarantine | None) -> None:  # fmt: skip
-    """The run's closing lines on ``out``: the matrix of ``reports`` over the ``described`` targets, the totals, each
+    """The run's closing lines on ``out``: the matrix of ``reports`` over the ``described`` targets (folded to the
+    terminal's width when ``out`` is one), the totals, each
     unavailable target with its skips, the expired entries of ``quarantine``, and the reports in ``run_dir``."""
     results = [{**r.final, "kind": r.kind} for r in reports]
     print(file=out)
-    columns = shutil.get_terminal_size().columns
+    columns = _terminal_columns() if _is_terminal(out) else None  # a log keeps every id on one line
     print(render_matrix(results, [str(d["name"]) for d in described], width=columns), file=out)
     print(file=out)
     print(f"totals: {totals_line(reports)}", file=out)
@@ -73,6 +74,10 @@ def _terminal_columns() -> int:
     return shutil.get_terminal_size().columns
 
 
+def _is_terminal(out: TextIO) -> bool:
+    return bool(getattr(out, "isatty", lambda: False)())
+
+
 class Progress:
     """Tests done / total, failures, and what each board is running: one updating line in a terminal; a plain line
     per result otherwise (a log has no use for the in-between states).
@@ -93,7 +98,7 @@ class Progress:
                  columns: Callable[[], int] = _terminal_columns,
                  quarantined: Callable[[Result], bool] | None = None) -> None:  # fmt: skip
         self.total, self.out, self.done, self.failures = total, out, 0, 0
-        self.live = bool(getattr(out, "isatty", lambda: False)())
+        self.live = _is_terminal(out)
         self.running: dict[str, str] = {}  # node id -> board
         self.closed = False
         self.on_closed = on_closed

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
+
+import pytest
 
 from tinyhil.device_farm.engine import Result
-from tinyhil.device_farm.reports.progress import CUT, Progress, middle_cut
+from tinyhil.device_farm.reports.matrix import row_name
+from tinyhil.device_farm.reports.progress import CUT, Progress, middle_cut, print_results
+from tinyhil.device_farm.reports.summary import PairReport
 
 COLUMNS = 100
 CLEAR = "\r\x1b[2K"
@@ -71,3 +76,20 @@ def test_a_quarantined_failure_is_not_counted_failed() -> None:
     progress = Progress(len(results), out, columns=lambda: COLUMNS, quarantined=lambda result: True)
     progress.show(results[0])
     assert out.getvalue().split(CLEAR)[-1].startswith("1/1 done, 0 failed")
+
+
+def test_the_closing_matrix_folds_to_the_terminal_and_a_log_keeps_ids_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(COLUMNS))
+    long_ids = _results(90)[-3:]  # ids of about 150 characters
+    finals = [{"nodeid": r.nodeid, "target": r.target, "outcome": "passed", "board": r.board, "host": "h"}
+              for r in long_ids]  # fmt: skip
+    described = [{"name": "MOCKKFD+AMD", "available": True}]
+    shown = {}
+    for out in (_Terminal(), io.StringIO()):
+        print_results([PairReport(f) for f in finals], described, out, run_dir=tmp_path, quarantine=None)
+        shown[out.isatty()] = out.getvalue().splitlines()
+    matrix = [line for line in shown[True] if not line.startswith(("totals:", "reports:"))]
+    assert max(map(len, matrix)) <= COLUMNS and len(matrix) > 2 + len(finals)  # header, rule, folded rows
+    assert any(line.startswith(row_name(finals[2]["nodeid"], "MOCKKFD+AMD")) for line in shown[False])
