@@ -1,8 +1,8 @@
 """What the ``tinyhil`` command line tells its user: its exit statuses, each with its one meaning, and the help
 text (a command's description from its module's docstring, the exit statuses as an epilog).
 
-The farm's own statuses come from their home (:mod:`tinyhil.device_farm.run`, :mod:`tinyhil.pipes`); this module
-names them for the command line and adds the ones only the command line gives.
+The farm's own statuses come from their home (:mod:`tinyhil.device_farm.run`, :mod:`tinyhil.device_farm.collection`,
+:mod:`tinyhil.pipes`); this module names them for the command line and adds the ones only the command line gives.
 """
 
 from __future__ import annotations
