@@ -18,9 +18,19 @@ from typing import Any, Final
 from tinyhil.errors import InvalidArgument
 from tinyhil.loading import LIMITS, Fields, parse_json, read_capped
 
-__all__ = ["PAIRS_NAME", "CollectionFailed", "collect", "pytest_command", "read_pairs", "report_id"]
+__all__ = [
+    "NO_TESTS_COLLECTED",
+    "PAIRS_NAME",
+    "CollectionFailed",
+    "collect",
+    "pytest_command",
+    "read_pairs",
+    "report_id",
+    "suite_root",
+]
 
 PAIRS_NAME: Final = "pairs.json"
+NO_TESTS_COLLECTED: Final = 5  # pytest's ExitCode.NO_TESTS_COLLECTED: an empty suite, or options that select nothing
 _INI: Final = "[pytest]\njunit_family = xunit1\n"
 _TEXT_MAX_CHARS: Final = LIMITS["pairs"].max_bytes  # a node id or a skip reason is kept whole: the file's cap bounds it
 
@@ -34,28 +44,37 @@ def pytest_command(report_dir: Path) -> list[str]:
     return [sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(report_dir), "-p", "no:cacheprovider"]
 
 
+def suite_root(suite: Sequence[str]) -> Path | None:
+    """The suite's root: the directory its paths share (a file's own directory); ``None`` for a suite of packages
+    (``--pyargs``) only."""
+    dirs = [str(Path(e) if Path(e).is_dir() else Path(e).parent) for e in suite if Path(e).exists()]
+    return Path(os.path.commonpath(dirs)) if dirs else None
+
+
 def report_id(pair: Mapping[str, Any], suite: Sequence[str]) -> str:
     """How the run's reports name ``pair``'s test: its file's path relative to the suite's root (the directory the
     suite's paths share; a file's own directory), then its name in the file, as pytest's node ids write it. The same
     suite in two checkouts gives the same ids. A suite of packages (``--pyargs``) keeps pytest's node id."""
     path, sep, name = str(pair["arg"]).partition("::")
-    dirs = [str(Path(e) if Path(e).is_dir() else Path(e).parent) for e in suite if Path(e).exists()]
-    if not dirs or not sep:
+    root = suite_root(suite)
+    if root is None or not sep:
         return str(pair["nodeid"])
     try:
-        relative = Path(path).relative_to(os.path.commonpath(dirs))
+        relative = Path(path).relative_to(root)
     except ValueError:  # outside the suite's root (a conftest's own collector): pytest's id
         return str(pair["nodeid"])
     return f"{relative.as_posix()}::{name}"
 
 
 class CollectionFailed(InvalidArgument):
-    """Collecting the suite failed: ``exitstatus`` is pytest's (4 it refused its arguments, 5 nothing collected)."""
+    """Collecting the suite failed: ``exitstatus`` is pytest's (4 it refused its arguments,
+    :data:`NO_TESTS_COLLECTED` nothing collected)."""
 
     def __init__(self, exitstatus: int, output: str) -> None:
         tail = " | ".join(output.strip().splitlines()[-5:])
-        what = {5: "no test was collected"}.get(exitstatus, f"collecting the suite failed (pytest exit {exitstatus})")
-        super().__init__(f"{what}: {tail}" if tail and exitstatus != 5 else what)
+        empty = exitstatus == NO_TESTS_COLLECTED
+        what = "no test was collected" if empty else f"collecting the suite failed (pytest exit {exitstatus})"
+        super().__init__(f"{what}: {tail}" if tail and not empty else what)
         self.exitstatus = exitstatus
 
 

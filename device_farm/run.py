@@ -52,13 +52,14 @@ from tinyhil.device_farm.health.states import HealthBook, ProbeResult
 from tinyhil.device_farm.history import HistorySettings, durations_from_history, last_failed_pairs, record
 from tinyhil.device_farm.history.facts import run_facts, suite_key
 from tinyhil.device_farm.inventory.hwmap import Board, HardwareMap
-from tinyhil.device_farm.journal import JOURNAL_NAME, Journal, JournalState, read_journal
+from tinyhil.device_farm.journal import JOURNAL_NAME, Journal, read_journal
 from tinyhil.device_farm.planning import Pair, plan, read_durations, save_durations, select_pairs
 from tinyhil.device_farm.quarantine import Quarantine
 from tinyhil.device_farm.reports import JUNIT_NAME, REPORT_NAME, SUMMARY_NAME
 from tinyhil.device_farm.reports.html import write_report
+from tinyhil.device_farm.reports.metadata import run_metadata
 from tinyhil.device_farm.reports.progress import Progress, print_results
-from tinyhil.device_farm.reports.summary import failed, farm_summary, pair_reports, write_junit
+from tinyhil.device_farm.reports.summary import failed, farm_summary, pair_reports, quarantined_by, write_junit
 from tinyhil.device_farm.run_header import check_pairs, check_sources, header_record, read_header
 from tinyhil.device_farm.shard.parent import shard_command
 from tinyhil.device_farm.state import leases_dir
@@ -147,6 +148,7 @@ class FarmRun:
     command: str = COMMANDS[0]  # the tinyhil command that runs it (its header says so; --resume goes through it)
     reruns: int = 0  # a failing test runs up to this many more times; one that then passes is flaky
     deadline_at: float | None = None  # time.time() past which the run starts no test and ends the running ones
+    command_line: tuple[str, ...] = ()  # the command line its reports name (default: this process's sys.argv)
 
     def remaining_s(self, clock: Callable[[], float] = time.time) -> float | None:
         """Seconds left before the run's deadline (0 once past it), or ``None`` for a run with no deadline: the
@@ -231,10 +233,18 @@ def resume_command(run: FarmRun) -> str:
     return f"tinyhil {run.command} --resume {shlex.quote(str(run.run_dir))}"
 
 
-def _good_boards(hwmap: HardwareMap, health: HealthBook, out: TextIO) -> list[Board]:
+def _good_boards(hwmap: HardwareMap, health: HealthBook, out: TextIO,
+                 versions: dict[str, Mapping[str, str]]) -> list[Board]:  # fmt: skip
+    """The boards that may take work (probed when due); ``versions`` gets what each probe read of its board."""
+
+    def probe(board: Board) -> ProbeResult:
+        result = probe_board(board)
+        versions[board.id] = result.versions
+        return result
+
     good = []
     for board in hwmap.boards:
-        if health.ready(board, probe_board):
+        if health.ready(board, probe):
             good.append(board)
         else:
             record = health.record(board.id)
@@ -295,9 +305,11 @@ def _dask_boards(hwmap: HardwareMap, offered: Sequence[Board], health: HealthBoo
 
 def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[], float],
               session: DaskSession | None) -> int:  # fmt: skip
+    started = clock()
+    versions: dict[str, Mapping[str, str]] = {}  # what this run's probes read of each board
     health = HealthBook(hwmap.boards, clock=clock, state_dir=run.state_dir if session is None else None)
-    boards = _good_boards(hwmap, health, out) if session is None else _dask_boards(hwmap, session.offered(),
-                                                                                   health, out)  # fmt: skip
+    boards = _good_boards(hwmap, health, out, versions) if session is None else _dask_boards(
+        hwmap, session.offered(), health, out)  # fmt: skip
     # On Dask a mapped board no worker offers is collected too: its shards fail the run with the precise message.
     served = sorted({t for b in (boards if session is None else hwmap.boards) for t in b.targets})
     missing = [t for t in run.targets if t not in served]
@@ -331,7 +343,9 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         check_pairs(header, [p.key for p in selected])
     with Journal(journal_path) as journal:
         if previous is None:
-            journal.append(header_record(run, hwmap, run_id, clock(), targets, [p.key for p in selected]))
+            journal.append(header_record(run, hwmap, run_id, started, targets, [p.key for p in selected]))
+        elif previous.run is not None:  # a resumed run started when its first part did
+            started = float(previous.run.get("started") or started)
         done = set(previous.final) if previous is not None else set()
         for line, problem in previous.corrupt if previous is not None else ():
             print(f"journal line {line} is corrupt ({problem}); its test runs again", file=out)
@@ -346,15 +360,19 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
                     print(f"tinyhil farm run: {problem}", file=out)
                 return EXIT_UNAVAILABLE
         work = plan(routed, boards, durations=known, workers=run.workers)
-        for pair in todo:
-            if pair.node_id in skipped:
-                journal.append(Result(pair.key, pair.name, pair.target, "-", "-", 1, "skipped", 0.0,
-                                      skipped[pair.node_id]).record())  # fmt: skip
-        for unroutable in work.unroutable:
-            pair = unroutable.pair
-            journal.append(Result(pair.key, pair.name, pair.target, "-", "-", 1, "error", 0.0,
-                                  unroutable.reason).record())  # fmt: skip
-        progress = Progress(len(todo), out)
+        today = dt.date.today()
+
+        def quarantined(result: Result) -> bool:
+            return quarantined_by(run.quarantine, result.record(), today) is not None
+
+        progress = Progress(len(todo), out, quarantined=quarantined)
+        decided = [Result(p.key, p.name, p.target, "-", "-", 1, "skipped", 0.0, skipped[p.node_id])
+                   for p in todo if p.node_id in skipped]  # fmt: skip
+        decided += [Result(u.pair.key, u.pair.name, u.pair.target, "-", "-", 1, "error", 0.0, u.reason)
+                    for u in work.unroutable]  # fmt: skip
+        for result in decided:  # results without a run: journaled and counted before any test starts
+            journal.append(result.record())
+            progress.show(result)
 
         def arrived(result: Result) -> None:
             journal.append(result.record())
@@ -391,7 +409,7 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         progress.close()
     save_durations(run.state_dir, known)
     journal_state = read_journal(journal_path)
-    reports = pair_reports(journal_state, run.quarantine, dt.date.today())
+    reports = pair_reports(journal_state, run.quarantine, today)
     status = OUTPUT_CLOSED_EXIT_STATUS if progress.closed else 1 if failed(reports) else 0
     completeness = _completeness(todo, journal_state.final, engine.stopped)
     if "missing" in completeness and (engine.stopped or "").startswith(DEADLINE_PASSED):
@@ -402,12 +420,16 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
     extra = {"run_id": run_id, "exitstatus": status, "targets": described,
              "boards": [{"board": b.id, "host": b.host, "health": r.state.value, "reason": r.reason}
                         for b, r in states], **completeness}  # fmt: skip
-    write_summary(run.run_dir / SUMMARY_NAME, farm_summary(reports, extra))
-    write_junit(run.run_dir / JUNIT_NAME, reports, f"tinyhil farm run {run_id}", incomplete=extra.get("incomplete"))
-    facts = run_facts(run_id, run.suite, hwmap, run.run_dir / REPORT_NAME, started=_started(journal_state, clock),
-                      finished=clock(), exitstatus=status, complete=bool(extra["complete"]))  # fmt: skip
+    metadata = run_metadata(run_id=run_id, started=started, finished=clock(), command=run.command_line or sys.argv,
+                            suite=run.suite, pyargs=run.pyargs, hosts=[b.host for b in hwmap.boards],
+                            hwmap_path=hwmap.path, versions=versions)  # fmt: skip
+    write_summary(run.run_dir / SUMMARY_NAME, farm_summary(reports, extra, metadata))
+    write_junit(run.run_dir / JUNIT_NAME, reports, f"tinyhil farm run {run_id}", incomplete=extra.get("incomplete"),
+                metadata=metadata)  # fmt: skip
+    facts = run_facts(metadata, run.suite, run.run_dir / REPORT_NAME, exitstatus=status,
+                      complete=bool(extra["complete"]))  # fmt: skip
     history = record(run.history, facts, reports, extra["boards"])
-    write_report(run.run_dir / REPORT_NAME, reports, extra, history=history)
+    write_report(run.run_dir / REPORT_NAME, reports, extra, metadata, history=history)
     if run.on_finish:
         run_on_finish(run.on_finish, run.run_dir / SUMMARY_NAME)
     if interrupted:  # the reports are written; the command line says it was interrupted (its exit status)
@@ -418,12 +440,6 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         if "incomplete" in extra:
             print(f"incomplete: {extra['incomplete']}; finish the run with: {resume_command(run)}", file=out)
     return status
-
-
-def _started(journal: JournalState, clock: Callable[[], float]) -> float:
-    """When the run started: its journal header's time (the first part's, for a resumed run)."""
-    started = journal.run.get("started") if journal.run else None
-    return float(started) if started is not None else clock()
 
 
 def _deadline_timer(run: FarmRun, engine: FarmEngine) -> threading.Timer | None:

@@ -11,8 +11,9 @@ it more attempts: then it is a non-final attempt and the pair runs again, by the
 (the board's health untouched: a failing test is not the board's fault), up to ``reruns`` more times. An
 infrastructure failure
 (the board lost, the lease timed out, the shard or its worker killed while a test ran) is recorded as a non-final
-attempt, counted against the board's health (UNKNOWN: the lane probes it before its next shard, and a BAD board's lane
-stops, handing its pairs to other lanes), and the pair is retried on another eligible board, up to ``max_attempts``;
+attempt (a killed test's from when its start event says it started to when the engine learned of the loss),
+counted against the board's health (UNKNOWN: the lane probes it before its next shard, and a BAD board's lane stops,
+handing its pairs to other lanes), and the pair is retried on another eligible board, up to ``max_attempts``;
 with no other board left, it is retried where it was, after the probe. Pairs a shard never started go back to their lane
 without counting an attempt; a board no worker offers any more leaves the run like a BAD one. Every result goes to
 ``on_result`` as it arrives, at most one final result per pair. A runner that raises :class:`EngineLost` (the Dask
@@ -32,6 +33,7 @@ failed on, never on the lane that happened to notice.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -101,9 +103,10 @@ class _Attempt:
     details: Mapping[str, str] = field(default_factory=dict)  # a failure's longrepr, stdout, stderr and log
 
     @classmethod
-    def lost(cls, cause: str) -> _Attempt:
-        """An attempt the infrastructure ended (``error``, with the cause as its reason)."""
-        return cls("error", cause, cause)
+    def lost(cls, cause: str, started: float, finished: float) -> _Attempt:
+        """An attempt the infrastructure ended (``error``, with the cause as its reason) that ran from ``started``
+        (when its test started; when it was lost, for a test that never started) to ``finished``, Unix times."""
+        return cls("error", cause, cause, max(finished - started, 0.0), started, finished)
 
     @classmethod
     def from_event(cls, event: Mapping[str, Any]) -> _Attempt:
@@ -383,6 +386,7 @@ class _ShardAccount:
         self.by_node = {pair.node_id: pair for pair in batch}
         self.host = engine.runner.host
         self.running: str | None = None
+        self.started: dict[str, float] = {}  # node id -> when its start event says it started (Unix time)
         self.done: set[str] = set()
         self.infrastructure: str | None = None
         self.left: list[Pair] = []
@@ -390,7 +394,9 @@ class _ShardAccount:
     def _lost(self, nodeid: str, cause: str) -> None:
         if self.engine.killed:  # the run ended it (deadline, Ctrl-C): no attempt, nothing on the board
             return
-        self.engine._attempted(self.state, self.by_node[nodeid], (self.board.id, self.host), _Attempt.lost(cause))
+        now = time.time()  # a killed test sends no result: its attempt ends when the engine learns of the loss
+        attempt = _Attempt.lost(cause, self.started.get(nodeid, now), now)
+        self.engine._attempted(self.state, self.by_node[nodeid], (self.board.id, self.host), attempt)
         self.done.add(nodeid)
         self.infrastructure = self.infrastructure or cause
 
@@ -401,6 +407,7 @@ class _ShardAccount:
                 self.host = str(event["host"])
             elif kind == "start" and nodeid in self.by_node and nodeid not in self.done:
                 self.running = nodeid
+                self.started[nodeid] = float(event.get("time") or time.time())
                 self.engine._call(self.state, self.engine._on_start, self.board.id, self.by_node[nodeid].name)
             elif kind == "lost" and self.running is not None:  # the test's process died; the shard goes on
                 self._lost(self.running, str(event["cause"]))

@@ -30,6 +30,7 @@ __all__ = ["PROBE_FILL_BYTES", "PROBE_SRAM_BYTES", "probe_board", "probe_bridge"
 PROBE_SRAM_BYTES: Final = 512  # one 0xF2 sector; the XDATA window at 0x8000 shows SRAM from its start
 PROBE_FILL_BYTES: Final = 64 << 10
 _FILL_VALUE: Final = 0xA5
+_KFD_FIRMWARE: Final = ("fw_version", "sdma_fw_version")  # a KFD topology node's microcode versions
 _LANDING_POLLS: Final = 50  # 0xF2 writes have no completion: the read-back polls, 1 ms apart, this many times
 
 
@@ -82,9 +83,19 @@ def _probe_device(
                 return ProbeResult(False, f"{target}: SDMA fill read back {back[wrong]:#04x} at byte {wrong}")
             version = getattr(getattr(device, "kfd", None), "version", None)
             said = f"KFD {version[0]}.{version[1]}, " if version else ""
-            return ProbeResult(True, f"{target} opened, {said}SDMA fill of {PROBE_FILL_BYTES} bytes read back")
+            return ProbeResult(True, f"{target} opened, {said}SDMA fill of {PROBE_FILL_BYTES} bytes read back",
+                               _kfd_versions(version, node))  # fmt: skip
     except Exception as exc:  # a probe reports, it never raises
         return _failure(f"{target} probe", exc)
+
+
+def _kfd_versions(version: tuple[int, int] | None, node: Any) -> dict[str, str]:
+    """What a KFD GPU says of its versions: the amdkfd interface it speaks (``driver``) and the microcode versions
+    its topology node reports (``fw_version``, ``sdma_fw_version``: ``firmware``), each where it says it."""
+    properties = getattr(node, "properties", None) or {}
+    firmware = ", ".join(f"{name} {properties[name]}" for name in _KFD_FIRMWARE if name in properties)
+    found = {"driver": f"amdkfd ioctl {version[0]}.{version[1]}" if version else "", "firmware": firmware}
+    return {name: text for name, text in found.items() if text}
 
 
 _NVML_UNCORRECTED: Final = 1  # NVML_MEMORY_ERROR_TYPE_UNCORRECTED
@@ -122,11 +133,27 @@ def _probe_nv(locator: NvLocator, nvml: Any) -> ProbeResult:
             if count:
                 return ProbeResult(False, f"{said[0]}: {count} {what}")
             said.append(f"no {what}")
-        return ProbeResult(True, ", ".join(said))
+        return ProbeResult(True, ", ".join(said), _nv_versions(nvml, handle))
     except Exception as exc:  # a probe reports, it never raises
         return _failure("NVML query", exc)
     finally:
         nvml.nvmlShutdown()
+
+
+def _nv_versions(nvml: Any, handle: Any) -> dict[str, str]:
+    """The NVIDIA driver's version and the board's VBIOS version, each where NVML answers."""
+    found: dict[str, str] = {}
+    queries: tuple[tuple[str, Callable[[], Any]], ...] = (
+        ("driver", lambda: nvml.nvmlSystemGetDriverVersion()),
+        ("firmware", lambda: nvml.nvmlDeviceGetVbiosVersion(handle)),
+    )
+    for name, query in queries:
+        try:
+            text = query()
+        except Exception:  # an NVML that cannot say: the version is left out, the probe's verdict stands
+            continue
+        found[name] = text.decode() if isinstance(text, bytes) else str(text)
+    return found
 
 
 def _open_bridge(board: Board, usb_context: Any) -> Any:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
@@ -46,10 +46,12 @@ _FROM_MAP: Final[Mapping[MapState, HealthState]] = {
 
 @dataclass(frozen=True, slots=True)
 class ProbeResult:
-    """What a health probe saw: ``ok``, and a one-line ``detail`` (why not, or what was checked)."""
+    """What a health probe saw: ``ok``, a one-line ``detail`` (why not, or what was checked), and the versions it
+    read of the board (``firmware``, ``driver``: what the run's reports show), where it could."""
 
     ok: bool
     detail: str
+    versions: Mapping[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,9 @@
 """A run's reports, written from its journal: ``summary.json`` and ``junit.xml``
 (:mod:`~tinyhil.device_farm.reports.summary`), the self-contained ``report.html``
-(:mod:`~tinyhil.device_farm.reports.html`), the target-by-test matrix (:mod:`~tinyhil.device_farm.reports.matrix`)
-and the run's progress and closing lines on the terminal (:mod:`~tinyhil.device_farm.reports.progress`)."""
+(:mod:`~tinyhil.device_farm.reports.html`, its timeline :mod:`~tinyhil.device_farm.reports.timeline`), the run's
+metadata every report shows (:mod:`~tinyhil.device_farm.reports.metadata`), the target-by-test matrix
+(:mod:`~tinyhil.device_farm.reports.matrix`) and the run's progress and closing lines on the terminal
+(:mod:`~tinyhil.device_farm.reports.progress`)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,19 @@
 """``report.html``: one self-contained page of a farm run (no network needed to view it).
 
 Sections: a banner when the run is incomplete (``complete: false`` in the summary: it stopped before every pair
-ran; ``id="incomplete"``); the totals; the test x target matrix (each cell the outcome and the board that ran it);
-failures with their messages (and a link to the reproduction bundle, ``data-bundle``, when the pair left one), each
-with its traceback, captured output and log records collapsed under it (``<details data-detail="longrepr">``, ...)
-and an anchor (``id="failure-N"``) that its matrix cell links to; flaky
-and quarantined tests; board health; and a timeline of which board ran what and when. Every element a reader or a test
-counts carries a ``data-`` attribute (``data-outcome``, ``data-board``, ``data-test``).
+ran; ``id="incomplete"``); the run's metadata (``id="metadata"``, a row per
+:meth:`~tinyhil.device_farm.reports.metadata.RunMetadata.items` pair); the totals (``id="totals"``, by kind, a
+``data-<kind>`` count each); the test x target matrix (each cell the kind and the board that ran it); failures with
+their messages (and a link to the reproduction bundle, ``data-bundle``, when the pair left one), each with its
+traceback, captured output and log records collapsed under it (``<details data-detail="longrepr">``, ...) and an
+anchor (``id="failure-N"``) that its matrix cell links to; flaky and quarantined tests; board health with the
+firmware and driver versions its probe read; and the timeline (:mod:`~tinyhil.device_farm.reports.timeline`). Every
+element a reader or a test counts carries a ``data-`` attribute (``data-outcome``, ``data-kind``, ``data-board``,
+``data-test``).
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -19,50 +21,42 @@ from typing import Any, Final
 from tinyhil._files import write_atomically
 from tinyhil.device_farm.history.html import HISTORY_STYLE, failure_mark, history_header
 from tinyhil.device_farm.history.queries import RunHistory
+from tinyhil.device_farm.reports import timeline
+from tinyhil.device_farm.reports._markup import escape as _e
+from tinyhil.device_farm.reports._markup import where as _where
 from tinyhil.device_farm.reports.matrix import row_name
-from tinyhil.device_farm.reports.summary import PairReport, totals_line
-from tinyhil.fixtures.outcomes import FAILING
-from tinyhil.printable import printable
+from tinyhil.device_farm.reports.metadata import RunMetadata
+from tinyhil.device_farm.reports.summary import PairReport, pair_counts
+from tinyhil.fixtures.outcomes import FAILING, counts_line
 
 __all__ = ["failure_anchors", "render_report", "write_report"]
 
-_STYLE: Final = """
+_STYLE: Final = (
+    """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin-top: 1.6em; }
 table { border-collapse: collapse; } td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: left; }
 td.cell { font-size: 12px; white-space: nowrap; }
 .passed { background: #d7f5d7; } .failed, .error { background: #f8d0d0; } .skipped { background: #eee; }
-.xfailed, .xpassed { background: #f5ecc8; } .quarantined { outline: 2px dashed #b58900; }
-.timeline { position: relative; border-left: 1px solid #999; }
-.lane { position: relative; height: 18px; margin: 3px 0; background: #fafafa; }
-.lane-name { position: absolute; left: -11em; width: 10.5em; text-align: right; font-size: 12px; }
-.bar { position: absolute; top: 2px; height: 14px; min-width: 2px; opacity: .85; }
-.timeline-wrap { margin-left: 11em; }
+.xfailed, .xpassed { background: #f5ecc8; } .flaky { background: #d7f5d7; outline: 2px dotted #2a7f2a; }
+.quarantined { background: #f8d0d0; outline: 2px dashed #b58900; }
+#metadata th { font-weight: normal; color: #555; } #metadata td { font-family: monospace; font-size: 12px; }
 pre { white-space: pre-wrap; margin: 0; }
 details { margin: 2px 0 2px 1em; } summary { cursor: pointer; color: #444; }
 td.cell a { color: inherit; }
 .incomplete { background: #fde2b8; border: 2px solid #b35c00; padding: 6px 10px; }
 """
-
-
-def _e(value: object) -> str:
-    """``value`` as HTML text or attribute: markup escaped, control characters shown as ``\\xNN`` (printable)."""
-    return html.escape(printable(str(value)), quote=True)
-
-
-def _where(attempt: Mapping[str, Any]) -> str:
-    """``board @ host`` (just the board where no host ran it: a pair reported without running)."""
-    board, host = attempt.get("board") or "-", attempt.get("host") or "-"
-    return str(board) if host == "-" else f"{board} @ {host}"
+    + timeline.STYLE
+)
 
 
 def _cell(report: PairReport, anchor: str | None) -> str:
-    outcome = str(report.final["outcome"])
-    classes = f"cell {outcome}" + (" quarantined" if report.quarantined else "")
+    outcome, kind = str(report.final["outcome"]), report.kind
     board, host = report.final.get("board") or "-", report.final.get("host") or "-"
     title = _e(report.final.get("reason") or outcome)
-    return (f'<td class="{classes}" data-outcome="{_e(outcome)}" data-board="{_e(board)}" data-host="{_e(host)}" '
-            f'title="{title}">{_linked(f"{_e(outcome)} · {_e(_where(report.final))}", anchor)}</td>')  # fmt: skip
+    return (f'<td class="cell {_e(kind)}" data-outcome="{_e(outcome)}" data-kind="{_e(kind)}" data-board="{_e(board)}" '
+            f'data-host="{_e(host)}" title="{title}">{_linked(f"{_e(kind)} · {_e(_where(report.final))}", anchor)}'
+            "</td>")  # fmt: skip
 
 
 def _linked(text: str, anchor: str | None) -> str:
@@ -134,45 +128,45 @@ def _listing(element_id: str, items: Sequence[str], empty: str, *, elements: boo
     return f'<ul id="{element_id}" data-count="{len(items)}">{listed}</ul>'
 
 
-def _timeline(reports: Sequence[PairReport]) -> str:
-    attempts = [a for r in reports for a in (*r.earlier, r.final) if a.get("started") and a.get("finished")]
-    if not attempts:
-        return '<div class="timeline" id="timeline" data-bars="0"><p>No timed attempts.</p></div>'
-    start = min(float(a["started"]) for a in attempts)
-    span = max(float(a["finished"]) for a in attempts) - start or 1.0
-    lanes: dict[str, list[Mapping[str, Any]]] = {}
-    for attempt in attempts:
-        lanes.setdefault(_where(attempt), []).append(attempt)
-    rows = []
-    for board in sorted(lanes):
-        bars = []
-        for a in lanes[board]:
-            left = (float(a["started"]) - start) / span * 100
-            width = max((float(a["finished"]) - float(a["started"])) / span * 100, 0.2)
-            label = f"{a['nodeid']} attempt {a.get('attempt')}: {a['outcome']}"
-            bars.append(f'<div class="bar {_e(a["outcome"])}" data-test="{_e(a["nodeid"])}" '
-                        f'style="left:{left:.3f}%;width:{width:.3f}%" title="{_e(label)}"></div>')  # fmt: skip
-        first = lanes[board][0]
-        rows.append(f'<div class="lane" data-board="{_e(first["board"])}" data-host="{_e(first.get("host", "-"))}">'
-                    f'<span class="lane-name">{_e(board)}</span>{"".join(bars)}</div>')  # fmt: skip
-    return (f'<div class="timeline-wrap"><div class="timeline" id="timeline" data-bars="{len(attempts)}" '
-            f'data-seconds="{span:.3f}">{"".join(rows)}</div></div>')  # fmt: skip
+def _metadata(metadata: RunMetadata | None) -> str:
+    if metadata is None:
+        return ""
+    rows = "".join(f'<tr data-name="{_e(name)}"><th>{_e(name)}</th><td>{_e(value)}</td></tr>'
+                   for name, value in metadata.items(boards=False))  # fmt: skip
+    return f'<table id="metadata">{rows}</table>'
 
 
-def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any], *, history: RunHistory | None = None,
-                  page: Path = Path()) -> str:  # fmt: skip
-    """The page's HTML for ``reports`` and the run's ``extra`` (``run_id``, ``boards`` with their health), with
-    what ``history`` says of the run (:mod:`~tinyhil.device_farm.history.html`) when the page is ``page``."""
-    totals = totals_line(reports)
+def _board_row(board: Mapping[str, Any], metadata: RunMetadata | None) -> str:
+    read = metadata.board_versions(str(board["board"])) if metadata is not None else {}
+    cells = [board["board"], board.get("host", "-"), board["health"], board.get("reason") or "",
+             read.get("firmware") or "-", read.get("driver") or "-"]  # fmt: skip
+    return (
+        f'<tr data-board="{_e(board["board"])}" data-health="{_e(board["health"])}" '
+        f'data-host="{_e(board.get("host", "-"))}">{"".join(f"<td>{_e(c)}</td>" for c in cells)}</tr>'
+    )
+
+
+def _totals(reports: Sequence[PairReport]) -> str:
+    counts = pair_counts(reports)
+    data = " ".join(f'data-{kind}="{n}"' for kind, n in counts.items())
+    return (
+        f'<p id="totals" data-pairs="{len(reports)}" {data}>{len(reports)} test x target pairs: '
+        f"{_e(counts_line(counts))}</p>"
+    )
+
+
+def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any], metadata: RunMetadata | None = None, *,
+                  history: RunHistory | None = None, page: Path = Path()) -> str:  # fmt: skip
+    """The page's HTML for ``reports``, the run's ``extra`` (``run_id``, ``boards`` with their health and versions)
+    and its ``metadata``, with what ``history`` says of the run (:mod:`~tinyhil.device_farm.history.html`) when the
+    page is ``page``."""
     anchors = failure_anchors(reports)
     failures = [_failure(reports[i], anchor, history) for i, anchor in anchors.items()]
     flaky = [_flaky_line(r) for r in reports if r.flaky]
     quarantined = [f"{_e(r.final['nodeid'])}: {_e(r.final['outcome'])} ({_e(r.quarantined)})"
                    for r in reports if r.quarantined is not None]  # fmt: skip
-    boards = "".join(f'<tr data-board="{_e(b["board"])}" data-health="{_e(b["health"])}" '
-                     f'data-host="{_e(b.get("host", "-"))}"><td>{_e(b["board"])}</td><td>{_e(b.get("host", "-"))}</td>'
-                     f'<td>{_e(b["health"])}</td><td>{_e(b.get("reason", ""))}</td></tr>'
-                     for b in extra.get("boards", []))  # fmt: skip
+    boards = "".join(_board_row(b, metadata) for b in extra.get("boards", []))
+    attempts = [(a, True) for r in reports for a in r.earlier] + [(r.final, False) for r in reports]
     run_id = _e(extra.get("run_id", ""))
     banner = ""
     if extra.get("complete") is False:  # the run stopped before every pair ran: say so before anything else
@@ -182,20 +176,20 @@ def render_report(reports: Sequence[PairReport], extra: Mapping[str, Any], *, hi
 <html lang="en"><head><meta charset="utf-8"><title>tinyhil farm run {run_id}</title>
 <style>{_STYLE}{HISTORY_STYLE}</style></head>
 <body>
-<h1>tinyhil farm run {run_id}</h1>{banner}{history_header(history, page)}
-<p id="totals" data-pairs="{len(reports)}">{len(reports)} test x target pairs: {_e(totals)}</p>
+<h1>tinyhil farm run {run_id}</h1>{banner}{_metadata(metadata)}{history_header(history, page)}
+{_totals(reports)}
 <h2>Matrix</h2>{_matrix(reports, anchors)}
 <h2>Failures</h2>{_listing("failures", failures, "No failures.", elements=True)}
 <h2>Flaky</h2>{_listing("flaky", flaky, "No flaky tests.")}
 <h2>Quarantined</h2>{_listing("quarantined", quarantined, "Nothing quarantined.")}
-<h2>Boards</h2><table id="boards"><thead><tr><th>board</th><th>host</th><th>health</th><th>why</th></tr></thead>
-<tbody>{boards}</tbody></table>
-<h2>Timeline</h2>{_timeline(reports)}
+<h2>Boards</h2><table id="boards"><thead><tr><th>board</th><th>host</th><th>health</th><th>why</th>
+<th>firmware</th><th>driver</th></tr></thead><tbody>{boards}</tbody></table>
+<h2>Timeline</h2>{timeline.render_timeline(attempts)}
 </body></html>
 """
 
 
-def write_report(path: Path, reports: Sequence[PairReport], extra: Mapping[str, Any], *,
-                 history: RunHistory | None = None) -> None:  # fmt: skip
+def write_report(path: Path, reports: Sequence[PairReport], extra: Mapping[str, Any],
+                 metadata: RunMetadata | None = None, *, history: RunHistory | None = None) -> None:  # fmt: skip
     """Write ``report.html`` (through a temporary file, so a reader never sees half a page)."""
-    write_atomically(path, render_report(reports, extra, history=history, page=path))
+    write_atomically(path, render_report(reports, extra, metadata, history=history, page=path))

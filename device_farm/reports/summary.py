@@ -3,9 +3,11 @@ and writer) and a merged ``junit.xml``.
 
 Each pair is reported once, with its final attempt. A pair whose earlier attempts were lost to the infrastructure
 and whose final attempt passed is *flaky*, reported with every outcome. A failing pair that an active quarantine
-entry matches is *quarantined*: reported with the entry's reason, and it does not fail the run. JUnit test cases
-carry the properties ``target``, ``board``, ``host`` and ``attempt`` (and ``flaky``, ``quarantined``, and ``bundle``,
-the directory of a failing pair's reproduction bundle when its shard ran under ``--hil-repro-dir``). A failure's
+entry matches is *quarantined*: reported with the entry's reason, and it does not fail the run. Every report counts
+a pair once, as its kind (:attr:`PairReport.kind`, :mod:`tinyhil.fixtures.outcomes`). JUnit test cases carry the
+properties ``outcome`` (the kind), ``target``, ``board``, ``host`` and ``attempt`` (and ``flaky`` or ``earlier``,
+the lost attempts, ``quarantined``, and ``bundle``, the directory of a failing pair's reproduction bundle when its
+shard ran under ``--hil-repro-dir``). A failure's
 ``<failure>`` or ``<error>`` body is its traceback as pytest wrote it (``--tb`` honoured), its ``<system-out>`` the
 captured standard output and, under ``--- Captured log ---``, its log records, its ``<system-err>`` the captured
 standard error. Test names are pytest's node ids relative to the suite's root, so they are the same in every checkout.
@@ -21,7 +23,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 import xml.etree.ElementTree as ET
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,8 @@ from typing import Any, Final
 from tinyhil._files import write_atomically
 from tinyhil.device_farm.journal import JournalState
 from tinyhil.device_farm.quarantine import Quarantine
-from tinyhil.fixtures.outcomes import FAILING
+from tinyhil.device_farm.reports.metadata import RunMetadata, iso_time
+from tinyhil.fixtures.outcomes import FAILING, JUNIT_TAGS, count_kinds, counts_line, junit_counts, result_kind
 from tinyhil.fixtures.summary import SCHEMA, split_nodeid, summary_document
 
 __all__ = [
@@ -39,7 +41,9 @@ __all__ = [
     "farm_summary",
     "junit_escape",
     "junit_unescape",
+    "pair_counts",
     "pair_reports",
+    "quarantined_by",
     "totals_line",
     "write_junit",
 ]
@@ -113,6 +117,11 @@ class PairReport:
     def fails_run(self) -> bool:
         return self.final["outcome"] in FAILING and self.quarantined is None
 
+    @property
+    def kind(self) -> str:
+        """What every report counts this pair as (:func:`~tinyhil.fixtures.outcomes.result_kind`)."""
+        return result_kind(str(self.final["outcome"]), flaky=self.flaky, quarantined=self.quarantined is not None)
+
     def as_json(self) -> dict[str, Any]:
         """This pair's ``results[]`` entry in ``summary.json`` (:data:`~tinyhil.fixtures.summary.SCHEMA`)."""
         final = self.final
@@ -124,10 +133,23 @@ class PairReport:
                 "earlier": earlier, "bundle": self.bundle, **self.details, **artifacts}  # fmt: skip
 
 
+def pair_counts(reports: Sequence[PairReport]) -> dict[str, int]:
+    """How many pairs there are of each kind (:func:`~tinyhil.fixtures.outcomes.count_kinds`)."""
+    return count_kinds(report.kind for report in reports)
+
+
 def totals_line(reports: Sequence[PairReport]) -> str:
-    """``2 failed, 7 passed, 1 skipped`` (outcomes of the final attempts, sorted by name), or ``nothing ran``."""
-    counts = Counter(str(report.final["outcome"]) for report in reports)
-    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) or "nothing ran"
+    """``7 passed, 2 failed, 1 quarantined`` (:func:`~tinyhil.fixtures.outcomes.counts_line`), or ``nothing ran``."""
+    return counts_line(pair_counts(reports))
+
+
+def quarantined_by(quarantine: Quarantine | None, final: Mapping[str, Any], today: dt.date) -> str | None:
+    """The reason of the active entry of ``quarantine`` that covers a ``final`` result (a journal record: a failure
+    or an error, by its test, target and board), or ``None``."""
+    if quarantine is None or final["outcome"] not in FAILING:
+        return None
+    entry = quarantine.match(final["nodeid"], final["target"], final["board"], today)
+    return None if entry is None else entry.reason
 
 
 def pair_reports(journal: JournalState, quarantine: Quarantine | None, today: dt.date) -> list[PairReport]:
@@ -135,10 +157,7 @@ def pair_reports(journal: JournalState, quarantine: Quarantine | None, today: dt
     reports = []
     for key, final in journal.final.items():
         earlier = tuple(a for a in journal.attempts[key] if not a["final"])
-        entry = None
-        if quarantine is not None and final["outcome"] in FAILING:
-            entry = quarantine.match(final["nodeid"], final["target"], final["board"], today)
-        reports.append(PairReport(final, earlier, None if entry is None else entry.reason))
+        reports.append(PairReport(final, earlier, quarantined_by(quarantine, final, today)))
     return reports
 
 
@@ -147,28 +166,32 @@ def failed(reports: Sequence[PairReport]) -> bool:
     return any(report.fails_run for report in reports)
 
 
-def farm_summary(reports: Sequence[PairReport], extra: Mapping[str, Any]) -> dict[str, Any]:
-    """The run's ``summary.json`` document: every pair, and ``extra`` (``exitstatus``, ``targets``, ``complete``
-    and the farm's own fields: run id, boards, what is missing), written by
-    :func:`~tinyhil.fixtures.summary.write_summary`."""
+def farm_summary(reports: Sequence[PairReport], extra: Mapping[str, Any],
+                 metadata: RunMetadata | None = None) -> dict[str, Any]:  # fmt: skip
+    """The run's ``summary.json`` document: every pair, ``extra`` (``exitstatus``, ``targets``, ``complete`` and the
+    farm's own fields: run id, boards, what is missing) and the run's ``metadata`` (its fields, and each board's
+    ``firmware`` and ``driver``), written by :func:`~tinyhil.fixtures.summary.write_summary`."""
     fields = dict(extra)
     exitstatus, targets, complete = fields.pop("exitstatus"), fields.pop("targets"), fields.pop("complete", True)
+    if metadata is not None:
+        fields.update(metadata.summary_fields())
+        fields["boards"] = [{**b, **metadata.board_versions(str(b["board"]))} for b in fields.get("boards", [])]
     return summary_document([r.as_json() for r in reports], exitstatus=exitstatus, targets=targets,
                             complete=complete, extra=fields)  # fmt: skip
 
 
 def _case(report: PairReport) -> ET.Element:
-    final = report.final
+    final, kind = report.final, report.kind
     path, _, name = str(final["nodeid"]).partition("::")
     classname = path.removesuffix(".py").replace("/", ".")
     case = ET.Element("testcase", classname=junit_escape(classname), name=junit_escape(name),
                       time=f"{final.get('duration_s', 0.0):.3f}")  # fmt: skip
     properties = ET.SubElement(case, "properties")
-    shown: dict[str, Any] = {k: final.get(k) for k in ("target", "board", "host", "attempt")}
+    shown: dict[str, Any] = {"outcome": kind, **{k: final.get(k) for k in ("target", "board", "host", "attempt")}}
     if report.bundle is not None:
         shown["bundle"] = report.bundle
-    if report.flaky:
-        shown["flaky"] = "; ".join(
+    if report.earlier:
+        shown["flaky" if report.flaky else "earlier"] = "; ".join(
             f"attempt {a['attempt']} on {a['board']}: {a['infrastructure']}" for a in report.earlier
         )
     if report.quarantined is not None:
@@ -176,32 +199,42 @@ def _case(report: PairReport) -> ET.Element:
     shown.update(report.artifacts)
     for name_, value in shown.items():
         ET.SubElement(properties, "property", name=name_, value=junit_escape(value))
-    outcome, reason = final["outcome"], junit_escape(final.get("reason") or "")
-    details = report.details
-    if outcome in FAILING and report.quarantined is None:
-        body = junit_escape(details.get("longrepr") or final.get("reason") or "")
-        ET.SubElement(case, "failure" if outcome == "failed" else "error", message=reason).text = body
-    elif outcome in FAILING or outcome in ("skipped", "xfailed"):  # an xfail is a skip to JUnit, as in pytest
-        message = f"quarantined: {junit_escape(report.quarantined)} ({reason})" if report.quarantined else reason
-        ET.SubElement(case, "skipped", message=message)
+    reason, details, tag = junit_escape(final.get("reason") or ""), report.details, JUNIT_TAGS[kind]
+    if tag is not None:
+        message = f"quarantined ({junit_escape(report.quarantined)}): {reason}" if kind == "quarantined" else reason
+        element = ET.SubElement(case, tag, message=message)
+        if kind == "quarantined":  # a failure that does not fail the run, traceback kept (pytest's xfail, likewise)
+            element.set("type", "tinyhil.quarantined")
+        if final["outcome"] in FAILING:
+            element.text = junit_escape(details.get("longrepr") or final.get("reason") or "")
     log = f"--- Captured log ---\n{details['log']}" if "log" in details else ""
-    for tag, text in (("system-out", "\n".join(filter(None, (details.get("stdout"), log)))),
-                      ("system-err", details.get("stderr"))):  # fmt: skip
+    for tag_, text in (("system-out", "\n".join(filter(None, (details.get("stdout"), log)))),
+                       ("system-err", details.get("stderr"))):  # fmt: skip
         if text:
-            ET.SubElement(case, tag).text = junit_escape(text)
+            ET.SubElement(case, tag_).text = junit_escape(text)
     return case
 
 
-def write_junit(path: Path, reports: Sequence[PairReport], name: str, *, incomplete: str | None = None) -> None:
-    """One ``<testsuite>`` with a ``<testcase>`` per pair (a quarantined failure is written as skipped); a run that
-    stopped before every pair ran says so in the suite's property ``incomplete`` (the reason)."""
-    cases = [_case(report) for report in reports]
-    count = {tag: sum(1 for c in cases if c.find(tag) is not None) for tag in ("failure", "error", "skipped")}
-    suite = ET.Element("testsuite", name=junit_escape(name), tests=str(len(cases)), failures=str(count["failure"]),
-                       errors=str(count["error"]), skipped=str(count["skipped"]))  # fmt: skip
+def write_junit(path: Path, reports: Sequence[PairReport], name: str, *, incomplete: str | None = None,
+                metadata: RunMetadata | None = None) -> None:  # fmt: skip
+    """One ``<testsuite>`` with a ``<testcase>`` per pair, each written as its kind's JUnit element
+    (:data:`~tinyhil.fixtures.outcomes.JUNIT_TAGS`: a quarantined failure is a skip of type ``tinyhil.quarantined``
+    with its traceback), and the suite's counts those of :func:`~tinyhil.fixtures.outcomes.junit_counts`. The suite's
+    properties carry every kind's count (``count.<kind>``), the run's ``metadata`` (its ``timestamp``, ``hostname``
+    and ``time`` attributes too) and, for a run that stopped before every pair ran, ``incomplete`` (the reason)."""
+    counts = pair_counts(reports)
+    suite = ET.Element("testsuite", {"name": junit_escape(name)} | {k: str(n) for k, n in junit_counts(counts).items()})
+    if metadata is not None:
+        suite.set("timestamp", iso_time(metadata.started))
+        suite.set("hostname", junit_escape(metadata.host))
+        suite.set("time", f"{metadata.duration_s:.3f}")
+    properties = ET.SubElement(suite, "properties")
+    shown = [*(metadata.items() if metadata is not None else ()), *((f"count.{k}", str(n)) for k, n in counts.items())]
     if incomplete is not None:
-        ET.SubElement(ET.SubElement(suite, "properties"), "property", name="incomplete", value=junit_escape(incomplete))
-    suite.extend(cases)
+        shown.append(("incomplete", incomplete))
+    for name_, value in shown:
+        ET.SubElement(properties, "property", name=name_, value=junit_escape(value))
+    suite.extend(_case(report) for report in reports)
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
+import stat
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -12,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tinyhil.cli import main
+from tinyhil.cli.usage import EXIT_NO_TESTS, EXIT_STATUSES
 
 FOUNDATION_TARGETS = {"NULL", "MOCKUSB+AMD", "MOCKKFD+AMD", "USB+AMD", "KFD+AMD"}
 
@@ -61,7 +65,7 @@ def test_run_on_null_writes_junit_and_summary_and_exits_zero(
     summary = json.loads((report / "summary.json").read_text())
     assert summary["exitstatus"] == 0
     assert {r["target"] for r in summary["results"]} == {"NULL"}
-    assert summary["counts"]["passed"] >= 10 and "failed" not in summary["counts"]
+    assert summary["counts"]["passed"] >= 10 and summary["counts"]["failed"] == summary["counts"]["error"] == 0
     for result in summary["results"]:
         assert result["outcome"] in ("passed", "skipped") and result["duration_s"] >= 0
 
@@ -108,26 +112,34 @@ def test_run_defaults_to_every_available_emulated_target(tmp_path: Path) -> None
     assert "NULL" in ran and not ({"USB+AMD", "KFD+AMD"} & ran)
 
 
-def _ids(report: Path) -> tuple[list[str], list[str]]:
-    keys = sorted(r["key"] for r in json.loads((report / "summary.json").read_text())["results"])
+def _ids(report: Path) -> tuple[list[str], ...]:
+    """Every test id the reports carry: summary keys, node ids and tests, JUnit names, the page's data-test values."""
+    results = json.loads((report / "summary.json").read_text())["results"]
     cases = ET.parse(report / "junit.xml").getroot().iter("testcase")
-    return keys, sorted(f"{c.get('classname')}::{c.get('name')}" for c in cases)
+    page = sorted(set(re.findall(r'data-test="([^"]*)"', (report / "report.html").read_text())))
+    return (sorted(r["key"] for r in results), sorted(r["nodeid"] for r in results), sorted(r["test"] for r in results),
+            sorted(f"{c.get('classname')}::{c.get('name')}" for c in cases), page)  # fmt: skip
 
 
-def test_two_checkouts_of_one_suite_give_identical_test_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_two_checkouts_of_one_suite_give_identical_test_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     found = []
-    for checkout in ("one/checkout", "another/place/checkout"):
+    for checkout, relative in (("one/checkout", False), ("another/place/checkout", True)):
         tests = tmp_path / checkout / "tests"
         (tests / "sub").mkdir(parents=True)
         (tests / "test_top.py").write_text("def test_same(hil_device):\n    pass\n")
         (tests / "sub" / "test_deep.py").write_text("def test_same(hil_device):\n    assert False, 'deep'\n")
         report = tmp_path / checkout / "report"
-        assert main(["run", "--target", "NULL", "--suite", str(tests), "--report", str(report)]) == 1
+        if relative:  # the second given relative to where the command runs, as a CI job does
+            monkeypatch.chdir(tmp_path / checkout)
+        suite = "tests" if relative else str(tests)
+        assert main(["run", "--target", "NULL", "--suite", suite, "--report", str(report)]) == 1
         found.append(_ids(report))
     assert found[0] == found[1]
-    keys, cases = found[0]
+    keys, _, _, cases, _ = found[0]
     assert len(keys) == len(cases) == 2  # one name in two files: two tests
-    assert not any(str(tmp_path) in text or "checkout" in text for text in (*keys, *cases))
+    assert not any(str(tmp_path) in text or "checkout" in text for ids in found[0] for text in ids)
     out = capsys.readouterr().out
     assert "sub/test_deep.py::test_same" in out and "test_top.py::test_same" in out  # two matrix rows
 
@@ -145,3 +157,32 @@ def test_run_honours_the_traceback_style_passed_to_pytest(tmp_path: Path, capsys
     assert "def helper():" in texts["long"] and "test_tb.py:2" in texts["long"]
     assert result["nodeid"] == "test_tb.py::test_bad[NULL]"  # a one-file suite's root is the file's directory
     assert "def helper():" not in texts["short"] and "test_tb.py:2: in helper" in texts["short"]
+
+
+@pytest.mark.parametrize("command", [["run"], ["farm", "run"]])
+def test_a_run_of_an_empty_suite_exits_with_its_documented_status(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "empty").mkdir()
+    args = [*command, "--target", "NULL", "--suite", str(tmp_path / "empty"), "--report", str(tmp_path / "report")]
+    if command[0] == "farm":
+        args += ["--state", str(tmp_path / "state")]
+    assert main(args) == EXIT_NO_TESTS
+    assert "no test was collected; no report written" in capsys.readouterr().err
+    assert not (tmp_path / "report" / "summary.json").exists()
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    assert f"  {EXIT_NO_TESTS:>3}  {EXIT_STATUSES[EXIT_NO_TESTS][:40]}" in capsys.readouterr().out
+
+
+def test_reports_are_readable_by_everyone_under_umask_022(tmp_path: Path) -> None:
+    suite = tmp_path / "test_one.py"
+    suite.write_text("def test_one(hil_target):\n    pass\n")
+    script = Path(sys.executable).parent / "tinyhil"
+    report = tmp_path / "report"
+    run = shlex.join([str(script), "run", "--target", "NULL", "--suite", str(suite), "--report", str(report)])
+    command = f"umask 022 && exec {run}"
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for name in ("summary.json", "junit.xml", "report.html"):
+        assert stat.S_IMODE((report / name).stat().st_mode) == 0o644, name  # 0o666 less the umask, as open() gives

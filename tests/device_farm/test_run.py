@@ -81,7 +81,7 @@ def test_without_a_map_every_pair_runs_once_on_the_emulated_targets(
     assert len(outcomes) == len(summary["results"]) == 10  # 5 tests x 2 targets, each reported once
     assert outcomes[("test_round_trip[NULL]", "NULL")] == "skipped"  # NULL refuses copyout
     assert outcomes[("test_round_trip[MOCKKFD+AMD]", "MOCKKFD+AMD")] == "passed"
-    assert summary["counts"] == {"passed": 9, "skipped": 1}
+    assert {kind: n for kind, n in summary["counts"].items() if n} == {"passed": 9, "skipped": 1}
     cases = ET.parse(tmp_path / "run" / "junit.xml").getroot().iter("testcase")
     for case in cases:
         properties = {p.get("name"): p.get("value") for p in case.iter("property")}
@@ -178,7 +178,7 @@ def test_a_sigkilled_farm_run_resumes_without_rerunning_or_losing_results(tmp_pa
     for key in finished:  # finished before the kill: not run again
         assert len(state_after.attempts[key]) == 1
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["counts"] == {"passed": 8}
+    assert {kind: n for kind, n in summary["counts"].items() if n} == {"passed": 8}
 
 
 def test_subsets_split_the_pairs_into_disjoint_parts_that_cover_them_all() -> None:

@@ -53,3 +53,13 @@ def test_targets_and_capabilities_a_map_gives_an_nv_board_win_over_the_default()
 def test_a_farm_run_without_a_map_puts_the_nv_target_on_an_nv_board() -> None:
     [board] = target_inventory([default_registry().resolve("NV")]).boards
     assert board.kind is BoardKind.NV and board.targets == ("NV",)
+
+
+def test_the_probe_reads_the_driver_and_vbios_versions_where_nvml_answers() -> None:
+    [board] = parse_hwmap(f'[[board]]\nid = "nv-0"\nkind = "nv"\nnv = {{ uuid = "{UUID}" }}\n').boards
+    nvml = _nvml()
+    nvml.nvmlSystemGetDriverVersion = lambda: b"570.86.15"
+    nvml.nvmlDeviceGetVbiosVersion = lambda handle: "96.00.AF.00.01"
+    result = probe_board(board, nvml=nvml)
+    assert result.ok and result.versions == {"driver": "570.86.15", "firmware": "96.00.AF.00.01"}
+    assert probe_board(board, nvml=_nvml()).versions == {}  # an NVML that cannot say leaves them out

@@ -101,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = top.parse_known_args(argv)
     if unknown:
         top.error(_unrecognized(unknown, runs_tests=_runs_tests(args)))
+    args.command_line = ("tinyhil", *(sys.argv[1:] if argv is None else argv))  # what a run's reports say ran it
     try:
         status = int(args.handler(args, default_registry()))
         sys.stdout.flush()

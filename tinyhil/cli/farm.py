@@ -55,6 +55,7 @@ from tinyhil.cli.usage import (
     EXIT_ENGINE_LOST,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
+    EXIT_NO_TESTS,
     EXIT_OK,
     EXIT_OUTPUT_CLOSED,
     EXIT_UNAVAILABLE,
@@ -83,6 +84,7 @@ from tinyhil.device_farm.cluster.dask_cluster import (
 )
 from tinyhil.device_farm.cluster.resources import worker_resources
 from tinyhil.device_farm.cluster.security import LOOPBACK, FarmTLS, check_scheme, client_config, farm_tls, listen_host
+from tinyhil.device_farm.collection import CollectionFailed
 from tinyhil.device_farm.health.probes import probe_board
 from tinyhil.device_farm.health.states import HealthBook, ProbeResult
 from tinyhil.device_farm.inventory.discovery import Discovery, FoundBoard, discover
@@ -105,8 +107,8 @@ from tinyhil.registry import TargetRegistry
 __all__ = ["DASK_SHARDS", "LOCAL_SHARDS", "add_farm_command"]
 
 # What a farm run can exit with (it runs tests); the other farm commands give fewer.
-_RUN_STATUSES: Final = (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_ENGINE_LOST, EXIT_DEADLINE,
-                        EXIT_INTERRUPTED, EXIT_OUTPUT_CLOSED)  # fmt: skip
+_RUN_STATUSES: Final = (EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_ENGINE_LOST, EXIT_NO_TESTS,
+                        EXIT_DEADLINE, EXIT_INTERRUPTED, EXIT_OUTPUT_CLOSED)  # fmt: skip
 
 
 def _hwmap(path: str | None, registry: TargetRegistry, host: str | None = None) -> HardwareMap:
@@ -234,7 +236,13 @@ def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
     resumed = "resuming the run" if run.resume else "run"
     print(f"tinyhil farm run: {where}, {run.workers} shards at once, {resumed} in {run.run_dir}")
     with client_config(tls):  # the run's Dask client, the only one it makes, speaks the farm's TLS
-        return run_farm(run)
+        try:
+            return run_farm(run)
+        except CollectionFailed as exc:
+            if exc.exitstatus != EXIT_NO_TESTS:
+                raise  # pytest refused the suite or its arguments: a usage error
+            print(f"tinyhil farm run: {exc}; no report written", file=sys.stderr)
+            return EXIT_NO_TESTS
 
 
 def _warn(command: str, warning: str | None) -> None:

@@ -27,6 +27,7 @@ from tinyhil.cli.usage import (
     EXIT_DEADLINE,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
+    EXIT_NO_TESTS,
     EXIT_OK,
     EXIT_OUTPUT_CLOSED,
     EXIT_UNAVAILABLE,
@@ -66,7 +67,7 @@ def _new_run(args: argparse.Namespace, registry: TargetRegistry, deadline_s: flo
     run = new_run(lambda slots: target_inventory(available, slots=slots), suite, report_dir,
                   report_dir.resolve() / RUN_STATE_DIR, args.workers, pytest_args=pytest_args, targets=choice.names,
                   allow_unavailable=True, resume=bool(args.resume), reruns=reruns, deadline_s=deadline_s,
-                  command=COMMANDS[1], **history_options(args))  # fmt: skip
+                  command=COMMANDS[1], command_line=args.command_line, **history_options(args))  # fmt: skip
     choice.check_here(allow_unavailable=args.allow_unavailable)
     return run, source
 
@@ -93,6 +94,7 @@ def add_run_command(commands: Any) -> None:
         EXIT_USAGE,
         EXIT_UNAVAILABLE,
         EXIT_DEADLINE,
+        EXIT_NO_TESTS,
         EXIT_INTERRUPTED,
         EXIT_OUTPUT_CLOSED,
         details=description(__doc__),

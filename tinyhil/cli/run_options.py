@@ -149,7 +149,8 @@ def farm_run_from_args(args: argparse.Namespace, registry: TargetRegistry, tls: 
                    quarantine=load_quarantine(args.quarantine) if args.quarantine else None,
                    subset=parse_subset(args.subset) if args.subset else None, subset_seed=args.seed or 0,
                    quarantine_verify=bool(args.quarantine_verify), dask=dask, reruns=args.reruns or 0,
-                   deadline_s=deadline_s, command=COMMANDS[0], **history_options(args))  # fmt: skip
+                   deadline_s=deadline_s, command=COMMANDS[0], command_line=args.command_line,
+                   **history_options(args))  # fmt: skip
 
 
 def _resumed_farm_run(args: argparse.Namespace, registry: TargetRegistry, tls: FarmTLS | None,
@@ -180,7 +181,7 @@ def _resumed_farm_run(args: argparse.Namespace, registry: TargetRegistry, tls: F
                    quarantine=load_quarantine(header.quarantine) if header.quarantine else None, resume=True,
                    subset=header.subset, subset_seed=header.seed, quarantine_verify=header.quarantine_verify,
                    dask=dask, reruns=header.reruns, deadline_s=deadline_s, command=COMMANDS[0],
-                   **history_options(args))  # fmt: skip
+                   command_line=args.command_line, **history_options(args))  # fmt: skip
 
 
 def resumed_suite(header: RunHeader) -> Sequence[str]:

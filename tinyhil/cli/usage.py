@@ -1,8 +1,8 @@
 """What the ``tinyhil`` command line tells its user: its exit statuses, each with its one meaning, and the help
 text (a command's description from its module's docstring, the exit statuses as an epilog).
 
-The farm's own statuses come from their home (:mod:`tinyhil.device_farm.run`, :mod:`tinyhil.pipes`); this module
-names them for the command line and adds the ones only the command line gives.
+The farm's own statuses come from their home (:mod:`tinyhil.device_farm.run`, :mod:`tinyhil.device_farm.collection`,
+:mod:`tinyhil.pipes`); this module names them for the command line and adds the ones only the command line gives.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import re
 import textwrap
 from typing import Any, Final
 
+from tinyhil.device_farm.collection import NO_TESTS_COLLECTED
 from tinyhil.device_farm.run import EXIT_DEADLINE, EXIT_ENGINE_LOST, EXIT_INTERRUPTED, EXIT_UNAVAILABLE
 from tinyhil.pipes import OUTPUT_CLOSED_EXIT_STATUS
 
@@ -20,6 +21,7 @@ __all__ = [
     "EXIT_ENGINE_LOST",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
+    "EXIT_NO_TESTS",
     "EXIT_OK",
     "EXIT_OUTPUT_CLOSED",
     "EXIT_STATUSES",
@@ -35,6 +37,7 @@ EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_OUTPUT_CLOSED: Final = OUTPUT_CLOSED_EXIT_STATUS
+EXIT_NO_TESTS: Final = NO_TESTS_COLLECTED  # pytest's own status for it, so scripts that know pytest's know this one
 _ROLE: Final = re.compile(r":\w+:`~?([^`]+)`")  # a Sphinx role in a docstring, :func:`~a.b`
 _WIDTH: Final = 100  # the epilog's lines, wrapped here: argparse keeps them as they are
 
@@ -48,6 +51,8 @@ EXIT_STATUSES: Final[dict[int, str]] = {
     EXIT_ENGINE_LOST: "the Dask scheduler went away mid-run (finish it with `farm run --resume DIR`)",
     EXIT_DEADLINE: "the run's --deadline passed before every test ran (as timeout(1) exits): reports marked "
     "incomplete; `--resume DIR` finishes the run",
+    EXIT_NO_TESTS: "a run collected no test (an empty suite, or pytest options after -- that select none); no report "
+    "is written",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C; a run prints the command that finishes it)",
     EXIT_OUTPUT_CLOSED: "a run whose output closed (`tinyhil run | head -1`): no further test started, reports "
     "marked incomplete where pairs are missing",

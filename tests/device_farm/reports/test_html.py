@@ -93,6 +93,10 @@ def test_the_report_renders_in_chromium_with_the_right_counts(farm_run: Path) ->
                 "bars => bars.map(b => b.getBoundingClientRect().width)"
             )
             assert all(width > 0 for width in widths)  # the bars are laid out, not just present in the markup
+            assert page.locator("#timeline-axis .tick").count() >= 2 and page.locator("#timeline-legend").is_visible()
+            titles = page.locator("#timeline .bar").evaluate_all("bars => bars.map(b => b.title)")
+            assert all(" attempt 1: " in title and title.endswith(" s") for title in titles)  # durations on hover
+            assert page.locator('#metadata tr[data-name="run_id"] td').inner_text() == summary["run_id"]
             assert page.locator("#boards tbody tr").count() == len(summary["boards"])
             shot = Path(os.environ.get(ARTIFACTS_ENV) or farm_run) / "report.png"  # CI keeps $TINYHIL_TEST_ARTIFACTS
             shot.parent.mkdir(parents=True, exist_ok=True)

@@ -37,3 +37,19 @@ def test_rows_are_sorted_by_test_id_whatever_order_results_arrive_in() -> None:
     assert orders[0] == orders[1] == orders[2]
     names = [line.split()[0] for line in orders[0].splitlines()[2:]]
     assert len(names) == len(nodeids) and names == sorted(names)
+
+
+def test_long_ids_fold_so_the_target_columns_stay_on_screen() -> None:
+    targets = ["NULL", "MOCKKFD+AMD:LLVM:gfx1100", "MOCKUSB+AMD"]
+    long_id = "tests/copy/test_sizes.py::test_copy[" + "-".join(f"size{n}" for n in range(30)) + "]"
+    results = [{"nodeid": long_id, "target": t, "outcome": "passed"} for t in targets]
+    results.append({"nodeid": "t.py::test_short", "target": "NULL", "outcome": "failed", "kind": "quarantined"})
+    width = 80
+    lines = render_matrix(results, targets, width=width).splitlines()
+    assert max(map(len, lines)) <= width
+    column = lines[0].index("NULL")  # every cell sits under its target's heading
+    cells = [line for line in lines[2:] if len(line) > column and line[column] != " "]
+    assert sorted(line[column:].split()[0] for line in cells) == ["pass", "quar"]
+    folded = [line.strip() for line in lines[2:] if "t.py::test_short" not in line]
+    assert "".join(line.split("  ")[0] for line in folded) == long_id  # the pieces give back the whole id
+    assert any(line.startswith(long_id) for line in render_matrix(results, targets).splitlines())  # no width: whole
