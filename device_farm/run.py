@@ -37,8 +37,8 @@ from tinyhil.device_farm.cluster.dask_cluster import DEFAULT_BOARD_GRACE_S, DEFA
 from tinyhil.device_farm.collection import collect, report_id
 from tinyhil.device_farm.engine import EngineLost, FarmEngine, Result
 from tinyhil.device_farm.engine.local import LocalEngine
-from tinyhil.device_farm.health.probes import probe_board
-from tinyhil.device_farm.health.states import HealthBook, ProbeResult
+from tinyhil.device_farm.health.leased import LeasedProbe
+from tinyhil.device_farm.health.states import DEFAULT_BAD_AFTER, HealthBook, ProbeResult
 from tinyhil.device_farm.inventory.hwmap import Board, HardwareMap
 from tinyhil.device_farm.journal import JOURNAL_NAME, Journal, read_journal
 from tinyhil.device_farm.planning import Pair, plan, read_durations, save_durations, select_pairs
@@ -48,12 +48,13 @@ from tinyhil.device_farm.reports.html import write_report
 from tinyhil.device_farm.reports.progress import Progress, print_results
 from tinyhil.device_farm.reports.summary import failed, farm_summary, pair_reports, write_junit
 from tinyhil.device_farm.shard.parent import shard_command
-from tinyhil.device_farm.state import leases_dir
+from tinyhil.device_farm.state import lock_dir
 from tinyhil.errors import InvalidArgument, TinyHilError
 from tinyhil.fixtures import SUITE_PACKAGE
 from tinyhil.fixtures.options import ENV_TARGET, read_targets_from_environment
 from tinyhil.fixtures.summary import target_entry, write_summary
 from tinyhil.pipes import OUTPUT_CLOSED_EXIT_STATUS
+from tinyhil.printable import printable
 from tinyhil.registry import SELECT_EMULATED, Target, TargetRegistry, default_registry
 
 if TYPE_CHECKING:
@@ -120,6 +121,9 @@ class FarmRun:
     subset_seed: int = 0
     quarantine_verify: bool = False
     dask: DaskOptions | None = None
+    lock_dir: Path | None = None  # the host-wide lock directory (None: tinyhil.device_farm.state.lock_dir's default)
+    lease_wait_s: float | None = None  # how long to wait for a busy board (None: as long as it takes)
+    bad_after: int = DEFAULT_BAD_AFTER  # infrastructure failures in a row that make a board BAD
 
 
 class TargetsUnavailable(TinyHilError, LookupError):
@@ -231,10 +235,12 @@ def new_run(hwmap: HardwareMap | Callable[[int], HardwareMap] | None, suite: Seq
                    pytest_args=tuple(pytest_args), targets=tuple(targets), **options)  # fmt: skip
 
 
-def _good_boards(hwmap: HardwareMap, health: HealthBook, out: TextIO) -> list[Board]:
+def _good_boards(hwmap: HardwareMap, health: HealthBook, out: TextIO, probe: LeasedProbe) -> list[Board]:
+    """The boards that may take work; one whose probe is due but is busy now stays in: its lane probes it, under its
+    lease, before its first shard."""
     good = []
     for board in hwmap.boards:
-        if health.ready(board, probe_board):
+        if health.ready_unless_busy(board, probe):
             good.append(board)
         else:
             record = health.record(board.id)
@@ -288,9 +294,23 @@ def _dask_boards(hwmap: HardwareMap, offered: Sequence[Board], health: HealthBoo
 
 def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[], float],
               session: DaskSession | None) -> int:  # fmt: skip
-    health = HealthBook(hwmap.boards, clock=clock, state_dir=run.state_dir if session is None else None)
-    boards = _good_boards(hwmap, health, out) if session is None else _dask_boards(hwmap, session.offered(),
-                                                                                   health, out)  # fmt: skip
+    health = HealthBook(hwmap.boards, clock=clock, state_dir=run.state_dir if session is None else None,
+                        bad_after=run.bad_after)  # fmt: skip
+    run_id = session.runner.run_id if session is not None else _run_id(run)
+    locks = lock_dir(run.lock_dir)
+    shown: list[Progress] = []  # the progress line, once it exists: a wait before it is printed as it is
+
+    def waiting(board: str, holders: str) -> None:
+        line = f"board {board}: busy, held by {holders}; waiting for it (not a fault, nothing is charged to it)"
+        if shown:
+            shown[0].note(line)
+        else:
+            print(printable(line, newlines=False), file=out, flush=True)
+
+    prober = LeasedProbe(locks, run_id, wait_s=0.0, book=health, state_dir=run.state_dir,
+                         on_wait=lambda board, holders: waiting(board.id, holders))  # fmt: skip
+    boards = _good_boards(hwmap, health, out, prober) if session is None else _dask_boards(hwmap, session.offered(),
+                                                                                           health, out)  # fmt: skip
     # On Dask a mapped board no worker offers is collected too: its shards fail the run with the precise message.
     served = sorted({t for b in (boards if session is None else hwmap.boards) for t in b.targets})
     missing = [t for t in run.targets if t not in served]
@@ -307,7 +327,6 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
     if not run.resume:  # a new run in a directory used before starts its own journal
         journal_path.unlink(missing_ok=True)
     previous = read_journal(journal_path) if run.resume else None
-    run_id = session.runner.run_id if session is not None else _run_id(run)
     collected = collect(run.run_dir, run.suite, targets, pyargs=run.pyargs, pytest_args=run.pytest_args)
     pairs = [Pair(p["arg"], p["target"], frozenset(p["requires"]), report_id(p, () if run.pyargs else run.suite))
              for p in collected if p["target"]]  # fmt: skip
@@ -347,6 +366,7 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
             journal.append(Result(pair.key, pair.name, pair.target, "-", "-", 1, "error", 0.0,
                                   unroutable.reason).record())  # fmt: skip
         progress = Progress(len(todo), out)
+        shown.append(progress)
 
         def arrived(result: Result) -> None:
             journal.append(result.record())
@@ -356,15 +376,19 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
 
         engine: FarmEngine
         if session is None:
+            lane_probe = LeasedProbe(locks, run_id, wait_s=run.lease_wait_s, book=health, state_dir=run.state_dir,
+                                     on_wait=lambda board, holders: waiting(board.id, holders))  # fmt: skip
             engine = LocalEngine(boards, command=shard_command(run.run_dir, ()), cwd=run.run_dir,
-                                 lease_dir=leases_dir(run.state_dir), run_id=run_id, workers=run.workers,
-                                 health=health, probe=probe_board, pytest_args=run.pytest_args)  # fmt: skip
+                                 lease_dir=locks, run_id=run_id, workers=run.workers, health=health,
+                                 probe=lane_probe, lease_timeout_s=run.lease_wait_s,
+                                 pytest_args=run.pytest_args)  # fmt: skip
         else:
             engine = FarmEngine(boards, session.runner, run_id=run_id, workers=run.workers, health=health,
-                                probe=session.runner.probe, pytest_args=run.pytest_args)  # fmt: skip
+                                probe=session.runner.probe, lease_timeout_s=run.lease_wait_s,
+                                pytest_args=run.pytest_args)  # fmt: skip
         progress.on_closed = engine.stop
         try:
-            engine.run(work, arrived, progress.started)
+            engine.run(work, arrived, progress.started, waiting)
         except EngineLost as exc:
             progress.close()
             final = len(read_journal(journal_path).final)

@@ -3,9 +3,10 @@
 The targets are ``--target``, else ``$DEV``, else every available emulated target; a target named with ``--target``
 or ``$DEV`` that cannot run here stops the run (exit 3) unless ``--allow-unavailable``. The run is made by the
 farm's one constructor (:func:`~tinyhil.device_farm.run.new_run`), so it checks what ``tinyhil farm run`` checks.
-Reports (junit.xml, summary.json, report.html) go to ``--report``; the run's farm state (health, leases of its
-per-target boards, durations) stays beside them, so runs in separate report directories never wait on each
-other's leases and a rerun in one directory plans by its durations.
+Reports (junit.xml, summary.json, report.html) go to ``--report``; the run's farm state (health of its per-target
+boards, durations) stays beside them, so a rerun in one directory plans by its durations. Leases are host-wide
+(docs/farm.md, "Leases"): an emulated target's board is the run's own (each run its own emulated instance, so runs
+never wait on each other for one), while a hardware target's board is the one device the whole host shares.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import tinyhil
+from tinyhil.cli.farm_boards import add_lease_options, lease_options
 from tinyhil.cli.usage import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -47,7 +49,7 @@ def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
     available = [t for t in choice.targets if t.name not in unavailable]
     run = new_run(lambda slots: target_inventory(available, slots=slots), args.suite or (), report_dir,
                   report_dir.resolve() / RUN_STATE_DIR, args.workers, pytest_args=args.pytest_args,
-                  targets=choice.names, allow_unavailable=True)  # fmt: skip
+                  targets=choice.names, allow_unavailable=True, **lease_options(args))  # fmt: skip
     choice.check_here(allow_unavailable=args.allow_unavailable)
     print(f"tinyhil {tinyhil.__version__}: running the portable suite on {', '.join(choice.names)} ({choice.source})",
           flush=True)  # fmt: skip
@@ -95,5 +97,6 @@ def add_run_command(commands: Any) -> None:
     )
     run.add_argument("--workers", type=int, default=DEFAULT_WORKERS, metavar="N",
                      help=f"test processes at once (default {DEFAULT_WORKERS})")  # fmt: skip
+    add_lease_options(run)
     run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra arguments passed to pytest")
     run.set_defaults(handler=_run)
