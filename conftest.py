@@ -29,6 +29,13 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_lock_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Board leases of the tests' farm runs in a directory of this session, never the host's /run/lock/tinyhil
+    (a test that needs its own sets ``TINYHIL_LOCK_DIR`` itself)."""
+    os.environ["TINYHIL_LOCK_DIR"] = str(tmp_path_factory.mktemp("locks"))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",

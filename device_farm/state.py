@@ -93,8 +93,8 @@ def _private(path: Path, source: str) -> Path:
     info = path.lstat()
     if info.st_uid != os.getuid() or info.st_mode & _GROUP_OTHER_BITS or not stat.S_ISDIR(info.st_mode):
         mode = stat.S_IMODE(info.st_mode)
-        raise InvalidArgument(f"{source} {path}: owned by uid {info.st_uid} with mode {mode:#o}, expected a "
-                              f"directory of uid {os.getuid()} with mode 0o700 (others could forge its leases)")  # fmt: skip
+        expected = f"expected a directory of uid {os.getuid()} with mode 0o700 (others could forge its leases)"
+        raise InvalidArgument(f"{source} {path}: owned by uid {info.st_uid} with mode {mode:#o}, {expected}")
     return path
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tinyhil.device_farm.inventory.hwmap import parse_hwmap
-from tinyhil.device_farm.leases import Holder, LeaseTimeout, acquire, holders, read_holder
+from tinyhil.device_farm.leases import BoardLock, Holder, LeaseTimeout, acquire, holders, read_holder
 from tinyhil.errors import InvalidArgument
 from tinyhil.loading import LIMITS, FileFormatError
 
@@ -21,7 +21,7 @@ HWMAP = parse_hwmap(
     '[[board]]\nid = "one"\nkind = "emulated"\nemulated = { target = "NULL" }\n\n'
     '[[board]]\nid = "two"\nkind = "emulated"\nemulated = { target = "NULL", slots = 2 }\n'
 )
-ONE, TWO = HWMAP.boards
+ONE, TWO = (BoardLock.of(board) for board in HWMAP.boards)
 
 
 def test_a_lease_is_exclusive_and_names_its_holder(tmp_path: Path) -> None:
@@ -70,8 +70,8 @@ def test_a_sigkilled_holder_frees_the_board_at_once(tmp_path: Path) -> None:
         f"""
         import sys, time
         from tinyhil.device_farm.inventory.hwmap import parse_hwmap
-        from tinyhil.device_farm.leases import Holder, acquire
-        board = parse_hwmap({HWMAP_TEXT!r}).boards[0]
+        from tinyhil.device_farm.leases import BoardLock, Holder, acquire
+        board = BoardLock.of(parse_hwmap({HWMAP_TEXT!r}).boards[0])
         lease = acquire({str(tmp_path)!r}, board, Holder.here("victim", "test_hang"))
         print("held", flush=True)
         time.sleep(600)
@@ -123,7 +123,7 @@ def _holder_json(**fields: object) -> str:
 def test_a_damaged_holder_file_is_one_typed_error_and_reads_as_unknown(
     tmp_path: Path, text: str, field: str, why: str
 ) -> None:
-    path = tmp_path / "one.0.holder"
+    path = tmp_path / f"{ONE.lock_key}.0.holder"
     path.write_text(text)
     with pytest.raises(FileFormatError) as raised:
         read_holder(path)
