@@ -260,9 +260,10 @@ class HealthBook:
             record = replace(self._records[board_id], probed_at=self._clock())
             if record.state in _HELD_STATES:
                 pass
-            elif result.ok:
+            elif result.ok:  # a board that lost its device between tests may probe fine: only a BAD board's streak
+                streak = 0 if record.state is HealthState.BAD else record.consecutive_failures  # starts afresh here
                 record = replace(record, state=HealthState.GOOD, reason=result.detail, bad_probes=0,
-                                 consecutive_failures=0)  # fmt: skip
+                                 consecutive_failures=streak)  # fmt: skip
             else:
                 record = replace(record, state=HealthState.BAD, reason=f"probe failed: {result.detail}",
                                  probes_failed=record.probes_failed + 1, bad_probes=record.bad_probes + 1)  # fmt: skip

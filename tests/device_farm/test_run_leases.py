@@ -1,0 +1,207 @@
+"""Board ownership end to end on emulated boards and the local engine: a lease belongs to the board, whatever the
+state directory; probes take it; waiting for a busy board is not a fault; a board whose device keeps going away goes
+BAD after ``--bad-after`` failures in a row and its work finishes elsewhere."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from tinyhil.cli import main
+from tinyhil.device_farm.health import HealthBook, HealthState, LeasedProbe, ProbeResult, read_changes
+from tinyhil.device_farm.inventory.hwmap import Board, load_hwmap
+from tinyhil.device_farm.journal import read_journal
+from tinyhil.device_farm.leases import BoardLock, Holder, acquire
+
+SOLO_MAP = '[[board]]\nid = "solo"\nkind = "emulated"\nemulated = { target = "NULL" }\n'
+# Each test logs when it starts and ends on its board, in a file per board that every run appends to.
+LOGGED_SUITE = """
+import os
+import time
+
+import pytest
+
+
+def _log(what):
+    path = os.path.join(os.environ["EVENT_DIR"], os.environ["TINYHIL_BOARD"] + ".log")
+    with open(path, "a") as log:
+        log.write(f"{os.environ['EVENT_TAG']} {what} {time.time()!r}\\n")
+
+
+@pytest.mark.parametrize("n", range(int(os.environ.get("EVENT_TESTS", "3"))))
+def test_hold_the_board(hil_device, n):
+    _log("start")
+    time.sleep(float(os.environ.get("EVENT_SLEEP_S", "0.3")))
+    _log("end")
+"""
+
+
+def _intervals(log: Path) -> list[tuple[str, float, float]]:
+    """(tag, start, end) of every test in a per-board event log, in start order."""
+    starts: dict[str, list[float]] = {}
+    intervals = []
+    for line in log.read_text().splitlines():
+        tag, what, when = line.split()
+        if what == "start":
+            starts.setdefault(tag, []).append(float(when))
+        else:
+            intervals.append((tag, starts[tag].pop(0), float(when)))
+    return sorted(intervals, key=lambda interval: interval[1])
+
+
+def _files(tmp_path: Path) -> tuple[Path, Path]:
+    (tmp_path / "hwmap.toml").write_text(SOLO_MAP)
+    (tmp_path / "test_logged.py").write_text(LOGGED_SUITE)
+    (tmp_path / "events").mkdir()
+    return tmp_path / "hwmap.toml", tmp_path / "test_logged.py"
+
+
+def _farm_run(tmp_path: Path, tag: str, state: str, **env: str) -> subprocess.Popen[str]:
+    hwmap, suite = (
+        _files(tmp_path)
+        if not (tmp_path / "hwmap.toml").exists()
+        else (tmp_path / "hwmap.toml", tmp_path / "test_logged.py")
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "tinyhil.cli",
+        "farm",
+        "run",
+        "--hwmap",
+        str(hwmap),
+        "--suite",
+        str(suite),
+        "--report",
+        str(tmp_path / f"run-{tag}"),
+        "--state",
+        str(tmp_path / state),
+        "--workers",
+        "1",
+    ]
+    environment = {**os.environ, "EVENT_DIR": str(tmp_path / "events"), "EVENT_TAG": tag,
+                   "TINYHIL_LOCK_DIR": str(tmp_path / "locks"), **env}  # fmt: skip
+    return subprocess.Popen(command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_two_runs_with_different_state_directories_never_share_a_board(tmp_path: Path) -> None:
+    runs = [_farm_run(tmp_path, tag, f"state-{tag}") for tag in ("a", "b")]
+    outputs = [run.communicate(timeout=300)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    intervals = _intervals(tmp_path / "events" / "solo.log")
+    assert sorted(tag for tag, _, _ in intervals) == ["a"] * 3 + ["b"] * 3
+    for (_, _, end), (_, start, _) in zip(intervals, intervals[1:], strict=False):
+        assert end <= start  # the next test on the board starts only after the last one ended
+    for tag in ("a", "b"):  # neither run charged the other's use of the board to it
+        record = HealthBook(load_hwmap(tmp_path / "hwmap.toml").boards, clock=time.time,
+                            state_dir=tmp_path / f"state-{tag}").record("solo")  # fmt: skip
+        assert (record.state, record.infrastructure_failures) == (HealthState.GOOD, 0)
+
+
+def test_a_probe_never_overlaps_another_runs_test(tmp_path: Path) -> None:
+    run = _farm_run(tmp_path, "a", "state-a", EVENT_TESTS="1", EVENT_SLEEP_S="2")
+    log = tmp_path / "events" / "solo.log"
+    try:
+        while not log.exists():  # run a's test is on the board now
+            assert run.poll() is None, run.communicate()[0]
+            time.sleep(0.05)
+        board = load_hwmap(tmp_path / "hwmap.toml").board("solo")
+        probed: list[float] = []
+        waits: list[str] = []
+
+        def probe(board: Board) -> ProbeResult:
+            probed.append(time.time())
+            return ProbeResult(True, "probed")
+
+        leased = LeasedProbe(tmp_path / "locks", "run-b", probe, wait_s=None,
+                             on_wait=lambda _board, holders: waits.append(holders))  # fmt: skip
+        assert leased(board).ok
+    finally:
+        output = run.communicate(timeout=300)[0]
+    assert run.returncode == 0, output
+    [(_, start, end)] = _intervals(log)
+    assert len(probed) == 1 and probed[0] >= end  # the probe ran once run a's test was over
+    assert len(waits) == 1 and "running " in waits[0] and "test_hold_the_board[NULL-0] since" in waits[0]
+
+
+@pytest.mark.parametrize("held_s", [3.0])
+def test_a_long_holder_makes_the_run_wait_with_no_health_change_and_no_flaky_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, held_s: float
+) -> None:
+    hwmap, suite = _files(tmp_path)
+    monkeypatch.setenv("TINYHIL_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setenv("EVENT_DIR", str(tmp_path / "events"))
+    monkeypatch.setenv("EVENT_TAG", "b")
+    board = load_hwmap(hwmap).board("solo")
+    state = tmp_path / "state"
+    book = HealthBook((board,), clock=time.time, state_dir=state)
+    book.record_probe("solo", ProbeResult(True, "fine"))  # probed: the run's shard is the one that waits
+    before = book.record("solo")
+    lease = acquire(tmp_path / "locks", BoardLock.of(board), Holder.here("other-run", "test_long", "solo"))
+    waiting_since: list[float] = []
+
+    class Output(io.StringIO):
+        """The run's output: the holder lets go ``held_s`` after the run says it waits (scaled down from 150 s:
+        waiting has no bound, and the unit test of ``acquire`` waits out 150 s on a fake clock)."""
+
+        def write(self, text: str) -> int:
+            if "busy" in text and not waiting_since:
+                waiting_since.append(time.time())
+                threading.Timer(held_s, lease.release).start()
+            return super().write(text)
+
+    safety = threading.Timer(120.0, lease.release)  # never a hung test: a run that never waits fails below
+    safety.start()
+    out = Output()
+    args = ["farm", "run", "--hwmap", str(hwmap), "--suite", str(suite), "--report", str(tmp_path / "run"),
+            "--state", str(state), "--workers", "1"]  # fmt: skip
+    with redirect_stdout(out):
+        assert main(args) == 0
+    safety.cancel()
+    waited = [line for line in out.getvalue().splitlines() if "busy" in line]
+    assert len(waited) == 1, out.getvalue()
+    assert (
+        waited[0].startswith("board solo: busy, held by pid ")
+        and "(run other-run) running test_long since" in waited[0]
+    )
+    journal = read_journal(tmp_path / "run" / "journal.jsonl")
+    attempts = [a for per_pair in journal.attempts.values() for a in per_pair]
+    assert len(attempts) == 3 and all(a["final"] and a["outcome"] == "passed" for a in attempts)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["counts"].get("flaky", 0) == 0 and summary["counts"].get("error", 0) == 0
+    after = HealthBook((board,), clock=time.time, state_dir=state).record("solo")
+    assert (after.state, after.infrastructure_failures, after.reason) == (HealthState.GOOD, 0, before.reason)
+    assert _intervals(tmp_path / "events" / "solo.log")[0][1] >= waiting_since[0] + held_s
+
+
+def test_a_bounded_lease_wait_runs_without_the_busy_board_and_charges_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hwmap, suite = _files(tmp_path)
+    monkeypatch.setenv("TINYHIL_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setenv("EVENT_DIR", str(tmp_path / "events"))
+    monkeypatch.setenv("EVENT_TAG", "b")
+    board = load_hwmap(hwmap).board("solo")
+    state = tmp_path / "state"
+    HealthBook((board,), clock=time.time, state_dir=state).record_probe("solo", ProbeResult(True, "fine"))
+    out = io.StringIO()
+    args = ["farm", "run", "--hwmap", str(hwmap), "--suite", str(suite), "--report", str(tmp_path / "run"),
+            "--state", str(state), "--workers", "1", "--lease-wait", "0.5"]  # fmt: skip
+    with acquire(tmp_path / "locks", BoardLock.of(board), Holder.here("other-run", "test_long")), redirect_stdout(out):
+        assert main(args) == 1
+    journal = read_journal(tmp_path / "run" / "journal.jsonl")
+    attempts = [a for per_pair in journal.attempts.values() for a in per_pair]
+    assert len(attempts) == 3 and all(a["final"] and a["outcome"] == "error" for a in attempts)
+    assert all("solo: busy: board 'solo': no lease within 0.5 s, held by pid" in a["reason"] for a in attempts)
+    after = HealthBook((board,), clock=time.time, state_dir=state).record("solo")
+    assert (after.state, after.infrastructure_failures) == (HealthState.GOOD, 0)
+    assert not (tmp_path / "events" / "solo.log").exists()  # nothing ran on the busy board
