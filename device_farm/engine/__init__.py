@@ -372,6 +372,9 @@ class FarmEngine:
                 self._board_died(state, board.id, end.lost or "no worker offers it")
             elif account.busy is not None:  # the lease wait ran out: the board leaves the run, its health untouched
                 self._board_died(state, board.id, f"busy: {account.busy}")
+            elif board.id in state.dead and account.left:  # it went BAD mid-shard: what it never started moves on
+                why = self.health.record(board.id).reason if self.health is not None else "left the run"
+                self._board_died(state, board.id, why)
             elif end.lost is not None and account.infrastructure is None:  # killed between tests: still the board's
                 self._count_health(state, board.id, end.lost)
             self._cond.notify_all()

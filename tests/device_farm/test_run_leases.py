@@ -205,3 +205,50 @@ def test_a_bounded_lease_wait_runs_without_the_busy_board_and_charges_nothing(
     after = HealthBook((board,), clock=time.time, state_dir=state).record("solo")
     assert (after.state, after.infrastructure_failures) == (HealthState.GOOD, 0)
     assert not (tmp_path / "events" / "solo.log").exists()  # nothing ran on the busy board
+
+
+GONE_MAP = """
+[[board]]
+id = "usb-gone"
+kind = "emulated"
+emulated = { target = "MOCKUSB+AMD", options = { faults = [
+    { operation = "bulk_out", occurrence = 3, fault = "no_device" } ] } }
+
+[[board]]
+id = "usb-clean"
+kind = "emulated"
+emulated = { target = "MOCKUSB+AMD" }
+"""
+COPY_SUITE = """
+import pytest
+
+
+@pytest.mark.parametrize("n", range(8))
+def test_copy_a_megabyte(hil_device, n):
+    data = bytes(range(256)) * 4096
+    buf = hil_device.alloc(len(data))
+    hil_device.copyin(buf, data)
+    assert hil_device.copyout(buf) == data
+"""
+
+
+def test_a_device_gone_board_goes_bad_after_three_failures_and_the_rest_finishes_elsewhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "hwmap.toml").write_text(GONE_MAP)  # usb-gone loses its device in every test, yet probes fine
+    (tmp_path / "test_copy_suite.py").write_text(COPY_SUITE)
+    state = tmp_path / "s"
+    args = ["farm", "run", "--hwmap", str(tmp_path / "hwmap.toml"), "--suite", str(tmp_path / "test_copy_suite.py"),
+            "--report", str(tmp_path / "run"), "--state", str(state), "--workers", "2"]  # fmt: skip
+    assert main(args) == 0
+    journal = read_journal(tmp_path / "run" / "journal.jsonl")
+    attempts = [a for per_pair in journal.attempts.values() for a in per_pair]
+    on_gone = [a for a in attempts if a["board"] == "usb-gone"]
+    assert len(on_gone) == 3 and all(a["infrastructure"] == "board lost: USBErrorNoDevice" for a in on_gone)
+    assert len(journal.final) == 8 and all(r["outcome"] == "passed" for r in journal.final.values())
+    assert {r["board"] for r in journal.final.values()} == {"usb-clean"}  # the rest finished on the other board
+    record = HealthBook(load_hwmap(tmp_path / "hwmap.toml").boards, clock=time.time, state_dir=state).record("usb-gone")
+    assert record.state is HealthState.BAD and record.consecutive_failures == 3
+    assert record.reason.startswith("3 infrastructure failures in a row (at most 2), the last: board lost")
+    bad = [c for c in read_changes(state) if c.board == "usb-gone" and c.after == "BAD"]
+    assert len(bad) == 1 and bad[0].reason == record.reason and bad[0].by == ""  # journaled with its reason
