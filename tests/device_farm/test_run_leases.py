@@ -5,6 +5,7 @@ BAD after ``--bad-after`` failures in a row and its work finishes elsewhere."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import subprocess
@@ -99,7 +100,7 @@ def test_two_runs_with_different_state_directories_never_share_a_board(tmp_path:
     assert [run.returncode for run in runs] == [0, 0], outputs
     intervals = _intervals(tmp_path / "events" / "solo.log")
     assert sorted(tag for tag, _, _ in intervals) == ["a"] * 3 + ["b"] * 3
-    for (_, _, end), (_, start, _) in zip(intervals, intervals[1:], strict=False):
+    for (_, _, end), (_, start, _) in itertools.pairwise(intervals):
         assert end <= start  # the next test on the board starts only after the last one ended
     for tag in ("a", "b"):  # neither run charged the other's use of the board to it
         record = HealthBook(load_hwmap(tmp_path / "hwmap.toml").boards, clock=time.time,
@@ -128,7 +129,7 @@ def test_a_probe_never_overlaps_another_runs_test(tmp_path: Path) -> None:
     finally:
         output = run.communicate(timeout=300)[0]
     assert run.returncode == 0, output
-    [(_, start, end)] = _intervals(log)
+    [(_, _, end)] = _intervals(log)
     assert len(probed) == 1 and probed[0] >= end  # the probe ran once run a's test was over
     assert len(waits) == 1 and "running " in waits[0] and "test_hold_the_board[NULL-0] since" in waits[0]
 
