@@ -49,7 +49,7 @@ __all__ = [
 
 DEFAULT_POLL_S: Final = 0.05
 _HOLDER_FIELDS: Final = ("host", "pid", "run_id", "test", "since", "board")
-_KEY_OTHER: Final = re.compile(r"[^A-Za-z0-9._-]+")  # what a lock file's key may not hold
+_KEY_OTHER: Final = re.compile(r"[^A-Za-z0-9._:-]+")  # what a lock file's key may not hold
 _KEY_MAX_CHARS: Final = 160  # a key, its slot and its suffix stay well inside a file name's 255 bytes
 _KEY_HASH_CHARS: Final = 12
 _LOCK_SUFFIX: Final = ".lock"
