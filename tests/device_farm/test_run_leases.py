@@ -16,6 +16,7 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
+from support.cluster import emulated_board, farm_run, loopback_cluster, needs_dask
 
 from tinyhil.cli import main
 from tinyhil.device_farm.health import HealthBook, HealthState, LeasedProbe, ProbeResult, read_changes
@@ -67,11 +68,11 @@ def _files(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _farm_run(tmp_path: Path, tag: str, state: str, **env: str) -> subprocess.Popen[str]:
-    hwmap, suite = (
+    """``tinyhil farm run`` of the logged suite on the map in ``tmp_path`` (``hwmap.toml``, else ``both.toml``)."""
+    if not (tmp_path / "test_logged.py").exists():
         _files(tmp_path)
-        if not (tmp_path / "hwmap.toml").exists()
-        else (tmp_path / "hwmap.toml", tmp_path / "test_logged.py")
-    )
+    hwmap, suite = tmp_path / "hwmap.toml", tmp_path / "test_logged.py"
+    hwmap = hwmap if hwmap.exists() else tmp_path / "both.toml"
     command = [
         sys.executable,
         "-m",
@@ -253,3 +254,25 @@ def test_a_device_gone_board_goes_bad_after_three_failures_and_the_rest_finishes
     assert record.reason.startswith("3 infrastructure failures in a row (at most 2), the last: board lost")
     bad = [c for c in read_changes(state) if c.board == "usb-gone" and c.after == "BAD"]
     assert len(bad) == 1 and bad[0].reason == record.reason and bad[0].by == ""  # journaled with its reason
+
+
+@needs_dask
+def test_a_dask_run_and_a_local_run_never_share_a_board_of_one_host(tmp_path: Path) -> None:
+    hwmap = emulated_board("solo", "NULL", "host-a")  # one board, reached by a farm worker and by a local run
+    (tmp_path / "both.toml").write_text(hwmap)
+    (tmp_path / "test_logged.py").write_text(LOGGED_SUITE)
+    (tmp_path / "events").mkdir()
+    env = {"EVENT_DIR": str(tmp_path / "events"), "TINYHIL_LOCK_DIR": str(tmp_path / "locks")}
+    with loopback_cluster(tmp_path / "cluster") as cluster:
+        cluster.start_worker("host-a", hwmap, {**env, "EVENT_TAG": "dask"})
+        local = _farm_run(tmp_path, "local", "state-local", **env)
+        dask = farm_run("--engine", "dask", "--scheduler", cluster.address, "--suite", str(tmp_path / "test_logged.py"),
+                        "--report", str(tmp_path / "run-dask"), "--state", str(tmp_path / "state-dask"), cwd=tmp_path,
+                        env={**env, "EVENT_TAG": "dask"})  # fmt: skip
+        output = local.communicate(timeout=300)[0]
+    assert dask.returncode == 0, dask.stdout + dask.stderr
+    assert local.returncode == 0, output
+    intervals = _intervals(tmp_path / "events" / "solo.log")
+    assert sorted(tag for tag, _, _ in intervals) == ["dask"] * 3 + ["local"] * 3
+    for (_, _, end), (_, start, _) in itertools.pairwise(intervals):
+        assert end <= start
