@@ -276,3 +276,36 @@ def test_a_dask_run_and_a_local_run_never_share_a_board_of_one_host(tmp_path: Pa
     assert sorted(tag for tag, _, _ in intervals) == ["dask"] * 3 + ["local"] * 3
     for (_, _, end), (_, start, _) in itertools.pairwise(intervals):
         assert end <= start
+
+
+def test_two_tinyhil_runs_get_their_own_emulated_boards_and_never_wait_on_each_other(tmp_path: Path) -> None:
+    _files(tmp_path)
+    env = {**os.environ, "EVENT_DIR": str(tmp_path / "events"), "TINYHIL_LOCK_DIR": str(tmp_path / "locks"),
+           "EVENT_SLEEP_S": "1"}  # fmt: skip
+    runs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tinyhil.cli",
+                "run",
+                "--target",
+                "NULL",
+                "--suite",
+                str(tmp_path / "test_logged.py"),
+                "--report",
+                str(tmp_path / f"report-{tag}"),
+                "--workers",
+                "1",
+            ],
+            env={**env, "EVENT_TAG": tag},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for tag in ("a", "b")
+    ]
+    outputs = [run.communicate(timeout=300)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    assert not any("busy" in output for output in outputs), outputs  # each run's NULL board is its own
+    assert sorted(tag for tag, _, _ in _intervals(tmp_path / "events" / "null.log")) == ["a"] * 3 + ["b"] * 3
