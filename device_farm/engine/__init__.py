@@ -31,6 +31,7 @@ failed on, never on the lane that happened to notice.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from typing import Any, Final, Protocol
 
 from tinyhil.device_farm.health.states import HealthBook, HealthState, ProbeResult
 from tinyhil.device_farm.inventory.hwmap import Board
-from tinyhil.device_farm.leases import LeaseTimeout
+from tinyhil.device_farm.leases import LeaseTimeout, describe_holders
 from tinyhil.device_farm.planning import Lane, Pair, Plan
 from tinyhil.device_farm.shard.parent import Event, ShardExit, ShardJob
 from tinyhil.errors import InvalidArgument, TinyHilError
@@ -53,6 +54,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_ATTEMPTS: Final = 3
+PROBE_RETRY_S: Final = 1.0  # how often a lane asks again to probe a busy board (a farm worker's probe does not wait)
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,10 +317,26 @@ class FarmEngine:
             raise state.failed
 
     def _healthy(self, state: _State, board: Board) -> bool:
-        """Probe ``board`` when its health says so; False (and the board out of the run) when it is not GOOD."""
+        """Probe ``board`` when its health says so; False (and the board out of the run) when it is not GOOD.
+
+        A probe that found the board busy (it raised :class:`LeaseTimeout`: a farm worker's probe does not wait) is
+        asked again every :data:`PROBE_RETRY_S`, the wait said once through ``on_wait``, until ``lease_timeout_s``;
+        past that bound the ``LeaseTimeout`` propagates and the board leaves the run, its health untouched."""
         if self.health is None or self.probe is None:
             return True
-        return self.health.ready(board, self.probe)
+        started, said = time.monotonic(), False
+        while True:
+            try:
+                return self.health.ready(board, self.probe)
+            except LeaseTimeout as exc:
+                bound = self.lease_timeout_s
+                if self.stopped or (bound is not None and time.monotonic() - started >= bound):
+                    raise
+                if not said:
+                    with self._cond:
+                        self._call(state, self._on_wait, board.id, describe_holders(exc.holders))
+                    said = True
+                time.sleep(PROBE_RETRY_S)
 
     def _lane(self, state: _State, lane: Lane) -> None:
         try:

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
+import tinyhil.device_farm.engine as engine_module
 from tinyhil.device_farm.engine import FarmEngine, Result
 from tinyhil.device_farm.health.states import HealthBook, HealthState, ProbeResult
 from tinyhil.device_farm.inventory.hwmap import Board, parse_hwmap
+from tinyhil.device_farm.leases import Holder, LeaseTimeout
 from tinyhil.device_farm.planning import Pair, plan
 from tinyhil.device_farm.shard.parent import Event, ShardExit, ShardJob
 
@@ -99,3 +103,26 @@ def test_a_device_gone_board_goes_bad_at_the_bound_and_its_work_moves_at_once() 
     assert len(finals) == 8 and all(r.outcome == "passed" and r.board == "null-2" for r in finals)
     record = book.record("null-1")
     assert record.state is HealthState.BAD and record.consecutive_failures == 3
+
+
+def test_a_probe_that_finds_the_board_busy_is_asked_again_and_the_wait_said_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(engine_module, "PROBE_RETRY_S", 0.01)
+    book = HealthBook(BOARDS, clock=lambda: 100.0)  # UNKNOWN: each lane probes before its first shard
+    busy_for = {"null-1": 3}
+
+    def probe(board: Board) -> ProbeResult:  # a farm worker's probe: it never waits, it says the board is busy
+        if busy_for.get(board.id, 0) > 0:
+            busy_for[board.id] -= 1
+            raise LeaseTimeout(board.id, 0.0, [Holder("lab-1", 9, "other", "t.py::test_long[NULL]", 1.0, board.id)])
+        return ProbeResult(True, "fine")
+
+    engine = FarmEngine(BOARDS, _ScriptedRunner(), run_id="r", workers=2, health=book, probe=probe)
+    results: list[Result] = []
+    waits: list[tuple[str, str]] = []
+    engine.run(plan(PAIRS, BOARDS), results.append, on_wait=lambda board, held: waits.append((board, held)))
+    assert len(waits) == 1 and waits[0][0] == "null-1" and "(run other) running t.py::test_long[NULL]" in waits[0][1]
+    assert len(results) == 8 and all(r.final and r.outcome == "passed" for r in results)
+    assert {r.board for r in results} == {"null-1", "null-2"} and busy_for["null-1"] == 0  # it waited, then worked
+    assert (book.state("null-1"), book.record("null-1").infrastructure_failures) == (HealthState.GOOD, 0)
