@@ -6,13 +6,16 @@ Making a run checks everything before anything starts: the targets (:func:`choos
 the run sets itself, :data:`MANAGED_PYTEST_OPTIONS`). Running it:
 
 1. The inventory: the hardware map, or one emulated board per available emulated target (``--workers`` slots).
-2. Health: every board that needs a probe is probed; BAD, maintenance and retired boards take no work. A target
+2. Health: every board that needs a probe is probed under its lease (a busy one stays in, and its lane probes it
+   before its first shard); BAD, maintenance and retired boards take no work. A target
    named with ``--target`` that no GOOD board serves fails the run at start (:data:`EXIT_UNAVAILABLE`) unless
    ``allow_unavailable``.
 3. Collection (:mod:`~tinyhil.device_farm.collection`): ``pytest --collect-only --hil-collect`` over the targets
    the GOOD boards serve (``pairs.json``).
 4. The plan (:mod:`~tinyhil.device_farm.planning`), with durations kept from earlier runs in the farm's state.
-5. The engine (:mod:`~tinyhil.device_farm.engine`) runs it; every attempt is appended to ``journal.jsonl`` as it
+5. The engine (:mod:`~tinyhil.device_farm.engine`) runs it, its shards taking the boards' leases in the host-wide
+   lock directory (``lock_dir``) and waiting for a busy board up to ``lease_wait_s`` (``None``: as long as it takes;
+   one line says so, and nothing is charged to the board); every attempt is appended to ``journal.jsonl`` as it
    arrives. ``resume`` runs only the pairs of that run with no final result.
 6. Reports from the journal (:mod:`~tinyhil.device_farm.reports`): ``summary.json``, ``junit.xml`` and the
    self-contained ``report.html``. ``summary.json`` says ``"complete": true`` when every pair has its final result;
