@@ -180,7 +180,8 @@ class Lease:
     def release(self) -> None:
         if self._fd is None:
             return
-        self._holder_path.unlink(missing_ok=True)  # before the unlock: the next holder writes its own
+        with contextlib.suppress(PermissionError):  # another user's stale record (see _write_holder) stays
+            self._holder_path.unlink(missing_ok=True)  # before the unlock: the next holder writes its own
         os.close(self._fd)  # closing drops the flock
         self._fd = None
 
