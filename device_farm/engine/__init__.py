@@ -9,11 +9,11 @@ worker of the board's host (:mod:`~tinyhil.device_farm.engine.dask_runner`). At 
 Outcomes follow :mod:`~tinyhil.device_farm.shard.infrastructure`. A test failure is final, unless ``reruns`` allows
 it more attempts: then it is a non-final attempt and the pair runs again, by the path an infrastructure failure takes
 (the board's health untouched: a failing test is not the board's fault), up to ``reruns`` more times. An
-infrastructure failure
-(the board lost, the lease timed out, the shard or its worker killed while a test ran) is recorded as a non-final
+infrastructure failure (the board lost, the shard or its worker killed while a test ran) is recorded as a non-final
 attempt (a killed test's from when its start event says it started to when the engine learned of the loss),
-counted against the board's health (UNKNOWN: the lane probes it before its next shard, and a BAD board's lane stops,
-handing its pairs to other lanes), and the pair is retried on another eligible board, up to ``max_attempts``;
+counted against the board's health (UNKNOWN: the lane probes it before its next shard; the health book's
+``bad_after``-th in a row makes it BAD at once; a BAD board's lane stops, handing its pairs to other lanes), and the
+pair is retried on another eligible board, up to ``max_attempts``;
 with no other board left, it is retried where it was, after the probe. Pairs a shard never started go back to their lane
 without counting an attempt; a board no worker offers any more leaves the run like a BAD one. Every result goes to
 ``on_result`` as it arrives, at most one final result per pair. A runner that raises :class:`EngineLost` (the Dask
@@ -24,6 +24,10 @@ and report, and :meth:`FarmEngine.run` returns with the pairs no shard ran left 
 the running shards through the runner's ``cancel`` (a runner without one lets them finish): the tests they were
 running are left without a result, with no attempt counted and nothing charged to their boards, for ``--resume``
 to run.
+
+Waiting for a busy board is not a fault: a shard (or a probe) waits for the board's lease up to ``lease_timeout_s``
+(``None``: as long as it takes), ``on_wait`` hears once that it waits, and nothing is charged to the board. A board
+still busy when that bound runs out leaves the run like a BAD one, its health untouched.
 
 The engine's state is updated before ``on_result`` is called, so a callback that raises never leaves a result
 reported but uncounted, and a pair that no board is left for is reported on the board it was routed to or last
@@ -39,9 +43,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from tinyhil.device_farm.health.states import HealthBook, ProbeResult
+from tinyhil.device_farm.health.states import HealthBook, HealthState, ProbeResult
 from tinyhil.device_farm.inventory.hwmap import Board
-from tinyhil.device_farm.leases import DEFAULT_LEASE_TIMEOUT_S
+from tinyhil.device_farm.leases import LeaseTimeout, describe_holders
 from tinyhil.device_farm.planning import Lane, Pair, Plan
 from tinyhil.device_farm.shard.parent import Event, ShardExit, ShardJob
 from tinyhil.errors import InvalidArgument, TinyHilError
@@ -57,6 +61,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_ATTEMPTS: Final = 3
+PROBE_RETRY_S: Final = 1.0  # how often a lane asks again to probe a busy board (a farm worker's probe does not wait)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +171,10 @@ def _no_start(board: str, nodeid: str) -> None:
     """The default start callback: nothing to show."""
 
 
+def _no_wait(board: str, holders: str) -> None:
+    """The default wait callback: nothing to show."""
+
+
 def _check_count(name: str, value: object) -> None:
     if type(value) is not int or value < 1:
         raise InvalidArgument(f"{name}={value!r}, expected an integer >= 1")
@@ -184,7 +193,7 @@ class FarmEngine:
         health: HealthBook | None = None,
         probe: Callable[[Board], ProbeResult] | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        lease_timeout_s: float = DEFAULT_LEASE_TIMEOUT_S,
+        lease_timeout_s: float | None = None,
         pytest_args: Sequence[str] = (),
         reruns: int = 0,
     ) -> None:
@@ -201,6 +210,7 @@ class FarmEngine:
         self._plan = Plan()
         self._on_result: Callable[[Result], None] = _no_result
         self._on_start: Callable[[str, str], None] = _no_start
+        self._on_wait: Callable[[str, str], None] = _no_wait
         self.stopped: str | None = None  # why stop() was called; no shard starts after it
         self.killed = False  # stop(kill=True): the running shards were ended; their tests count no attempt
 
@@ -262,6 +272,18 @@ class FarmEngine:
         self._report(state, pair, where, attempt, done, final=not retry)
         if retry:
             state.retries.append(_Retry(pair, where[0]))
+        self._count_health(state, where[0], done.infrastructure)
+
+    def _count_health(self, state: _State, board: str, infrastructure: str | None) -> None:
+        """Tell the health book how the board did; a board it finds BAD leaves the run at once."""
+        if self.health is None or board not in self.boards:
+            return
+        if infrastructure is None:
+            self.health.record_carried(board)
+            return
+        record = self.health.record_infrastructure_failure(board, infrastructure)
+        if record.state is HealthState.BAD and board not in state.dead:
+            self._board_died(state, board, record.reason)
 
     def _board_died(self, state: _State, board: str, why: str) -> None:
         """Take ``board`` out of the run: its pairs go to other lanes; pairs no board is left for end as errors."""
@@ -292,16 +314,21 @@ class FarmEngine:
 
     # --- running ---
     def run(
-        self, plan: Plan, on_result: Callable[[Result], None], on_start: Callable[[str, str], None] = _no_start
+        self,
+        plan: Plan,
+        on_result: Callable[[Result], None],
+        on_start: Callable[[str, str], None] = _no_start,
+        on_wait: Callable[[str, str], None] = _no_wait,
     ) -> None:
-        """Run every routed pair of ``plan``, calling ``on_start(board, nodeid)`` as each test starts and
-        ``on_result`` with each attempt as it ends (from the lanes' threads, one call at a time); returns when every
-        pair has its final result, or once the shards running at :meth:`stop` have ended.
+        """Run every routed pair of ``plan``, calling ``on_start(board, nodeid)`` as each test starts,
+        ``on_wait(board, holders)`` when a shard starts waiting for its busy board, and ``on_result`` with each
+        attempt as it ends (from the lanes' threads, one call at a time); returns when every pair has its final
+        result, or once the shards running at :meth:`stop` have ended.
 
         Raises:
             EngineLost: the runner lost its engine; the results reported before stand, nothing after.
         """
-        self._plan, self._on_result, self._on_start = plan, on_result, on_start
+        self._plan, self._on_result, self._on_start, self._on_wait = plan, on_result, on_start, on_wait
         state = _State(queues={lane: deque(pairs) for lane, pairs in plan.shards.items()})
         state.outstanding = sum(len(pairs) for pairs in plan.shards.values())
         threads = [
@@ -324,10 +351,26 @@ class FarmEngine:
             raise state.failed
 
     def _healthy(self, state: _State, board: Board) -> bool:
-        """Probe ``board`` when its health says so; False (and the board out of the run) when it is not GOOD."""
+        """Probe ``board`` when its health says so; False (and the board out of the run) when it is not GOOD.
+
+        A probe that found the board busy (it raised :class:`LeaseTimeout`: a farm worker's probe does not wait) is
+        asked again every :data:`PROBE_RETRY_S`, the wait said once through ``on_wait``, until ``lease_timeout_s``;
+        past that bound the ``LeaseTimeout`` propagates and the board leaves the run, its health untouched."""
         if self.health is None or self.probe is None:
             return True
-        return self.health.ready(board, self.probe)
+        started, said = time.monotonic(), False
+        while True:
+            try:
+                return self.health.ready(board, self.probe)
+            except LeaseTimeout as exc:
+                bound = self.lease_timeout_s
+                if self.stopped or (bound is not None and time.monotonic() - started >= bound):
+                    raise
+                if not said:
+                    with self._cond:
+                        self._call(state, self._on_wait, board.id, describe_holders(exc.holders))
+                    said = True
+                time.sleep(PROBE_RETRY_S)
 
     def _lane(self, state: _State, lane: Lane) -> None:
         try:
@@ -350,7 +393,14 @@ class FarmEngine:
                 batch = self._take(state, lane)
             if batch is None:
                 return
-            if not self._healthy(state, board):
+            try:
+                healthy = self._healthy(state, board)
+            except LeaseTimeout as exc:  # busy past the wait bound: the run goes on without it, no fault counted
+                with self._cond:
+                    state.retries.extend(_Retry(pair, board.id) for pair in batch)
+                    self._board_died(state, board.id, f"busy: {exc}")
+                return
+            if not healthy:
                 reason = self.health.record(board.id).reason if self.health is not None else "probe failed"
                 with self._cond:
                     state.retries.extend(_Retry(pair, board.id) for pair in batch)
@@ -372,10 +422,15 @@ class FarmEngine:
             state.queues[lane].extendleft(reversed(account.left))  # never started: back to the lane, no attempt
             if end.board_gone:
                 self._board_died(state, board.id, end.lost or "no worker offers it")
+            elif account.busy is not None:  # the lease wait ran out: the board leaves the run, its health untouched
+                self._board_died(state, board.id, f"busy: {account.busy}")
+            elif board.id in state.dead and account.left:  # it went BAD mid-shard: what it never started moves on
+                why = self.health.record(board.id).reason if self.health is not None else "left the run"
+                self._board_died(state, board.id, why)
+            elif end.lost is not None and account.infrastructure is None and not self.killed:  # killed between
+                # tests (not by the run's own stop): still the board's
+                self._count_health(state, board.id, end.lost)
             self._cond.notify_all()
-        cause = account.infrastructure or (None if self.killed else end.lost)  # a shard the run ended: no fault
-        if cause and self.health is not None:
-            self.health.record_infrastructure_failure(board.id, cause)
 
 
 class _ShardAccount:
@@ -389,6 +444,7 @@ class _ShardAccount:
         self.started: dict[str, float] = {}  # node id -> when its start event says it started (Unix time)
         self.done: set[str] = set()
         self.infrastructure: str | None = None
+        self.busy: str | None = None  # the lease wait ran out (not a fault)
         self.left: list[Pair] = []
 
     def _lost(self, nodeid: str, cause: str) -> None:
@@ -412,9 +468,10 @@ class _ShardAccount:
             elif kind == "lost" and self.running is not None:  # the test's process died; the shard goes on
                 self._lost(self.running, str(event["cause"]))
                 self.running = None
-            elif kind == "lease-timeout":  # every pair of the batch lost an attempt to it
-                for node in [n for n in self.by_node if n not in self.done]:
-                    self._lost(node, f"lease timeout: {event['reason']}")
+            elif kind == "waiting":  # the board is busy: said once, never counted against it
+                self.engine._call(self.state, self.engine._on_wait, self.board.id, str(event.get("holders", "")))
+            elif kind == "lease-timeout":  # still busy at the wait bound: the pairs go elsewhere, no attempt counted
+                self.busy = str(event["reason"])
             elif kind == "result" and nodeid in self.by_node and nodeid not in self.done:
                 self.running = None
                 self.done.add(nodeid)
@@ -431,7 +488,7 @@ class _ShardAccount:
         if self.running is not None:  # the shard ended inside a test
             self._lost(self.running, end.lost or f"shard exited with status {end.returncode} during the test")
         left = [pair for node, pair in self.by_node.items() if node not in self.done]
-        if left and self.infrastructure is None and end.lost is None:
+        if left and self.infrastructure is None and end.lost is None and self.busy is None:
             tail = end.stderr.strip().splitlines()[-1:] or [f"exit status {end.returncode}"]
             for pair in left:  # pytest refused them (a bad node id, a usage error): not the board's fault
                 where = (self.board.id, self.host)

@@ -14,7 +14,6 @@ from pathlib import Path
 from tinyhil.device_farm.engine import DEFAULT_MAX_ATTEMPTS, FarmEngine
 from tinyhil.device_farm.health.states import HealthBook, ProbeResult
 from tinyhil.device_farm.inventory.hwmap import Board
-from tinyhil.device_farm.leases import DEFAULT_LEASE_TIMEOUT_S
 from tinyhil.device_farm.shard.parent import Event, ShardExit, ShardJob, run_shard_process
 
 __all__ = ["LocalEngine", "LocalRunner"]
@@ -71,7 +70,7 @@ class LocalEngine(FarmEngine):
         health: HealthBook | None = None,
         probe: Callable[[Board], ProbeResult] | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        lease_timeout_s: float = DEFAULT_LEASE_TIMEOUT_S,
+        lease_timeout_s: float | None = None,
         env: Mapping[str, str] | None = None,
         pytest_args: Sequence[str] = (),
         reruns: int = 0,

@@ -3,7 +3,7 @@
 Both engines run shards this way: the local engine on its own host, the Dask engine inside the farm worker of
 the board's host (:mod:`~tinyhil.device_farm.cluster.dask_worker`). The process loads
 :mod:`~tinyhil.device_farm.shard.plugin`, which takes the board's lease and writes a JSON line per event (``start``,
-``result``, ``lease-timeout``) to a pipe; each line goes to ``on_event`` as it arrives.
+``waiting``, ``result``, ``lease-timeout``) to a pipe; each line goes to ``on_event`` as it arrives.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 from tinyhil.device_farm.collection import pytest_command
 from tinyhil.device_farm.inventory.hwmap import Board, EmulatedLocator, KfdLocator, NvLocator
-from tinyhil.device_farm.leases import DEFAULT_LEASE_TIMEOUT_S
+from tinyhil.device_farm.leases import lock_key
 from tinyhil.device_farm.shard.infrastructure import killed_cause
 from tinyhil.device_farm.shard.plugin import SHARD_ENV, ShardSpec
 
@@ -36,7 +36,7 @@ class ShardJob:
     target: str
     nodes: tuple[str, ...]
     pytest_args: tuple[str, ...] = ()
-    lease_timeout_s: float = DEFAULT_LEASE_TIMEOUT_S
+    lease_timeout_s: float | None = None  # how long the shard waits for its board (None: as long as it takes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +94,7 @@ def run_shard_process(
     read_fd, write_fd = os.pipe()
     options = board.locator.options_json if isinstance(board.locator, EmulatedLocator) else "{}"
     spec = ShardSpec(job.run_id, board.id, board.slots, job.target, str(lease_dir), job.lease_timeout_s, write_fd,
-                     os.getpid(), options)  # fmt: skip
+                     os.getpid(), options, lock_key(board, job.run_id))  # fmt: skip
     full_env = {**env, SHARD_ENV: spec.to_json(), **board_environment(board, job.target)}
     try:
         # A session of its own: a terminal's Ctrl-C reaches the run, which ends its shards itself (on_process).

@@ -33,7 +33,7 @@ import pytest
 
 from tinyhil.device import Device
 from tinyhil.device_farm.inventory.board_options import target_options
-from tinyhil.device_farm.leases import Holder, Lease, LeaseTimeout, acquire
+from tinyhil.device_farm.leases import Holder, Lease, LeaseTimeout, acquire, describe_holders
 from tinyhil.device_farm.shard.infrastructure import infrastructure_cause
 from tinyhil.fixtures.collect import item_arg
 from tinyhil.fixtures.fixtures import HIL_OPEN_OPTIONS
@@ -57,10 +57,11 @@ class ShardSpec:
     slots: int
     target: str
     lease_dir: str
-    lease_timeout_s: float
+    lease_timeout_s: float | None  # how long to wait for the board (None: as long as it takes)
     results_fd: int
     parent_pid: int = 0
     options_json: str = "{}"  # the board's target options as its map entry gives them
+    lock_key: str = ""  # the board's lock key (tinyhil.device_farm.leases.lock_key)
 
     @property
     def id(self) -> str:  # the lease API's view of a board: an id and a slot count
@@ -155,8 +156,13 @@ def pytest_configure(config: pytest.Config) -> None:
     spec = ShardSpec.from_json(text)
     _die_with_parent(spec.parent_pid)
     shard = _Shard(spec, config)
+
+    def waiting(held: list[Holder | None]) -> None:  # once, when the board is busy: the engine says so, no fault
+        shard.send({"event": "waiting", "holders": describe_holders(held), "since": time.time()})
+
     try:  # held until this process exits
-        shard.lease = acquire(spec.lease_dir, spec, Holder.here(spec.run_id), timeout_s=spec.lease_timeout_s)
+        shard.lease = acquire(spec.lease_dir, spec, Holder.here(spec.run_id, board=spec.board),
+                              timeout_s=spec.lease_timeout_s, on_wait=waiting)  # fmt: skip
     except LeaseTimeout as exc:
         shard.send({"event": "lease-timeout", "reason": str(exc)})
         raise pytest.UsageError(str(exc)) from None

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from tinyhil.cli.farm_boards import lease_options
 from tinyhil.cli.farm_history import history_options
 from tinyhil.device_farm.cluster.security import FarmTLS, check_scheme
 from tinyhil.device_farm.inventory.hwmap import HardwareMap, emulated_inventory, load_hwmap
@@ -150,7 +151,7 @@ def farm_run_from_args(args: argparse.Namespace, registry: TargetRegistry, tls: 
                    subset=parse_subset(args.subset) if args.subset else None, subset_seed=args.seed or 0,
                    quarantine_verify=bool(args.quarantine_verify), dask=dask, reruns=args.reruns or 0,
                    deadline_s=deadline_s, command=COMMANDS[0], command_line=args.command_line,
-                   **history_options(args))  # fmt: skip
+                   **history_options(args), **lease_options(args))  # fmt: skip
 
 
 def _resumed_farm_run(args: argparse.Namespace, registry: TargetRegistry, tls: FarmTLS | None,
@@ -181,7 +182,7 @@ def _resumed_farm_run(args: argparse.Namespace, registry: TargetRegistry, tls: F
                    quarantine=load_quarantine(header.quarantine) if header.quarantine else None, resume=True,
                    subset=header.subset, subset_seed=header.seed, quarantine_verify=header.quarantine_verify,
                    dask=dask, reruns=header.reruns, deadline_s=deadline_s, command=COMMANDS[0],
-                   command_line=args.command_line, **history_options(args))  # fmt: skip
+                   command_line=args.command_line, **history_options(args), **lease_options(args))  # fmt: skip
 
 
 def resumed_suite(header: RunHeader) -> Sequence[str]:
