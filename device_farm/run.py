@@ -120,6 +120,7 @@ class FarmRun:
     subset_seed: int = 0
     quarantine_verify: bool = False
     dask: DaskOptions | None = None
+    test_timeout_s: float = 0.0  # --test-timeout: each test's limit unless its hil marker gives one; 0: none
 
 
 class TargetsUnavailable(TinyHilError, LookupError):
@@ -219,10 +220,14 @@ def new_run(hwmap: HardwareMap | Callable[[int], HardwareMap] | None, suite: Seq
     Dask (what the workers offer). ``options`` are the other fields of :class:`FarmRun`.
 
     Raises:
-        InvalidArgument: ``workers`` < 1, or a problem :func:`check_run_arguments` finds.
+        InvalidArgument: ``workers`` < 1, a ``test_timeout_s`` that is not seconds >= 0, or a problem
+            :func:`check_run_arguments` finds.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise InvalidArgument(f"--workers {workers!r}, expected an integer >= 1")
+    timeout_s = options.get("test_timeout_s", 0.0)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not 0 <= timeout_s < float("inf"):
+        raise InvalidArgument(f"--test-timeout {timeout_s!r}, expected seconds >= 0 (0: no limit)")
     entries = tuple(suite) or (SUITE_PACKAGE,)
     check_run_arguments(run_dir, entries, pytest_args)
     absolute = tuple(str(Path(e).resolve()) if Path(e).exists() else e for e in entries)
@@ -358,10 +363,12 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         if session is None:
             engine = LocalEngine(boards, command=shard_command(run.run_dir, ()), cwd=run.run_dir,
                                  lease_dir=leases_dir(run.state_dir), run_id=run_id, workers=run.workers,
-                                 health=health, probe=probe_board, pytest_args=run.pytest_args)  # fmt: skip
+                                 health=health, probe=probe_board, pytest_args=run.pytest_args,
+                                 test_timeout_s=run.test_timeout_s)  # fmt: skip
         else:
             engine = FarmEngine(boards, session.runner, run_id=run_id, workers=run.workers, health=health,
-                                probe=session.runner.probe, pytest_args=run.pytest_args)  # fmt: skip
+                                probe=session.runner.probe, pytest_args=run.pytest_args,
+                                test_timeout_s=run.test_timeout_s)  # fmt: skip
         progress.on_closed = engine.stop
         try:
             engine.run(work, arrived, progress.started)

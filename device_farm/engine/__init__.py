@@ -26,6 +26,7 @@ failed on, never on the lane that happened to notice.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,9 +36,10 @@ from tinyhil.device_farm.health.states import HealthBook, ProbeResult
 from tinyhil.device_farm.inventory.hwmap import Board
 from tinyhil.device_farm.leases import DEFAULT_LEASE_TIMEOUT_S
 from tinyhil.device_farm.planning import Lane, Pair, Plan
+from tinyhil.device_farm.engine.slots import SlotGate
 from tinyhil.device_farm.shard.parent import Event, ShardExit, ShardJob
 from tinyhil.errors import InvalidArgument, TinyHilError
-from tinyhil.fixtures.outcomes import classify
+from tinyhil.fixtures.outcomes import cap_text, classify
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -113,7 +115,10 @@ class EngineLost(TinyHilError, RuntimeError):
 
 class ShardRunner(Protocol):
     """Where shards run: ``run`` runs one and returns how it ended, passing each of its events to ``on_event`` as
-    it arrives; ``host`` is where shards run when no event says otherwise."""
+    it arrives; ``host`` is where shards run when no event says otherwise. A runner whose ``feeds`` attribute is
+    true is called ``run(job, on_event, next_arg)`` instead: its shard collects ``job.nodes`` (its lane's test
+    files) and runs the tests ``next_arg`` gives until it gives ``None``, one process per lane
+    (:mod:`~tinyhil.device_farm.shard.feed`)."""
 
     host: str
 
@@ -168,6 +173,7 @@ class FarmEngine:
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         lease_timeout_s: float = DEFAULT_LEASE_TIMEOUT_S,
         pytest_args: Sequence[str] = (),
+        test_timeout_s: float = 0.0,
     ) -> None:
         _check_count("workers", workers)
         _check_count("max_attempts", max_attempts)
@@ -175,7 +181,10 @@ class FarmEngine:
         self.runner, self.run_id, self.pytest_args = runner, run_id, tuple(pytest_args)
         self.health, self.probe = health, probe
         self.max_attempts, self.lease_timeout_s = max_attempts, lease_timeout_s
-        self._slots = threading.BoundedSemaphore(workers)
+        self.test_timeout_s = test_timeout_s  # every test's limit unless its hil marker says another; 0: none
+        self.slots = SlotGate(workers)  # shard processes at once
+        self.shards_started: dict[Lane, int] = {}  # shard processes each lane started
+        self._files: dict[tuple[str, str], tuple[str, ...]] = {}  # (board, target) -> the test files it may run
         self._cond = threading.Condition()
         self._plan = Plan()
         self._on_result: Callable[[Result], None] = _no_result
@@ -196,6 +205,20 @@ class FarmEngine:
                 state.inflight[lane] = batch
                 return batch
             self._cond.wait()
+
+    def _take_more(self, state: _State, lane: Lane, target: str) -> list[Pair]:
+        """More pairs of ``target`` for ``lane``'s running shard, without waiting: its own, else retries it may run."""
+        if state.outstanding == 0 or lane.board in state.dead or state.lost is not None or self.stopped:
+            return []
+        own = state.queues[lane]
+        batch = [pair for pair in own if pair.target == target]
+        if batch:
+            state.queues[lane] = deque(pair for pair in own if pair.target != target)
+        else:
+            batch = [r.pair for r in state.retries if r.pair.target == target and self._may_retry(state, r, lane.board)]
+            state.retries = [r for r in state.retries if r.pair not in batch]
+        state.inflight.setdefault(lane, []).extend(batch)
+        return batch
 
     def _alive(self, state: _State, pair: Pair) -> list[str]:
         return [b for b in self._plan.eligible[pair.key] if b not in state.dead]
@@ -272,6 +295,11 @@ class FarmEngine:
             EngineLost: the runner lost its engine; the results reported before stand, nothing after.
         """
         self._plan, self._on_result, self._on_start = plan, on_result, on_start
+        files: dict[tuple[str, str], set[str]] = {}
+        for pair in (pair for pairs in plan.shards.values() for pair in pairs):
+            for board in plan.eligible.get(pair.key, ()):
+                files.setdefault((board, pair.target), set()).add(pair.node_id.split("::")[0])
+        self._files = {where: tuple(sorted(paths)) for where, paths in files.items()}
         state = _State(queues={lane: deque(pairs) for lane, pairs in plan.shards.items()})
         state.outstanding = sum(len(pairs) for pairs in plan.shards.values())
         threads = [
@@ -309,6 +337,7 @@ class FarmEngine:
 
     def _run_lane(self, state: _State, lane: Lane) -> None:
         board = self.boards[lane.board]
+        load = self._plan.loads.get(lane, 0.0)
         while True:
             with self._cond:
                 batch = self._take(state, lane)
@@ -320,38 +349,63 @@ class FarmEngine:
                     state.retries.extend(_Retry(pair, board.id) for pair in batch)
                     self._board_died(state, board.id, reason)
                 return
-            with self._slots:
+            with self.slots.held(load):
                 if self.stopped:  # stopped while this lane waited for a slot: its batch stays without results
                     return
-                self._shard(state, lane, board, batch)
+                timed_out = self._shard(state, lane, board, batch)
+            if timed_out and self.health is not None and self.probe is not None:  # a hung test may wedge a board
+                self.health.record_probe(board.id, self.probe(board))
 
-    def _shard(self, state: _State, lane: Lane, board: Board, batch: list[Pair]) -> None:
-        """Run ``batch`` as one shard on ``board`` and account for every pair of it."""
-        account = _ShardAccount(self, state, board, batch)
-        job = ShardJob(self.run_id, board, batch[0].target, tuple(pair.node_id for pair in batch), self.pytest_args,
-                       self.lease_timeout_s)  # fmt: skip
-        end = self.runner.run(job, account.event)
+    def _shard(self, state: _State, lane: Lane, board: Board, batch: list[Pair]) -> bool:
+        """Run the pairs of ``batch``'s first target as one shard on ``board`` (a runner that ``feeds`` is given
+        more as the shard goes, :meth:`_take_more`) and account for every pair; the others go back to the lane.
+        True when a test ran over its time limit."""
+        target = batch[0].target
+        feeds = bool(getattr(self.runner, "feeds", False))
+        account = _ShardAccount(self, state, lane, board, [pair for pair in batch if pair.target == target], feeds)
+        nodes = self._files.get((board.id, target), ()) if feeds else tuple(account.by_node)
+        job = ShardJob(self.run_id, board, target, nodes, self.pytest_args, self.lease_timeout_s,
+                       self.test_timeout_s)  # fmt: skip
+        self.shards_started[lane] = self.shards_started.get(lane, 0) + 1
+        end = self.runner.run(job, account.event, account.next_arg) if feeds else self.runner.run(job, account.event)
         with self._cond:
             account.end(end)
-            state.queues[lane].extendleft(reversed(account.left))  # never started: back to the lane, no attempt
+            back = account.left + [pair for pair in batch if pair.target != target]
+            state.queues[lane].extendleft(reversed(back))  # never started: back to the lane, no attempt
             if end.board_gone:
                 self._board_died(state, board.id, end.lost or "no worker offers it")
             self._cond.notify_all()
         if (account.infrastructure or end.lost) and self.health is not None:
             self.health.record_infrastructure_failure(board.id, account.infrastructure or end.lost or "")
+        return end.timeout is not None
 
 
 class _ShardAccount:
     """One shard's events as they arrive: which test runs, which are done, and what they came to."""
 
-    def __init__(self, engine: FarmEngine, state: _State, board: Board, batch: list[Pair]) -> None:
-        self.engine, self.state, self.board = engine, state, board
+    def __init__(self, engine: FarmEngine, state: _State, lane: Lane, board: Board, batch: list[Pair],
+                 fed: bool) -> None:  # fmt: skip
+        self.engine, self.state, self.lane, self.board = engine, state, lane, board
+        self.target = batch[0].target
         self.by_node = {pair.node_id: pair for pair in batch}
+        self.unfed = deque(batch if fed else ())  # a fed shard's pairs not sent yet (a shard of node ids has all)
         self.host = engine.runner.host
         self.running: str | None = None
+        self.started = 0.0  # when the running test started
         self.done: set[str] = set()
         self.infrastructure: str | None = None
         self.left: list[Pair] = []
+
+    def next_arg(self) -> str | None:
+        """The next test for a fed shard (:meth:`FarmEngine._take_more` once the batch is sent); ``None``: no more."""
+        with self.engine._cond:
+            if self.engine.stopped:
+                return None
+            if not self.unfed:
+                more = self.engine._take_more(self.state, self.lane, self.target)
+                self.by_node.update((pair.node_id, pair) for pair in more)
+                self.unfed.extend(more)
+            return self.unfed.popleft().node_id if self.unfed else None
 
     def _lost(self, nodeid: str, cause: str) -> None:
         self.engine._attempted(self.state, self.by_node[nodeid], (self.board.id, self.host), _Attempt.lost(cause))
@@ -364,7 +418,7 @@ class _ShardAccount:
             if kind == "host":  # where the shard runs (the Dask runner says so before anything else)
                 self.host = str(event["host"])
             elif kind == "start" and nodeid in self.by_node and nodeid not in self.done:
-                self.running = nodeid
+                self.running, self.started = nodeid, float(event.get("time") or time.time())
                 self.engine._call(self.state, self.engine._on_start, self.board.id, self.by_node[nodeid].name)
             elif kind == "lost" and self.running is not None:  # the test's process died; the shard goes on
                 self._lost(self.running, str(event["cause"]))
@@ -372,6 +426,10 @@ class _ShardAccount:
             elif kind == "lease-timeout":  # every pair of the batch lost an attempt to it
                 for node in [n for n in self.by_node if n not in self.done]:
                     self._lost(node, f"lease timeout: {event['reason']}")
+            elif kind == "unknown" and nodeid in self.by_node and nodeid not in self.done:  # not collected there
+                self.done.add(nodeid)
+                done = _Attempt("error", f"not run: the shard on {self.board.id} did not collect {nodeid}")
+                self.engine._attempted(self.state, self.by_node[nodeid], (self.board.id, self.host), done)
             elif kind == "result" and nodeid in self.by_node and nodeid not in self.done:
                 self.running = None
                 self.done.add(nodeid)
@@ -382,13 +440,20 @@ class _ShardAccount:
     def end(self, end: ShardExit) -> None:
         """Account for the pairs the events did not settle (under the engine's lock)."""
         self.host = end.host or self.host
-        if self.running is not None:  # the shard ended inside a test
+        if self.running is not None and end.timeout is not None:  # the watchdog stopped it: the test's failure
+            finished = time.time()
+            done = _Attempt("failed", end.timeout.splitlines()[0], None, finished - self.started, self.started,
+                            finished, details={"longrepr": cap_text(end.timeout)})  # fmt: skip
+            self.engine._attempted(self.state, self.by_node[self.running], (self.board.id, self.host), done)
+            self.done.add(self.running)
+        elif self.running is not None:  # the shard ended inside a test
             self._lost(self.running, end.lost or f"shard exited with status {end.returncode} during the test")
-        left = [pair for node, pair in self.by_node.items() if node not in self.done]
-        if left and self.infrastructure is None and end.lost is None:
+        unfed = {pair.node_id for pair in self.unfed}
+        left = [pair for node, pair in self.by_node.items() if node not in self.done and node not in unfed]
+        if left and self.infrastructure is None and end.lost is None and end.timeout is None:
             tail = end.stderr.strip().splitlines()[-1:] or [f"exit status {end.returncode}"]
             for pair in left:  # pytest refused them (a bad node id, a usage error): not the board's fault
                 where = (self.board.id, self.host)
                 self.engine._attempted(self.state, pair, where, _Attempt("error", f"not run: {tail[0]}"))
             left = []
-        self.left = left
+        self.left = left + list(self.unfed)

@@ -34,7 +34,9 @@ import pytest
 from tinyhil.device import Device
 from tinyhil.device_farm.inventory.board_options import target_options
 from tinyhil.device_farm.leases import Holder, Lease, LeaseTimeout, acquire
+from tinyhil.device_farm.shard.feed import run_fed
 from tinyhil.device_farm.shard.infrastructure import infrastructure_cause
+from tinyhil.device_farm.shard.watchdog import Watchdog
 from tinyhil.fixtures.collect import item_arg
 from tinyhil.fixtures.fixtures import HIL_OPEN_OPTIONS
 from tinyhil.fixtures.hooks import HIL_BOARD_ENTRY, REPRO_BUNDLE_PROPERTY
@@ -61,6 +63,9 @@ class ShardSpec:
     results_fd: int
     parent_pid: int = 0
     options_json: str = "{}"  # the board's target options as its map entry gives them
+    commands_fd: int = -1  # the pipe the lane feeds tests over (shard.feed); -1: run the node ids of the command line
+    test_timeout_s: float = 0.0  # the run's per-test limit (--test-timeout); 0: none (shard.watchdog)
+    dump_path: str = ""  # where the watchdog writes every thread's stack when a test runs over its limit
 
     @property
     def id(self) -> str:  # the lease API's view of a board: an id and a slot count
@@ -80,6 +85,8 @@ class _Shard:
         self.lease: Lease | None = None
         self.tests: dict[str, dict[str, Any]] = {}  # node id -> its serialized reports so far, and what else is sent
         self.args: dict[str, str] = {}  # node id -> the argument the engine selected the item by
+        self.watchdog = Watchdog(spec.dump_path, spec.test_timeout_s)
+        self.limits: dict[str, float | None] = {}  # node id -> the running test's time limit
 
     def send(self, record: dict[str, Any]) -> None:
         data = (json.dumps(record, default=str) + "\n").encode()  # a user property may hold any object
@@ -107,12 +114,34 @@ class _Shard:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         self.args = {item.nodeid: item_arg(item) for item in items}
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool | None:
+        """A fed shard runs the tests its lane sends over the command pipe (:mod:`~tinyhil.device_farm.shard.feed`)."""
+        if self.spec.commands_fd < 0 or session.config.option.collectonly:
+            return None
+        if session.testsfailed and not session.config.option.continue_on_collection_errors:
+            raise session.Interrupted(f"{session.testsfailed} errors during collection")
+        items = {self.args.get(item.nodeid, item.nodeid): item for item in session.items}
+        with os.fdopen(self.spec.commands_fd, "rb") as commands:
+            run_fed(session, commands, items, self.send)
+        return True
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+        self.limits[item.nodeid] = limit = self.watchdog.limit_s(item)
+        self.watchdog.arm(limit)
+        try:
+            return (yield)
+        finally:
+            self.watchdog.disarm()
+
     def pytest_runtest_logstart(self, nodeid: str, location: object) -> None:
         if self.lease is not None:
             self.lease.update(nodeid)
         started = time.time()
         self.tests[nodeid] = {"reports": [], "infrastructure": None, "started": started}
-        self.send({"event": "start", "nodeid": self.args.get(nodeid, nodeid), "time": started})
+        self.send({"event": "start", "nodeid": self.args.get(nodeid, nodeid), "time": started,
+                   "timeout": self.limits.get(nodeid)})  # fmt: skip
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:

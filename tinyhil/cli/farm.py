@@ -251,7 +251,8 @@ def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
                   targets=targets.names, allow_unavailable=args.allow_unavailable,
                   quarantine=load_quarantine(args.quarantine) if args.quarantine else None,
                   resume=bool(args.resume), subset=parse_subset(args.subset) if args.subset else None,
-                  subset_seed=args.seed, quarantine_verify=args.quarantine_verify, dask=dask)  # fmt: skip
+                  subset_seed=args.seed, quarantine_verify=args.quarantine_verify, dask=dask,
+                  test_timeout_s=args.test_timeout)  # fmt: skip
     where = f"{len(run.hwmap.boards)} boards from {run.hwmap.path}" if run.hwmap else "the boards farm workers offer"
     print(f"tinyhil farm run: {where}, {run.workers} shards at once, run in {run.run_dir}")
     with client_config(tls):  # the run's Dask client, the only one it makes, speaks the farm's TLS
@@ -413,6 +414,9 @@ def add_farm_command(commands: Any) -> None:
     run.add_argument("--suite", action="append", metavar="PATH", help="tests to run (default: the portable suite)")
     run.add_argument("--state", metavar="DIR", help=f"farm state directory (default: ${STATE_ENV} or ~/.local/state)")
     run.add_argument("--allow-unavailable", action="store_true", help="run even if a --target has no GOOD board")
+    run.add_argument("--test-timeout", type=float, default=0.0, metavar="S",
+                     help="stop a test after S seconds with a stack dump, reported as its failure and followed by a "
+                          "probe of its board (@pytest.mark.hil(timeout=S) overrides it; default: no limit)")  # fmt: skip
     _security_options(run, listens=False)
     run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra arguments passed to pytest")
     run.set_defaults(handler=_run)

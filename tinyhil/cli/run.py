@@ -47,7 +47,7 @@ def _run(args: argparse.Namespace, registry: TargetRegistry) -> int:
     available = [t for t in choice.targets if t.name not in unavailable]
     run = new_run(lambda slots: target_inventory(available, slots=slots), args.suite or (), report_dir,
                   report_dir.resolve() / RUN_STATE_DIR, args.workers, pytest_args=args.pytest_args,
-                  targets=choice.names, allow_unavailable=True)  # fmt: skip
+                  targets=choice.names, allow_unavailable=True, test_timeout_s=args.test_timeout)  # fmt: skip
     choice.check_here(allow_unavailable=args.allow_unavailable)
     print(f"tinyhil {tinyhil.__version__}: running the portable suite on {', '.join(choice.names)} ({choice.source})",
           flush=True)  # fmt: skip
@@ -95,5 +95,8 @@ def add_run_command(commands: Any) -> None:
     )
     run.add_argument("--workers", type=int, default=DEFAULT_WORKERS, metavar="N",
                      help=f"test processes at once (default {DEFAULT_WORKERS})")  # fmt: skip
+    run.add_argument("--test-timeout", type=float, default=0.0, metavar="S",
+                     help="stop a test after S seconds with a stack dump, reported as its failure "
+                          "(@pytest.mark.hil(timeout=S) overrides it per test; default: no limit)")  # fmt: skip
     run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra arguments passed to pytest")
     run.set_defaults(handler=_run)
