@@ -32,11 +32,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from tinyhil.device_farm.engine.slots import SlotGate
 from tinyhil.device_farm.health.states import HealthBook, ProbeResult
 from tinyhil.device_farm.inventory.hwmap import Board
 from tinyhil.device_farm.leases import DEFAULT_LEASE_TIMEOUT_S
 from tinyhil.device_farm.planning import Lane, Pair, Plan
-from tinyhil.device_farm.engine.slots import SlotGate
 from tinyhil.device_farm.shard.parent import Event, ShardExit, ShardJob
 from tinyhil.errors import InvalidArgument, TinyHilError
 from tinyhil.fixtures.outcomes import cap_text, classify

@@ -11,6 +11,7 @@ shard reads no further command and ends; the tests fed but not started go back t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -74,8 +75,6 @@ class Feeder:
 
     def close(self) -> None:
         if self._pipe is not None:
-            try:
+            with contextlib.suppress(BrokenPipeError):
                 self._pipe.close()
-            except BrokenPipeError:
-                pass
             self._pipe = None

@@ -415,8 +415,8 @@ def add_farm_command(commands: Any) -> None:
     run.add_argument("--state", metavar="DIR", help=f"farm state directory (default: ${STATE_ENV} or ~/.local/state)")
     run.add_argument("--allow-unavailable", action="store_true", help="run even if a --target has no GOOD board")
     run.add_argument("--test-timeout", type=float, default=0.0, metavar="S",
-                     help="stop a test after S seconds with a stack dump, reported as its failure and followed by a "
-                          "probe of its board (@pytest.mark.hil(timeout=S) overrides it; default: no limit)")  # fmt: skip
+                     help="stop a test after S seconds with a stack dump, reported as its failure; its board is "
+                          "probed (@pytest.mark.hil(timeout=S) overrides it; default: no limit)")  # fmt: skip
     _security_options(run, listens=False)
     run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra arguments passed to pytest")
     run.set_defaults(handler=_run)

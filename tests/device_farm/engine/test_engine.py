@@ -145,6 +145,28 @@ def test_an_engine_error_on_one_lane_hands_its_pairs_to_the_others_instead_of_ha
     assert len(final) == len(TESTS) and {r.board for r in results} == {"emu-2"}
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_lane_runs_every_pair_in_one_shard_process_and_workers_bound_the_processes(tmp_path: Path,
+                                                                                     workers: int) -> None:  # fmt: skip
+    engine = _engine(tmp_path, BOARDS)
+    engine = LocalEngine(BOARDS, command=engine.command, cwd=engine.cwd, lease_dir=engine.lease_dir, run_id="r1",
+                         workers=workers, env=engine.env)  # fmt: skip
+    (engine.cwd / "test_pids.py").write_text(
+        "import os\nfrom pathlib import Path\n\nimport pytest\n\n\n@pytest.mark.parametrize('n', range(6))\n"
+        "def test_pid(hil_target, n):\n    (Path(os.environ['MARKS']) / str(n)).write_text(str(os.getpid()))\n"
+    )
+    pairs = [Pair(f"{engine.cwd / 'test_pids.py'}::test_pid[NULL-{n}]", "NULL") for n in range(6)]
+    results: list[Result] = []
+    work = plan(pairs, BOARDS, workers=workers)
+    engine.run(work, results.append)
+    assert sorted(r.outcome for r in results) == ["passed"] * 6
+    lanes = [lane for lane, shard in work.shards.items() if shard]
+    assert len(lanes) == workers and engine.shards_started == {lane: 1 for lane in lanes}
+    pids = {(tmp_path / "marks" / str(n)).read_text() for n in range(6)}
+    assert len(pids) == workers  # one process per lane, fed every pair of it
+    assert engine.slots.peak <= workers
+
+
 def test_a_shard_environment_names_its_board_for_tests_with_their_own_stack() -> None:
     from tinyhil.device_farm.shard.parent import board_environment
 

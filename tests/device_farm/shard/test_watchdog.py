@@ -8,8 +8,6 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-
 from tinyhil.device_farm.engine import Result
 from tinyhil.device_farm.engine.local import LocalEngine
 from tinyhil.device_farm.health.states import HealthBook, HealthState, ProbeResult
@@ -87,11 +85,3 @@ def test_a_sleeping_test_is_stopped_at_its_limit_with_every_threads_stack(tmp_pa
     assert record.state is HealthState.GOOD and record.infrastructure_failures == 0
     # the lane went on in a fresh shard process after each timeout
     assert engine.shards_started == {Lane("emu", 0): 3}
-
-
-def test_the_marker_timeout_must_be_seconds(tmp_path: Path) -> None:
-    pytester_like = tmp_path / "test_bad.py"
-    pytester_like.write_text("import pytest\n\n@pytest.mark.hil(timeout=-1)\ndef test_x(hil_target):\n    pass\n")
-    done = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:xdist", str(pytester_like), "--hil-target=NULL",
-                        "--rootdir", str(tmp_path)])  # fmt: skip
-    assert done == pytest.ExitCode.USAGE_ERROR
