@@ -30,7 +30,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 from tinyhil.device_farm.engine.slots import SlotGate
 from tinyhil.device_farm.health.states import HealthBook, ProbeResult
@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "EngineLost",
     "FarmEngine",
+    "FeedingRunner",
     "Result",
     "ShardRunner",
 ]
@@ -124,6 +125,16 @@ class ShardRunner(Protocol):
 
     def run(self, job: ShardJob, on_event: Callable[[Event], None]) -> ShardExit:
         """Run ``job``; raises :class:`EngineLost` when the run cannot go on at all."""
+
+
+class FeedingRunner(Protocol):
+    """A :class:`ShardRunner` whose shards are fed their tests (``feeds`` is true)."""
+
+    host: str
+    feeds: bool
+
+    def run(self, job: ShardJob, on_event: Callable[[Event], None], next_arg: Callable[[], str | None]) -> ShardExit:
+        """Run ``job``'s shard over the tests ``next_arg`` gives until it gives ``None``."""
 
 
 @dataclass(slots=True)
@@ -367,7 +378,10 @@ class FarmEngine:
         job = ShardJob(self.run_id, board, target, nodes, self.pytest_args, self.lease_timeout_s,
                        self.test_timeout_s)  # fmt: skip
         self.shards_started[lane] = self.shards_started.get(lane, 0) + 1
-        end = self.runner.run(job, account.event, account.next_arg) if feeds else self.runner.run(job, account.event)
+        if feeds:
+            end = cast(FeedingRunner, self.runner).run(job, account.event, account.next_arg)
+        else:
+            end = self.runner.run(job, account.event)
         with self._cond:
             account.end(end)
             back = account.left + [pair for pair in batch if pair.target != target]
