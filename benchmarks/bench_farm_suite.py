@@ -44,8 +44,8 @@ def measure(workers: int, rounds: int, targets: list[str]) -> dict[str, float]:
             report = root / f"farm-{n}"
             farm = [sys.executable, "-m", "tinyhil.cli", "run", "--workers", str(workers), "--report", str(report),
                     *selected]  # fmt: skip
-            plain = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(workers),
-                     "--rootdir", str(root), "--pyargs", SUITE_PACKAGE, *(f"--hil-target={t}" for t in targets)]  # fmt: skip
+            plain = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(workers), "--rootdir",
+                     str(root), "--pyargs", SUITE_PACKAGE, *(f"--hil-target={t}" for t in targets)]  # fmt: skip
             farm_s.append(_timed(farm, root))
             plain_s.append(_timed(plain, root))
     ratios = [f / p for f, p in zip(farm_s, plain_s, strict=True)]

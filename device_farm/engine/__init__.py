@@ -34,7 +34,7 @@ from typing import Any, Final, Protocol, cast
 
 from tinyhil.device_farm.engine.slots import SlotGate
 from tinyhil.device_farm.health.states import HealthBook, ProbeResult
-from tinyhil.device_farm.inventory.hwmap import Board
+from tinyhil.device_farm.inventory.hwmap import Board, BoardKind
 from tinyhil.device_farm.leases import DEFAULT_LEASE_TIMEOUT_S
 from tinyhil.device_farm.planning import Lane, Pair, Plan
 from tinyhil.device_farm.shard.parent import Event, ShardExit, ShardJob
@@ -175,7 +175,7 @@ class FarmEngine:
     def __init__(
         self,
         boards: Sequence[Board],
-        runner: ShardRunner,
+        runner: ShardRunner | FeedingRunner,
         *,
         run_id: str,
         workers: int,
@@ -195,7 +195,7 @@ class FarmEngine:
         self.test_timeout_s = test_timeout_s  # every test's limit unless its hil marker says another; 0: none
         self.slots = SlotGate(workers)  # shard processes at once
         self.shards_started: dict[Lane, int] = {}  # shard processes each lane started
-        self._files: dict[tuple[str, str], tuple[str, ...]] = {}  # (board, target) -> the test files it may run
+        self._collect: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # board -> a fed shard's files, targets
         self._cond = threading.Condition()
         self._plan = Plan()
         self._on_result: Callable[[Result], None] = _no_result
@@ -306,11 +306,7 @@ class FarmEngine:
             EngineLost: the runner lost its engine; the results reported before stand, nothing after.
         """
         self._plan, self._on_result, self._on_start = plan, on_result, on_start
-        files: dict[tuple[str, str], set[str]] = {}
-        for pair in (pair for pairs in plan.shards.values() for pair in pairs):
-            for board in plan.eligible.get(pair.key, ()):
-                files.setdefault((board, pair.target), set()).add(pair.node_id.split("::")[0])
-        self._files = {where: tuple(sorted(paths)) for where, paths in files.items()}
+        self._collect = _collected(plan, self.boards)
         state = _State(queues={lane: deque(pairs) for lane, pairs in plan.shards.items()})
         state.outstanding = sum(len(pairs) for pairs in plan.shards.values())
         threads = [
@@ -374,14 +370,14 @@ class FarmEngine:
         target = batch[0].target
         feeds = bool(getattr(self.runner, "feeds", False))
         account = _ShardAccount(self, state, lane, board, [pair for pair in batch if pair.target == target], feeds)
-        nodes = self._files.get((board.id, target), ()) if feeds else tuple(account.by_node)
+        nodes, targets = self._collect.get(board.id, ((), ())) if feeds else (tuple(account.by_node), ())
         job = ShardJob(self.run_id, board, target, nodes, self.pytest_args, self.lease_timeout_s,
-                       self.test_timeout_s)  # fmt: skip
+                       self.test_timeout_s, targets)  # fmt: skip
         self.shards_started[lane] = self.shards_started.get(lane, 0) + 1
         if feeds:
             end = cast(FeedingRunner, self.runner).run(job, account.event, account.next_arg)
         else:
-            end = self.runner.run(job, account.event)
+            end = cast(ShardRunner, self.runner).run(job, account.event)
         with self._cond:
             account.end(end)
             back = account.left + [pair for pair in batch if pair.target != target]
@@ -392,6 +388,21 @@ class FarmEngine:
         if (account.infrastructure or end.lost) and self.health is not None:
             self.health.record_infrastructure_failure(board.id, account.infrastructure or end.lost or "")
         return end.timeout is not None
+
+
+def _collected(plan: Plan, boards: Mapping[str, Board]) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Per board, what a fed shard serving it collects: the test files and targets of every pair it may run (the
+    union over the emulated boards, whose shards run any of their lanes)."""
+    files: dict[str, set[str]] = {}
+    targets: dict[str, set[str]] = {}
+    for pair in (pair for pairs in plan.shards.values() for pair in pairs):
+        for board in plan.eligible.get(pair.key, ()):
+            files.setdefault(board, set()).add(pair.node_id.split("::")[0])
+            targets.setdefault(board, set()).add(pair.target)
+    emulated = [b for b in files if b in boards and boards[b].kind is BoardKind.EMULATED]
+    pooled = (tuple(sorted(set().union(*(files[b] for b in emulated)))),
+              tuple(sorted(set().union(*(targets[b] for b in emulated)))))  # fmt: skip
+    return {b: pooled if b in emulated else (tuple(sorted(files[b])), tuple(sorted(targets[b]))) for b in files}
 
 
 class _ShardAccount:
@@ -409,11 +420,12 @@ class _ShardAccount:
         self.done: set[str] = set()
         self.infrastructure: str | None = None
         self.left: list[Pair] = []
+        self.closed = False  # feed no more (the lease timed out)
 
     def next_arg(self) -> str | None:
         """The next test for a fed shard (:meth:`FarmEngine._take_more` once the batch is sent); ``None``: no more."""
         with self.engine._cond:
-            if self.engine.stopped:
+            if self.engine.stopped or self.closed:
                 return None
             if not self.unfed:
                 more = self.engine._take_more(self.state, self.lane, self.target)
@@ -440,6 +452,8 @@ class _ShardAccount:
             elif kind == "lease-timeout":  # every pair of the batch lost an attempt to it
                 for node in [n for n in self.by_node if n not in self.done]:
                     self._lost(node, f"lease timeout: {event['reason']}")
+                self.unfed.clear()
+                self.closed = True
             elif kind == "unknown" and nodeid in self.by_node and nodeid not in self.done:  # not collected there
                 self.done.add(nodeid)
                 done = _Attempt("error", f"not run: the shard on {self.board.id} did not collect {nodeid}")

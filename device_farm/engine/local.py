@@ -5,35 +5,82 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from tinyhil.device_farm.engine import DEFAULT_MAX_ATTEMPTS, FarmEngine
+from tinyhil.device_farm.engine import DEFAULT_MAX_ATTEMPTS, FarmEngine, Result
 from tinyhil.device_farm.health.states import HealthBook, ProbeResult
-from tinyhil.device_farm.inventory.hwmap import Board
+from tinyhil.device_farm.inventory.hwmap import Board, BoardKind
 from tinyhil.device_farm.leases import DEFAULT_LEASE_TIMEOUT_S
-from tinyhil.device_farm.shard.parent import Event, ShardExit, ShardJob, run_shard_process
+from tinyhil.device_farm.planning import Plan
+from tinyhil.device_farm.shard.parent import Event, ShardExit, ShardJob, ShardProcess
 
 __all__ = ["LocalEngine", "LocalRunner"]
 
 
 class LocalRunner:
-    """Shards as ``pytest`` processes of this host (``command`` is the start of their command line), each fed its
-    lane's tests over a pipe (:mod:`~tinyhil.device_farm.shard.feed`): one start-up per lane."""
+    """Shards as ``pytest`` processes of this host (``command`` is the start of their command line), fed their
+    lanes' tests over a pipe (:mod:`~tinyhil.device_farm.shard.feed`). A shard process for emulated boards
+    collects the files of every emulated board's lanes once and, between lanes, waits for the next: at most
+    ``workers`` are kept, so a run pays about ``workers`` start-ups, as pytest-xdist does. A real board's shard
+    runs its lane only (its environment, such as ``CUDA_VISIBLE_DEVICES``, is fixed when a process starts)."""
 
     feeds = True
 
-    def __init__(self, command: Sequence[str], cwd: Path, lease_dir: Path, env: Mapping[str, str]) -> None:
+    def __init__(self, command: Sequence[str], cwd: Path, lease_dir: Path, env: Mapping[str, str],
+                 workers: int = 1) -> None:  # fmt: skip
         self.command, self.cwd, self.lease_dir, self.env = list(command), cwd, lease_dir, dict(env)
         self.host = socket.gethostname()
+        self.workers = workers
+        self.started = 0  # shard processes started
+        self._idle: list[tuple[tuple[object, ...], ShardProcess]] = []  # waiting for a lane, by what they collected
+        self._busy = 0
+        self._lock = threading.Lock()
 
-    def run(self, job: ShardJob, on_event: Callable[[Event], None],
-            next_arg: Callable[[], str | None] | None = None) -> ShardExit:  # fmt: skip
-        command = [*self.command, *job.pytest_args]
-        done = run_shard_process(job, command=command, cwd=self.cwd, lease_dir=self.lease_dir, env=self.env,
-                                 on_event=on_event, feed=next_arg)  # fmt: skip
+    def _process(self, job: ShardJob) -> tuple[tuple[object, ...], ShardProcess]:
+        key: tuple[object, ...] = (job.nodes, job.targets, job.pytest_args, job.board.kind is BoardKind.EMULATED)
+        with self._lock:
+            if key[-1]:
+                for n, (held, process) in enumerate(self._idle):
+                    if held == key:
+                        del self._idle[n]
+                        self._busy += 1
+                        return key, process
+            while self._idle and len(self._idle) + self._busy >= self.workers:  # room for a new one
+                self._idle.pop(0)[1].close()
+            self._busy += 1
+            self.started += 1
+        try:
+            return key, ShardProcess(job, command=[*self.command, *job.pytest_args], cwd=self.cwd,
+                                     lease_dir=self.lease_dir, env=self.env, fed=True)  # fmt: skip
+        except BaseException:
+            with self._lock:
+                self._busy -= 1
+            raise
+
+    def run(self, job: ShardJob, on_event: Callable[[Event], None], next_arg: Callable[[], str | None]) -> ShardExit:
+        key, process = self._process(job)
+        kept = False
+        try:
+            done = process.run_lane(job, on_event, next_arg)
+        finally:
+            with self._lock:
+                self._busy -= 1
+                kept = process.ended is None and bool(key[-1])
+                if kept:
+                    self._idle.append((key, process))
+        if not kept and process.ended is None:
+            done = process.close()
         return replace(done, host=self.host)
+
+    def close(self) -> None:
+        """End the shard processes waiting for a lane."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for _, process in idle:
+            process.close()
 
 
 class LocalEngine(FarmEngine):
@@ -56,8 +103,18 @@ class LocalEngine(FarmEngine):
         pytest_args: Sequence[str] = (),
         test_timeout_s: float = 0.0,
     ) -> None:
-        runner = LocalRunner(command, cwd, lease_dir, os.environ if env is None else env)
+        runner = LocalRunner(command, cwd, lease_dir, os.environ if env is None else env, workers)
         self.command, self.cwd, self.lease_dir, self.env = runner.command, cwd, lease_dir, runner.env
+        self.local = runner
         super().__init__(boards, runner, run_id=run_id, workers=workers, health=health, probe=probe,
                          max_attempts=max_attempts, lease_timeout_s=lease_timeout_s,
                          pytest_args=pytest_args, test_timeout_s=test_timeout_s)  # fmt: skip
+
+    def run(
+        self, plan: Plan, on_result: Callable[[Result], None], on_start: Callable[[str, str], None] | None = None
+    ) -> None:
+        """:meth:`FarmEngine.run`, then the shard processes still waiting for a lane end."""
+        try:
+            super().run(plan, on_result) if on_start is None else super().run(plan, on_result, on_start)
+        finally:
+            self.local.close()

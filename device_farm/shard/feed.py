@@ -1,80 +1,110 @@
-"""A lane's shard fed its tests over a pipe, as pytest-xdist feeds its workers: one process, one start-up, per lane.
+"""Shards fed their tests over a pipe, as pytest-xdist feeds its workers: a process starts once and runs lane after
+lane.
 
-The shard collects the test files of its lane's pairs once. The parent then writes one JSON line per command to the
-shard's command pipe: ``{"run": ARG}`` (a test, by the argument that selects it, :attr:`Pair.node_id`) or
-``{"end": true}``. The shard runs a test once it knows the next one (pytest tears fixtures down by the next item, as
-pytest-xdist's workers do), so the parent keeps :data:`FEED_AHEAD` tests in the pipe beyond the running one and the
-shard never waits for its next test. An argument the shard did not collect comes back as
-``{"event": "unknown", "nodeid": ARG}``. After a test that stops the session (an infrastructure failure, ``-x``) the
-shard reads no further command and ends; the tests fed but not started go back to the lane.
+A fed shard collects, once, the test files of every lane it may be sent, on all their targets. The parent then
+writes one JSON line per command to the shard's command pipe. A lane is ``{"board": {...}}`` (the board's id,
+slots, target, map options and environment: the shard takes its lease), then ``{"run": ARG}`` per test (by the
+argument that selects it, :attr:`Pair.node_id`), then ``{"end": true}``; the shard gives the lease back and answers
+``{"event": "idle"}``, ready for the next lane. The pipe's end ends the process. The shard runs a test once it knows
+the next one (pytest tears fixtures down by the next item, as pytest-xdist's workers do), so the parent keeps
+:data:`FEED_AHEAD` tests in the pipe and the shard never waits for its next test. An argument the shard did not
+collect comes back as ``{"event": "unknown", "nodeid": ARG}``. After a test that stops the session (an
+infrastructure failure, ``-x``) the shard reads no further command and ends; the tests fed but not started go back
+to the lane.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 from collections.abc import Callable, Mapping
-from typing import Any, BinaryIO, Final
+from typing import Any, BinaryIO, Final, Protocol
 
 import pytest
 
-__all__ = ["FEED_AHEAD", "Feeder", "run_fed"]
+__all__ = ["FEED_AHEAD", "FedShard", "Feeder", "run_fed"]
 
 FEED_AHEAD: Final = 2  # tests in the pipe beyond the running one: its next item, and the one after
 
 
-def run_fed(session: pytest.Session, commands: BinaryIO, items: Mapping[str, pytest.Item],
-            send: Callable[[dict[str, Any]], None]) -> None:  # fmt: skip
-    """Run the tests ``commands`` names (``items`` by the argument that selects each) until ``{"end": true}``, the
-    pipe's end, or a test that stops the session."""
+class FedShard(Protocol):
+    """What the fed loop needs of the shard: send an event, serve a board, give its lease back."""
+
+    def send(self, record: dict[str, Any]) -> None: ...
+
+    def switch(self, board: Mapping[str, Any]) -> bool: ...
+
+    def release(self) -> None: ...
+
+
+def _lane(session: pytest.Session, first: str | None, read: Callable[[], dict[str, Any] | None],
+          items: Mapping[str, pytest.Item], shard: FedShard) -> bool:  # fmt: skip
+    """Run one lane's tests, ``first`` then the pipe's, up to its end; False when a test stopped the session."""
 
     def next_arg() -> str | None:
-        line = commands.readline()
-        command = json.loads(line) if line else {}
-        return str(command["run"]) if "run" in command else None
+        command = read()
+        return str(command["run"]) if command is not None and "run" in command else None
 
-    pending = next_arg()
+    pending = first
     while pending is not None:
         following = next_arg()
         item = items.get(pending)
         if item is None:
-            send({"event": "unknown", "nodeid": pending})
+            shard.send({"event": "unknown", "nodeid": pending})
         else:
             nextitem = items.get(following) if following is not None else None
             item.ihook.pytest_runtest_protocol(item=item, nextitem=nextitem)
             if session.shouldfail or session.shouldstop:
-                return
+                return False
         pending = following
+    return True
+
+
+def run_fed(session: pytest.Session, commands: BinaryIO, items: Mapping[str, pytest.Item], shard: FedShard) -> None:
+    """Serve the lanes ``commands`` sends (``items`` by the argument that selects each) until the pipe's end or a
+    test that stops the session."""
+
+    def read() -> dict[str, Any] | None:
+        line = commands.readline()
+        command: dict[str, Any] | None = json.loads(line) if line else None
+        return command
+
+    while (command := read()) is not None:
+        if "board" in command and not shard.switch(command["board"]):
+            while (command := read()) is not None and "end" not in command:  # the lane's tests: not run here
+                pass
+        else:
+            first = read() if "board" in command else command
+            if not _lane(session, str(first["run"]) if first and "run" in first else None, read, items, shard):
+                return
+        shard.release()
+        shard.send({"event": "idle"})
 
 
 class Feeder:
-    """The parent's end of a shard's command pipe: ``next_arg`` gives the next test to run (``None``: no more)."""
+    """The parent's end of one lane on a shard's command pipe: ``next_arg`` gives the next test (``None``: no more)."""
 
-    def __init__(self, fd: int, next_arg: Callable[[], str | None]) -> None:
-        self._pipe: BinaryIO | None = os.fdopen(fd, "wb", buffering=0)
-        self._next_arg = next_arg
+    def __init__(self, pipe: BinaryIO, next_arg: Callable[[], str | None]) -> None:
+        self._pipe, self._next_arg = pipe, next_arg
+        self.done = False  # the lane's end was sent, or the shard reads no more
 
-    def prime(self) -> None:
-        """Fill the pipe: the first test and :data:`FEED_AHEAD` - 1 behind it."""
+    def send(self, command: Mapping[str, Any]) -> None:
+        if self.done:
+            return
+        try:
+            self._pipe.write((json.dumps(command) + "\n").encode())
+        except BrokenPipeError:  # the shard ended (its session stopped, or it was killed): it reads no more
+            self.done = True
+
+    def start(self, board: Mapping[str, Any]) -> None:
+        """Send the lane's board and fill the pipe: the first test and :data:`FEED_AHEAD` - 1 behind it."""
+        self.send({"board": dict(board)})
         for _ in range(FEED_AHEAD):
             self.advance()
 
     def advance(self) -> None:
-        """Send one more test, or the end once there is none (a test started, or one was unknown)."""
-        pipe = self._pipe
-        if pipe is None:
+        """Send one more test, or the lane's end once there is none (a test started, or one was unknown)."""
+        if self.done:
             return
         arg = self._next_arg()
-        try:
-            pipe.write((json.dumps({"end": True} if arg is None else {"run": arg}) + "\n").encode())
-        except BrokenPipeError:  # the shard ended (its session stopped, or it was killed): it reads no more
-            arg = None
-        if arg is None:
-            self.close()
-
-    def close(self) -> None:
-        if self._pipe is not None:
-            with contextlib.suppress(BrokenPipeError):
-                self._pipe.close()
-            self._pipe = None
+        self.send({"end": True} if arg is None else {"run": arg})
+        self.done = self.done or arg is None

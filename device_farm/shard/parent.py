@@ -8,6 +8,7 @@ the board's host (:mod:`~tinyhil.device_farm.cluster.dask_worker`). The process 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -24,8 +25,17 @@ from tinyhil.device_farm.shard.feed import Feeder
 from tinyhil.device_farm.shard.infrastructure import killed_cause
 from tinyhil.device_farm.shard.plugin import SHARD_ENV, ShardSpec
 from tinyhil.device_farm.shard.watchdog import Backstop
+from tinyhil.errors import InvalidArgument
 
-__all__ = ["ShardExit", "ShardJob", "board_environment", "run_shard_process", "shard_command"]
+__all__ = [
+    "ShardExit",
+    "ShardJob",
+    "ShardProcess",
+    "board_environment",
+    "lane_board",
+    "run_shard_process",
+    "shard_command",
+]
 
 Event = Mapping[str, Any]
 
@@ -41,6 +51,7 @@ class ShardJob:
     pytest_args: tuple[str, ...] = ()
     lease_timeout_s: float = DEFAULT_LEASE_TIMEOUT_S
     test_timeout_s: float = 0.0  # the run's per-test limit (--test-timeout); 0: none
+    targets: tuple[str, ...] = ()  # a fed shard's: every target of the lanes it may run (``nodes`` are test files)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +93,115 @@ def shard_command(run_dir: Path, pytest_args: Sequence[str]) -> list[str]:
             *pytest_args]  # fmt: skip
 
 
+def lane_board(board: Board, target: str) -> dict[str, Any]:
+    """The ``board`` command that moves a fed shard to ``board`` for a lane of ``target``
+    (:mod:`~tinyhil.device_farm.shard.feed`)."""
+    options = board.locator.options_json if isinstance(board.locator, EmulatedLocator) else "{}"
+    return {"board": board.id, "slots": board.slots, "target": target, "options_json": options,
+            "env": board_environment(board, target)}  # fmt: skip
+
+
+class ShardProcess:
+    """One shard process: ``pytest`` with the shard plugin, started for ``job``. Without ``fed`` it runs
+    ``job.nodes`` under ``job.board``'s lease (:meth:`finish`); with it, it collects ``job.nodes`` (test files) on
+    ``job.targets`` and runs lane after lane (:meth:`run_lane`) until :meth:`close`."""
+
+    def __init__(self, job: ShardJob, *, command: Sequence[str], cwd: Path, lease_dir: Path, env: Mapping[str, str],
+                 fed: bool = False) -> None:  # fmt: skip
+        board = job.board
+        read_fd, write_fd = os.pipe()
+        commands_fd, feed_fd = os.pipe() if fed else (-1, -1)
+        dump_fd, self._dump_path = tempfile.mkstemp(prefix="tinyhil-shard-", suffix=".dump")
+        os.close(dump_fd)
+        options = board.locator.options_json if isinstance(board.locator, EmulatedLocator) else "{}"
+        spec = ShardSpec(job.run_id, board.id, board.slots, job.target, str(lease_dir), job.lease_timeout_s, write_fd,
+                         os.getpid(), options, commands_fd, job.test_timeout_s, self._dump_path,
+                         job.targets if fed else ())  # fmt: skip
+        full_env = {**env, SHARD_ENV: spec.to_json(), **board_environment(board, job.target)}
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115  # closed in _ended; a file never fills as a pipe can
+        try:
+            self.process = subprocess.Popen(
+                [*command, *(f"--hil-target={t}" for t in (job.targets if fed else ()) or (job.target,)), *job.nodes],
+                cwd=cwd, env=full_env,
+                pass_fds=tuple(fd for fd in (write_fd, commands_fd) if fd >= 0), stdout=subprocess.DEVNULL,
+                stderr=self._stderr)  # fmt: skip
+        except BaseException:
+            for fd in (read_fd, feed_fd):
+                if fd >= 0:
+                    os.close(fd)
+            self._stderr.close()
+            Path(self._dump_path).unlink(missing_ok=True)
+            raise
+        finally:
+            for fd in (write_fd, commands_fd):
+                if fd >= 0:
+                    os.close(fd)
+        self._events = os.fdopen(read_fd, "rb")
+        self._commands = os.fdopen(feed_fd, "wb", buffering=0) if fed else None
+        self._backstop = Backstop(self.process)
+        self.ended: ShardExit | None = None  # set once the process has ended
+
+    def _read(self, on_event: Callable[[Event], None], feeder: Feeder | None = None) -> bool:
+        """Pass each event to ``on_event`` until the shard is idle (True) or has ended (False)."""
+        try:
+            for line in iter(self._events.readline, b""):
+                event = json.loads(line)
+                if event.get("event") == "idle":
+                    return True
+                self._backstop.see(event)
+                on_event(event)
+                if feeder is not None and event.get("event") in ("start", "unknown"):
+                    feeder.advance()
+        except BaseException:  # on_event raised: the shard must not outlive its account
+            self.process.kill()
+            self._ended()
+            raise
+        return False
+
+    def run_lane(self, job: ShardJob, on_event: Callable[[Event], None], next_arg: Callable[[], str | None]
+                 ) -> ShardExit:  # fmt: skip
+        """Run a lane of ``job.board`` (its target ``job.target``) on this fed shard: the tests ``next_arg`` gives,
+        until it gives ``None``. Returns how the lane ended: still running (``returncode`` None) or how the
+        process ended."""
+        if self._commands is None or self.ended is not None:
+            raise InvalidArgument(f"run_lane on a shard that is {'ended' if self.ended else 'not fed'}")
+        feeder = Feeder(self._commands, next_arg)
+        feeder.start(lane_board(job.board, job.target))
+        if self._read(on_event, feeder):
+            return ShardExit(None)
+        return self._ended()
+
+    def finish(self, on_event: Callable[[Event], None]) -> ShardExit:
+        """Pass every event of a shard of node ids to ``on_event`` as it arrives; how it ended."""
+        self._read(on_event)
+        return self._ended()
+
+    def close(self) -> ShardExit:
+        """End a fed shard between lanes (its pipe closes, so it ends) and say how it ended."""
+        if self._commands is not None:
+            self._commands.close()
+        return self._ended()
+
+    def _ended(self) -> ShardExit:
+        if self.ended is not None:
+            return self.ended
+        self._backstop.cancel()
+        self.process.wait()
+        self._events.close()
+        if self._commands is not None and not self._commands.closed:
+            with contextlib.suppress(BrokenPipeError):
+                self._commands.close()
+        self._stderr.seek(0)
+        stderr = self._stderr.read().decode(errors="replace")
+        self._stderr.close()
+        dump = Path(self._dump_path).read_text(errors="replace")
+        Path(self._dump_path).unlink(missing_ok=True)
+        timeout = self._backstop.report(dump)
+        returncode = self.process.returncode
+        self.ended = ShardExit(returncode, stderr, None if timeout else killed_cause(returncode), timeout=timeout)
+        return self.ended
+
+
 def run_shard_process(
     job: ShardJob,
     *,
@@ -90,63 +210,10 @@ def run_shard_process(
     lease_dir: Path,
     env: Mapping[str, str],
     on_event: Callable[[Event], None],
-    feed: Callable[[], str | None] | None = None,
 ) -> ShardExit:
-    """Run ``job`` as ``command --hil-target TARGET NODE...`` in ``cwd`` and return how it ended; every event the
-    shard writes goes to ``on_event`` as it arrives (from this thread). With ``feed`` the shard collects ``job.nodes``
-    (its lane's test files) and runs the tests ``feed`` gives, one call per test, until it gives ``None``
-    (:mod:`~tinyhil.device_farm.shard.feed`); without it, it runs ``job.nodes``. A test over its time limit ends the
-    shard (:mod:`~tinyhil.device_farm.shard.watchdog`): :attr:`ShardExit.timeout` then carries its failure text."""
-    board = job.board
-    read_fd, write_fd = os.pipe()
-    commands_fd, feed_fd = os.pipe() if feed is not None else (-1, -1)
-    dump_fd, dump_path = tempfile.mkstemp(prefix="tinyhil-shard-", suffix=".dump")
-    os.close(dump_fd)
-    options = board.locator.options_json if isinstance(board.locator, EmulatedLocator) else "{}"
-    spec = ShardSpec(job.run_id, board.id, board.slots, job.target, str(lease_dir), job.lease_timeout_s, write_fd,
-                     os.getpid(), options, commands_fd, job.test_timeout_s, dump_path)  # fmt: skip
-    full_env = {**env, SHARD_ENV: spec.to_json(), **board_environment(board, job.target)}
-    stderr_file = tempfile.TemporaryFile()  # noqa: SIM115  # closed below; a file never fills as a pipe can
-    try:
-        process = subprocess.Popen([*command, "--hil-target", job.target, *job.nodes], cwd=cwd, env=full_env,
-                                   pass_fds=tuple(fd for fd in (write_fd, commands_fd) if fd >= 0),
-                                   stdout=subprocess.DEVNULL, stderr=stderr_file)  # fmt: skip
-    except BaseException:
-        for fd in (read_fd, feed_fd):
-            if fd >= 0:
-                os.close(fd)
-        stderr_file.close()
-        Path(dump_path).unlink(missing_ok=True)
-        raise
-    finally:
-        for fd in (write_fd, commands_fd):
-            if fd >= 0:
-                os.close(fd)
-    feeder = Feeder(feed_fd, feed) if feed is not None else None
-    backstop = Backstop(process)
-    try:
-        if feeder is not None:
-            feeder.prime()
-        with os.fdopen(read_fd, "rb") as events:
-            for line in events:
-                event = json.loads(line)
-                backstop.see(event)
-                on_event(event)
-                if feeder is not None and event.get("event") in ("start", "unknown"):
-                    feeder.advance()
-        process.wait()
-    finally:
-        backstop.cancel()
-        if feeder is not None:
-            feeder.close()
-        if process.poll() is None:  # on_event raised: the shard must not outlive its account
-            process.kill()
-            process.wait()
-        stderr_file.seek(0)
-        stderr = stderr_file.read().decode(errors="replace")
-        stderr_file.close()
-        dump = Path(dump_path).read_text(errors="replace")
-        Path(dump_path).unlink(missing_ok=True)
-    timeout = backstop.report(dump)
-    return ShardExit(process.returncode, stderr, None if timeout else killed_cause(process.returncode),
-                     timeout=timeout)  # fmt: skip
+    """Run ``job`` as ``command --hil-target TARGET NODE...`` in ``cwd`` under the board's lease and return how it
+    ended; every event the shard writes goes to ``on_event`` as it arrives (from this thread). A test over its time
+    limit ends the shard (:mod:`~tinyhil.device_farm.shard.watchdog`): :attr:`ShardExit.timeout` then carries its
+    failure text."""
+    shard = ShardProcess(job, command=command, cwd=cwd, lease_dir=lease_dir, env=env)
+    return shard.finish(on_event)

@@ -24,8 +24,8 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -66,6 +66,7 @@ class ShardSpec:
     commands_fd: int = -1  # the pipe the lane feeds tests over (shard.feed); -1: run the node ids of the command line
     test_timeout_s: float = 0.0  # the run's per-test limit (--test-timeout); 0: none (shard.watchdog)
     dump_path: str = ""  # where the watchdog writes every thread's stack when a test runs over its limit
+    targets: tuple[str, ...] = ()  # a fed shard's targets (the boards it may be sent serve them); empty: ``target``
 
     @property
     def id(self) -> str:  # the lease API's view of a board: an id and a slot count
@@ -76,7 +77,13 @@ class ShardSpec:
 
     @classmethod
     def from_json(cls, text: str) -> ShardSpec:
-        return cls(**json.loads(text))
+        fields = json.loads(text)
+        return cls(**{**fields, "targets": tuple(fields.get("targets", ()))})
+
+    def board_entry(self) -> dict[str, Any]:
+        """The board's map entry as the shard knows it, for repro bundles (``--hil-repro-dir``)."""
+        return {"board": self.board, "slots": self.slots, "target": self.target,
+                "options": json.loads(self.options_json), "run_id": self.run_id}  # fmt: skip
 
 
 class _Shard:
@@ -96,7 +103,7 @@ class _Shard:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_hil_select_targets(self, config: pytest.Config, selectors: Sequence[str]) -> list[Target] | None:
-        return [default_registry().resolve(self.spec.target)]
+        return [default_registry().resolve(target) for target in self.spec.targets or (self.spec.target,)]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_hil_open_device(
@@ -123,8 +130,30 @@ class _Shard:
             raise session.Interrupted(f"{session.testsfailed} errors during collection")
         items = {self.args.get(item.nodeid, item.nodeid): item for item in session.items}
         with os.fdopen(self.spec.commands_fd, "rb") as commands:
-            run_fed(session, commands, items, self.send)
+            run_fed(session, commands, items, self)
         return True
+
+    def switch(self, board: Mapping[str, Any]) -> bool:
+        """Serve ``board`` (a fed shard's ``board`` command): its lease taken, the environment naming it; False
+        (and a ``lease-timeout`` event) when its lease did not come free in time."""
+        self.release()
+        self.spec = replace(self.spec, board=str(board["board"]), slots=int(board["slots"]),
+                            target=str(board["target"]), options_json=str(board["options_json"]))  # fmt: skip
+        os.environ.update({str(k): str(v) for k, v in dict(board["env"]).items()})
+        self.config.stash[HIL_BOARD_ENTRY] = self.spec.board_entry()
+        try:
+            self.lease = acquire(self.spec.lease_dir, self.spec, Holder.here(self.spec.run_id),
+                                 timeout_s=self.spec.lease_timeout_s)  # fmt: skip
+        except LeaseTimeout as exc:
+            self.send({"event": "lease-timeout", "reason": str(exc)})
+            return False
+        return True
+
+    def release(self) -> None:
+        """Give the board's lease back (a fed shard between lanes)."""
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
@@ -184,12 +213,11 @@ def pytest_configure(config: pytest.Config) -> None:
     spec = ShardSpec.from_json(text)
     _die_with_parent(spec.parent_pid)
     shard = _Shard(spec, config)
-    try:  # held until this process exits
-        shard.lease = acquire(spec.lease_dir, spec, Holder.here(spec.run_id), timeout_s=spec.lease_timeout_s)
-    except LeaseTimeout as exc:
-        shard.send({"event": "lease-timeout", "reason": str(exc)})
-        raise pytest.UsageError(str(exc)) from None
+    if spec.commands_fd < 0:  # a shard of node ids: its board's lease is held until this process exits
+        try:
+            shard.lease = acquire(spec.lease_dir, spec, Holder.here(spec.run_id), timeout_s=spec.lease_timeout_s)
+        except LeaseTimeout as exc:
+            shard.send({"event": "lease-timeout", "reason": str(exc)})
+            raise pytest.UsageError(str(exc)) from None
     config.pluginmanager.register(shard, "tinyhil-farm-shard")
-    # the board's map entry as the shard knows it, for repro bundles (--hil-repro-dir)
-    config.stash[HIL_BOARD_ENTRY] = {"board": spec.board, "slots": spec.slots, "target": spec.target,
-                                     "options": json.loads(spec.options_json), "run_id": spec.run_id}  # fmt: skip
+    config.stash[HIL_BOARD_ENTRY] = spec.board_entry()
