@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+import os
 import sys
 import time
 import uuid
@@ -34,12 +35,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from tinyhil.device_farm.cluster.dask_cluster import DEFAULT_BOARD_GRACE_S, DEFAULT_SCHEDULER_GRACE_S
-from tinyhil.device_farm.collection import collect, report_id
+from tinyhil.device_farm.collection import PAIRS_NAME, collect, read_pairs, report_id
 from tinyhil.device_farm.engine import EngineLost, FarmEngine, Result
-from tinyhil.device_farm.engine.local import LocalEngine
+from tinyhil.device_farm.engine.local import LocalEngine, LocalRunner
 from tinyhil.device_farm.health.probes import probe_board
 from tinyhil.device_farm.health.states import HealthBook, ProbeResult
-from tinyhil.device_farm.inventory.hwmap import Board, HardwareMap
+from tinyhil.device_farm.inventory.hwmap import Board, BoardKind, HardwareMap
 from tinyhil.device_farm.journal import JOURNAL_NAME, Journal, read_journal
 from tinyhil.device_farm.planning import Pair, plan, read_durations, save_durations, select_pairs
 from tinyhil.device_farm.quarantine import Quarantine
@@ -47,7 +48,7 @@ from tinyhil.device_farm.reports import JUNIT_NAME, REPORT_NAME, SUMMARY_NAME
 from tinyhil.device_farm.reports.html import write_report
 from tinyhil.device_farm.reports.progress import Progress, print_results
 from tinyhil.device_farm.reports.summary import failed, farm_summary, pair_reports, write_junit
-from tinyhil.device_farm.shard.parent import shard_command
+from tinyhil.device_farm.shard.parent import ShardJob, shard_command
 from tinyhil.device_farm.state import leases_dir
 from tinyhil.errors import InvalidArgument, TinyHilError
 from tinyhil.fixtures import SUITE_PACKAGE
@@ -313,7 +314,13 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         journal_path.unlink(missing_ok=True)
     previous = read_journal(journal_path) if run.resume else None
     run_id = session.runner.run_id if session is not None else _run_id(run)
-    collected = collect(run.run_dir, run.suite, targets, pyargs=run.pyargs, pytest_args=run.pytest_args)
+    local: LocalRunner | None = None  # this host's runner, when its shards collected the suite as they started
+    if session is None:
+        runner = LocalRunner(shard_command(run.run_dir, ()), run.run_dir, leases_dir(run.state_dir), os.environ,
+                             run.workers)  # fmt: skip
+        local = runner if _collect_in_shards(runner, run, run_id, boards, targets) else None
+    collected = (read_pairs(run.run_dir / PAIRS_NAME) if local is not None else
+                 collect(run.run_dir, run.suite, targets, pyargs=run.pyargs, pytest_args=run.pytest_args))  # fmt: skip
     pairs = [Pair(p["arg"], p["target"], frozenset(p["requires"]), report_id(p, () if run.pyargs else run.suite))
              for p in collected if p["target"]]  # fmt: skip
     with Journal(journal_path) as journal:
@@ -363,6 +370,7 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         if session is None:
             engine = LocalEngine(boards, command=shard_command(run.run_dir, ()), cwd=run.run_dir,
                                  lease_dir=leases_dir(run.state_dir), run_id=run_id, workers=run.workers,
+                                 runner=local,
                                  health=health, probe=probe_board, pytest_args=run.pytest_args,
                                  test_timeout_s=run.test_timeout_s)  # fmt: skip
         else:
@@ -394,6 +402,22 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
     if not progress.closed:
         print_results(reports, described, out, run_dir=run.run_dir, quarantine=run.quarantine)
     return status
+
+
+def _collect_in_shards(local: LocalRunner, run: FarmRun, run_id: str, boards: Sequence[Board],
+                       targets: Sequence[str]) -> bool:  # fmt: skip
+    """Collect the suite in the emulated boards' first shards (:meth:`LocalRunner.collect`), when there are any:
+    the run then pays one process start-up before its first test, as pytest-xdist does. False: collect apart."""
+    emulated = [board for board in boards if board.kind is BoardKind.EMULATED]
+    if not emulated:
+        return False
+    suite = (*(["--pyargs"] if run.pyargs else []), *run.suite)
+    job = ShardJob(run_id, emulated[0], emulated[0].targets[0], suite, run.pytest_args,
+                   test_timeout_s=run.test_timeout_s, targets=tuple(targets))  # fmt: skip
+    if local.collect(job, run.run_dir / PAIRS_NAME):
+        return True
+    local.close()
+    return False
 
 
 def _completeness(todo: Sequence[Pair], final: Mapping[str, Any], stopped: str | None) -> dict[str, Any]:

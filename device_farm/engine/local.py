@@ -38,9 +38,39 @@ class LocalRunner:
         self._idle: list[tuple[tuple[object, ...], ShardProcess]] = []  # waiting for a lane, by what they collected
         self._busy = 0
         self._lock = threading.Lock()
+        self._pool: ShardJob | None = None  # what the emulated boards' shards collect, when :meth:`collect` set it
+
+    def _start(self, job: ShardJob) -> ShardProcess:
+        return ShardProcess(job, command=[*self.command, *job.pytest_args], cwd=self.cwd, lease_dir=self.lease_dir,
+                            env=self.env, fed=True)  # fmt: skip
+
+    def collect(self, job: ShardJob, pairs_path: Path) -> bool:
+        """Start the emulated boards' ``workers`` shards at once, each collecting ``job.nodes`` (the suite's
+        arguments) on ``job.targets``, the first also writing the pairs to ``pairs_path`` (``--hil-collect``), so
+        the run's collection is their start-up: True once it wrote them; False when it failed (nothing is kept:
+        collect the usual way to report why)."""
+        first = self._start(replace(job, pytest_args=(*job.pytest_args, "--hil-collect", str(pairs_path))))
+        others = [self._start(job) for _ in range(self.workers - 1)]
+        self.started += self.workers
+        if not first.wait_ready():
+            for process in others:
+                process.close()
+            return False
+        with self._lock:
+            self._pool = job
+            self._idle.extend((self._key(job), process) for process in [first, *others])
+        return True
+
+    def _key(self, job: ShardJob) -> tuple[object, ...]:
+        emulated = job.board.kind is BoardKind.EMULATED
+        if emulated and self._pool is not None:  # the pool collected the whole suite: any emulated lane
+            return ("pool",)
+        return (job.nodes, job.targets, job.pytest_args, emulated)
 
     def _process(self, job: ShardJob) -> tuple[tuple[object, ...], ShardProcess]:
-        key: tuple[object, ...] = (job.nodes, job.targets, job.pytest_args, job.board.kind is BoardKind.EMULATED)
+        key = self._key(job)
+        if key == ("pool",) and self._pool is not None:
+            job = replace(self._pool, board=job.board, target=job.target)
         with self._lock:
             if key[-1]:
                 for n, (held, process) in enumerate(self._idle):
@@ -53,8 +83,7 @@ class LocalRunner:
             self._busy += 1
             self.started += 1
         try:
-            return key, ShardProcess(job, command=[*self.command, *job.pytest_args], cwd=self.cwd,
-                                     lease_dir=self.lease_dir, env=self.env, fed=True)  # fmt: skip
+            return key, self._start(job)
         except BaseException:
             with self._lock:
                 self._busy -= 1
@@ -68,7 +97,7 @@ class LocalRunner:
         finally:
             with self._lock:
                 self._busy -= 1
-                kept = process.ended is None and bool(key[-1])
+                kept = process.ended is None and (key == ("pool",) or bool(key[-1]))
                 if kept:
                     self._idle.append((key, process))
         if not kept and process.ended is None:
@@ -95,6 +124,7 @@ class LocalEngine(FarmEngine):
         lease_dir: Path,
         run_id: str,
         workers: int,
+        runner: LocalRunner | None = None,
         health: HealthBook | None = None,
         probe: Callable[[Board], ProbeResult] | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
@@ -103,7 +133,7 @@ class LocalEngine(FarmEngine):
         pytest_args: Sequence[str] = (),
         test_timeout_s: float = 0.0,
     ) -> None:
-        runner = LocalRunner(command, cwd, lease_dir, os.environ if env is None else env, workers)
+        runner = runner or LocalRunner(command, cwd, lease_dir, os.environ if env is None else env, workers)
         self.command, self.cwd, self.lease_dir, self.env = runner.command, cwd, lease_dir, runner.env
         self.local = runner
         super().__init__(boards, runner, run_id=run_id, workers=workers, health=health, probe=probe,

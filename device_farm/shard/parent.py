@@ -148,6 +148,8 @@ class ShardProcess:
                 event = json.loads(line)
                 if event.get("event") == "idle":
                     return True
+                if event.get("event") == "ready":  # a fed shard collected its tests
+                    continue
                 self._backstop.see(event)
                 on_event(event)
                 if feeder is not None and event.get("event") in ("start", "unknown"):
@@ -170,6 +172,14 @@ class ShardProcess:
         if self._read(on_event, feeder):
             return ShardExit(None)
         return self._ended()
+
+    def wait_ready(self) -> bool:
+        """Wait until a fed shard has collected its tests (True), or has ended (False: :attr:`ended` says how)."""
+        for line in iter(self._events.readline, b""):
+            if json.loads(line).get("event") == "ready":
+                return True
+        self._ended()
+        return False
 
     def finish(self, on_event: Callable[[Event], None]) -> ShardExit:
         """Pass every event of a shard of node ids to ``on_event`` as it arrives; how it ended."""

@@ -129,6 +129,7 @@ class _Shard:
         if session.testsfailed and not session.config.option.continue_on_collection_errors:
             raise session.Interrupted(f"{session.testsfailed} errors during collection")
         items = {self.args.get(item.nodeid, item.nodeid): item for item in session.items}
+        self.send({"event": "ready", "collected": len(items)})  # collected (and --hil-collect written)
         with os.fdopen(self.spec.commands_fd, "rb") as commands:
             run_fed(session, commands, items, self)
         return True
