@@ -34,9 +34,10 @@ from typing import Any, Final, Protocol, cast
 
 from tinyhil.device_farm.engine.slots import SlotGate
 from tinyhil.device_farm.health.states import HealthBook, ProbeResult
-from tinyhil.device_farm.inventory.hwmap import Board, BoardKind
+from tinyhil.device_farm.inventory.hwmap import Board
 from tinyhil.device_farm.leases import DEFAULT_LEASE_TIMEOUT_S
 from tinyhil.device_farm.planning import Lane, Pair, Plan
+from tinyhil.device_farm.shard.feed import fed_collection
 from tinyhil.device_farm.shard.parent import Event, ShardExit, ShardJob
 from tinyhil.errors import InvalidArgument, TinyHilError
 from tinyhil.fixtures.outcomes import cap_text, classify
@@ -306,7 +307,7 @@ class FarmEngine:
             EngineLost: the runner lost its engine; the results reported before stand, nothing after.
         """
         self._plan, self._on_result, self._on_start = plan, on_result, on_start
-        self._collect = _collected(plan, self.boards)
+        self._collect = fed_collection(plan, self.boards)
         state = _State(queues={lane: deque(pairs) for lane, pairs in plan.shards.items()})
         state.outstanding = sum(len(pairs) for pairs in plan.shards.values())
         threads = [
@@ -388,21 +389,6 @@ class FarmEngine:
         if (account.infrastructure or end.lost) and self.health is not None:
             self.health.record_infrastructure_failure(board.id, account.infrastructure or end.lost or "")
         return end.timeout is not None
-
-
-def _collected(plan: Plan, boards: Mapping[str, Board]) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
-    """Per board, what a fed shard serving it collects: the test files and targets of every pair it may run (the
-    union over the emulated boards, whose shards run any of their lanes)."""
-    files: dict[str, set[str]] = {}
-    targets: dict[str, set[str]] = {}
-    for pair in (pair for pairs in plan.shards.values() for pair in pairs):
-        for board in plan.eligible.get(pair.key, ()):
-            files.setdefault(board, set()).add(pair.node_id.split("::")[0])
-            targets.setdefault(board, set()).add(pair.target)
-    emulated = [b for b in files if b in boards and boards[b].kind is BoardKind.EMULATED]
-    pooled = (tuple(sorted(set().union(*(files[b] for b in emulated)))),
-              tuple(sorted(set().union(*(targets[b] for b in emulated)))))  # fmt: skip
-    return {b: pooled if b in emulated else (tuple(sorted(files[b])), tuple(sorted(targets[b]))) for b in files}
 
 
 class _ShardAccount:

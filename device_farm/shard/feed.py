@@ -21,6 +21,9 @@ from typing import Any, BinaryIO, Final, Protocol
 
 import pytest
 
+from tinyhil.device_farm.inventory.hwmap import Board, BoardKind
+from tinyhil.device_farm.planning import Plan
+
 __all__ = ["FEED_AHEAD", "FedShard", "Feeder", "run_fed"]
 
 FEED_AHEAD: Final = 2  # tests in the pipe beyond the running one: its next item, and the one after
@@ -78,6 +81,21 @@ def run_fed(session: pytest.Session, commands: BinaryIO, items: Mapping[str, pyt
                 return
         shard.release()
         shard.send({"event": "idle"})
+
+
+def fed_collection(plan: Plan, boards: Mapping[str, Board]) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """Per board, what a fed shard serving it collects: the test files and targets of every pair it may run (the
+    union over the emulated boards, whose shards run any of their lanes)."""
+    files: dict[str, set[str]] = {}
+    targets: dict[str, set[str]] = {}
+    for pair in (pair for pairs in plan.shards.values() for pair in pairs):
+        for board in plan.eligible.get(pair.key, ()):
+            files.setdefault(board, set()).add(pair.node_id.split("::")[0])
+            targets.setdefault(board, set()).add(pair.target)
+    emulated = [b for b in files if b in boards and boards[b].kind is BoardKind.EMULATED]
+    pooled = (tuple(sorted(set().union(*(files[b] for b in emulated)))),
+              tuple(sorted(set().union(*(targets[b] for b in emulated)))))  # fmt: skip
+    return {b: pooled if b in emulated else (tuple(sorted(files[b])), tuple(sorted(targets[b]))) for b in files}
 
 
 class Feeder:

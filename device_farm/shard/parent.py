@@ -1,7 +1,8 @@
 """One shard as one ``pytest`` process on the host that holds its board: what it is, how it ran, and how it runs.
 
-Both engines run shards this way: the local engine on its own host, the Dask engine inside the farm worker of
-the board's host (:mod:`~tinyhil.device_farm.cluster.dask_worker`). The process loads
+Both engines run shards this way: the local engine on its own host, fed lane after lane (:class:`ShardProcess`,
+:mod:`~tinyhil.device_farm.shard.feed`), the Dask engine inside the farm worker of the board's host, given its node
+ids (:func:`run_shard_process`, :mod:`~tinyhil.device_farm.cluster.dask_worker`). The process loads
 :mod:`~tinyhil.device_farm.shard.plugin`, which takes the board's lease and writes a JSON line per event (``start``,
 ``result``, ``lease-timeout``) to a pipe; each line goes to ``on_event`` as it arrives.
 """

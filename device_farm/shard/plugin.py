@@ -1,17 +1,25 @@
 """The pytest plugin a farm shard runs under: its board pinned and leased, each result sent to the scheduler.
 
-The local engine starts each shard as ``pytest -p tinyhil.device_farm.shard.plugin NODE_ID ...`` with the shard's
-description in ``$TINYHIL_FARM_SHARD`` (JSON: run id, board id and slots, target, lease directory and timeout, and
-the file descriptor of the pipe results go to). At configure the plugin takes the board's lease, held by this
-process until it exits (a killed shard frees the board at once, see :mod:`tinyhil.device_farm.leases`), pins the
-session to the shard's target (``pytest_hil_select_targets``), and for each test writes two JSON lines to the pipe:
-``{"event": "start", "nodeid": ...}`` before it runs and ``{"event": "result", ...}`` after, with ``reports``, the
+A shard is ``pytest -p tinyhil.device_farm.shard.plugin ARG ...`` with the shard's description in
+``$TINYHIL_FARM_SHARD`` (JSON: run id, board id and slots, target, lease directory and timeout, the file descriptor
+of the pipe results go to, the per-test time limit and where its watchdog dumps stacks). Two kinds:
+
+- **A shard of node ids** (the Dask engine's): at configure the plugin takes the board's lease, held by this process
+  until it exits (a killed shard frees the board at once, see :mod:`tinyhil.device_farm.leases`), pins the session
+  to the shard's target (``pytest_hil_select_targets``) and runs the node ids of its command line.
+- **A fed shard** (the local engine's, ``commands_fd`` set): it collects its test files on its targets once and then
+  runs lane after lane as the engine sends them over its command pipe (:mod:`~tinyhil.device_farm.shard.feed`),
+  taking each lane's board lease and giving it back at the lane's end.
+
+For each test the plugin writes two JSON lines to the pipe: ``{"event": "start", "nodeid": ..., "timeout": ...}``
+before it runs and ``{"event": "result", ...}`` after, with ``reports``, the
 reports of its phases as pytest serializes them (``pytest_report_to_serializable``, which the engine classifies with
 :mod:`tinyhil.fixtures.outcomes`, as pytest-xdist's controller does with its workers' reports), ``started`` and
 ``finished``, for a failure the farm retries its infrastructure cause
 (:func:`~tinyhil.device_farm.shard.infrastructure.infrastructure_cause`), and ``bundle``, the directory of the test's
 repro bundle when ``--hil-repro-dir`` wrote one (the board's map entry goes into it), and ``trace``, the USB trace
-that bundle keeps, when it keeps one. The environment also names the
+that bundle keeps, when it keeps one. While a test runs, its time limit is watched
+(:mod:`~tinyhil.device_farm.shard.watchdog`). The environment also names the
 board for tests that drive it with their own stack: ``TINYHIL_BOARD`` and ``DEV``, and ``CUDA_VISIBLE_DEVICES`` on NV
 boards, the KFD GPU on AMD boards (:func:`~tinyhil.device_farm.shard.parent.board_environment`).
 """
