@@ -4,7 +4,14 @@ engine's runner.
 A shard is a ``pytest`` process over some pairs of one lane (:mod:`~tinyhil.device_farm.shard.parent`): it takes the
 board's lease, pins the target, and sends a start and a result event per test, so a crashing test takes down only its
 shard. The local runner (:mod:`~tinyhil.device_farm.engine.local`) starts it on this host; the Dask runner in the farm
-worker of the board's host (:mod:`~tinyhil.device_farm.engine.dask_runner`). At most ``workers`` shards run at once.
+worker of the board's host (:mod:`~tinyhil.device_farm.engine.dask_runner`). At most ``workers`` shards run at once
+(:mod:`~tinyhil.device_farm.engine.slots`), the lane with the most planned work first. The local runner's shards are
+fed: a lane's shard is sent its tests as it goes, its own and then retries it may run, and one process serves lane
+after lane (:mod:`~tinyhil.device_farm.shard.feed`).
+
+A test over its time limit (``test_timeout_s``, or its ``hil`` marker's ``timeout``) is stopped by its shard's
+watchdog (:mod:`~tinyhil.device_farm.shard.watchdog`) and reported failed with every thread's stack: the test's fault,
+never retried nor counted against the board; the board is probed before the lane goes on in a fresh shard.
 
 Outcomes follow :mod:`~tinyhil.device_farm.shard.infrastructure`. A test failure is final. An infrastructure failure
 (the board lost, the lease timed out, the shard or its worker killed while a test ran) is recorded as a non-final
@@ -14,9 +21,9 @@ with no other board left, it is retried where it was, after the probe. Pairs a s
 without counting an attempt; a board no worker offers any more leaves the run like a BAD one. Every result goes to
 ``on_result`` as it arrives, at most one final result per pair. A runner that raises :class:`EngineLost` (the Dask
 scheduler went away) stops the whole run: no further result is reported, and :meth:`FarmEngine.run` raises it once the
-lanes have stopped. :meth:`FarmEngine.stop` (the run's output closed) starts no further shard: the running ones finish
-and report, and :meth:`FarmEngine.run` returns with the pairs no shard ran left without a result
-(:attr:`FarmEngine.stopped` says why).
+lanes have stopped. :meth:`FarmEngine.stop` (the run's output closed) starts no further shard and feeds no further
+test: the running ones finish and report, and :meth:`FarmEngine.run` returns with the pairs no shard ran left without
+a result (:attr:`FarmEngine.stopped` says why).
 
 The engine's state is updated before ``on_result`` is called, so a callback that raises never leaves a result
 reported but uncounted, and a pair that no board is left for is reported on the board it was routed to or last
@@ -118,9 +125,9 @@ class EngineLost(TinyHilError, RuntimeError):
 class ShardRunner(Protocol):
     """Where shards run: ``run`` runs one and returns how it ended, passing each of its events to ``on_event`` as
     it arrives; ``host`` is where shards run when no event says otherwise. A runner whose ``feeds`` attribute is
-    true is called ``run(job, on_event, next_arg)`` instead: its shard collects ``job.nodes`` (its lane's test
-    files) and runs the tests ``next_arg`` gives until it gives ``None``, one process per lane
-    (:mod:`~tinyhil.device_farm.shard.feed`)."""
+    true is called ``run(job, on_event, next_arg)`` instead (:class:`FeedingRunner`): its shard, which collected
+    ``job.nodes`` (test files) on ``job.targets``, runs the tests ``next_arg`` gives until it gives ``None``, and
+    may serve other lanes before and after (:mod:`~tinyhil.device_farm.shard.feed`)."""
 
     host: str
 
@@ -195,7 +202,7 @@ class FarmEngine:
         self.max_attempts, self.lease_timeout_s = max_attempts, lease_timeout_s
         self.test_timeout_s = test_timeout_s  # every test's limit unless its hil marker says another; 0: none
         self.slots = SlotGate(workers)  # shard processes at once
-        self.shards_started: dict[Lane, int] = {}  # shard processes each lane started
+        self.shards_started: dict[Lane, int] = {}  # shards each lane ran (a fed shard process may serve several)
         self._collect: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # board -> a fed shard's files, targets
         self._cond = threading.Condition()
         self._plan = Plan()
