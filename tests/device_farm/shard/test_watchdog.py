@@ -4,8 +4,10 @@ fault), the board is probed, and the lane goes on in a fresh shard process."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from tinyhil.device_farm.engine import Result
@@ -85,3 +87,27 @@ def test_a_sleeping_test_is_stopped_at_its_limit_with_every_threads_stack(tmp_pa
     assert record.state is HealthState.GOOD and record.infrastructure_failures == 0
     # the lane went on in a fresh shard process after each timeout
     assert engine.shards_started == {Lane("emu", 0): 3}
+
+
+def test_a_farm_run_reports_the_timeout_with_its_stack_dump(tmp_path: Path) -> None:
+    from tinyhil.cli import main
+
+    suite = tmp_path / "test_hangs.py"
+    suite.write_text(
+        "import time\n\nimport pytest\n\n\n@pytest.mark.hil(timeout=0.5)\ndef test_hangs(hil_target):\n"
+        "    time.sleep(60)\n\n\ndef test_passes(hil_target):\n    pass\n"
+    )
+    run = tmp_path / "run"
+    args = ["farm", "run", "--suite", str(suite), "--target", "NULL", "--report", str(run), "--state",
+            str(tmp_path / "s"), "--test-timeout", "30"]  # fmt: skip
+    assert main(args) == 1
+    summary = json.loads((run / "summary.json").read_text())
+    by_test = {r["test"]: r for r in summary["results"]}
+    hung = by_test["test_hangs.py::test_hangs"]
+    assert (hung["outcome"], hung["infrastructure"], hung["attempt"]) == ("failed", None, 1)
+    assert hung["reason"] == timeout_report(MARKER_LIMIT_S, "").splitlines()[0]  # the marker's limit wins
+    assert "in test_hangs" in hung["longrepr"]
+    assert by_test["test_hangs.py::test_passes"]["outcome"] == "passed"
+    failure = next(case for case in ET.parse(run / "junit.xml").getroot().iter("testcase")
+                   if case.get("name", "").startswith("test_hangs")).find("failure")  # fmt: skip
+    assert failure is not None and "in test_hangs" in (failure.text or "")
