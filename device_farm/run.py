@@ -414,7 +414,7 @@ def _collect_in_shards(local: LocalRunner, run: FarmRun, run_id: str, boards: Se
     suite = (*(["--pyargs"] if run.pyargs else []), *run.suite)
     job = ShardJob(run_id, emulated[0], emulated[0].targets[0], suite, run.pytest_args,
                    test_timeout_s=run.test_timeout_s, targets=tuple(targets))  # fmt: skip
-    if local.collect(job, run.run_dir / PAIRS_NAME):
+    if local.collect(job, run.run_dir / PAIRS_NAME, sum(min(board.slots, run.workers) for board in emulated)):
         return True
     local.close()
     return False

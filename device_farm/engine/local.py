@@ -44,14 +44,15 @@ class LocalRunner:
         return ShardProcess(job, command=[*self.command, *job.pytest_args], cwd=self.cwd, lease_dir=self.lease_dir,
                             env=self.env, fed=True)  # fmt: skip
 
-    def collect(self, job: ShardJob, pairs_path: Path) -> bool:
-        """Start the emulated boards' ``workers`` shards at once, each collecting ``job.nodes`` (the suite's
-        arguments) on ``job.targets``, the first also writing the pairs to ``pairs_path`` (``--hil-collect``), so
-        the run's collection is their start-up: True once it wrote them; False when it failed (nothing is kept:
-        collect the usual way to report why)."""
+    def collect(self, job: ShardJob, pairs_path: Path, count: int) -> bool:
+        """Start ``count`` (at most ``workers``) shards for the emulated boards at once, each collecting
+        ``job.nodes`` (the suite's arguments) on ``job.targets``, the first also writing the pairs to ``pairs_path``
+        (``--hil-collect``), so the run's collection is their start-up: True once it wrote them; False when it
+        failed (nothing is kept: collect the usual way to report why)."""
+        count = max(1, min(count, self.workers))
         first = self._start(replace(job, pytest_args=(*job.pytest_args, "--hil-collect", str(pairs_path))))
-        others = [self._start(job) for _ in range(self.workers - 1)]
-        self.started += self.workers
+        others = [self._start(job) for _ in range(count - 1)]
+        self.started += count
         if not first.wait_ready():
             for process in others:
                 process.close()
