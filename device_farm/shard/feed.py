@@ -24,7 +24,7 @@ import pytest
 from tinyhil.device_farm.inventory.hwmap import Board, BoardKind
 from tinyhil.device_farm.planning import Plan
 
-__all__ = ["FEED_AHEAD", "FedShard", "Feeder", "run_fed"]
+__all__ = ["FEED_AHEAD", "FedShard", "Feeder", "fed_collection", "run_fed"]
 
 FEED_AHEAD: Final = 2  # tests in the pipe beyond the running one: its next item, and the one after
 
