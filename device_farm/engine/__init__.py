@@ -225,19 +225,32 @@ class FarmEngine:
                 return batch
             self._cond.wait()
 
-    def _take_more(self, state: _State, lane: Lane, target: str) -> list[Pair]:
-        """More pairs of ``target`` for ``lane``'s running shard, without waiting: its own, else retries it may run."""
+    def _take_more(self, state: _State, lane: Lane, target: str) -> Pair | None:
+        """The next pair of ``target`` for ``lane``'s running fed shard, without waiting: its own, else a retry it
+        may run, else the last queued pair its board can run of the lane with the most queued, never one already
+        attempted (a lane that runs out takes work from those behind it, as pytest-xdist's load scheduling does; a
+        retry stays where the retry rule put it); ``None``: none."""
         if state.outstanding == 0 or lane.board in state.dead or state.lost is not None or self.stopped:
-            return []
+            return None
         own = state.queues[lane]
-        batch = [pair for pair in own if pair.target == target]
-        if batch:
-            state.queues[lane] = deque(pair for pair in own if pair.target != target)
+        pair = next((p for p in own if p.target == target), None)
+        if pair is not None:
+            own.remove(pair)
+        elif (retry := next((r for r in state.retries if r.pair.target == target
+                             and self._may_retry(state, r, lane.board)), None)) is not None:  # fmt: skip
+            state.retries.remove(retry)
+            pair = retry.pair
         else:
-            batch = [r.pair for r in state.retries if r.pair.target == target and self._may_retry(state, r, lane.board)]
-            state.retries = [r for r in state.retries if r.pair not in batch]
-        state.inflight.setdefault(lane, []).extend(batch)
-        return batch
+            for other in sorted(state.queues, key=lambda other: -len(state.queues[other])):
+                queue = state.queues[other]
+                pair = next((p for p in reversed(queue) if p.target == target and p.key not in state.attempts
+                             and lane.board in self._plan.eligible.get(p.key, ())), None)  # fmt: skip
+                if pair is not None:
+                    queue.remove(pair)
+                    break
+        if pair is not None:
+            state.inflight.setdefault(lane, []).append(pair)
+        return pair
 
     def _alive(self, state: _State, pair: Pair) -> list[str]:
         return [b for b in self._plan.eligible[pair.key] if b not in state.dead]
@@ -353,9 +366,13 @@ class FarmEngine:
     def _run_lane(self, state: _State, lane: Lane) -> None:
         board = self.boards[lane.board]
         load = self._plan.loads.get(lane, 0.0)
+        feeds = bool(getattr(self.runner, "feeds", False))
         while True:
             with self._cond:
                 batch = self._take(state, lane)
+                if batch is not None and feeds:  # fed one at a time from the queue, where lanes that run out find them
+                    state.queues[lane].extendleft(reversed(batch))
+                    state.inflight[lane] = []
             if batch is None:
                 return
             if not self._healthy(state, board):
@@ -377,7 +394,9 @@ class FarmEngine:
         True when a test ran over its time limit."""
         target = batch[0].target
         feeds = bool(getattr(self.runner, "feeds", False))
-        account = _ShardAccount(self, state, lane, board, [pair for pair in batch if pair.target == target], feeds)
+        mine = [] if feeds else [pair for pair in batch if pair.target == target]  # a fed shard takes its own
+        rest = [] if feeds else [pair for pair in batch if pair.target != target]
+        account = _ShardAccount(self, state, lane, board, target, mine)
         nodes, targets = self._collect.get(board.id, ((), ())) if feeds else (tuple(account.by_node), ())
         job = ShardJob(self.run_id, board, target, nodes, self.pytest_args, self.lease_timeout_s,
                        self.test_timeout_s, targets)  # fmt: skip
@@ -388,7 +407,7 @@ class FarmEngine:
             end = cast(ShardRunner, self.runner).run(job, account.event)
         with self._cond:
             account.end(end)
-            back = account.left + [pair for pair in batch if pair.target != target]
+            back = account.left + rest
             state.queues[lane].extendleft(reversed(back))  # never started: back to the lane, no attempt
             if end.board_gone:
                 self._board_died(state, board.id, end.lost or "no worker offers it")
@@ -401,12 +420,10 @@ class FarmEngine:
 class _ShardAccount:
     """One shard's events as they arrive: which test runs, which are done, and what they came to."""
 
-    def __init__(self, engine: FarmEngine, state: _State, lane: Lane, board: Board, batch: list[Pair],
-                 fed: bool) -> None:  # fmt: skip
-        self.engine, self.state, self.lane, self.board = engine, state, lane, board
-        self.target = batch[0].target
-        self.by_node = {pair.node_id: pair for pair in batch}
-        self.unfed = deque(batch if fed else ())  # a fed shard's pairs not sent yet (a shard of node ids has all)
+    def __init__(self, engine: FarmEngine, state: _State, lane: Lane, board: Board, target: str,
+                 batch: list[Pair]) -> None:  # fmt: skip
+        self.engine, self.state, self.lane, self.board, self.target = engine, state, lane, board, target
+        self.by_node = {pair.node_id: pair for pair in batch}  # a fed shard's grow as it is fed
         self.host = engine.runner.host
         self.running: str | None = None
         self.started = 0.0  # when the running test started
@@ -416,15 +433,15 @@ class _ShardAccount:
         self.closed = False  # feed no more (the lease timed out)
 
     def next_arg(self) -> str | None:
-        """The next test for a fed shard (:meth:`FarmEngine._take_more` once the batch is sent); ``None``: no more."""
+        """The next test for a fed shard (:meth:`FarmEngine._take_more`); ``None``: no more."""
         with self.engine._cond:
             if self.engine.stopped or self.closed:
                 return None
-            if not self.unfed:
-                more = self.engine._take_more(self.state, self.lane, self.target)
-                self.by_node.update((pair.node_id, pair) for pair in more)
-                self.unfed.extend(more)
-            return self.unfed.popleft().node_id if self.unfed else None
+            pair = self.engine._take_more(self.state, self.lane, self.target)
+            if pair is None:
+                return None
+            self.by_node[pair.node_id] = pair
+            return pair.node_id
 
     def _lost(self, nodeid: str, cause: str) -> None:
         self.engine._attempted(self.state, self.by_node[nodeid], (self.board.id, self.host), _Attempt.lost(cause))
@@ -445,7 +462,6 @@ class _ShardAccount:
             elif kind == "lease-timeout":  # every pair of the batch lost an attempt to it
                 for node in [n for n in self.by_node if n not in self.done]:
                     self._lost(node, f"lease timeout: {event['reason']}")
-                self.unfed.clear()
                 self.closed = True
             elif kind == "unknown" and nodeid in self.by_node and nodeid not in self.done:  # not collected there
                 self.done.add(nodeid)
@@ -469,12 +485,11 @@ class _ShardAccount:
             self.done.add(self.running)
         elif self.running is not None:  # the shard ended inside a test
             self._lost(self.running, end.lost or f"shard exited with status {end.returncode} during the test")
-        unfed = {pair.node_id for pair in self.unfed}
-        left = [pair for node, pair in self.by_node.items() if node not in self.done and node not in unfed]
+        left = [pair for node, pair in self.by_node.items() if node not in self.done]
         if left and self.infrastructure is None and end.lost is None and end.timeout is None:
             tail = end.stderr.strip().splitlines()[-1:] or [f"exit status {end.returncode}"]
             for pair in left:  # pytest refused them (a bad node id, a usage error): not the board's fault
                 where = (self.board.id, self.host)
                 self.engine._attempted(self.state, pair, where, _Attempt("error", f"not run: {tail[0]}"))
             left = []
-        self.left = left + list(self.unfed)
+        self.left = left
