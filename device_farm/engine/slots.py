@@ -30,6 +30,12 @@ class SlotGate:
         self._waiting: list[tuple[float, int]] = []
         self._order = itertools.count()
 
+    @property
+    def waiting(self) -> int:
+        """How many lanes wait for a slot."""
+        with self._cond:
+            return len(self._waiting)
+
     @contextmanager
     def held(self, load: float = 0.0) -> Iterator[None]:
         with self._cond:
