@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+import os
 import shlex
 import sys
 import threading
@@ -46,16 +47,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from tinyhil.device_farm.cluster.dask_cluster import DEFAULT_BOARD_GRACE_S, DEFAULT_SCHEDULER_GRACE_S
-from tinyhil.device_farm.collection import collect, report_id
+from tinyhil.device_farm.collection import PAIRS_NAME, collect, read_pairs, report_id
 from tinyhil.device_farm.engine import EngineLost, FarmEngine, Result
-from tinyhil.device_farm.engine.local import LocalEngine
+from tinyhil.device_farm.engine.local import LocalEngine, LocalRunner
 from tinyhil.device_farm.finish_hook import run_on_finish
 from tinyhil.device_farm.health.leased import LeasedProbe
 from tinyhil.device_farm.health.ready import good_boards, offered_boards, recording
 from tinyhil.device_farm.health.states import DEFAULT_BAD_AFTER, HealthBook
 from tinyhil.device_farm.history import HistorySettings, durations_from_history, last_failed_pairs, record
 from tinyhil.device_farm.history.facts import run_facts, suite_key
-from tinyhil.device_farm.inventory.hwmap import HardwareMap
+from tinyhil.device_farm.inventory.hwmap import Board, BoardKind, HardwareMap
 from tinyhil.device_farm.journal import JOURNAL_NAME, Journal, read_journal
 from tinyhil.device_farm.planning import Pair, plan, read_durations, save_durations, select_pairs
 from tinyhil.device_farm.quarantine import Quarantine
@@ -65,7 +66,7 @@ from tinyhil.device_farm.reports.metadata import run_metadata
 from tinyhil.device_farm.reports.progress import Progress, print_results
 from tinyhil.device_farm.reports.summary import failed, farm_summary, pair_reports, quarantined_by, write_junit
 from tinyhil.device_farm.run_header import check_pairs, check_sources, header_record, read_header
-from tinyhil.device_farm.shard.parent import shard_command
+from tinyhil.device_farm.shard.parent import ShardJob, shard_command
 from tinyhil.device_farm.state import lock_dir
 from tinyhil.device_farm.target_choice import TargetChoice, TargetsUnavailable, choose_targets
 from tinyhil.errors import InvalidArgument
@@ -157,6 +158,7 @@ class FarmRun:
     lock_dir: Path | None = None  # the host-wide lock directory (None: tinyhil.device_farm.state.lock_dir's default)
     lease_wait_s: float | None = None  # how long to wait for a busy board (None: as long as it takes)
     bad_after: int = DEFAULT_BAD_AFTER  # infrastructure failures in a row that make a board BAD
+    test_timeout_s: float = 0.0  # --test-timeout: each test's limit unless its hil marker gives one; 0: none
 
     def remaining_s(self, clock: Callable[[], float] = time.time) -> float | None:
         """Seconds left before the run's deadline (0 once past it), or ``None`` for a run with no deadline: the
@@ -214,7 +216,8 @@ def new_run(hwmap: HardwareMap | Callable[[int], HardwareMap] | None, suite: Seq
     other fields of :class:`FarmRun`.
 
     Raises:
-        InvalidArgument: ``workers`` < 1, ``reruns`` < 0, ``deadline_s`` <= 0, or a problem
+        InvalidArgument: ``workers`` < 1, ``reruns`` < 0, ``deadline_s`` <= 0, a ``test_timeout_s`` that is not
+            seconds >= 0, or a problem
             :func:`check_run_arguments` finds.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -227,6 +230,9 @@ def new_run(hwmap: HardwareMap | Callable[[int], HardwareMap] | None, suite: Seq
     if options.get("command", COMMANDS[0]) not in COMMANDS:
         raise InvalidArgument(f"command {options['command']!r}, expected one of {', '.join(COMMANDS)}")
     deadline_at = None if deadline_s is None else time.time() + deadline_s
+    timeout_s = options.get("test_timeout_s", 0.0)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not 0 <= timeout_s < float("inf"):
+        raise InvalidArgument(f"--test-timeout {timeout_s!r}, expected seconds >= 0 (0: no limit)")
     entries = tuple(suite) or (SUITE_PACKAGE,)
     check_run_arguments(run_dir, entries, pytest_args)
     absolute = resolve_suite(entries)
@@ -330,7 +336,12 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         return EXIT_UNAVAILABLE
     if not run.resume:  # a new run in a directory used before starts its own journal
         journal_path.unlink(missing_ok=True)
-    collected = collect(run.run_dir, run.suite, targets, pyargs=run.pyargs, pytest_args=run.pytest_args)
+    local: LocalRunner | None = None  # this host's runner, when its shards collected the suite as they started
+    if session is None:
+        runner = LocalRunner(shard_command(run.run_dir, ()), run.run_dir, locks, os.environ, run.workers)
+        local = runner if _collect_in_shards(runner, run, run_id, boards, targets) else None
+    collected = (read_pairs(run.run_dir / PAIRS_NAME) if local is not None else
+                 collect(run.run_dir, run.suite, targets, pyargs=run.pyargs, pytest_args=run.pytest_args))  # fmt: skip
     pairs = [Pair(p["arg"], p["target"], frozenset(p["requires"]), report_id(p, () if run.pyargs else run.suite))
              for p in collected if p["target"]]  # fmt: skip
     selected = select_pairs(pairs, quarantine=run.quarantine, quarantine_verify=run.quarantine_verify,
@@ -386,13 +397,15 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
             lane_probe = LeasedProbe(locks, run_id, wait_s=_lease_wait(run), book=health, state_dir=run.state_dir,
                                      on_wait=lambda board, holders: waiting(board.id, holders))  # fmt: skip
             engine = LocalEngine(boards, command=shard_command(run.run_dir, ()), cwd=run.run_dir,
-                                 lease_dir=locks, run_id=run_id, workers=run.workers, health=health,
+                                 lease_dir=locks, run_id=run_id, workers=run.workers, runner=local, health=health,
                                  probe=recording(lane_probe, versions), lease_timeout_s=_lease_wait(run),
-                                 pytest_args=run.pytest_args, reruns=run.reruns)  # fmt: skip
+                                 pytest_args=run.pytest_args, reruns=run.reruns,
+                                 test_timeout_s=run.test_timeout_s)  # fmt: skip
         else:
             engine = FarmEngine(boards, session.runner, run_id=run_id, workers=run.workers, health=health,
                                 probe=session.runner.probe, lease_timeout_s=_lease_wait(run),
-                                pytest_args=run.pytest_args, reruns=run.reruns)  # fmt: skip
+                                pytest_args=run.pytest_args, reruns=run.reruns,
+                                test_timeout_s=run.test_timeout_s)  # fmt: skip
         progress.on_closed = engine.stop
         interrupted = False
         deadline = _deadline_timer(run, engine)
@@ -455,6 +468,22 @@ def _deadline_timer(run: FarmRun, engine: FarmEngine) -> threading.Timer | None:
     timer.daemon = True
     timer.start()
     return timer
+
+
+def _collect_in_shards(local: LocalRunner, run: FarmRun, run_id: str, boards: Sequence[Board],
+                       targets: Sequence[str]) -> bool:  # fmt: skip
+    """Collect the suite in the emulated boards' first shards (:meth:`LocalRunner.collect`), when there are any:
+    the run then pays one process start-up before its first test, as pytest-xdist does. False: collect apart."""
+    emulated = [board for board in boards if board.kind is BoardKind.EMULATED]
+    if not emulated:
+        return False
+    suite = (*(["--pyargs"] if run.pyargs else []), *run.suite)
+    job = ShardJob(run_id, emulated[0], emulated[0].targets[0], suite, run.pytest_args,
+                   test_timeout_s=run.test_timeout_s, targets=tuple(targets))  # fmt: skip
+    if local.collect(job, run.run_dir / PAIRS_NAME, sum(min(board.slots, run.workers) for board in emulated)):
+        return True
+    local.close()
+    return False
 
 
 def _completeness(todo: Sequence[Pair], final: Mapping[str, Any], stopped: str | None) -> dict[str, Any]:

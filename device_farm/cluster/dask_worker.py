@@ -197,4 +197,5 @@ def execute_shard(job: ShardJob, topic: str) -> dict[str, Any]:
                             lease_dir=plugin.lease_dir, env=os.environ, on_event=send)  # fmt: skip
     if end.lost is not None:
         plugin.record_failure(job.board.id, end.lost)
-    return {**base, "returncode": end.returncode, "stderr": end.stderr[-4000:], "lost": end.lost}
+    return {**base, "returncode": end.returncode, "stderr": end.stderr[-4000:], "lost": end.lost,
+            "timeout": end.timeout}  # fmt: skip

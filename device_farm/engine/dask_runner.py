@@ -221,7 +221,8 @@ class DaskRunner:
         for message in done["events"]:
             feed(message)
         return ShardExit(done["returncode"], str(done["stderr"]), done.get("lost"),
-                         board_gone=bool(done.get("board_bad")), host=str(done["host"]))  # fmt: skip
+                         board_gone=bool(done.get("board_bad")), host=str(done["host"]),
+                         timeout=done.get("timeout"))  # fmt: skip
 
     # --- probes, on the board's host ---
     def probe(self, board: Board, *, timeout_s: float = 120.0) -> ProbeResult:

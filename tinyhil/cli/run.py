@@ -70,7 +70,7 @@ def _new_run(args: argparse.Namespace, registry: TargetRegistry, deadline_s: flo
                   report_dir.resolve() / RUN_STATE_DIR, args.workers, pytest_args=pytest_args, targets=choice.names,
                   allow_unavailable=True, resume=bool(args.resume), reruns=reruns, deadline_s=deadline_s,
                   command=COMMANDS[1], command_line=args.command_line, **history_options(args),
-                  **lease_options(args))  # fmt: skip
+                  **lease_options(args), test_timeout_s=args.test_timeout)  # fmt: skip
     choice.check_here(allow_unavailable=args.allow_unavailable)
     return run, source
 
