@@ -43,6 +43,13 @@ def _no_history_in_home() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_lock_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Board leases of the tests' farm runs in a directory of this session, never the host's /run/lock/tinyhil
+    (a test that needs its own sets ``TINYHIL_LOCK_DIR`` itself)."""
+    os.environ["TINYHIL_LOCK_DIR"] = str(tmp_path_factory.mktemp("locks"))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",

@@ -11,8 +11,12 @@
 **Routing.** A pair can run on a board that serves its target and has every capability the test requires. A pair
 no board can run is *unroutable* and reported with the reason, never silently dropped.
 
-**Sharding.** Each board slot is a *lane* (a real board has one, an emulated board its ``slots``, capped by the
-worker count). Pairs are taken longest first (the recorded duration of the test on that target, else a default)
+**Lanes.** Each board slot is a *lane* (a real board has one, an emulated board its ``slots``). A lane's pairs run
+in one shard process, fed test after test, so each lane pays one process start-up. With ``workers`` (at most that
+many shards at once) the plan takes at most that many lanes: the fewest boards that cover every pair, then more
+lanes where the most seconds per lane wait; a board left out gets an empty lane that takes only retries.
+
+**Sharding.** Pairs are taken longest first (the recorded duration of the test on that target, else a default)
 and each goes to the least-loaded lane among those that can run it: the longest-processing-time rule, whose
 makespan is within 4/3 of the optimum and, for the many-small-tests suites a farm runs, close to it. Tests that
 need the same board stay on the lane that holds it, since a lane is one board slot.
@@ -113,12 +117,39 @@ class Plan:
         return max(self.loads.values(), default=0.0)
 
 
-def _lanes(boards: Sequence[Board], workers: int | None) -> dict[str, list[Lane]]:
-    lanes: dict[str, list[Lane]] = {}
-    for board in boards:
-        slots = board.slots if workers is None else max(1, min(board.slots, workers))
-        lanes[board.id] = [Lane(board.id, slot) for slot in range(slots)]
-    return lanes
+def _lanes(boards: Sequence[Board], counts: Mapping[str, int] | None = None) -> dict[str, list[Lane]]:
+    """Each board's lanes: ``counts`` of them (none for a board it leaves out), else one per slot."""
+    sizes = {b.id: b.slots for b in boards} if counts is None else counts
+    return {board.id: [Lane(board.id, slot) for slot in range(sizes.get(board.id, 0))] for board in boards}
+
+
+def _lane_counts(boards: Sequence[Board], demand: Mapping[tuple[str, ...], float], workers: int) -> dict[str, int]:
+    """How many lanes each board gets when at most ``workers`` shards run at once (``demand``: the planned
+    seconds per eligibility group). First the fewest boards that cover every group, the one that covers the most
+    seconds first (a greedy set cover); then, while lanes are fewer than ``workers``, one more lane for the group
+    with the most seconds per lane, on its board with spare slots and the fewest lanes. A board with no lane takes
+    no planned work (its lane stands by for retries); every group keeps at least one lane however small
+    ``workers`` is, so the lanes may outnumber the workers (the engine then runs them ``workers`` at a time)."""
+    order = {board.id: n for n, board in enumerate(boards)}
+    spare = {board.id: max(1, min(board.slots, workers)) for board in boards}
+    counts: dict[str, int] = {}
+    uncovered = dict(demand)
+    while uncovered:
+        covers: dict[str, float] = {}
+        for group, seconds in uncovered.items():
+            for board in group:
+                covers[board] = covers.get(board, 0.0) + seconds
+        best = min(covers, key=lambda b: (-covers[b], order[b]))
+        counts[best] = 1
+        uncovered = {group: seconds for group, seconds in uncovered.items() if best not in group}
+    while sum(counts.values()) < workers:
+        open_groups = [g for g in demand if any(counts.get(b, 0) < spare[b] for b in g)]
+        if not open_groups:
+            break
+        group = max(open_groups, key=lambda g: demand[g] / max(1, sum(counts.get(b, 0) for b in g)))
+        board = min((b for b in group if counts.get(b, 0) < spare[b]), key=lambda b: (counts.get(b, 0), order[b]))
+        counts[board] = counts.get(board, 0) + 1
+    return counts
 
 
 def _eligible(pair: Pair, boards: Sequence[Board]) -> tuple[tuple[str, ...], str]:
@@ -143,7 +174,9 @@ def plan(
 ) -> Plan:
     """Route and shard ``pairs`` over the (schedulable) ``boards``.
 
-    ``durations`` maps :attr:`Pair.key` to seconds from earlier runs; ``workers`` caps the lanes of each board.
+    ``durations`` maps :attr:`Pair.key` to seconds from earlier runs; ``workers`` bounds the shards that run at
+    once: the plan uses at most that many lanes where the pairs allow (:func:`_lane_counts`), and a board it leaves
+    out gets an empty lane that stands by for retries.
 
     Raises:
         InvalidArgument: a negative or non-finite duration, a default that is not positive, or ``workers`` < 1.
@@ -156,21 +189,26 @@ def plan(
     for key, seconds in known.items():
         if not 0 <= seconds < float("inf"):
             raise InvalidArgument(f"duration of {key!r} is {seconds!r}, expected seconds >= 0")
-    lanes_of = _lanes(boards, workers)
-    result = Plan(loads={lane: 0.0 for lanes in lanes_of.values() for lane in lanes})
     # Longest first; ties in input order, so a plan is reproducible.
     timed = sorted(
         ((known.get(p.key, default_duration_s), n, p) for n, p in enumerate(pairs)), key=lambda t: (-t[0], t[1])
     )
-    groups: dict[tuple[str, ...], list[tuple[float, int, Lane]]] = {}
-    member_of: dict[Lane, list[tuple[str, ...]]] = {}
-    order = {lane: n for n, lane in enumerate(result.loads)}
     eligibility: dict[tuple[str, frozenset[str]], tuple[tuple[str, ...], str]] = {}
+    demand: dict[tuple[str, ...], float] = {}
     for seconds, _, pair in timed:
         cache_key = (pair.target, pair.requires)
         if cache_key not in eligibility:
             eligibility[cache_key] = _eligible(pair, boards)
-        able, reason = eligibility[cache_key]
+        able = eligibility[cache_key][0]
+        if able:
+            demand[able] = demand.get(able, 0.0) + seconds
+    lanes_of = _lanes(boards, None if workers is None else _lane_counts(boards, demand, workers))
+    result = Plan(loads={lane: 0.0 for lanes in lanes_of.values() for lane in lanes})
+    groups: dict[tuple[str, ...], list[tuple[float, int, Lane]]] = {}
+    member_of: dict[Lane, list[tuple[str, ...]]] = {}
+    order = {lane: n for n, lane in enumerate(result.loads)}
+    for seconds, _, pair in timed:
+        able, reason = eligibility[(pair.target, pair.requires)]
         if not able:
             result.unroutable.append(Unroutable(pair, reason))
             continue
@@ -190,6 +228,9 @@ def plan(
         entry = (result.loads[lane], order[lane], lane)
         for group in member_of[lane]:
             heapq.heappush(groups[group], entry)
+    for board in boards:  # a board the lanes left out stands by for retries
+        if not lanes_of[board.id] and any(board.id in able for able in demand):
+            result.shards[Lane(board.id, 0)] = []
     return result
 
 

@@ -6,18 +6,21 @@ Making a run checks everything before anything starts: the targets (:func:`choos
 the run sets itself, :data:`MANAGED_PYTEST_OPTIONS`). Running it:
 
 1. The inventory: the hardware map, or one emulated board per available emulated target (``--workers`` slots).
-2. Health: every board that needs a probe is probed; BAD, maintenance and retired boards take no work. A target
+2. Health: every board that needs a probe is probed under its lease (a busy one stays in, and its lane probes it
+   before its first shard); BAD, maintenance and retired boards take no work. A target
    named with ``--target`` that no GOOD board serves fails the run at start (:data:`EXIT_UNAVAILABLE`) unless
    ``allow_unavailable``.
 3. Collection (:mod:`~tinyhil.device_farm.collection`): ``pytest --collect-only --hil-collect`` over the targets
    the GOOD boards serve (``pairs.json``).
 4. The plan (:mod:`~tinyhil.device_farm.planning`), with durations kept from earlier runs in the farm's state.
-5. The engine (:mod:`~tinyhil.device_farm.engine`) runs it; every attempt is appended to ``journal.jsonl`` as it
-   arrives, after the run's header (:mod:`~tinyhil.device_farm.run_header`: what the run is). ``resume`` runs the
-   header's run again, collected over the header's targets, refusing one whose suite, map or pairs changed, and
-   runs only its pairs with no final result. A run past its deadline (``deadline_at``; :meth:`FarmRun.remaining_s`
-   says how long is left) or interrupted (Ctrl-C) starts no further test and ends the running shards; their tests
-   are left without a result for ``--resume``.
+5. The engine (:mod:`~tinyhil.device_farm.engine`) runs it, its shards taking the boards' leases in the host-wide
+   lock directory (``lock_dir``) and waiting for a busy board up to ``lease_wait_s`` and the deadline (``None``: as
+   long as it takes; one line says so, and nothing is charged to the board); every attempt is appended to
+   ``journal.jsonl`` as it arrives, after the run's header (:mod:`~tinyhil.device_farm.run_header`: what the run is).
+   ``resume`` runs the header's run again, collected over the header's targets, refusing one whose suite, map or
+   pairs changed, and runs only its pairs with no final result. A run past its deadline (``deadline_at``;
+   :meth:`FarmRun.remaining_s` says how long is left) or interrupted (Ctrl-C) starts no further test and ends the
+   running shards; their tests are left without a result for ``--resume``.
 6. Reports from the journal (:mod:`~tinyhil.device_farm.reports`): ``summary.json``, ``junit.xml`` and the
    self-contained ``report.html``. ``summary.json`` says ``"complete": true`` when every pair has its final result;
    a run its closed output stopped (``tinyhil run | head -1``: no further shard starts, the running ones finish,
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.util
+import os
 import shlex
 import sys
 import threading
@@ -43,15 +47,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from tinyhil.device_farm.cluster.dask_cluster import DEFAULT_BOARD_GRACE_S, DEFAULT_SCHEDULER_GRACE_S
-from tinyhil.device_farm.collection import collect, report_id
+from tinyhil.device_farm.collection import PAIRS_NAME, collect, read_pairs, report_id
 from tinyhil.device_farm.engine import EngineLost, FarmEngine, Result
-from tinyhil.device_farm.engine.local import LocalEngine
+from tinyhil.device_farm.engine.local import LocalEngine, LocalRunner
 from tinyhil.device_farm.finish_hook import run_on_finish
-from tinyhil.device_farm.health.probes import probe_board
-from tinyhil.device_farm.health.states import HealthBook, ProbeResult
+from tinyhil.device_farm.health.leased import LeasedProbe
+from tinyhil.device_farm.health.ready import good_boards, offered_boards, recording
+from tinyhil.device_farm.health.states import DEFAULT_BAD_AFTER, HealthBook
 from tinyhil.device_farm.history import HistorySettings, durations_from_history, last_failed_pairs, record
 from tinyhil.device_farm.history.facts import run_facts, suite_key
-from tinyhil.device_farm.inventory.hwmap import Board, HardwareMap
+from tinyhil.device_farm.inventory.hwmap import Board, BoardKind, HardwareMap
 from tinyhil.device_farm.journal import JOURNAL_NAME, Journal, read_journal
 from tinyhil.device_farm.planning import Pair, plan, read_durations, save_durations, select_pairs
 from tinyhil.device_farm.quarantine import Quarantine
@@ -61,13 +66,14 @@ from tinyhil.device_farm.reports.metadata import run_metadata
 from tinyhil.device_farm.reports.progress import Progress, print_results
 from tinyhil.device_farm.reports.summary import failed, farm_summary, pair_reports, quarantined_by, write_junit
 from tinyhil.device_farm.run_header import check_pairs, check_sources, header_record, read_header
-from tinyhil.device_farm.shard.parent import shard_command
-from tinyhil.device_farm.state import leases_dir
+from tinyhil.device_farm.shard.parent import ShardJob, shard_command
+from tinyhil.device_farm.state import lock_dir
 from tinyhil.device_farm.target_choice import TargetChoice, TargetsUnavailable, choose_targets
 from tinyhil.errors import InvalidArgument
 from tinyhil.fixtures import SUITE_PACKAGE
 from tinyhil.fixtures.summary import target_entry, write_summary
 from tinyhil.pipes import OUTPUT_CLOSED_EXIT_STATUS
+from tinyhil.printable import printable
 from tinyhil.registry import default_registry
 
 if TYPE_CHECKING:
@@ -149,6 +155,10 @@ class FarmRun:
     reruns: int = 0  # a failing test runs up to this many more times; one that then passes is flaky
     deadline_at: float | None = None  # time.time() past which the run starts no test and ends the running ones
     command_line: tuple[str, ...] = ()  # the command line its reports name (default: this process's sys.argv)
+    lock_dir: Path | None = None  # the host-wide lock directory (None: tinyhil.device_farm.state.lock_dir's default)
+    lease_wait_s: float | None = None  # how long to wait for a busy board (None: as long as it takes)
+    bad_after: int = DEFAULT_BAD_AFTER  # infrastructure failures in a row that make a board BAD
+    test_timeout_s: float = 0.0  # --test-timeout: each test's limit unless its hil marker gives one; 0: none
 
     def remaining_s(self, clock: Callable[[], float] = time.time) -> float | None:
         """Seconds left before the run's deadline (0 once past it), or ``None`` for a run with no deadline: the
@@ -206,7 +216,8 @@ def new_run(hwmap: HardwareMap | Callable[[int], HardwareMap] | None, suite: Seq
     other fields of :class:`FarmRun`.
 
     Raises:
-        InvalidArgument: ``workers`` < 1, ``reruns`` < 0, ``deadline_s`` <= 0, or a problem
+        InvalidArgument: ``workers`` < 1, ``reruns`` < 0, ``deadline_s`` <= 0, a ``test_timeout_s`` that is not
+            seconds >= 0, or a problem
             :func:`check_run_arguments` finds.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -219,6 +230,9 @@ def new_run(hwmap: HardwareMap | Callable[[int], HardwareMap] | None, suite: Seq
     if options.get("command", COMMANDS[0]) not in COMMANDS:
         raise InvalidArgument(f"command {options['command']!r}, expected one of {', '.join(COMMANDS)}")
     deadline_at = None if deadline_s is None else time.time() + deadline_s
+    timeout_s = options.get("test_timeout_s", 0.0)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not 0 <= timeout_s < float("inf"):
+        raise InvalidArgument(f"--test-timeout {timeout_s!r}, expected seconds >= 0 (0: no limit)")
     entries = tuple(suite) or (SUITE_PACKAGE,)
     check_run_arguments(run_dir, entries, pytest_args)
     absolute = resolve_suite(entries)
@@ -233,23 +247,11 @@ def resume_command(run: FarmRun) -> str:
     return f"tinyhil {run.command} --resume {shlex.quote(str(run.run_dir))}"
 
 
-def _good_boards(hwmap: HardwareMap, health: HealthBook, out: TextIO,
-                 versions: dict[str, Mapping[str, str]]) -> list[Board]:  # fmt: skip
-    """The boards that may take work (probed when due); ``versions`` gets what each probe read of its board."""
-
-    def probe(board: Board) -> ProbeResult:
-        result = probe_board(board)
-        versions[board.id] = result.versions
-        return result
-
-    good = []
-    for board in hwmap.boards:
-        if health.ready(board, probe):
-            good.append(board)
-        else:
-            record = health.record(board.id)
-            print(f"board {board.id}: {record.state.value} ({record.reason}); it takes no work", file=out)
-    return good
+def _lease_wait(run: FarmRun) -> float | None:
+    """How long a shard or probe of ``run`` waits for a busy board: ``lease_wait_s``, never past the deadline
+    (``None``: as long as it takes)."""
+    bounds = [b for b in (run.lease_wait_s, run.remaining_s()) if b is not None]
+    return min(bounds) if bounds else None
 
 
 def run_farm(run: FarmRun, out: TextIO | None = None, *, clock: Callable[[], float] = time.time) -> int:
@@ -292,24 +294,29 @@ def _run_id(run: FarmRun) -> str:
     return str(previous.run["run_id"]) if previous is not None and previous.run else uuid.uuid4().hex[:12]
 
 
-def _dask_boards(hwmap: HardwareMap, offered: Sequence[Board], health: HealthBook, out: TextIO) -> list[Board]:
-    """The map's boards some online worker offers (GOOD: the worker probed them); the others take no work."""
-    ids = {board.id for board in offered}
-    for board in hwmap.boards:
-        if board.id in ids:
-            health.record_probe(board.id, ProbeResult(True, "offered by a farm worker"))
-        else:
-            print(f"board {board.id}: no online worker offers it; it takes no work", file=out)
-    return [board for board in hwmap.boards if board.id in ids]
-
-
 def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[], float],
               session: DaskSession | None) -> int:  # fmt: skip
     started = clock()
     versions: dict[str, Mapping[str, str]] = {}  # what this run's probes read of each board
-    health = HealthBook(hwmap.boards, clock=clock, state_dir=run.state_dir if session is None else None)
-    boards = _good_boards(hwmap, health, out, versions) if session is None else _dask_boards(
-        hwmap, session.offered(), health, out)  # fmt: skip
+    health = HealthBook(hwmap.boards, clock=clock, state_dir=run.state_dir if session is None else None,
+                        bad_after=run.bad_after)  # fmt: skip
+    run_id = session.runner.run_id if session is not None else _run_id(run)
+    locks = lock_dir(run.lock_dir)
+    shown: list[Progress] = []  # the progress line, once it exists: a wait before it is printed as it is
+
+    def waiting(board: str, holders: str) -> None:
+        line = f"board {board}: busy, held by {holders}; waiting for it (not a fault, nothing is charged to it)"
+        if shown:
+            shown[0].note(line)
+        else:
+            print(printable(line, newlines=False), file=out, flush=True)
+
+    prober = LeasedProbe(locks, run_id, wait_s=0.0, book=health, state_dir=run.state_dir,
+                         on_wait=lambda board, holders: waiting(board.id, holders))  # fmt: skip
+    if session is None:
+        boards = good_boards(hwmap, health, out, recording(prober, versions))
+    else:
+        boards = offered_boards(hwmap, session.offered(), health, out)
     # On Dask a mapped board no worker offers is collected too: its shards fail the run with the precise message.
     served = sorted({t for b in (boards if session is None else hwmap.boards) for t in b.targets})
     missing = [t for t in run.targets if t not in served]
@@ -329,8 +336,12 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         return EXIT_UNAVAILABLE
     if not run.resume:  # a new run in a directory used before starts its own journal
         journal_path.unlink(missing_ok=True)
-    run_id = session.runner.run_id if session is not None else _run_id(run)
-    collected = collect(run.run_dir, run.suite, targets, pyargs=run.pyargs, pytest_args=run.pytest_args)
+    local: LocalRunner | None = None  # this host's runner, when its shards collected the suite as they started
+    if session is None:
+        runner = LocalRunner(shard_command(run.run_dir, ()), run.run_dir, locks, os.environ, run.workers)
+        local = runner if _collect_in_shards(runner, run, run_id, boards, targets) else None
+    collected = (read_pairs(run.run_dir / PAIRS_NAME) if local is not None else
+                 collect(run.run_dir, run.suite, targets, pyargs=run.pyargs, pytest_args=run.pytest_args))  # fmt: skip
     pairs = [Pair(p["arg"], p["target"], frozenset(p["requires"]), report_id(p, () if run.pyargs else run.suite))
              for p in collected if p["target"]]  # fmt: skip
     selected = select_pairs(pairs, quarantine=run.quarantine, quarantine_verify=run.quarantine_verify,
@@ -373,6 +384,7 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         for result in decided:  # results without a run: journaled and counted before any test starts
             journal.append(result.record())
             progress.show(result)
+        shown.append(progress)
 
         def arrived(result: Result) -> None:
             journal.append(result.record())
@@ -382,19 +394,23 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
 
         engine: FarmEngine
         if session is None:
+            lane_probe = LeasedProbe(locks, run_id, wait_s=_lease_wait(run), book=health, state_dir=run.state_dir,
+                                     on_wait=lambda board, holders: waiting(board.id, holders))  # fmt: skip
             engine = LocalEngine(boards, command=shard_command(run.run_dir, ()), cwd=run.run_dir,
-                                 lease_dir=leases_dir(run.state_dir), run_id=run_id, workers=run.workers,
-                                 health=health, probe=probe_board, pytest_args=run.pytest_args,
-                                 reruns=run.reruns)  # fmt: skip
+                                 lease_dir=locks, run_id=run_id, workers=run.workers, runner=local, health=health,
+                                 probe=recording(lane_probe, versions), lease_timeout_s=_lease_wait(run),
+                                 pytest_args=run.pytest_args, reruns=run.reruns,
+                                 test_timeout_s=run.test_timeout_s)  # fmt: skip
         else:
             engine = FarmEngine(boards, session.runner, run_id=run_id, workers=run.workers, health=health,
-                                probe=session.runner.probe, pytest_args=run.pytest_args,
-                                reruns=run.reruns)  # fmt: skip
+                                probe=session.runner.probe, lease_timeout_s=_lease_wait(run),
+                                pytest_args=run.pytest_args, reruns=run.reruns,
+                                test_timeout_s=run.test_timeout_s)  # fmt: skip
         progress.on_closed = engine.stop
         interrupted = False
         deadline = _deadline_timer(run, engine)
         try:
-            engine.run(work, arrived, progress.started)
+            engine.run(work, arrived, progress.started, waiting)
         except EngineLost as exc:
             progress.close()
             final = len(read_journal(journal_path).final)
@@ -452,6 +468,22 @@ def _deadline_timer(run: FarmRun, engine: FarmEngine) -> threading.Timer | None:
     timer.daemon = True
     timer.start()
     return timer
+
+
+def _collect_in_shards(local: LocalRunner, run: FarmRun, run_id: str, boards: Sequence[Board],
+                       targets: Sequence[str]) -> bool:  # fmt: skip
+    """Collect the suite in the emulated boards' first shards (:meth:`LocalRunner.collect`), when there are any:
+    the run then pays one process start-up before its first test, as pytest-xdist does. False: collect apart."""
+    emulated = [board for board in boards if board.kind is BoardKind.EMULATED]
+    if not emulated:
+        return False
+    suite = (*(["--pyargs"] if run.pyargs else []), *run.suite)
+    job = ShardJob(run_id, emulated[0], emulated[0].targets[0], suite, run.pytest_args,
+                   test_timeout_s=run.test_timeout_s, targets=tuple(targets))  # fmt: skip
+    if local.collect(job, run.run_dir / PAIRS_NAME, sum(min(board.slots, run.workers) for board in emulated)):
+        return True
+    local.close()
+    return False
 
 
 def _completeness(todo: Sequence[Pair], final: Mapping[str, Any], stopped: str | None) -> dict[str, Any]:

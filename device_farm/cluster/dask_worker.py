@@ -34,11 +34,12 @@ from distributed import WorkerPlugin, get_client, get_worker
 
 from tinyhil.device_farm.cluster.dask_cluster import WORKER_ENV, WorkerSettings
 from tinyhil.device_farm.cluster.resources import worker_resources
-from tinyhil.device_farm.health.probes import probe_board
+from tinyhil.device_farm.health.leased import LeasedProbe
 from tinyhil.device_farm.health.states import HealthBook, ProbeResult
 from tinyhil.device_farm.inventory.hwmap import Board, BoardKind, emulated_inventory, load_hwmap
+from tinyhil.device_farm.leases import LeaseTimeout
 from tinyhil.device_farm.shard.parent import Event, ShardJob, run_shard_process, shard_command
-from tinyhil.device_farm.state import leases_dir
+from tinyhil.device_farm.state import lock_dir
 
 __all__ = [
     "PLUGIN_NAME",
@@ -66,9 +67,10 @@ class FarmWorkerPlugin(WorkerPlugin):
     def __init__(self, settings: WorkerSettings) -> None:
         self.settings = settings
         self.state_dir = Path(settings.state_dir)
-        self.lease_dir = leases_dir(self.state_dir)
+        self.lease_dir = lock_dir()
         self.boards = {board.id: board for board in _load_boards(settings)}
         self.book = HealthBook(tuple(self.boards.values()), clock=time.time, state_dir=self.state_dir)
+        self._leased = LeasedProbe(self.lease_dir, f"worker-{settings.host}", book=self.book, state_dir=self.state_dir)
         self.offered: frozenset[str] = frozenset()
         self._worker: Any = None
         self._lock = threading.Lock()
@@ -77,10 +79,15 @@ class FarmWorkerPlugin(WorkerPlugin):
 
     # --- health and resources ---
     def probe(self, board: Board) -> ProbeResult:
-        return probe_board(board)
+        """Probe ``board`` under its lease, without waiting (a busy board raises ``LeaseTimeout``: no probe ran)."""
+        return self._leased(board)
 
     def probe_now(self, board: Board) -> ProbeResult:
-        """Probe ``board`` now, record what it saw, and offer the board set anew."""
+        """Probe ``board`` now, record what it saw, and offer the board set anew.
+
+        Raises:
+            LeaseTimeout: the board is busy; nothing was probed or recorded.
+        """
         result = self.probe(board)
         self.book.record_probe(board.id, result)
         self.refresh()
@@ -88,7 +95,7 @@ class FarmWorkerPlugin(WorkerPlugin):
 
     def good(self) -> frozenset[str]:
         """The boards to offer now: probed when due (:meth:`HealthBook.ready`)."""
-        return frozenset(board.id for board in self.boards.values() if self.book.ready(board, self.probe))
+        return frozenset(board.id for board in self.boards.values() if self.book.ready_unless_busy(board, self.probe))
 
     def resources(self, offered: frozenset[str]) -> dict[str, float]:
         """Every resource this worker has ever offered, with the boards not in ``offered`` at 0."""
@@ -177,7 +184,10 @@ def execute_shard(job: ShardJob, topic: str) -> dict[str, Any]:
         plugin.record_failure(job.board.id, cause)
         board = plugin.boards.get(job.board.id)
         if board is not None and board.kind is not BoardKind.EMULATED:
-            probed = plugin.probe_now(board)
+            try:
+                probed = plugin.probe_now(board)
+            except LeaseTimeout:  # another run's work holds it: never probed over that work
+                return {**base, "lost": cause}
             if not probed.ok:
                 return {**base, "lost": f"{cause}; then its probe failed: {probed.detail}", "board_bad": True}
         return {**base, "lost": cause}
@@ -187,4 +197,5 @@ def execute_shard(job: ShardJob, topic: str) -> dict[str, Any]:
                             lease_dir=plugin.lease_dir, env=os.environ, on_event=send)  # fmt: skip
     if end.lost is not None:
         plugin.record_failure(job.board.id, end.lost)
-    return {**base, "returncode": end.returncode, "stderr": end.stderr[-4000:], "lost": end.lost}
+    return {**base, "returncode": end.returncode, "stderr": end.stderr[-4000:], "lost": end.lost,
+            "timeout": end.timeout}  # fmt: skip

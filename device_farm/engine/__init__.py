@@ -4,26 +4,37 @@ engine's runner.
 A shard is a ``pytest`` process over some pairs of one lane (:mod:`~tinyhil.device_farm.shard.parent`): it takes the
 board's lease, pins the target, and sends a start and a result event per test, so a crashing test takes down only its
 shard. The local runner (:mod:`~tinyhil.device_farm.engine.local`) starts it on this host; the Dask runner in the farm
-worker of the board's host (:mod:`~tinyhil.device_farm.engine.dask_runner`). At most ``workers`` shards run at once.
+worker of the board's host (:mod:`~tinyhil.device_farm.engine.dask_runner`). At most ``workers`` shards run at once
+(:mod:`~tinyhil.device_farm.engine.slots`), the lane with the most planned work first. The local runner's shards are
+fed: a lane's shard is sent its tests as it goes, its own and then retries it may run, and one process serves lane
+after lane (:mod:`~tinyhil.device_farm.shard.feed`).
+
+A test over its time limit (``test_timeout_s``, or its ``hil`` marker's ``timeout``) is stopped by its shard's
+watchdog (:mod:`~tinyhil.device_farm.shard.watchdog`) and reported failed with every thread's stack: the test's fault,
+never retried nor counted against the board; the board is probed before the lane goes on in a fresh shard.
 
 Outcomes follow :mod:`~tinyhil.device_farm.shard.infrastructure`. A test failure is final, unless ``reruns`` allows
 it more attempts: then it is a non-final attempt and the pair runs again, by the path an infrastructure failure takes
 (the board's health untouched: a failing test is not the board's fault), up to ``reruns`` more times. An
-infrastructure failure
-(the board lost, the lease timed out, the shard or its worker killed while a test ran) is recorded as a non-final
+infrastructure failure (the board lost, the shard or its worker killed while a test ran) is recorded as a non-final
 attempt (a killed test's from when its start event says it started to when the engine learned of the loss),
-counted against the board's health (UNKNOWN: the lane probes it before its next shard, and a BAD board's lane stops,
-handing its pairs to other lanes), and the pair is retried on another eligible board, up to ``max_attempts``;
+counted against the board's health (UNKNOWN: the lane probes it before its next shard; the health book's
+``bad_after``-th in a row makes it BAD at once; a BAD board's lane stops, handing its pairs to other lanes), and the
+pair is retried on another eligible board, up to ``max_attempts``;
 with no other board left, it is retried where it was, after the probe. Pairs a shard never started go back to their lane
 without counting an attempt; a board no worker offers any more leaves the run like a BAD one. Every result goes to
 ``on_result`` as it arrives, at most one final result per pair. A runner that raises :class:`EngineLost` (the Dask
 scheduler went away) stops the whole run: no further result is reported, and :meth:`FarmEngine.run` raises it once the
-lanes have stopped. :meth:`FarmEngine.stop` (the run's output closed) starts no further shard: the running ones finish
-and report, and :meth:`FarmEngine.run` returns with the pairs no shard ran left without a result
-(:attr:`FarmEngine.stopped` says why). :meth:`FarmEngine.stop` with ``kill`` (the run's deadline, Ctrl-C) also ends
-the running shards through the runner's ``cancel`` (a runner without one lets them finish): the tests they were
-running are left without a result, with no attempt counted and nothing charged to their boards, for ``--resume``
-to run.
+lanes have stopped. :meth:`FarmEngine.stop` (the run's output closed) starts no further shard and feeds no further
+test: the running ones finish and report, and :meth:`FarmEngine.run` returns with the pairs no shard ran left without
+a result (:attr:`FarmEngine.stopped` says why). :meth:`FarmEngine.stop` with ``kill`` (the run's deadline, Ctrl-C)
+also ends the running shards through the runner's ``cancel`` (a runner without one lets them finish): the tests they
+were running are left without a result, with no attempt counted and nothing charged to their boards, for
+``--resume`` to run.
+
+Waiting for a busy board is not a fault: a shard (or a probe) waits for the board's lease up to ``lease_timeout_s``
+(``None``: as long as it takes), ``on_wait`` hears once that it waits, and nothing is charged to the board. A board
+still busy when that bound runs out leaves the run like a BAD one, its health untouched.
 
 The engine's state is updated before ``on_result`` is called, so a callback that raises never leaves a result
 reported but uncounted, and a pair that no board is left for is reported on the board it was routed to or last
@@ -37,26 +48,30 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
-from tinyhil.device_farm.health.states import HealthBook, ProbeResult
+from tinyhil.device_farm.engine.slots import SlotGate
+from tinyhil.device_farm.health.states import HealthBook, HealthState, ProbeResult
 from tinyhil.device_farm.inventory.hwmap import Board
-from tinyhil.device_farm.leases import DEFAULT_LEASE_TIMEOUT_S
+from tinyhil.device_farm.leases import LeaseTimeout, describe_holders
 from tinyhil.device_farm.planning import Lane, Pair, Plan
+from tinyhil.device_farm.shard.feed import fed_collection
 from tinyhil.device_farm.shard.parent import Event, ShardExit, ShardJob
 from tinyhil.errors import InvalidArgument, TinyHilError
-from tinyhil.fixtures.outcomes import FAILING, classify
+from tinyhil.fixtures.outcomes import FAILING, cap_text, classify
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "CancellingRunner",
     "EngineLost",
     "FarmEngine",
+    "FeedingRunner",
     "Result",
     "ShardRunner",
 ]
 
 DEFAULT_MAX_ATTEMPTS: Final = 3
+PROBE_RETRY_S: Final = 1.0  # how often a lane asks again to probe a busy board (a farm worker's probe does not wait)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +138,10 @@ class EngineLost(TinyHilError, RuntimeError):
 
 class ShardRunner(Protocol):
     """Where shards run: ``run`` runs one and returns how it ended, passing each of its events to ``on_event`` as
-    it arrives; ``host`` is where shards run when no event says otherwise."""
+    it arrives; ``host`` is where shards run when no event says otherwise. A runner whose ``feeds`` attribute is
+    true is called ``run(job, on_event, next_arg)`` instead (:class:`FeedingRunner`): its shard, which collected
+    ``job.nodes`` (test files) on ``job.targets``, runs the tests ``next_arg`` gives until it gives ``None``, and
+    may serve other lanes before and after (:mod:`~tinyhil.device_farm.shard.feed`)."""
 
     host: str
 
@@ -136,6 +154,16 @@ class CancellingRunner(ShardRunner, Protocol):
 
     def cancel(self) -> None:
         """End every running shard now (from any thread); shards started after end at once."""
+
+
+class FeedingRunner(Protocol):
+    """A :class:`ShardRunner` whose shards are fed their tests (``feeds`` is true)."""
+
+    host: str
+    feeds: bool
+
+    def run(self, job: ShardJob, on_event: Callable[[Event], None], next_arg: Callable[[], str | None]) -> ShardExit:
+        """Run ``job``'s shard over the tests ``next_arg`` gives until it gives ``None``."""
 
 
 @dataclass(slots=True)
@@ -166,6 +194,10 @@ def _no_start(board: str, nodeid: str) -> None:
     """The default start callback: nothing to show."""
 
 
+def _no_wait(board: str, holders: str) -> None:
+    """The default wait callback: nothing to show."""
+
+
 def _check_count(name: str, value: object) -> None:
     if type(value) is not int or value < 1:
         raise InvalidArgument(f"{name}={value!r}, expected an integer >= 1")
@@ -177,16 +209,17 @@ class FarmEngine:
     def __init__(
         self,
         boards: Sequence[Board],
-        runner: ShardRunner,
+        runner: ShardRunner | FeedingRunner,
         *,
         run_id: str,
         workers: int,
         health: HealthBook | None = None,
         probe: Callable[[Board], ProbeResult] | None = None,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-        lease_timeout_s: float = DEFAULT_LEASE_TIMEOUT_S,
+        lease_timeout_s: float | None = None,
         pytest_args: Sequence[str] = (),
         reruns: int = 0,
+        test_timeout_s: float = 0.0,
     ) -> None:
         _check_count("workers", workers)
         _check_count("max_attempts", max_attempts)
@@ -196,11 +229,15 @@ class FarmEngine:
         self.runner, self.run_id, self.pytest_args = runner, run_id, tuple(pytest_args)
         self.health, self.probe = health, probe
         self.max_attempts, self.lease_timeout_s, self.reruns = max_attempts, lease_timeout_s, reruns
-        self._slots = threading.BoundedSemaphore(workers)
+        self.test_timeout_s = test_timeout_s  # every test's limit unless its hil marker says another; 0: none
+        self.slots = SlotGate(workers)  # shard processes at once
+        self.shards_started: dict[Lane, int] = {}  # shards each lane ran (a fed shard process may serve several)
+        self._collect: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # board -> a fed shard's files, targets
         self._cond = threading.Condition()
         self._plan = Plan()
         self._on_result: Callable[[Result], None] = _no_result
         self._on_start: Callable[[str, str], None] = _no_start
+        self._on_wait: Callable[[str, str], None] = _no_wait
         self.stopped: str | None = None  # why stop() was called; no shard starts after it
         self.killed = False  # stop(kill=True): the running shards were ended; their tests count no attempt
 
@@ -218,6 +255,33 @@ class FarmEngine:
                 state.inflight[lane] = batch
                 return batch
             self._cond.wait()
+
+    def _take_more(self, state: _State, lane: Lane, target: str) -> Pair | None:
+        """The next pair of ``target`` for ``lane``'s running fed shard, without waiting: its own, else a retry it
+        may run, else the last queued pair its board can run of the lane with the most queued, never one already
+        attempted (a lane that runs out takes work from those behind it, as pytest-xdist's load scheduling does; a
+        retry stays where the retry rule put it); ``None``: none."""
+        if state.outstanding == 0 or lane.board in state.dead or state.lost is not None or self.stopped:
+            return None
+        own = state.queues[lane]
+        pair = next((p for p in own if p.target == target), None)
+        if pair is not None:
+            own.remove(pair)
+        elif (retry := next((r for r in state.retries if r.pair.target == target
+                             and self._may_retry(state, r, lane.board)), None)) is not None:  # fmt: skip
+            state.retries.remove(retry)
+            pair = retry.pair
+        else:
+            for other in sorted(state.queues, key=lambda other: -len(state.queues[other])):
+                queue = state.queues[other]
+                pair = next((p for p in reversed(queue) if p.target == target and p.key not in state.attempts
+                             and lane.board in self._plan.eligible.get(p.key, ())), None)  # fmt: skip
+                if pair is not None:
+                    queue.remove(pair)
+                    break
+        if pair is not None:
+            state.inflight.setdefault(lane, []).append(pair)
+        return pair
 
     def _alive(self, state: _State, pair: Pair) -> list[str]:
         return [b for b in self._plan.eligible[pair.key] if b not in state.dead]
@@ -262,6 +326,18 @@ class FarmEngine:
         self._report(state, pair, where, attempt, done, final=not retry)
         if retry:
             state.retries.append(_Retry(pair, where[0]))
+        self._count_health(state, where[0], done.infrastructure)
+
+    def _count_health(self, state: _State, board: str, infrastructure: str | None) -> None:
+        """Tell the health book how the board did; a board it finds BAD leaves the run at once."""
+        if self.health is None or board not in self.boards:
+            return
+        if infrastructure is None:
+            self.health.record_carried(board)
+            return
+        record = self.health.record_infrastructure_failure(board, infrastructure)
+        if record.state is HealthState.BAD and board not in state.dead:
+            self._board_died(state, board, record.reason)
 
     def _board_died(self, state: _State, board: str, why: str) -> None:
         """Take ``board`` out of the run: its pairs go to other lanes; pairs no board is left for end as errors."""
@@ -292,16 +368,22 @@ class FarmEngine:
 
     # --- running ---
     def run(
-        self, plan: Plan, on_result: Callable[[Result], None], on_start: Callable[[str, str], None] = _no_start
+        self,
+        plan: Plan,
+        on_result: Callable[[Result], None],
+        on_start: Callable[[str, str], None] = _no_start,
+        on_wait: Callable[[str, str], None] = _no_wait,
     ) -> None:
-        """Run every routed pair of ``plan``, calling ``on_start(board, nodeid)`` as each test starts and
-        ``on_result`` with each attempt as it ends (from the lanes' threads, one call at a time); returns when every
-        pair has its final result, or once the shards running at :meth:`stop` have ended.
+        """Run every routed pair of ``plan``, calling ``on_start(board, nodeid)`` as each test starts,
+        ``on_wait(board, holders)`` when a shard starts waiting for its busy board, and ``on_result`` with each
+        attempt as it ends (from the lanes' threads, one call at a time); returns when every pair has its final
+        result, or once the shards running at :meth:`stop` have ended.
 
         Raises:
             EngineLost: the runner lost its engine; the results reported before stand, nothing after.
         """
-        self._plan, self._on_result, self._on_start = plan, on_result, on_start
+        self._plan, self._on_result, self._on_start, self._on_wait = plan, on_result, on_start, on_wait
+        self._collect = fed_collection(plan, self.boards)
         state = _State(queues={lane: deque(pairs) for lane, pairs in plan.shards.items()})
         state.outstanding = sum(len(pairs) for pairs in plan.shards.values())
         threads = [
@@ -324,10 +406,26 @@ class FarmEngine:
             raise state.failed
 
     def _healthy(self, state: _State, board: Board) -> bool:
-        """Probe ``board`` when its health says so; False (and the board out of the run) when it is not GOOD."""
+        """Probe ``board`` when its health says so; False (and the board out of the run) when it is not GOOD.
+
+        A probe that found the board busy (it raised :class:`LeaseTimeout`: a farm worker's probe does not wait) is
+        asked again every :data:`PROBE_RETRY_S`, the wait said once through ``on_wait``, until ``lease_timeout_s``;
+        past that bound the ``LeaseTimeout`` propagates and the board leaves the run, its health untouched."""
         if self.health is None or self.probe is None:
             return True
-        return self.health.ready(board, self.probe)
+        started, said = time.monotonic(), False
+        while True:
+            try:
+                return self.health.ready(board, self.probe)
+            except LeaseTimeout as exc:
+                bound = self.lease_timeout_s
+                if self.stopped or (bound is not None and time.monotonic() - started >= bound):
+                    raise
+                if not said:
+                    with self._cond:
+                        self._call(state, self._on_wait, board.id, describe_holders(exc.holders))
+                    said = True
+                time.sleep(PROBE_RETRY_S)
 
     def _lane(self, state: _State, lane: Lane) -> None:
         try:
@@ -345,51 +443,97 @@ class FarmEngine:
 
     def _run_lane(self, state: _State, lane: Lane) -> None:
         board = self.boards[lane.board]
+        load = self._plan.loads.get(lane, 0.0)
+        feeds = bool(getattr(self.runner, "feeds", False))
         while True:
             with self._cond:
                 batch = self._take(state, lane)
+                if batch is not None and feeds:  # fed one at a time from the queue, where lanes that run out find them
+                    state.queues[lane].extendleft(reversed(batch))
+                    state.inflight[lane] = []
             if batch is None:
                 return
-            if not self._healthy(state, board):
+            try:
+                healthy = self._healthy(state, board)
+            except LeaseTimeout as exc:  # busy past the wait bound: the run goes on without it, no fault counted
+                with self._cond:
+                    state.retries.extend(_Retry(pair, board.id) for pair in batch)
+                    self._board_died(state, board.id, f"busy: {exc}")
+                return
+            if not healthy:
                 reason = self.health.record(board.id).reason if self.health is not None else "probe failed"
                 with self._cond:
                     state.retries.extend(_Retry(pair, board.id) for pair in batch)
                     self._board_died(state, board.id, reason)
                 return
-            with self._slots:
+            with self.slots.held(load):
                 if self.stopped:  # stopped while this lane waited for a slot: its batch stays without results
                     return
-                self._shard(state, lane, board, batch)
+                timed_out = self._shard(state, lane, board, batch)
+            if timed_out and self.health is not None and self.probe is not None:  # a hung test may wedge a board
+                self.health.record_probe(board.id, self.probe(board))
 
-    def _shard(self, state: _State, lane: Lane, board: Board, batch: list[Pair]) -> None:
-        """Run ``batch`` as one shard on ``board`` and account for every pair of it."""
-        account = _ShardAccount(self, state, board, batch)
-        job = ShardJob(self.run_id, board, batch[0].target, tuple(pair.node_id for pair in batch), self.pytest_args,
-                       self.lease_timeout_s)  # fmt: skip
-        end = self.runner.run(job, account.event)
+    def _shard(self, state: _State, lane: Lane, board: Board, batch: list[Pair]) -> bool:
+        """Run the pairs of ``batch``'s first target as one shard on ``board`` (a runner that ``feeds`` is given
+        more as the shard goes, :meth:`_take_more`) and account for every pair; the others go back to the lane.
+        True when a test ran over its time limit."""
+        target = batch[0].target
+        feeds = bool(getattr(self.runner, "feeds", False))
+        mine = [] if feeds else [pair for pair in batch if pair.target == target]  # a fed shard takes its own
+        rest = [] if feeds else [pair for pair in batch if pair.target != target]
+        account = _ShardAccount(self, state, lane, board, target, mine)
+        nodes, targets = self._collect.get(board.id, ((), ())) if feeds else (tuple(account.by_node), ())
+        job = ShardJob(self.run_id, board, target, nodes, self.pytest_args, self.lease_timeout_s,
+                       self.test_timeout_s, targets)  # fmt: skip
+        self.shards_started[lane] = self.shards_started.get(lane, 0) + 1
+        if feeds:
+            end = cast(FeedingRunner, self.runner).run(job, account.event, account.next_arg)
+        else:
+            end = cast(ShardRunner, self.runner).run(job, account.event)
         with self._cond:
             account.end(end)
-            state.queues[lane].extendleft(reversed(account.left))  # never started: back to the lane, no attempt
+            back = account.left + rest
+            state.queues[lane].extendleft(reversed(back))  # never started: back to the lane, no attempt
             if end.board_gone:
                 self._board_died(state, board.id, end.lost or "no worker offers it")
+            elif account.busy is not None:  # the lease wait ran out: the board leaves the run, its health untouched
+                self._board_died(state, board.id, f"busy: {account.busy}")
+            elif board.id in state.dead and account.left:  # it went BAD mid-shard: what it never started moves on
+                why = self.health.record(board.id).reason if self.health is not None else "left the run"
+                self._board_died(state, board.id, why)
+            elif end.lost is not None and account.infrastructure is None and not self.killed:  # killed between
+                # tests (not by the run's own stop): still the board's
+                self._count_health(state, board.id, end.lost)
             self._cond.notify_all()
-        cause = account.infrastructure or (None if self.killed else end.lost)  # a shard the run ended: no fault
-        if cause and self.health is not None:
-            self.health.record_infrastructure_failure(board.id, cause)
+        return end.timeout is not None
 
 
 class _ShardAccount:
     """One shard's events as they arrive: which test runs, which are done, and what they came to."""
 
-    def __init__(self, engine: FarmEngine, state: _State, board: Board, batch: list[Pair]) -> None:
-        self.engine, self.state, self.board = engine, state, board
-        self.by_node = {pair.node_id: pair for pair in batch}
+    def __init__(self, engine: FarmEngine, state: _State, lane: Lane, board: Board, target: str,
+                 batch: list[Pair]) -> None:  # fmt: skip
+        self.engine, self.state, self.lane, self.board, self.target = engine, state, lane, board, target
+        self.by_node = {pair.node_id: pair for pair in batch}  # a fed shard's grow as it is fed
         self.host = engine.runner.host
         self.running: str | None = None
         self.started: dict[str, float] = {}  # node id -> when its start event says it started (Unix time)
         self.done: set[str] = set()
         self.infrastructure: str | None = None
+        self.busy: str | None = None  # the lease wait ran out (not a fault)
         self.left: list[Pair] = []
+        self.closed = False  # feed no more (the lease timed out)
+
+    def next_arg(self) -> str | None:
+        """The next test for a fed shard (:meth:`FarmEngine._take_more`); ``None``: no more."""
+        with self.engine._cond:
+            if self.engine.stopped or self.closed:
+                return None
+            pair = self.engine._take_more(self.state, self.lane, self.target)
+            if pair is None:
+                return None
+            self.by_node[pair.node_id] = pair
+            return pair.node_id
 
     def _lost(self, nodeid: str, cause: str) -> None:
         if self.engine.killed:  # the run ended it (deadline, Ctrl-C): no attempt, nothing on the board
@@ -412,9 +556,15 @@ class _ShardAccount:
             elif kind == "lost" and self.running is not None:  # the test's process died; the shard goes on
                 self._lost(self.running, str(event["cause"]))
                 self.running = None
-            elif kind == "lease-timeout":  # every pair of the batch lost an attempt to it
-                for node in [n for n in self.by_node if n not in self.done]:
-                    self._lost(node, f"lease timeout: {event['reason']}")
+            elif kind == "waiting":  # the board is busy: said once, never counted against it
+                self.engine._call(self.state, self.engine._on_wait, self.board.id, str(event.get("holders", "")))
+            elif kind == "lease-timeout":  # still busy at the wait bound: the pairs go elsewhere, no attempt counted
+                self.busy = str(event["reason"])
+                self.closed = True  # a fed shard gets no further test of this lane
+            elif kind == "unknown" and nodeid in self.by_node and nodeid not in self.done:  # not collected there
+                self.done.add(nodeid)
+                done = _Attempt("error", f"not run: the shard on {self.board.id} did not collect {nodeid}")
+                self.engine._attempted(self.state, self.by_node[nodeid], (self.board.id, self.host), done)
             elif kind == "result" and nodeid in self.by_node and nodeid not in self.done:
                 self.running = None
                 self.done.add(nodeid)
@@ -428,10 +578,17 @@ class _ShardAccount:
         if self.engine.killed:  # ended by the run: every pair not done stays without a result, with no attempt
             self.left = [pair for node, pair in self.by_node.items() if node not in self.done]
             return
-        if self.running is not None:  # the shard ended inside a test
+        if self.running is not None and end.timeout is not None:  # the watchdog stopped it: the test's failure
+            finished = time.time()
+            started = self.started.get(self.running, finished)
+            done = _Attempt("failed", end.timeout.splitlines()[0], None, finished - started, started, finished,
+                            details={"longrepr": cap_text(end.timeout)})  # fmt: skip
+            self.engine._attempted(self.state, self.by_node[self.running], (self.board.id, self.host), done)
+            self.done.add(self.running)
+        elif self.running is not None:  # the shard ended inside a test
             self._lost(self.running, end.lost or f"shard exited with status {end.returncode} during the test")
         left = [pair for node, pair in self.by_node.items() if node not in self.done]
-        if left and self.infrastructure is None and end.lost is None:
+        if left and self.infrastructure is None and end.lost is None and end.timeout is None and self.busy is None:
             tail = end.stderr.strip().splitlines()[-1:] or [f"exit status {end.returncode}"]
             for pair in left:  # pytest refused them (a bad node id, a usage error): not the board's fault
                 where = (self.board.id, self.host)

@@ -37,6 +37,7 @@ from tinyhil.device_farm.cluster.resources import board_resource, unservable
 from tinyhil.device_farm.engine import EngineLost
 from tinyhil.device_farm.health.states import ProbeResult
 from tinyhil.device_farm.inventory.hwmap import Board
+from tinyhil.device_farm.leases import LeaseTimeout
 from tinyhil.device_farm.planning import Pair, plan
 from tinyhil.device_farm.shard.parent import Event, ShardExit, ShardJob
 
@@ -220,7 +221,8 @@ class DaskRunner:
         for message in done["events"]:
             feed(message)
         return ShardExit(done["returncode"], str(done["stderr"]), done.get("lost"),
-                         board_gone=bool(done.get("board_bad")), host=str(done["host"]))  # fmt: skip
+                         board_gone=bool(done.get("board_bad")), host=str(done["host"]),
+                         timeout=done.get("timeout"))  # fmt: skip
 
     # --- probes, on the board's host ---
     def probe(self, board: Board, *, timeout_s: float = 120.0) -> ProbeResult:
@@ -230,6 +232,8 @@ class DaskRunner:
         future = self.client.submit(probe_board_task, board.id, pure=False, resources={board_resource(board): 1})
         try:
             result: ProbeResult = future.result(timeout=timeout_s)
+        except LeaseTimeout:  # the board is busy: no probe ran, and waiting is not a fault
+            raise
         except Exception as exc:  # any failure to probe, but losing the scheduler, is a failed probe
             self._check_connected(exc)
             return ProbeResult(False, f"probe on its worker failed: {type(exc).__name__}: {exc}")

@@ -12,11 +12,14 @@ A lab keeps the map under version control; discovery compares it with what a hos
     host = "lab-1"                                    # optional: default, this host's name
     tags = ["nightly"]                                # optional
     state = "maintenance"                             # optional: maintenance | retired (taken out of scheduling)
+    power_cycle = ["uhubctl", "-l", "1-2", "-p", "3", "-a", "cycle"]  # optional: run before a BAD board's re-probe
 
 The locator table per kind: ``usb`` (``vid_pid`` plus ``serial`` or a bus-port ``port`` such as ``"1-2.3"``),
 ``kfd`` (any of ``gpu_id``, ``unique_id``, ``pci``), ``nv`` (``pci_bus_id`` or ``uuid``), ``emulated``
 (``target``, the one target string it runs, and ``slots``, how many tests may run on it at once; default 1).
-Every error is a :class:`HwmapError` naming the file, the line, the field and what was expected.
+``power_cycle`` is an argument list, run as it is (never through a shell), under the board's lease, before a BAD
+board is probed again (docs/farm.md, "Health"). Every error is a :class:`HwmapError` naming the file, the line, the
+field and what was expected.
 """
 
 from __future__ import annotations
@@ -114,6 +117,7 @@ class EmulatedLocator:
     target: str
     slots: int = 1
     options_json: str = "{}"
+    per_run: bool = False  # made by a run for itself (no map): each run gets its own instance (its own lease key)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -138,6 +142,7 @@ class Board:
     tags: tuple[str, ...] = ()
     state: MapState | None = None
     line: int = 0
+    power_cycle: tuple[str, ...] = ()  # argv run before a BAD board's re-probe (never a shell string)
 
     @property
     def slots(self) -> int:
@@ -167,7 +172,8 @@ class HardwareMap:
 
 MAX_BOARDS: Final = 4096  # boards in one map: a lab's inventory, not a data set
 MAX_SLOTS: Final = 256  # tests at once on one emulated board (each slot is a lease file and a shard)
-_BOARD_KEYS: Final = ("id", "kind", "targets", "capabilities", "host", "tags", "state")
+_BOARD_KEYS: Final = ("id", "kind", "targets", "capabilities", "host", "tags", "state", "power_cycle")
+_POWER_CYCLE_MAX_ARGS: Final = 64
 _LOCATOR_KEYS: Final[Mapping[BoardKind, str]] = {
     BoardKind.USB_BRIDGE: "usb",
     BoardKind.AMD_KFD: "kfd",
@@ -357,7 +363,8 @@ def _board(entry: Fields, registry: TargetRegistry, known: frozenset[str], defau
     host = entry.string("host", required=False) or default_host
     tags = entry.strings("tags", required=False)
     state = entry.choice("state", MapState, required=False)
-    return Board(board_id, kind, locator, targets, capabilities, host, tags, state, line)
+    power_cycle = entry.strings("power_cycle", required=False, max_items=_POWER_CYCLE_MAX_ARGS)
+    return Board(board_id, kind, locator, targets, capabilities, host, tags, state, line, power_cycle)
 
 
 def parse_hwmap(
@@ -426,7 +433,7 @@ def target_inventory(targets: Iterable[Target], *, slots: int = 1, host: str | N
     boards = []
     for resolved in targets:
         board_id = re.sub(r"[^A-Za-z0-9._-]", "-", resolved.name.lower())
-        locator = EmulatedLocator(resolved.name, slots if resolved.emulated else 1)
+        locator = EmulatedLocator(resolved.name, slots if resolved.emulated else 1, per_run=resolved.emulated)
         kind = BoardKind.EMULATED if resolved.emulated else _HARDWARE_KIND.get(resolved.definition.name, BoardKind.NV)
         boards.append(Board(board_id, kind, locator, (resolved.name,), resolved.capabilities, host))
     return HardwareMap("(targets)", tuple(boards))

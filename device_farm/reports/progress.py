@@ -173,6 +173,15 @@ class Progress:
         else:
             self._write(line + "\n")
 
+    def note(self, line: str) -> None:
+        """A line of its own (a board the run waits for), kept above the updating line in a terminal."""
+        line = printable(line, newlines=False)  # holders come from files anyone on the host may write
+        if self.live:
+            self._write("\r\x1b[2K" + line + "\n")
+            self._redraw()
+        else:
+            self._write(line + "\n")
+
     def close(self) -> None:
         if self.live:
             self._write("\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from support.hosts import FakeHost
 
 from tinyhil.cli import EXIT_USAGE, main
 from tinyhil.device_farm.inventory.hwmap import load_hwmap
-from tinyhil.device_farm.leases import Holder, acquire
+from tinyhil.device_farm.leases import BoardLock, Holder, acquire
 
 MAP = """
 [[board]]
@@ -132,13 +133,17 @@ def test_status_probes_boards_and_shows_health_leases_and_holders(
 ) -> None:
     (tmp_path / "map.toml").write_text(STATUS_MAP)
     hwmap = load_hwmap(tmp_path / "map.toml")
-    args = ["farm", "status", "--hwmap", str(tmp_path / "map.toml"), "--state", str(tmp_path / "state")]
+    locks = tmp_path / "locks"
+    args = ["farm", "status", "--hwmap", str(tmp_path / "map.toml"), "--state", str(tmp_path / "state"),
+            "--lock-dir", str(locks)]  # fmt: skip
     assert main(args) == 0
     assert "emu     emulated    UNKNOWN      free (2 slots)" in capsys.readouterr().out
-    with acquire(tmp_path / "state" / "leases", hwmap.board("emu"), Holder.here("run-9", "test_copy")):
-        assert main([*args, "--probe"]) == 0
+    with acquire(locks, BoardLock.of(hwmap.board("emu")), Holder.here("run-9", "test_copy", "emu")):
+        assert main([*args, "--probe"]) == 0  # the probe takes the other slot: it never overlaps the holder's test
         out = capsys.readouterr().out
     assert "emu     emulated    GOOD         slot 0: pid " in out and "(run run-9) running test_copy" in out
+    held = f"  {BoardLock.of(hwmap.board('emu')).lock_key}.0: board emu, pid {os.getpid()}"
+    assert "held on this host: 1\n" in out and held in out
     assert "broken  emulated    RETIRED      free (1 slot)" in out and "retired in the hardware map" in out
     assert main([*args, "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
@@ -168,15 +173,12 @@ STATE_COMMANDS = {
     [
         ("a-file", "a-file: a file, expected a directory for the farm's state"),
         ("a-file/below", "a-file/below: cannot create it (below a file), expected a directory for the farm's state"),
-        ("leases-a-file", "leases-a-file/leases: a file, expected a directory for the farm's state"),
     ],
 )
 def test_a_state_path_that_is_not_a_directory_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str, state: str, expected: str
 ) -> None:
     (tmp_path / "a-file").write_text("")
-    (tmp_path / "leases-a-file").mkdir()
-    (tmp_path / "leases-a-file" / "leases").write_text("")
     args = [arg.replace("REPORT", str(tmp_path / "report")) for arg in STATE_COMMANDS[command]]
     assert main([*args, "--state", str(tmp_path / state)]) == EXIT_USAGE
     err = capsys.readouterr().err
@@ -202,11 +204,15 @@ def test_status_escapes_control_characters_from_health_and_lease_files(
     state.mkdir()
     record = {"state": "BAD", "reason": "probe failed: \x1b]0;owned\x07\x1b[2J\nfake line", "probes_failed": 1}
     (state / "health.json").write_text(json.dumps({"boards": {"emu": record}}))
-    args = ["farm", "status", "--hwmap", str(tmp_path / "map.toml"), "--state", str(state)]
-    with acquire(state / "leases", hwmap.board("emu"), Holder("lab\x1b[31m", 7, "run\r", "test\x9b1m", 1.0)):
+    args = ["farm", "status", "--hwmap", str(tmp_path / "map.toml"), "--state", str(state), "--lock-dir",
+            str(tmp_path / "locks")]  # fmt: skip
+    holder = Holder("lab\x1b[31m", 7, "run\r", "test\x9b1m", 1.0, "emu\n")
+    with acquire(tmp_path / "locks", BoardLock.of(hwmap.board("emu")), holder):
         assert main(args) == 0
     out = capsys.readouterr().out
     assert not any(char in out for char in "\x1b\x07\r\x9b")
     assert "probe failed: \\x1b]0;owned\\x07\\x1b[2J\\x0afake line" in out
     assert "slot 0: pid 7 on lab\\x1b[31m (run run\\x0d) running test\\x9b1m" in out
-    assert len(out.splitlines()) == 5  # the header and two lines per board: nothing a file says adds a line
+    assert "board emu\\x0a, pid 7 on lab\\x1b[31m" in out
+    # the header, two lines per board, and the host's one held lease: nothing a file says adds a line
+    assert len(out.splitlines()) == 7

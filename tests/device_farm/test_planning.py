@@ -58,6 +58,31 @@ def test_workers_cap_the_lanes_of_an_emulated_board() -> None:
     assert sorted(len(shard) for shard in result.shards.values()) == [3, 3]
 
 
+def test_workers_bound_the_lanes_across_boards_that_run_the_same_pairs() -> None:
+    boards = [_board(f"emu{n}", ("MOCKUSB+AMD",), set(), slots=2) for n in range(5)]
+    result = plan([Pair(f"t::{n}", "MOCKUSB+AMD") for n in range(10)], boards, workers=2)
+    busy = [lane for lane, shard in result.shards.items() if shard]
+    assert len(busy) == 2 and sum(len(result.shards[lane]) for lane in busy) == 10
+    standing_by = {lane for lane, shard in result.shards.items() if not shard}  # they take retries only
+    assert standing_by == {Lane(b.id, 0) for b in boards if b.id not in {lane.board for lane in busy}}
+
+
+def test_every_board_some_pair_needs_keeps_a_lane_whatever_the_workers() -> None:
+    targets = ("MOCKUSB+AMD", "MOCKKFD+AMD", "MOCKUSB+AMD:x", "MOCKKFD+AMD:y")
+    boards = [_board(f"b{n}", (target,), set(), slots=2) for n, target in enumerate(targets)]
+    result = plan([Pair(f"t::{n}", target) for n, target in enumerate(targets * 3)], boards, workers=2)
+    assert sorted(result.shards) == [Lane(b.id, 0) for b in boards]
+    assert all(len(shard) == 3 for shard in result.shards.values())
+
+
+def test_lanes_beyond_the_cover_go_where_the_most_seconds_per_lane_wait() -> None:
+    busy, quiet = _board("busy", ("MOCKUSB+AMD",), set(), slots=5), _board("quiet", ("MOCKKFD+AMD",), set(), slots=5)
+    pairs = [Pair(f"t::{n}", "MOCKUSB+AMD") for n in range(8)] + [Pair(f"u::{n}", "MOCKKFD+AMD") for n in range(2)]
+    result = plan(pairs, [busy, quiet], workers=5)
+    assert Counter(lane.board for lane in result.shards) == {"busy": 4, "quiet": 1}  # 8 s over 4 lanes, 2 s over 1
+    assert result.makespan_s == 2.0
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     durations=st.lists(st.floats(min_value=0.0, max_value=100.0), min_size=1, max_size=60),

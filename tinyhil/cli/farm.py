@@ -23,16 +23,17 @@ tinyhil farm certs DIR [--host NAME ...] [--days N] [--force]
 tinyhil farm history [QUESTION] [--history PATH] [--runs N] [--json] [--export FILE]
     what the run history says: new, known and fixed failures, flake rates, boards, durations
     (:mod:`tinyhil.cli.farm_history`).
-tinyhil farm status [--hwmap FILE] [--state DIR] [--probe] [--json]
-    every board of the map (default: the emulated targets) with its health, and its leases and their holders;
-    ``--probe`` first runs the health probe of every board that needs one.
+tinyhil farm status|probe|set ...
+    the boards' health and every lease held on this host; probe boards now; take a board out of service or
+    return it (:mod:`tinyhil.cli.farm_boards`).
 
 Every farm process listens on 127.0.0.1 unless ``--host`` says otherwise, with no HTTP server unless
 ``--dashboard`` (then on 127.0.0.1); anywhere else needs TLS, given as ``--tls-ca FILE --tls-cert FILE --tls-key
 FILE`` or ``--config farm.toml`` (its ``[security]`` table), or ``--insecure`` (unsafe; docs/farm.md, "Security").
 
-The farm's state (health record, leases) lives in ``--state``, default ``$TINYHIL_FARM_STATE``, else
-``~/.local/state/tinyhil/farm``.
+The farm's state (health record, durations) lives in ``--state``, default ``$TINYHIL_FARM_STATE``, else
+``~/.local/state/tinyhil/farm``; the boards' leases in the host-wide lock directory, whatever ``--state`` says
+(``--lock-dir``, else ``$TINYHIL_LOCK_DIR``, else ``/run/lock/tinyhil``; docs/farm.md, "Leases").
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Final
 
+from tinyhil.cli.farm_boards import add_board_commands, add_lease_options
 from tinyhil.cli.farm_history import add_history_command, add_history_options
 from tinyhil.cli.run_options import DASK_SHARDS, LOCAL_SHARDS, add_run_options, farm_run_from_args
 from tinyhil.cli.usage import (
@@ -85,6 +87,7 @@ from tinyhil.device_farm.cluster.dask_cluster import (
 from tinyhil.device_farm.cluster.resources import worker_resources
 from tinyhil.device_farm.cluster.security import LOOPBACK, FarmTLS, check_scheme, client_config, farm_tls, listen_host
 from tinyhil.device_farm.collection import CollectionFailed
+from tinyhil.device_farm.health.leased import LeasedProbe
 from tinyhil.device_farm.health.probes import probe_board
 from tinyhil.device_farm.health.states import HealthBook, ProbeResult
 from tinyhil.device_farm.inventory.discovery import Discovery, FoundBoard, discover
@@ -97,9 +100,8 @@ from tinyhil.device_farm.inventory.hwmap import (
     load_hwmap,
 )
 from tinyhil.device_farm.inventory.map_drift import Drift, compare, map_entry
-from tinyhil.device_farm.leases import holders
 from tinyhil.device_farm.run import run_farm
-from tinyhil.device_farm.state import STATE_ENV, farm_state_dir, leases_dir
+from tinyhil.device_farm.state import LOCK_DIR_ENV, STATE_ENV, farm_state_dir, lock_dir
 from tinyhil.errors import InvalidArgument
 from tinyhil.printable import printable
 from tinyhil.registry import TargetRegistry
@@ -195,36 +197,6 @@ def _discover(args: argparse.Namespace, registry: TargetRegistry) -> int:
     return 1 if drift else 0
 
 
-def _status(args: argparse.Namespace, registry: TargetRegistry) -> int:
-    hwmap = _hwmap(args.hwmap, registry)
-    state = farm_state_dir(args.state)
-    book = HealthBook(hwmap.boards, clock=time.time, state_dir=state)
-    if args.probe:
-        for board in hwmap.boards:
-            book.ready(board, lambda b: probe_board(b, registry=registry))
-    rows: list[dict[str, Any]] = []
-    held_by = {board.id: holders(leases_dir(state), board) for board in hwmap.boards}
-    for board in hwmap.boards:
-        record = book.record(board.id)
-        slots = held_by[board.id]
-        rows.append({"board": board.id, "kind": board.kind.value, "targets": list(board.targets), "host": board.host,
-                     "health": record.state.value, "reason": record.reason,
-                     "leases": [None if h is None else asdict(h) for h in slots]})  # fmt: skip
-    if args.json:
-        print(json.dumps({"hwmap": hwmap.path, "state": str(state), "boards": rows}, indent=1))
-        return 0
-    print(f"{len(rows)} board{'s' * (len(rows) != 1)} in {hwmap.path}; state in {state}")
-    width = max((len(r["board"]) for r in rows), default=5)
-    for row, board in zip(rows, hwmap.boards, strict=True):
-        # Holders and reasons come from files anyone on the host may write: printed with control characters escaped.
-        held = [f"slot {n}: {printable(str(h), newlines=False)}" for n, h in enumerate(held_by[board.id]) if h]
-        leases = "; ".join(held) or f"free ({board.slots} slot{'s' * (board.slots != 1)})"
-        print(f"  {row['board']:<{width}}  {row['kind']:<10}  {row['health']:<11}  {leases}")
-        reason = printable(row["reason"], newlines=False)
-        print(f"  {'':<{width}}  {', '.join(row['targets']) or '(no target)'}: {reason}")
-    return 0
-
-
 def _tls(args: argparse.Namespace) -> FarmTLS | None:
     return farm_tls(args.config, args.tls_ca, args.tls_cert, args.tls_key)
 
@@ -290,11 +262,13 @@ def _worker(args: argparse.Namespace, registry: TargetRegistry) -> int:
         print(f"tinyhil farm worker: {exc}", file=sys.stderr)
         return EXIT_UNAVAILABLE
     book = HealthBook(hwmap.boards, clock=time.time, state_dir=state)
+    probe = LeasedProbe(lock_dir(), f"worker-{host}", lambda b: probe_board(b, registry=registry), book=book,
+                        state_dir=state)  # fmt: skip
     good = []
     for board in hwmap.boards:
         if board.host != host:
             continue
-        if book.ready(board, lambda b: probe_board(b, registry=registry)):
+        if book.ready_unless_busy(board, probe):
             good.append(board)
         else:
             record = book.record(board.id)
@@ -403,6 +377,7 @@ def add_farm_command(commands: Any) -> None:
     run.add_argument("--allow-unavailable", action="store_true", default=None,
                      help="run even if a --target has no GOOD board")  # fmt: skip
     add_run_options(run, where)
+    add_lease_options(run, locks=f"the host-wide lease directory (default: ${LOCK_DIR_ENV}, else /run/lock/tinyhil)")
     _security_options(run, listens=False)
     add_history_options(run)
     run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra arguments passed to pytest")
@@ -455,12 +430,5 @@ def add_farm_command(commands: Any) -> None:
         "--state", metavar="DIR", help=f"farm state directory (default: ${STATE_ENV} or ~/.local/state)"
     )
     worker.set_defaults(handler=_worker)
-    status = add_subcommand(sub, "status", "boards with their health, leases and holders", EXIT_OK, EXIT_USAGE)
-    status.add_argument("--hwmap", metavar="FILE", help="hardware map (default: every emulated target)")
-    status.add_argument(
-        "--state", metavar="DIR", help=f"farm state directory (default: ${STATE_ENV} or ~/.local/state)"
-    )
-    status.add_argument("--probe", action="store_true", help="probe every board that needs it first")
-    status.add_argument("--json", action="store_true", help="print JSON for machines")
-    status.set_defaults(handler=_status)
+    add_board_commands(sub)
     add_history_command(sub)

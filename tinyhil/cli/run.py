@@ -3,10 +3,11 @@
 The targets are ``--target``, else ``$DEV``, else every available emulated target; a target named with ``--target``
 or ``$DEV`` that cannot run here stops the run (exit 3) unless ``--allow-unavailable``. The run is made by the
 farm's one constructor (:func:`~tinyhil.device_farm.run.new_run`), so it checks what ``tinyhil farm run`` checks.
-Reports (junit.xml, summary.json, report.html) go to ``--report``; the run's farm state (health, leases of its
-per-target boards, durations) stays beside them, so runs in separate report directories never wait on each
-other's leases and a rerun in one directory plans by its durations. The run is recorded in the run history
-(``--history``, docs/history.md).
+Reports (junit.xml, summary.json, report.html) go to ``--report``; the run's farm state (health of its per-target
+boards, durations) stays beside them, so a rerun in one directory plans by its durations. Leases are host-wide
+(docs/farm.md, "Leases"): an emulated target's board is the run's own (each run its own emulated instance, so runs
+never wait on each other for one), while a hardware target's board is the one device the whole host shares. The run
+is recorded in the run history (``--history``, docs/history.md).
 
 ``--resume DIR`` runs the run in DIR again as its journal's header says it was (its targets, suite and pytest
 arguments; ``$DEV`` is not read), only what has no result; Ctrl-C, and ``--deadline``, leave a run that way, and the
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import tinyhil
+from tinyhil.cli.farm_boards import add_lease_options, lease_options
 from tinyhil.cli.farm_history import add_history_options, history_options
 from tinyhil.cli.run_options import add_run_options, given_options, parse_duration, resumed_header, resumed_suite
 from tinyhil.cli.usage import (
@@ -67,7 +69,8 @@ def _new_run(args: argparse.Namespace, registry: TargetRegistry, deadline_s: flo
     run = new_run(lambda slots: target_inventory(available, slots=slots), suite, report_dir,
                   report_dir.resolve() / RUN_STATE_DIR, args.workers, pytest_args=pytest_args, targets=choice.names,
                   allow_unavailable=True, resume=bool(args.resume), reruns=reruns, deadline_s=deadline_s,
-                  command=COMMANDS[1], command_line=args.command_line, **history_options(args))  # fmt: skip
+                  command=COMMANDS[1], command_line=args.command_line, **history_options(args),
+                  **lease_options(args), test_timeout_s=args.test_timeout)  # fmt: skip
     choice.check_here(allow_unavailable=args.allow_unavailable)
     return run, source
 
@@ -124,5 +127,6 @@ def add_run_command(commands: Any) -> None:
                      help=f"test processes at once (default {DEFAULT_WORKERS})")  # fmt: skip
     add_run_options(run, where)
     add_history_options(run)
+    add_lease_options(run)
     run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra arguments passed to pytest")
     run.set_defaults(handler=_run)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from tinyhil.cli.farm_boards import lease_options
 from tinyhil.cli.farm_history import history_options
 from tinyhil.device_farm.cluster.security import FarmTLS, check_scheme
 from tinyhil.device_farm.inventory.hwmap import HardwareMap, emulated_inventory, load_hwmap
@@ -65,8 +66,8 @@ def parse_duration(text: str) -> float:
 
 
 def add_run_options(parser: Any, where: Any) -> None:
-    """Add ``--deadline`` and ``--reruns`` to a run command's parser, and ``--resume`` to ``where`` (the group that
-    makes it exclusive with ``--report``)."""
+    """Add ``--deadline``, ``--reruns`` and ``--test-timeout`` to a run command's parser, and ``--resume`` to
+    ``where`` (the group that makes it exclusive with ``--report``)."""
     parser.add_argument("--deadline", metavar="D",
                         help="stop the run D from now (2h, 30m, 90s, 1h30m or seconds): no further test starts, "
                              "the running ones are ended, the reports are marked incomplete; --resume finishes "
@@ -74,6 +75,10 @@ def add_run_options(parser: Any, where: Any) -> None:
     parser.add_argument("--reruns", type=int, metavar="N",
                         help="run a failing test up to N more times; one that then passes is reported flaky, with "
                              "every attempt (default 0: failures are never rerun)")  # fmt: skip
+    parser.add_argument("--test-timeout", type=float, default=0.0, metavar="S",
+                        help="stop a test after S seconds with a stack dump, reported as its failure; its board is "
+                             "probed (@pytest.mark.hil(timeout=S) overrides it per test; default: no "
+                             "limit)")  # fmt: skip
     where.add_argument("--resume", metavar="DIR",
                        help="resume the run in DIR as its journal's header says it was (its suite, map, targets, "
                             "pytest arguments and pair options): run only what has no result")  # fmt: skip
@@ -150,7 +155,8 @@ def farm_run_from_args(args: argparse.Namespace, registry: TargetRegistry, tls: 
                    subset=parse_subset(args.subset) if args.subset else None, subset_seed=args.seed or 0,
                    quarantine_verify=bool(args.quarantine_verify), dask=dask, reruns=args.reruns or 0,
                    deadline_s=deadline_s, command=COMMANDS[0], command_line=args.command_line,
-                   **history_options(args))  # fmt: skip
+                   **history_options(args), **lease_options(args),
+                   test_timeout_s=args.test_timeout)  # fmt: skip
 
 
 def _resumed_farm_run(args: argparse.Namespace, registry: TargetRegistry, tls: FarmTLS | None,
@@ -181,7 +187,8 @@ def _resumed_farm_run(args: argparse.Namespace, registry: TargetRegistry, tls: F
                    quarantine=load_quarantine(header.quarantine) if header.quarantine else None, resume=True,
                    subset=header.subset, subset_seed=header.seed, quarantine_verify=header.quarantine_verify,
                    dask=dask, reruns=header.reruns, deadline_s=deadline_s, command=COMMANDS[0],
-                   command_line=args.command_line, **history_options(args))  # fmt: skip
+                   command_line=args.command_line, **history_options(args), **lease_options(args),
+                   test_timeout_s=args.test_timeout)  # fmt: skip
 
 
 def resumed_suite(header: RunHeader) -> Sequence[str]:

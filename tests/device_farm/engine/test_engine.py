@@ -145,6 +145,29 @@ def test_an_engine_error_on_one_lane_hands_its_pairs_to_the_others_instead_of_ha
     assert len(final) == len(TESTS) and {r.board for r in results} == {"emu-2"}
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_lane_runs_every_pair_in_one_shard_process_and_workers_bound_the_processes(tmp_path: Path,
+                                                                                     workers: int) -> None:  # fmt: skip
+    engine = _engine(tmp_path, BOARDS)
+    engine = LocalEngine(BOARDS, command=engine.command, cwd=engine.cwd, lease_dir=engine.lease_dir, run_id="r1",
+                         workers=workers, env=engine.env)  # fmt: skip
+    (engine.cwd / "test_pids.py").write_text(
+        "import os\nfrom pathlib import Path\n\nimport pytest\n\n\n@pytest.mark.parametrize('n', range(6))\n"
+        "def test_pid(hil_target, n):\n    (Path(os.environ['MARKS']) / str(n)).write_text(str(os.getpid()))\n"
+    )
+    pairs = [Pair(f"{engine.cwd / 'test_pids.py'}::test_pid[NULL-{n}]", "NULL") for n in range(6)]
+    results: list[Result] = []
+    work = plan(pairs, BOARDS, workers=workers)
+    engine.run(work, results.append)
+    assert sorted(r.outcome for r in results) == ["passed"] * 6
+    lanes = [lane for lane, shard in work.shards.items() if shard]
+    assert len(lanes) == workers and engine.shards_started == {lane: 1 for lane in lanes}
+    pids = {(tmp_path / "marks" / str(n)).read_text() for n in range(6)}
+    # one process per lane at most, fed its pairs (a lane that runs out takes the others' queued pairs)
+    assert 1 <= len(pids) <= engine.local.started <= workers
+    assert engine.slots.peak <= workers
+
+
 def test_a_shard_environment_names_its_board_for_tests_with_their_own_stack() -> None:
     from tinyhil.device_farm.shard.parent import board_environment
 
@@ -250,3 +273,37 @@ def test_pairs_no_board_is_left_for_are_reported_on_the_board_they_were_routed_t
     assert len(kfd) == 4 and {(r.board, r.outcome) for r in kfd} == {("kfd-1", "error")}
     assert all("no eligible board left (kfd-1: engine error on this lane" in r.reason for r in kfd)
     assert {r.outcome for r in results if r.target == "NULL"} == {"passed"}
+
+
+class _FedInstantRunner:
+    """Fed shards without processes: each test the engine feeds starts and passes at once; ``late``'s shard waits
+    until every other shard has finished before it asks for its first test."""
+
+    host = "here"
+    feeds = True
+
+    def __init__(self, late: str) -> None:
+        self.late, self.others_done = late, threading.Event()
+
+    def run(self, job: ShardJob, on_event: Callable[[Event], None], next_arg: Callable[[], str | None]) -> ShardExit:
+        if job.board.id == self.late:
+            self.others_done.wait(timeout=30)
+        while (node := next_arg()) is not None:
+            on_event({"event": "start", "nodeid": node})
+            reports = [{"nodeid": node, "when": when, "outcome": "passed", "duration": 0.01, "longrepr": None}
+                       for when in ("setup", "call", "teardown")]  # fmt: skip
+            on_event({"event": "result", "nodeid": node, "reports": reports})
+        if job.board.id != self.late:
+            self.others_done.set()
+        return ShardExit(None)
+
+
+def test_a_fed_lane_that_runs_out_takes_the_pairs_still_queued_on_another_lane() -> None:
+    boards = MIXED[1:]  # two NULL boards, one lane each
+    pairs = [p for p in MIXED_PAIRS if p.target == "NULL"]
+    work = plan(pairs, boards, workers=2)
+    late = next(lane.board for lane in work.shards)
+    results: list[Result] = []
+    FarmEngine(boards, _FedInstantRunner(late), run_id="r", workers=2).run(work, results.append)
+    assert sorted(r.key for r in results) == sorted(p.key for p in pairs)  # each pair once
+    assert {r.board for r in results} == {b.id for b in boards} - {late}  # the other lane took the late one's pairs

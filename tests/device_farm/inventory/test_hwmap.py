@@ -86,6 +86,12 @@ def test_a_valid_map_loads_every_board_with_its_locator_and_defaults() -> None:
         hwmap.board("nope")
 
 
+def test_a_power_cycle_command_is_kept_as_its_argument_list() -> None:
+    board = parse_hwmap(_entry(power_cycle='["uhubctl", "-l", "1-2", "-p", "3", "-a", "cycle"]')).board("b")
+    assert board.power_cycle == ("uhubctl", "-l", "1-2", "-p", "3", "-a", "cycle")
+    assert parse_hwmap(_entry()).board("b").power_cycle == ()
+
+
 def test_load_hwmap_reads_a_file_and_names_it_in_errors(tmp_path: Path) -> None:
     path = tmp_path / "hwmap.toml"
     path.write_text(GOOD)
@@ -133,6 +139,12 @@ def _entry(**fields: str) -> str:
         (_entry(colour='"red"'), 7, "board 'b' colour: unknown field, expected one of id, kind"),
         (_entry(tags="[1]"), 7, "board 'b' tags: [1], expected a non-empty list of at most 4096"),
         (_entry(host="1"), 7, "board 'b' host: 1, expected a non-empty string"),
+        (
+            _entry(power_cycle='"uhubctl -a cycle"'),  # a shell string: never run through a shell
+            7,
+            "board 'b' power_cycle: 'uhubctl -a cycle', expected a non-empty list of at most 64 strings",
+        ),
+        (_entry(power_cycle='["uhubctl", ""]'), 7, "board 'b' power_cycle: ['uhubctl', ''], expected a non-empty list"),
         ("colour = 1\n", 1, "colour: unknown top-level field"),
         ("version = 2\n", 1, "version: 2, expected 1"),
         ("[board]\nid = 1\n", 1, "board: expected [[board]] tables"),
