@@ -46,10 +46,22 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, Protocol, cast
+from collections.abc import Callable, Sequence
+from typing import Any, Final, cast
 
+from tinyhil.device_farm.engine.records import (
+    Attempt,
+    CancellingRunner,
+    EngineLost,
+    FeedingRunner,
+    Result,
+    Retry,
+    RunState,
+    ShardRunner,
+    no_result,
+    no_start,
+    no_wait,
+)
 from tinyhil.device_farm.engine.slots import SlotGate
 from tinyhil.device_farm.health.states import HealthBook, HealthState, ProbeResult
 from tinyhil.device_farm.inventory.hwmap import Board
@@ -57,8 +69,8 @@ from tinyhil.device_farm.leases import LeaseTimeout, describe_holders
 from tinyhil.device_farm.planning import Lane, Pair, Plan
 from tinyhil.device_farm.shard.feed import fed_collection
 from tinyhil.device_farm.shard.parent import Event, ShardExit, ShardJob
-from tinyhil.errors import InvalidArgument, TinyHilError
-from tinyhil.fixtures.outcomes import FAILING, cap_text, classify
+from tinyhil.errors import InvalidArgument
+from tinyhil.fixtures.outcomes import FAILING, cap_text
 
 __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
@@ -72,130 +84,6 @@ __all__ = [
 
 DEFAULT_MAX_ATTEMPTS: Final = 3
 PROBE_RETRY_S: Final = 1.0  # how often a lane asks again to probe a busy board (a farm worker's probe does not wait)
-
-
-@dataclass(frozen=True, slots=True)
-class Result:
-    """One attempt of one pair; ``final`` is False for an infrastructure failure that is retried."""
-
-    key: str
-    nodeid: str
-    target: str
-    board: str
-    host: str
-    attempt: int
-    outcome: str
-    duration_s: float
-    reason: str = ""
-    infrastructure: str | None = None
-    final: bool = True
-    started: float = 0.0
-    finished: float = 0.0
-    bundle: str | None = None  # the failing test's reproduction bundle (--hil-repro-dir), when its shard wrote one
-    trace: str | None = None  # the USB trace that bundle keeps, when it keeps one
-    longrepr: str = ""  # a failure's traceback and captured output (capped: tinyhil.fixtures.outcomes)
-    stdout: str = ""
-    stderr: str = ""
-    log: str = ""
-
-    def record(self) -> dict[str, Any]:
-        """The journal record of this result."""
-        return {"kind": "result", **{name: getattr(self, name) for name in self.__slots__}}
-
-
-@dataclass(frozen=True, slots=True)
-class _Attempt:
-    """What one attempt of a pair came to, as a shard reported it (or as the engine saw it end)."""
-
-    outcome: str
-    reason: str = ""
-    infrastructure: str | None = None
-    duration_s: float = 0.0
-    started: float = 0.0
-    finished: float = 0.0
-    bundle: str | None = None
-    trace: str | None = None
-    details: Mapping[str, str] = field(default_factory=dict)  # a failure's longrepr, stdout, stderr and log
-
-    @classmethod
-    def lost(cls, cause: str, started: float, finished: float) -> _Attempt:
-        """An attempt the infrastructure ended (``error``, with the cause as its reason) that ran from ``started``
-        (when its test started; when it was lost, for a test that never started) to ``finished``, Unix times."""
-        return cls("error", cause, cause, max(finished - started, 0.0), started, finished)
-
-    @classmethod
-    def from_event(cls, event: Mapping[str, Any]) -> _Attempt:
-        """A shard's ``result`` event: its phases' serialized reports, classified by the one rule."""
-        test = classify(event.get("reports", ()))
-        return cls(test.outcome, test.reason, event.get("infrastructure"), test.duration_s, event.get("started", 0.0),
-                   event.get("finished", 0.0), event.get("bundle"), event.get("trace"),
-                   test.details())  # fmt: skip
-
-
-class EngineLost(TinyHilError, RuntimeError):
-    """The engine itself went away mid-run (the Dask scheduler): the run stops; its journal keeps what arrived."""
-
-
-class ShardRunner(Protocol):
-    """Where shards run: ``run`` runs one and returns how it ended, passing each of its events to ``on_event`` as
-    it arrives; ``host`` is where shards run when no event says otherwise. A runner whose ``feeds`` attribute is
-    true is called ``run(job, on_event, next_arg)`` instead (:class:`FeedingRunner`): its shard, which collected
-    ``job.nodes`` (test files) on ``job.targets``, runs the tests ``next_arg`` gives until it gives ``None``, and
-    may serve other lanes before and after (:mod:`~tinyhil.device_farm.shard.feed`)."""
-
-    host: str
-
-    def run(self, job: ShardJob, on_event: Callable[[Event], None]) -> ShardExit:
-        """Run ``job``; raises :class:`EngineLost` when the run cannot go on at all."""
-
-
-class CancellingRunner(ShardRunner, Protocol):
-    """A runner that can end its running shards: ``cancel`` kills them, and any it starts after."""
-
-    def cancel(self) -> None:
-        """End every running shard now (from any thread); shards started after end at once."""
-
-
-class FeedingRunner(Protocol):
-    """A :class:`ShardRunner` whose shards are fed their tests (``feeds`` is true)."""
-
-    host: str
-    feeds: bool
-
-    def run(self, job: ShardJob, on_event: Callable[[Event], None], next_arg: Callable[[], str | None]) -> ShardExit:
-        """Run ``job``'s shard over the tests ``next_arg`` gives until it gives ``None``."""
-
-
-@dataclass(slots=True)
-class _Retry:
-    pair: Pair
-    failed_on: str
-
-
-@dataclass(slots=True)
-class _State:
-    queues: dict[Lane, deque[Pair]]
-    retries: list[_Retry] = field(default_factory=list)
-    attempts: dict[str, int] = field(default_factory=dict)
-    reruns: dict[str, int] = field(default_factory=dict)  # test failures rerun, per pair (--reruns)
-    outstanding: int = 0
-    dead: set[str] = field(default_factory=set)
-    inflight: dict[Lane, list[Pair]] = field(default_factory=dict)
-    reported: set[str] = field(default_factory=set)  # keys with a final result
-    lost: EngineLost | None = None  # the run stopped: nothing more is reported
-    failed: Exception | None = None  # what a caller's callback raised (the run stopped)
-
-
-def _no_result(result: Result) -> None:
-    """The result callback before :meth:`FarmEngine.run` sets one."""
-
-
-def _no_start(board: str, nodeid: str) -> None:
-    """The default start callback: nothing to show."""
-
-
-def _no_wait(board: str, holders: str) -> None:
-    """The default wait callback: nothing to show."""
 
 
 def _check_count(name: str, value: object) -> None:
@@ -235,14 +123,14 @@ class FarmEngine:
         self._collect: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # board -> a fed shard's files, targets
         self._cond = threading.Condition()
         self._plan = Plan()
-        self._on_result: Callable[[Result], None] = _no_result
-        self._on_start: Callable[[str, str], None] = _no_start
-        self._on_wait: Callable[[str, str], None] = _no_wait
+        self._on_result: Callable[[Result], None] = no_result
+        self._on_start: Callable[[str, str], None] = no_start
+        self._on_wait: Callable[[str, str], None] = no_wait
         self.stopped: str | None = None  # why stop() was called; no shard starts after it
         self.killed = False  # stop(kill=True): the running shards were ended; their tests count no attempt
 
     # --- scheduling state: every method of this part runs under self._cond ---
-    def _take(self, state: _State, lane: Lane) -> list[Pair] | None:
+    def _take(self, state: RunState, lane: Lane) -> list[Pair] | None:
         """The next batch for ``lane``: its own pairs, else retries it may run; ``None`` when the run is over."""
         while True:
             if state.outstanding == 0 or lane.board in state.dead or state.lost is not None or self.stopped:
@@ -256,7 +144,7 @@ class FarmEngine:
                 return batch
             self._cond.wait()
 
-    def _take_more(self, state: _State, lane: Lane, target: str) -> Pair | None:
+    def _take_more(self, state: RunState, lane: Lane, target: str) -> Pair | None:
         """The next pair of ``target`` for ``lane``'s running fed shard, without waiting: its own, else a retry it
         may run, else the last queued pair its board can run of the lane with the most queued, never one already
         attempted (a lane that runs out takes work from those behind it, as pytest-xdist's load scheduling does; a
@@ -283,14 +171,14 @@ class FarmEngine:
             state.inflight.setdefault(lane, []).append(pair)
         return pair
 
-    def _alive(self, state: _State, pair: Pair) -> list[str]:
+    def _alive(self, state: RunState, pair: Pair) -> list[str]:
         return [b for b in self._plan.eligible[pair.key] if b not in state.dead]
 
-    def _may_retry(self, state: _State, retry: _Retry, board: str) -> bool:
+    def _may_retry(self, state: RunState, retry: Retry, board: str) -> bool:
         eligible = self._alive(state, retry.pair)
         return board in eligible and (board != retry.failed_on or eligible == [board])
 
-    def _report(self, state: _State, pair: Pair, where: tuple[str, str], attempt: int, done: _Attempt,
+    def _report(self, state: RunState, pair: Pair, where: tuple[str, str], attempt: int, done: Attempt,
                 final: bool) -> None:  # fmt: skip
         if state.lost is not None or pair.key in state.reported:  # stopped, or a late duplicate: never twice
             return
@@ -304,7 +192,7 @@ class FarmEngine:
                         done.trace, **done.details)  # fmt: skip
         self._call(state, self._on_result, result)
 
-    def _call(self, state: _State, callback: Callable[..., None], *args: Any) -> None:
+    def _call(self, state: RunState, callback: Callable[..., None], *args: Any) -> None:
         """Call the caller's ``callback``; one that raises stops the run (:meth:`run` raises it at its end) instead
         of killing the lane in the middle of its accounting."""
         try:
@@ -314,7 +202,7 @@ class FarmEngine:
             self.stopped = self.stopped or f"a result callback raised {type(exc).__name__}: {exc}"
             self._cond.notify_all()
 
-    def _attempted(self, state: _State, pair: Pair, where: tuple[str, str], done: _Attempt) -> None:
+    def _attempted(self, state: RunState, pair: Pair, where: tuple[str, str], done: Attempt) -> None:
         """Count an attempt; an infrastructure failure with attempts left is retried, anything else is final."""
         if state.lost is not None or pair.key in state.reported:
             return
@@ -325,10 +213,10 @@ class FarmEngine:
             retry = True
         self._report(state, pair, where, attempt, done, final=not retry)
         if retry:
-            state.retries.append(_Retry(pair, where[0]))
+            state.retries.append(Retry(pair, where[0]))
         self._count_health(state, where[0], done.infrastructure)
 
-    def _count_health(self, state: _State, board: str, infrastructure: str | None) -> None:
+    def _count_health(self, state: RunState, board: str, infrastructure: str | None) -> None:
         """Tell the health book how the board did; a board it finds BAD leaves the run at once."""
         if self.health is None or board not in self.boards:
             return
@@ -339,16 +227,16 @@ class FarmEngine:
         if record.state is HealthState.BAD and board not in state.dead:
             self._board_died(state, board, record.reason)
 
-    def _board_died(self, state: _State, board: str, why: str) -> None:
+    def _board_died(self, state: RunState, board: str, why: str) -> None:
         """Take ``board`` out of the run: its pairs go to other lanes; pairs no board is left for end as errors."""
         state.dead.add(board)
         for lane, queue in state.queues.items():
             if lane.board == board:
-                state.retries.extend(_Retry(pair, board) for pair in queue)
+                state.retries.extend(Retry(pair, board) for pair in queue)
                 queue.clear()
         for retry in [r for r in state.retries if not self._alive(state, r.pair)]:
             state.retries.remove(retry)
-            done = _Attempt("error", f"no eligible board left ({board}: {why})", why)
+            done = Attempt("error", f"no eligible board left ({board}: {why})", why)
             where = (retry.failed_on, self.runner.host)  # where it was routed or last failed, not this board
             self._report(state, retry.pair, where, state.attempts.get(retry.pair.key, 1), done, final=True)
         self._cond.notify_all()
@@ -371,8 +259,8 @@ class FarmEngine:
         self,
         plan: Plan,
         on_result: Callable[[Result], None],
-        on_start: Callable[[str, str], None] = _no_start,
-        on_wait: Callable[[str, str], None] = _no_wait,
+        on_start: Callable[[str, str], None] = no_start,
+        on_wait: Callable[[str, str], None] = no_wait,
     ) -> None:
         """Run every routed pair of ``plan``, calling ``on_start(board, nodeid)`` as each test starts,
         ``on_wait(board, holders)`` when a shard starts waiting for its busy board, and ``on_result`` with each
@@ -384,7 +272,7 @@ class FarmEngine:
         """
         self._plan, self._on_result, self._on_start, self._on_wait = plan, on_result, on_start, on_wait
         self._collect = fed_collection(plan, self.boards)
-        state = _State(queues={lane: deque(pairs) for lane, pairs in plan.shards.items()})
+        state = RunState(queues={lane: deque(pairs) for lane, pairs in plan.shards.items()})
         state.outstanding = sum(len(pairs) for pairs in plan.shards.values())
         threads = [
             threading.Thread(target=self._lane, args=(state, lane), daemon=True, name=f"tinyhil-lane-{lane}")
@@ -405,7 +293,7 @@ class FarmEngine:
         if state.failed is not None:
             raise state.failed
 
-    def _healthy(self, state: _State, board: Board) -> bool:
+    def _healthy(self, state: RunState, board: Board) -> bool:
         """Probe ``board`` when its health says so; False (and the board out of the run) when it is not GOOD.
 
         A probe that found the board busy (it raised :class:`LeaseTimeout`: a farm worker's probe does not wait) is
@@ -427,7 +315,7 @@ class FarmEngine:
                     said = True
                 time.sleep(PROBE_RETRY_S)
 
-    def _lane(self, state: _State, lane: Lane) -> None:
+    def _lane(self, state: RunState, lane: Lane) -> None:
         try:
             self._run_lane(state, lane)
         except EngineLost as exc:
@@ -437,11 +325,11 @@ class FarmEngine:
         except BaseException as exc:  # never leave the other lanes waiting for pairs this one held
             with self._cond:
                 held = [p for p in state.inflight.pop(lane, []) if p.key not in state.reported]
-                state.retries.extend(_Retry(pair, lane.board) for pair in held)
+                state.retries.extend(Retry(pair, lane.board) for pair in held)
                 self._board_died(state, lane.board, f"engine error on this lane: {type(exc).__name__}: {exc}")
             raise
 
-    def _run_lane(self, state: _State, lane: Lane) -> None:
+    def _run_lane(self, state: RunState, lane: Lane) -> None:
         board = self.boards[lane.board]
         load = self._plan.loads.get(lane, 0.0)
         feeds = bool(getattr(self.runner, "feeds", False))
@@ -457,13 +345,13 @@ class FarmEngine:
                 healthy = self._healthy(state, board)
             except LeaseTimeout as exc:  # busy past the wait bound: the run goes on without it, no fault counted
                 with self._cond:
-                    state.retries.extend(_Retry(pair, board.id) for pair in batch)
+                    state.retries.extend(Retry(pair, board.id) for pair in batch)
                     self._board_died(state, board.id, f"busy: {exc}")
                 return
             if not healthy:
                 reason = self.health.record(board.id).reason if self.health is not None else "probe failed"
                 with self._cond:
-                    state.retries.extend(_Retry(pair, board.id) for pair in batch)
+                    state.retries.extend(Retry(pair, board.id) for pair in batch)
                     self._board_died(state, board.id, reason)
                 return
             with self.slots.held(load):
@@ -473,7 +361,7 @@ class FarmEngine:
             if timed_out and self.health is not None and self.probe is not None:  # a hung test may wedge a board
                 self.health.record_probe(board.id, self.probe(board))
 
-    def _shard(self, state: _State, lane: Lane, board: Board, batch: list[Pair]) -> bool:
+    def _shard(self, state: RunState, lane: Lane, board: Board, batch: list[Pair]) -> bool:
         """Run the pairs of ``batch``'s first target as one shard on ``board`` (a runner that ``feeds`` is given
         more as the shard goes, :meth:`_take_more`) and account for every pair; the others go back to the lane.
         True when a test ran over its time limit."""
@@ -511,7 +399,7 @@ class FarmEngine:
 class _ShardAccount:
     """One shard's events as they arrive: which test runs, which are done, and what they came to."""
 
-    def __init__(self, engine: FarmEngine, state: _State, lane: Lane, board: Board, target: str,
+    def __init__(self, engine: FarmEngine, state: RunState, lane: Lane, board: Board, target: str,
                  batch: list[Pair]) -> None:  # fmt: skip
         self.engine, self.state, self.lane, self.board, self.target = engine, state, lane, board, target
         self.by_node = {pair.node_id: pair for pair in batch}  # a fed shard's grow as it is fed
@@ -539,7 +427,7 @@ class _ShardAccount:
         if self.engine.killed:  # the run ended it (deadline, Ctrl-C): no attempt, nothing on the board
             return
         now = time.time()  # a killed test sends no result: its attempt ends when the engine learns of the loss
-        attempt = _Attempt.lost(cause, self.started.get(nodeid, now), now)
+        attempt = Attempt.lost(cause, self.started.get(nodeid, now), now)
         self.engine._attempted(self.state, self.by_node[nodeid], (self.board.id, self.host), attempt)
         self.done.add(nodeid)
         self.infrastructure = self.infrastructure or cause
@@ -563,12 +451,12 @@ class _ShardAccount:
                 self.closed = True  # a fed shard gets no further test of this lane
             elif kind == "unknown" and nodeid in self.by_node and nodeid not in self.done:  # not collected there
                 self.done.add(nodeid)
-                done = _Attempt("error", f"not run: the shard on {self.board.id} did not collect {nodeid}")
+                done = Attempt("error", f"not run: the shard on {self.board.id} did not collect {nodeid}")
                 self.engine._attempted(self.state, self.by_node[nodeid], (self.board.id, self.host), done)
             elif kind == "result" and nodeid in self.by_node and nodeid not in self.done:
                 self.running = None
                 self.done.add(nodeid)
-                attempt = _Attempt.from_event(event)
+                attempt = Attempt.from_event(event)
                 self.engine._attempted(self.state, self.by_node[nodeid], (self.board.id, self.host), attempt)
                 self.infrastructure = attempt.infrastructure or self.infrastructure
 
@@ -581,7 +469,7 @@ class _ShardAccount:
         if self.running is not None and end.timeout is not None:  # the watchdog stopped it: the test's failure
             finished = time.time()
             started = self.started.get(self.running, finished)
-            done = _Attempt("failed", end.timeout.splitlines()[0], None, finished - started, started, finished,
+            done = Attempt("failed", end.timeout.splitlines()[0], None, finished - started, started, finished,
                             details={"longrepr": cap_text(end.timeout)})  # fmt: skip
             self.engine._attempted(self.state, self.by_node[self.running], (self.board.id, self.host), done)
             self.done.add(self.running)
@@ -592,6 +480,6 @@ class _ShardAccount:
             tail = end.stderr.strip().splitlines()[-1:] or [f"exit status {end.returncode}"]
             for pair in left:  # pytest refused them (a bad node id, a usage error): not the board's fault
                 where = (self.board.id, self.host)
-                self.engine._attempted(self.state, pair, where, _Attempt("error", f"not run: {tail[0]}"))
+                self.engine._attempted(self.state, pair, where, Attempt("error", f"not run: {tail[0]}"))
             left = []
         self.left = left

@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from tinyhil.device_farm.engine import DEFAULT_MAX_ATTEMPTS, FarmEngine, Result, _no_start, _no_wait
+from tinyhil.device_farm.engine import DEFAULT_MAX_ATTEMPTS, FarmEngine, Result
+from tinyhil.device_farm.engine.records import no_start, no_wait
 from tinyhil.device_farm.health.states import HealthBook, ProbeResult
 from tinyhil.device_farm.inventory.hwmap import Board, BoardKind
 from tinyhil.device_farm.planning import Plan
@@ -158,8 +159,8 @@ class LocalEngine(FarmEngine):
                          max_attempts=max_attempts, lease_timeout_s=lease_timeout_s,
                          pytest_args=pytest_args, reruns=reruns, test_timeout_s=test_timeout_s)  # fmt: skip
 
-    def run(self, plan: Plan, on_result: Callable[[Result], None], on_start: Callable[[str, str], None] = _no_start,
-            on_wait: Callable[[str, str], None] = _no_wait) -> None:  # fmt: skip
+    def run(self, plan: Plan, on_result: Callable[[Result], None], on_start: Callable[[str, str], None] = no_start,
+            on_wait: Callable[[str, str], None] = no_wait) -> None:  # fmt: skip
         """:meth:`FarmEngine.run`, then the shard processes still waiting for a lane end."""
         try:
             super().run(plan, on_result, on_start, on_wait)
