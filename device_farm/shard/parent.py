@@ -21,6 +21,7 @@ from tinyhil.device_farm.inventory.hwmap import Board, EmulatedLocator, KfdLocat
 from tinyhil.device_farm.leases import DEFAULT_LEASE_TIMEOUT_S
 from tinyhil.device_farm.shard.infrastructure import killed_cause
 from tinyhil.device_farm.shard.plugin import SHARD_ENV, ShardSpec
+from tinyhil.device_farm.shard.served import served_command
 
 __all__ = ["ShardExit", "ShardJob", "board_environment", "run_shard_process", "shard_command"]
 
@@ -87,7 +88,8 @@ def run_shard_process(
     on_event: Callable[[Event], None],
     on_process: Callable[[subprocess.Popen[bytes]], None] | None = None,
 ) -> ShardExit:
-    """Run ``job`` as ``command --hil-target TARGET NODE...`` in ``cwd`` and return how it ended; every event the
+    """Run ``job`` as ``command --hil-target TARGET NODE...`` (under ``tinyhil serve`` on a served board,
+    :func:`~tinyhil.device_farm.shard.served.served_command`) in ``cwd`` and return how it ended; every event the
     shard writes goes to ``on_event`` as it arrives (from this thread), and ``on_process`` gets the process once it
     started (to end it early: the run's deadline, Ctrl-C)."""
     board = job.board
@@ -98,7 +100,8 @@ def run_shard_process(
     full_env = {**env, SHARD_ENV: spec.to_json(), **board_environment(board, job.target)}
     try:
         # A session of its own: a terminal's Ctrl-C reaches the run, which ends its shards itself (on_process).
-        process = subprocess.Popen([*command, "--hil-target", job.target, *job.nodes], cwd=cwd, env=full_env,
+        process = subprocess.Popen(served_command(board, [*command, "--hil-target", job.target, *job.nodes]),
+                                   cwd=cwd, env=full_env,
                                    pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                    start_new_session=True)  # fmt: skip
     except BaseException:

@@ -111,8 +111,8 @@ def serve_kfd(target: str, options: Sequence[str], command: Sequence[str]) -> in
         server.start()
         try:
             return subprocess.run(
-                list(command), env=served_environment(library, socket_path, root), check=False
-            ).returncode
+                list(command), env=served_environment(library, socket_path, root), check=False, close_fds=False
+            ).returncode  # COMMAND inherits the descriptors tinyhil inherited (the server's own are close-on-exec)
         except OSError as exc:
             print(f"tinyhil serve kfd: cannot run {command[0]!r}: {exc.strerror}", file=sys.stderr)
             return _EXIT_NOT_FOUND
