@@ -61,6 +61,7 @@ from tinyhil.device_farm.reports.progress import Progress, print_results
 from tinyhil.device_farm.reports.summary import failed, farm_summary, pair_reports, write_junit
 from tinyhil.device_farm.run_header import check_pairs, check_sources, header_record, read_header
 from tinyhil.device_farm.shard.parent import shard_command
+from tinyhil.device_farm.shard.served import served_collection, served_targets, unavailable_here
 from tinyhil.device_farm.state import leases_dir
 from tinyhil.device_farm.target_choice import TargetChoice, TargetsUnavailable, choose_targets
 from tinyhil.errors import InvalidArgument
@@ -319,6 +320,7 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         journal_path.unlink(missing_ok=True)
     run_id = session.runner.run_id if session is not None else _run_id(run)
     collected = collect(run.run_dir, run.suite, targets, pyargs=run.pyargs, pytest_args=run.pytest_args)
+    collected = served_collection(collected, served_targets(boards))
     pairs = [Pair(p["arg"], p["target"], frozenset(p["requires"]), report_id(p, () if run.pyargs else run.suite))
              for p in collected if p["target"]]  # fmt: skip
     selected = select_pairs(pairs, quarantine=run.quarantine, quarantine_verify=run.quarantine_verify,
@@ -398,7 +400,7 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         status = EXIT_DEADLINE
     status = EXIT_INTERRUPTED if interrupted else status
     states = [(b, health.record(b.id)) for b in hwmap.boards]
-    described = _described(targets)
+    described = _described(targets, served_targets(boards))
     extra = {"run_id": run_id, "exitstatus": status, "targets": described,
              "boards": [{"board": b.id, "host": b.host, "health": r.state.value, "reason": r.reason}
                         for b, r in states], **completeness}  # fmt: skip
@@ -449,10 +451,11 @@ def _completeness(todo: Sequence[Pair], final: Mapping[str, Any], stopped: str |
     return {"complete": False, "incomplete": reason, "missing": missing}
 
 
-def _described(targets: Sequence[str]) -> list[dict[str, Any]]:
-    """The run's targets as the summary lists them: availability here, with the reason, and capabilities."""
+def _described(targets: Sequence[str], served: frozenset[str]) -> list[dict[str, Any]]:
+    """The run's targets as the summary lists them: availability here (a target of a served board's, ``served``,
+    is available), with the reason, and capabilities."""
     described = []
     for name in targets:
         resolved = default_registry().resolve(name)
-        described.append(target_entry(name, resolved.unavailable_reason(), resolved.capabilities))
+        described.append(target_entry(name, unavailable_here(resolved, served), resolved.capabilities))
     return described

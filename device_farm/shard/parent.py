@@ -21,7 +21,7 @@ from tinyhil.device_farm.inventory.hwmap import Board, EmulatedLocator, KfdLocat
 from tinyhil.device_farm.leases import DEFAULT_LEASE_TIMEOUT_S
 from tinyhil.device_farm.shard.infrastructure import killed_cause
 from tinyhil.device_farm.shard.plugin import SHARD_ENV, ShardSpec
-from tinyhil.device_farm.shard.served import served_command
+from tinyhil.device_farm.shard.served import served_shard
 
 __all__ = ["ShardExit", "ShardJob", "board_environment", "run_shard_process", "shard_command"]
 
@@ -89,21 +89,20 @@ def run_shard_process(
     on_process: Callable[[subprocess.Popen[bytes]], None] | None = None,
 ) -> ShardExit:
     """Run ``job`` as ``command --hil-target TARGET NODE...`` (under ``tinyhil serve`` on a served board,
-    :func:`~tinyhil.device_farm.shard.served.served_command`) in ``cwd`` and return how it ended; every event the
+    :func:`~tinyhil.device_farm.shard.served.served_shard`) in ``cwd`` and return how it ended; every event the
     shard writes goes to ``on_event`` as it arrives (from this thread), and ``on_process`` gets the process once it
     started (to end it early: the run's deadline, Ctrl-C)."""
     board = job.board
     read_fd, write_fd = os.pipe()
     options = board.locator.options_json if isinstance(board.locator, EmulatedLocator) else "{}"
+    argv, parent_pid = served_shard(board, [*command, "--hil-target", job.target, *job.nodes], os.getpid())
     spec = ShardSpec(job.run_id, board.id, board.slots, job.target, str(lease_dir), job.lease_timeout_s, write_fd,
-                     os.getpid(), options)  # fmt: skip
+                     parent_pid, options)  # fmt: skip
     full_env = {**env, SHARD_ENV: spec.to_json(), **board_environment(board, job.target)}
     try:
         # A session of its own: a terminal's Ctrl-C reaches the run, which ends its shards itself (on_process).
-        process = subprocess.Popen(served_command(board, [*command, "--hil-target", job.target, *job.nodes]),
-                                   cwd=cwd, env=full_env,
-                                   pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                   start_new_session=True)  # fmt: skip
+        process = subprocess.Popen(argv, cwd=cwd, env=full_env, pass_fds=(write_fd,), stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, start_new_session=True)  # fmt: skip
     except BaseException:
         os.close(read_fd)
         raise
