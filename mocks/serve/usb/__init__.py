@@ -38,4 +38,4 @@ def serve_usb(
     """
     board = served_board(target, options, registry)
     with UsbTestbed(board) as testbed:
-        return testbed.run(command, close_fds=False)  # COMMAND inherits what tinyhil inherited, as from a wrapper
+        return testbed.run(command)
