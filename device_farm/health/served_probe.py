@@ -3,8 +3,8 @@
 A served board (:mod:`~tinyhil.device_farm.inventory.served_boards`) is probed as the board it presents: a child
 process under ``tinyhil serve usb|kfd`` (:func:`~tinyhil.device_farm.shard.served.served_command`) runs the
 ``usb-bridge`` probe over libusb (``USB+AMD``) or the ``amd-kfd`` probe over ``/dev/kfd`` (``KFD+AMD``) and prints
-its result as one JSON line. A machine without what ``tinyhil serve`` needs fails the probe, naming the Debian
-package, before anything starts.
+its result as one JSON line; the board's ``record`` option is left out (a probe writes no trace). A machine without
+what ``tinyhil serve`` needs fails the probe, naming the Debian package, before anything starts.
 
 ``python -m tinyhil.device_farm.health.served_probe usb|kfd`` is the child's side.
 """
@@ -40,7 +40,7 @@ def probe_served(board: Board) -> ProbeResult:
     reason = served_unavailable_reason(locator)
     if reason is not None:
         return ProbeResult(False, reason)
-    command = served_command(board, [sys.executable, "-m", __name__, locator.serve.value])
+    command = served_command(board, [sys.executable, "-m", __name__, locator.serve.value], record=False)
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:

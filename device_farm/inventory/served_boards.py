@@ -27,12 +27,12 @@ from tinyhil.capabilities import REAL_HARDWARE
 from tinyhil.device_farm.inventory.board_options import target_options
 from tinyhil.errors import InvalidArgument
 from tinyhil.loading import Fields
-from tinyhil.mocks.serve.usb.board import BOARD_OPTIONS
+from tinyhil.mocks.serve.usb.board import BOARD_OPTIONS, RECORD_OPTION
 from tinyhil.mocks.targets import mock_kfd_amd, mock_usb_amd
 from tinyhil.registry import TargetRegistry, default_registry
 
-__all__ = ["SERVE_ROUTES", "ServeKind", "ServeRoute", "ServedLocator", "check_served_targets", "parse_served",
-           "serve_arguments", "served_capabilities"]  # fmt: skip
+__all__ = ["SERVE_ROUTES", "ServeKind", "ServeRoute", "ServedLocator", "check_served_targets",
+           "parse_served", "serve_arguments", "served_capabilities"]  # fmt: skip
 
 
 class ServeKind(StrEnum):
@@ -99,12 +99,14 @@ def _option_text(serve: ServeKind, key: str, value: Any) -> str:
     raise InvalidArgument(f"{key}={value!r}, expected an integer (tinyhil serve kfd reads integers and text)")
 
 
-def serve_arguments(locator: ServedLocator) -> list[str]:
+def serve_arguments(locator: ServedLocator, *, record: bool = True) -> list[str]:
     """``tinyhil serve``'s arguments after ``serve``: the kind, the target and each option, e.g. ``["kfd", "--target",
-    "MOCKKFD+AMD", "--option", "gpus=1"]``."""
+    "MOCKKFD+AMD", "--option", "gpus=1"]``; without ``record``, the ``record`` option is left out (a probe writes no
+    trace)."""
     arguments = [locator.serve.value, "--target", locator.target]
     for key, value in sorted(locator.options.items()):
-        arguments += ["--option", _option_text(locator.serve, key, value)]
+        if key != RECORD_OPTION or record:
+            arguments += ["--option", _option_text(locator.serve, key, value)]
     return arguments
 
 

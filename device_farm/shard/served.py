@@ -31,12 +31,13 @@ __all__ = [
 ]
 
 
-def served_command(board: Board, command: Sequence[str]) -> list[str]:
+def served_command(board: Board, command: Sequence[str], *, record: bool = True) -> list[str]:
     """``command`` as it runs on ``board``: under ``tinyhil serve`` (this interpreter's tinyhil) on a served board,
-    else unchanged."""
+    else unchanged; without ``record``, the board's ``record`` option is left out."""
     if not isinstance(board.locator, ServedLocator):
         return list(command)
-    return [sys.executable, "-m", "tinyhil.cli", "serve", *serve_arguments(board.locator), "--", *command]
+    serve = serve_arguments(board.locator, record=record)
+    return [sys.executable, "-m", "tinyhil.cli", "serve", *serve, "--", *command]
 
 
 def served_shard(board: Board, command: Sequence[str], parent_pid: int) -> tuple[list[str], int]:

@@ -25,6 +25,7 @@ from tinyhil.device_farm.shard.served import (
 from tinyhil.fixtures.selection import HilRequirement, TargetStatus, ineligible_reason
 from tinyhil.mocks.serve.kfd.build import COMPILER_PACKAGE
 from tinyhil.registry import Target, default_registry
+from tinyhil.trace.convert import load_trace
 
 TESTS = Path(__file__).resolve().parents[2]
 FORK_EACH_TEST = TESTS / "mocks" / "serve" / "kfd"  # one process per test under serve kfd (docs/serve.md)
@@ -38,7 +39,7 @@ served = { serve = "kfd", target = "MOCKKFD+AMD", options = { gpus = 1 } }
 [[board]]
 id = "served-usb"
 kind = "served"
-served = { serve = "usb", target = "MOCKUSB+AMD", options = { mode = "timed" } }
+served = { serve = "usb", target = "MOCKUSB+AMD", options = { mode = "timed", record = "served-usb.hiltrace.jsonl" } }
 
 [[board]]
 id = "null"
@@ -55,6 +56,9 @@ def test_only_a_served_boards_command_runs_under_tinyhil_serve() -> None:
     assert served_command(served, command) == [sys.executable, "-m", "tinyhil.cli", "serve",
                                                *serve_arguments(served.locator), "--", *command]  # fmt: skip
     assert served_command(emulated, command) == command
+    usb = HWMAP.board("served-usb")
+    assert "record=" + json.dumps("served-usb.hiltrace.jsonl") in served_command(usb, command)
+    assert not any(a.startswith("record=") for a in served_command(usb, command, record=False))  # a probe's
     assert served_shard(served, command, 4321)[1] == 0  # its parent is tinyhil serve: it dies with that
     assert served_shard(emulated, command, 4321) == (command, 4321)
     assert served_targets(HWMAP.boards) == {"KFD+AMD", "USB+AMD"}
@@ -124,6 +128,10 @@ def test_a_served_usb_board_runs_portable_suite_tests_on_usb_amd(tmp_path: Path)
     assert len(outcomes) >= 2
     assert all(node.endswith("[USB+AMD]") for node in outcomes)
     assert set(outcomes.values()) == {("passed", "served-usb")}
+    # The board's record option: the shard's session, written in the run directory (its working directory).
+    trace = load_trace(report / "served-usb.hiltrace.jsonl")
+    assert trace.records
+    assert not list(tmp_path.glob("*.hiltrace.jsonl"))  # the probe, run from here, recorded nothing
 
 
 def test_a_served_board_without_its_tools_takes_no_work_naming_the_package(tmp_path: Path) -> None:
