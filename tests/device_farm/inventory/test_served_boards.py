@@ -52,34 +52,34 @@ def test_options_reach_tinyhil_serve_as_values_it_reads_back_unchanged() -> None
             'serve = "kfd", target = "MOCKUSB+AMD"',
             "",
             "served.target: 'MOCKUSB+AMD' for serve = 'kfd', expected a MOCKKFD+AMD target",
-        ),  # fmt: skip
+        ),
         ('serve = "usb", target = "USB+AMD"', "", "served.target: 'USB+AMD' for serve = 'usb', expected a MOCKUSB+AMD"),
         (
             'serve = "kfd", target = "MOCKKFD+AMD", command = "sh"',
             "",
             "served.command: unknown field, expected one of serve, target, options",
-        ),  # fmt: skip
+        ),
         ('serve = "kfd", target = "MOCKKFD+AMD", options = { gpus = "two" }', "", "served.options: gpus='two'"),
         (
             'serve = "kfd", target = "MOCKKFD+AMD", options = { shell = 1 }',
             "",
             "served.options: unknown option 'shell'",
-        ),  # fmt: skip
+        ),
         (
             'serve = "usb", target = "MOCKUSB+AMD", options = { revision = "naive" }',
             "",
             "served.options: 'revision', expected options tinyhil serve usb takes",
-        ),  # fmt: skip
+        ),
         (
             'serve = "kfd", target = "MOCKKFD+AMD"',
             'targets = ["USB+AMD"]',
             "targets: 'USB+AMD' on a served kfd board, expected KFD+AMD",
-        ),  # fmt: skip
+        ),
         (
             'serve = "kfd", target = "MOCKKFD+AMD"',
             'capabilities = ["real-hardware"]',
             "capabilities: 'real-hardware' on a served board",
-        ),  # fmt: skip
+        ),
         ("serve = 'usb', target = 'MOCKUSB+AMD'", "slots = 2", "slots: unknown field"),
     ],
 )
