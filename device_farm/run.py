@@ -56,7 +56,7 @@ from tinyhil.device_farm.health.ready import good_boards, offered_boards, record
 from tinyhil.device_farm.health.states import DEFAULT_BAD_AFTER, HealthBook
 from tinyhil.device_farm.history import HistorySettings, durations_from_history, last_failed_pairs, record
 from tinyhil.device_farm.history.facts import run_facts, suite_key
-from tinyhil.device_farm.inventory.hwmap import Board, BoardKind, HardwareMap
+from tinyhil.device_farm.inventory.hwmap import HardwareMap
 from tinyhil.device_farm.journal import JOURNAL_NAME, Journal, read_journal
 from tinyhil.device_farm.planning import Pair, plan, read_durations, save_durations, select_pairs
 from tinyhil.device_farm.quarantine import Quarantine
@@ -66,7 +66,8 @@ from tinyhil.device_farm.reports.metadata import run_metadata
 from tinyhil.device_farm.reports.progress import Progress, print_results
 from tinyhil.device_farm.reports.summary import failed, farm_summary, pair_reports, quarantined_by, write_junit
 from tinyhil.device_farm.run_header import check_pairs, check_sources, header_record, read_header
-from tinyhil.device_farm.shard.parent import ShardJob, shard_command
+from tinyhil.device_farm.shard.parent import shard_command
+from tinyhil.device_farm.shard.served import served_collection, served_targets, unavailable_here
 from tinyhil.device_farm.state import lock_dir
 from tinyhil.device_farm.target_choice import TargetChoice, TargetsUnavailable, choose_targets
 from tinyhil.errors import InvalidArgument
@@ -339,9 +340,12 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
     local: LocalRunner | None = None  # this host's runner, when its shards collected the suite as they started
     if session is None:
         runner = LocalRunner(shard_command(run.run_dir, ()), run.run_dir, locks, os.environ, run.workers)
-        local = runner if _collect_in_shards(runner, run, run_id, boards, targets) else None
+        suite = (*(["--pyargs"] if run.pyargs else []), *run.suite)
+        local = runner if runner.collect_suite(run_id, boards, suite, targets, run.pytest_args, run.test_timeout_s,
+                                               run.run_dir / PAIRS_NAME) else None  # fmt: skip
     collected = (read_pairs(run.run_dir / PAIRS_NAME) if local is not None else
                  collect(run.run_dir, run.suite, targets, pyargs=run.pyargs, pytest_args=run.pytest_args))  # fmt: skip
+    collected = served_collection(collected, served_targets(boards))
     pairs = [Pair(p["arg"], p["target"], frozenset(p["requires"]), report_id(p, () if run.pyargs else run.suite))
              for p in collected if p["target"]]  # fmt: skip
     selected = select_pairs(pairs, quarantine=run.quarantine, quarantine_verify=run.quarantine_verify,
@@ -432,7 +436,7 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
         status = EXIT_DEADLINE
     status = EXIT_INTERRUPTED if interrupted else status
     states = [(b, health.record(b.id)) for b in hwmap.boards]
-    described = _described(targets)
+    described = _described(targets, served_targets(boards))
     extra = {"run_id": run_id, "exitstatus": status, "targets": described,
              "boards": [{"board": b.id, "host": b.host, "health": r.state.value, "reason": r.reason}
                         for b, r in states], **completeness}  # fmt: skip
@@ -470,22 +474,6 @@ def _deadline_timer(run: FarmRun, engine: FarmEngine) -> threading.Timer | None:
     return timer
 
 
-def _collect_in_shards(local: LocalRunner, run: FarmRun, run_id: str, boards: Sequence[Board],
-                       targets: Sequence[str]) -> bool:  # fmt: skip
-    """Collect the suite in the emulated boards' first shards (:meth:`LocalRunner.collect`), when there are any:
-    the run then pays one process start-up before its first test, as pytest-xdist does. False: collect apart."""
-    emulated = [board for board in boards if board.kind is BoardKind.EMULATED]
-    if not emulated:
-        return False
-    suite = (*(["--pyargs"] if run.pyargs else []), *run.suite)
-    job = ShardJob(run_id, emulated[0], emulated[0].targets[0], suite, run.pytest_args,
-                   test_timeout_s=run.test_timeout_s, targets=tuple(targets))  # fmt: skip
-    if local.collect(job, run.run_dir / PAIRS_NAME, sum(min(board.slots, run.workers) for board in emulated)):
-        return True
-    local.close()
-    return False
-
-
 def _completeness(todo: Sequence[Pair], final: Mapping[str, Any], stopped: str | None) -> dict[str, Any]:
     """``{"complete": True}`` when every pair of the run has its final result, else ``complete: false`` with the
     reason (``incomplete``) and the pairs left without a result (``missing``, their keys)."""
@@ -497,10 +485,11 @@ def _completeness(todo: Sequence[Pair], final: Mapping[str, Any], stopped: str |
     return {"complete": False, "incomplete": reason, "missing": missing}
 
 
-def _described(targets: Sequence[str]) -> list[dict[str, Any]]:
-    """The run's targets as the summary lists them: availability here, with the reason, and capabilities."""
+def _described(targets: Sequence[str], served: frozenset[str]) -> list[dict[str, Any]]:
+    """The run's targets as the summary lists them: availability here (a target of a served board's, ``served``,
+    is available), with the reason, and capabilities."""
     described = []
     for name in targets:
         resolved = default_registry().resolve(name)
-        described.append(target_entry(name, resolved.unavailable_reason(), resolved.capabilities))
+        described.append(target_entry(name, unavailable_here(resolved, served), resolved.capabilities))
     return described

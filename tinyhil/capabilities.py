@@ -20,7 +20,9 @@ from typing import Final, Protocol
 
 from tinyhil.errors import InvalidArgument
 
-__all__ = ["CAPABILITIES", "check_capabilities", "known_capabilities"]
+__all__ = ["CAPABILITIES", "REAL_HARDWARE", "check_capabilities", "known_capabilities"]
+
+REAL_HARDWARE: Final = "real-hardware"  # the capability no emulator has, even one served to a real interface
 
 # name -> what a target with the capability can do, one line for users (sorted by name).
 CAPABILITIES: Final[Mapping[str, str]] = MappingProxyType(

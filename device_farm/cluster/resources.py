@@ -2,7 +2,7 @@
 
 A farm worker advertises, for every GOOD board of its host, one resource per board (``board:<id>``, as many
 units as the board has slots: Dask then never runs more shards on it at once) and capability counts by kind:
-``usb3`` (USB bridges and emulated MOCKUSB boards), ``amd_kfd``, ``nv``, ``emu`` (emulated boards). A shard
+``usb3`` (USB bridges and emulated MOCKUSB boards), ``amd_kfd``, ``nv``, ``emu`` (emulated and served boards). A shard
 asks for one unit of its board's resource. Before a run submits anything, :func:`unservable` names every shard
 that no online worker can ever serve, so the run fails at once instead of waiting on Dask's ``no-worker`` state.
 """
@@ -22,6 +22,7 @@ _KIND_COUNTS: Final[Mapping[BoardKind, str]] = {
     BoardKind.AMD_KFD: "amd_kfd",
     BoardKind.NV: "nv",
     BoardKind.EMULATED: "emu",
+    BoardKind.SERVED: "emu",  # an emulator, served to a real interface's target
 }
 
 

@@ -79,6 +79,21 @@ class LocalRunner:
             self._idle.extend((self._key(job), process) for process in [first, *others])
         return True
 
+    def collect_suite(self, run_id: str, boards: Sequence[Board], suite: Sequence[str], targets: Sequence[str],
+                      pytest_args: Sequence[str], test_timeout_s: float, pairs_path: Path) -> bool:  # fmt: skip
+        """Collect ``suite`` on ``targets`` in the emulated boards' first shards (:meth:`collect`), when there are
+        any: the run then pays one process start-up before its first test, as pytest-xdist does. False: collect
+        apart (nothing is kept)."""
+        emulated = [board for board in boards if board.kind is BoardKind.EMULATED]
+        if not emulated:
+            return False
+        job = ShardJob(run_id, emulated[0], emulated[0].targets[0], tuple(suite), tuple(pytest_args),
+                       test_timeout_s=test_timeout_s, targets=tuple(targets))  # fmt: skip
+        if self.collect(job, pairs_path, sum(min(board.slots, self.workers) for board in emulated)):
+            return True
+        self.close()
+        return False
+
     def _key(self, job: ShardJob) -> tuple[object, ...]:
         emulated = job.board.kind is BoardKind.EMULATED
         if emulated and self._pool is not None:  # the pool collected the whole suite: any emulated lane

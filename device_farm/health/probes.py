@@ -7,6 +7,8 @@
 - ``nv``: NVML answers a query by UUID or PCI bus id, with no uncorrected volatile ECC errors and no page
   retirement pending.
 - other emulated targets: open the target, allocate and free a buffer.
+- ``served``: the probe of the board it presents (``usb-bridge`` or ``amd-kfd``), run under ``tinyhil serve``
+  (:mod:`~tinyhil.device_farm.health.served_probe`).
 
 A probe never raises: any failure, a typed error or not, is a failed :class:`ProbeResult` naming what broke.
 """
@@ -22,6 +24,7 @@ from tinyhil.asm2464 import Asm2464Controller
 from tinyhil.device_farm.health.states import ProbeResult
 from tinyhil.device_farm.inventory.board_options import target_options
 from tinyhil.device_farm.inventory.hwmap import Board, BoardKind, EmulatedLocator, KfdLocator, NvLocator, UsbLocator
+from tinyhil.device_farm.inventory.served_boards import ServedLocator
 from tinyhil.registry import TargetRegistry, default_registry
 from tinyhil.spec.asm2464 import LTSSM_L0, Xdata
 
@@ -190,6 +193,10 @@ def probe_board(
                 with open_mock_usb3(locator.target, **board_options) as usb:
                     return probe_bridge(usb)
             return _probe_device(registry, locator.target, options, None)
+        if isinstance(locator, ServedLocator):
+            from tinyhil.device_farm.health.served_probe import probe_served
+
+            return probe_served(board)
         if board.kind is BoardKind.USB_BRIDGE:
             with _open_bridge(board, usb_context) as transport:
                 return probe_bridge(transport)

@@ -2,6 +2,7 @@
 
 - :mod:`~tinyhil.device_farm.inventory.hwmap`: the hardware map (``hwmap.toml``) and its boards;
 - :mod:`~tinyhil.device_farm.inventory.board_options`: a map entry's target options;
+- :mod:`~tinyhil.device_farm.inventory.served_boards`: served boards (an emulator under ``tinyhil serve``);
 - :mod:`~tinyhil.device_farm.inventory.toml_lines`: where a map's entries are, for errors that name the line;
 - :mod:`~tinyhil.device_farm.inventory.discovery`: the boards a host has (sysfs, libusb, NVML);
 - :mod:`~tinyhil.device_farm.inventory.map_drift`: map against host (missing, new, changed boards).

@@ -5,7 +5,7 @@ A lab keeps the map under version control; discovery compares it with what a hos
 
     [[board]]
     id = "bridge-a"                                   # unique in the map
-    kind = "usb-bridge"                               # usb-bridge | amd-kfd | nv | emulated
+    kind = "usb-bridge"                               # usb-bridge | amd-kfd | nv | emulated | served
     usb = { vid_pid = "add1:0001", serial = "A1B2" }  # how to find it: one table named after the kind
     targets = ["USB+AMD"]                             # the target strings it serves
     capabilities = ["usb3", "copyin"]                 # optional: default, its targets' capabilities
@@ -16,10 +16,11 @@ A lab keeps the map under version control; discovery compares it with what a hos
 
 The locator table per kind: ``usb`` (``vid_pid`` plus ``serial`` or a bus-port ``port`` such as ``"1-2.3"``),
 ``kfd`` (any of ``gpu_id``, ``unique_id``, ``pci``), ``nv`` (``pci_bus_id`` or ``uuid``), ``emulated``
-(``target``, the one target string it runs, and ``slots``, how many tests may run on it at once; default 1).
-``power_cycle`` is an argument list, run as it is (never through a shell), under the board's lease, before a BAD
-board is probed again (docs/farm.md, "Health"). Every error is a :class:`HwmapError` naming the file, the line, the
-field and what was expected.
+(``target``, the one target string it runs, and ``slots``, how many tests may run on it at once; default 1),
+``served`` (``serve``, ``target`` and ``options``: an emulator served to the real interface's target,
+:mod:`~tinyhil.device_farm.inventory.served_boards`). ``power_cycle`` is an argument list, run as it is (never
+through a shell), under the board's lease, before a BAD board is probed again (docs/farm.md, "Health"). Every error
+is a :class:`HwmapError` naming the file, the line, the field and what was expected.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ from typing import Any, Final
 
 from tinyhil.capabilities import check_capabilities, known_capabilities
 from tinyhil.device_farm.inventory.board_options import target_options
+from tinyhil.device_farm.inventory.served_boards import (
+    ServedLocator,
+    check_served_targets,
+    parse_served,
+    served_capabilities,
+)
 from tinyhil.device_farm.inventory.toml_lines import TableLines, raising
 from tinyhil.errors import InvalidArgument
 from tinyhil.loading import Fields, FileFormatError, parse_toml, read_capped
@@ -69,6 +76,7 @@ class BoardKind(StrEnum):
     AMD_KFD = "amd-kfd"
     NV = "nv"
     EMULATED = "emulated"
+    SERVED = "served"
 
 
 class MapState(StrEnum):
@@ -126,7 +134,7 @@ class EmulatedLocator:
         return value
 
 
-Locator = UsbLocator | KfdLocator | NvLocator | EmulatedLocator
+Locator = UsbLocator | KfdLocator | NvLocator | EmulatedLocator | ServedLocator
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +187,7 @@ _LOCATOR_KEYS: Final[Mapping[BoardKind, str]] = {
     BoardKind.AMD_KFD: "kfd",
     BoardKind.NV: "nv",
     BoardKind.EMULATED: "emulated",
+    BoardKind.SERVED: "served",
 }
 _BOARD_ID_MAX: Final = 64  # a board id names lock files
 _BOARD_ID: Final = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{_BOARD_ID_MAX - 1}}}")
@@ -304,6 +313,7 @@ _LOCATORS: Final[Mapping[BoardKind, tuple[Callable[[Fields], Locator], tuple[str
     BoardKind.AMD_KFD: (_kfd, ("gpu_id", "unique_id", "pci")),
     BoardKind.NV: (_nv, ("pci_bus_id", "uuid")),
     BoardKind.EMULATED: (_emulated, ("target", "slots", "options")),
+    BoardKind.SERVED: (parse_served, ("serve", "target", "options")),
 }
 
 
@@ -314,6 +324,9 @@ def _targets(entry: Fields, kind: BoardKind, locator: Locator, registry: TargetR
     if not given:
         given = _DEFAULT_TARGETS.get(kind, ())
     checks = [("targets", text) for text in given]
+    if isinstance(locator, ServedLocator):
+        given = check_served_targets(entry, locator, given, registry)
+        checks = [("targets", text) for text in given]
     if isinstance(locator, EmulatedLocator):
         if given and locator.target not in given:
             raise entry.error("targets", f"{list(given)!r:.200} leaves out emulated.target {locator.target!r}")
@@ -360,6 +373,8 @@ def _board(entry: Fields, registry: TargetRegistry, known: frozenset[str], defau
     except InvalidArgument as exc:
         raise entry.error("capabilities", str(exc)) from None
     capabilities = frozenset(declared) or frozenset().union(*(registry.resolve(t).capabilities for t in targets))
+    if isinstance(locator, ServedLocator):
+        capabilities = served_capabilities(entry, capabilities)
     host = entry.string("host", required=False) or default_host
     tags = entry.strings("tags", required=False)
     state = entry.choice("state", MapState, required=False)

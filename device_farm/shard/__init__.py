@@ -2,8 +2,9 @@
 
 Its parent side (:mod:`~tinyhil.device_farm.shard.parent`) starts it and reads its events; its pytest-plugin side
 (:mod:`~tinyhil.device_farm.shard.plugin`, loaded in the shard with ``-p``) takes the board's lease, pins the
-target and writes an event per test; :mod:`~tinyhil.device_farm.shard.feed` is how a shard is fed its tests, and
-:mod:`~tinyhil.device_farm.shard.watchdog` how a test over its time limit is stopped.
+target and writes an event per test; :mod:`~tinyhil.device_farm.shard.feed` is how a shard is fed its tests,
+:mod:`~tinyhil.device_farm.shard.watchdog` how a test over its time limit is stopped. On a served board it runs
+under ``tinyhil serve`` (:mod:`~tinyhil.device_farm.shard.served`).
 """
 
 from __future__ import annotations

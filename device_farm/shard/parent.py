@@ -25,6 +25,7 @@ from tinyhil.device_farm.leases import lock_key
 from tinyhil.device_farm.shard.feed import Feeder
 from tinyhil.device_farm.shard.infrastructure import killed_cause
 from tinyhil.device_farm.shard.plugin import SHARD_ENV, ShardSpec
+from tinyhil.device_farm.shard.served import served_shard
 from tinyhil.device_farm.shard.watchdog import Backstop
 from tinyhil.errors import InvalidArgument
 
@@ -115,14 +116,17 @@ class ShardProcess:
         dump_fd, self._dump_path = tempfile.mkstemp(prefix="tinyhil-shard-", suffix=".dump")
         os.close(dump_fd)
         options = board.locator.options_json if isinstance(board.locator, EmulatedLocator) else "{}"
+        targets = (job.targets if fed else ()) or (job.target,)
+        argv, parent_pid = served_shard(board, [*command, *(f"--hil-target={t}" for t in targets), *job.nodes],
+                                        os.getpid())  # fmt: skip
         spec = ShardSpec(job.run_id, board.id, board.slots, job.target, str(lease_dir), job.lease_timeout_s, write_fd,
-                         os.getpid(), options, commands_fd, job.test_timeout_s, self._dump_path,
+                         parent_pid, options, commands_fd, job.test_timeout_s, self._dump_path,
                          job.targets if fed else (), lock_key(board, job.run_id))  # fmt: skip
         full_env = {**env, SHARD_ENV: spec.to_json(), **board_environment(board, job.target)}
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115  # closed in _ended; a file never fills as a pipe can
         try:
             self.process = subprocess.Popen(
-                [*command, *(f"--hil-target={t}" for t in (job.targets if fed else ()) or (job.target,)), *job.nodes],
+                argv,
                 cwd=cwd, env=full_env,
                 pass_fds=tuple(fd for fd in (write_fd, commands_fd) if fd >= 0), stdout=subprocess.DEVNULL,
                 stderr=self._stderr, start_new_session=True)  # fmt: skip  # Ctrl-C reaches the run, which ends it
@@ -223,7 +227,8 @@ def run_shard_process(
     on_event: Callable[[Event], None],
     on_process: Callable[[subprocess.Popen[bytes]], None] | None = None,
 ) -> ShardExit:
-    """Run ``job`` as ``command --hil-target TARGET NODE...`` in ``cwd`` under the board's lease and return how it
+    """Run ``job`` as ``command --hil-target TARGET NODE...`` (under ``tinyhil serve`` on a served board,
+    :func:`~tinyhil.device_farm.shard.served.served_shard`) in ``cwd`` under the board's lease and return how it
     ended; every event the shard writes goes to ``on_event`` as it arrives (from this thread), and ``on_process`` gets
     the process once it started (to end it early: the run's deadline, Ctrl-C). A test over its time limit ends the
     shard (:mod:`~tinyhil.device_farm.shard.watchdog`): :attr:`ShardExit.timeout` then carries its failure text."""

@@ -9,7 +9,6 @@ renders the sysfs and ``/dev`` files it redirects to; :class:`KfdServer` answers
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -18,6 +17,7 @@ from typing import Any, Final
 
 from tinyhil.errors import InvalidArgument
 from tinyhil.mocks.kfd import MockKFD
+from tinyhil.mocks.serve.command import run_command
 from tinyhil.mocks.serve.kfd.build import build_interposer
 from tinyhil.mocks.serve.kfd.doorbells import DoorbellWatcher
 from tinyhil.mocks.serve.kfd.server import KfdServer
@@ -110,9 +110,7 @@ def serve_kfd(target: str, options: Sequence[str], command: Sequence[str]) -> in
         server = KfdServer(kfd, memory, socket_path)
         server.start()
         try:
-            return subprocess.run(
-                list(command), env=served_environment(library, socket_path, root), check=False
-            ).returncode
+            return run_command(command, served_environment(library, socket_path, root))
         except OSError as exc:
             print(f"tinyhil serve kfd: cannot run {command[0]!r}: {exc.strerror}", file=sys.stderr)
             return _EXIT_NOT_FOUND

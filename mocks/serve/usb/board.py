@@ -21,10 +21,11 @@ from tinyhil.mocks.usb3 import fresh_board
 from tinyhil.registry import TargetRegistry, check_choice, default_registry
 from tinyhil.trace.convert import trace_format
 
-__all__ = ["BOARD_OPTIONS", "ServedBoard", "parse_options", "served_board"]
+__all__ = ["BOARD_OPTIONS", "RECORD_OPTION", "ServedBoard", "parse_options", "served_board"]
 
 # The options that build the served board (MockUSB3's fresh-board options), ``mode``, and ``record`` (a trace path).
-BOARD_OPTIONS: Final = ("mode", "seed", "faults", "quirks", "timing", "vram_bytes", "usb3", "record")
+RECORD_OPTION: Final = "record"
+BOARD_OPTIONS: Final = ("mode", "seed", "faults", "quirks", "timing", "vram_bytes", "usb3", RECORD_OPTION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +102,7 @@ def served_board(target: str, options: Sequence[str], registry: TargetRegistry |
         raise InvalidArgument(f"--option {unknown[0]}=..., expected one of {', '.join(BOARD_OPTIONS)}")
     given = dict(parsed)
     mode = check_choice("mode", parsed.pop("mode", TransferMode.SYNC.value), TransferMode)
-    record = parsed.pop("record", None)
+    record = parsed.pop(RECORD_OPTION, None)
     if record is not None:
         if not isinstance(record, str):
             raise InvalidArgument(f"record={record!r}, expected a path ending in .hiltrace.jsonl or .pcapng")

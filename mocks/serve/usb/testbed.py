@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from types import ModuleType
 from typing import Any, Final
 
 from tinyhil.errors import TinyHilError
+from tinyhil.mocks.serve.command import run_command
 from tinyhil.mocks.serve.usb.board import ServedBoard
 from tinyhil.mocks.serve.usb.descriptors import DescriptorSet, describe_board
 from tinyhil.mocks.serve.usb.recording import ServedRecording
@@ -134,9 +134,9 @@ class UsbTestbed:
         return [UMOCKDEV_WRAPPER, *command]
 
     def run(self, command: Sequence[str], **popen: Any) -> int:
-        """Run ``command`` under the preload until it exits; its exit status (128 + N when killed by signal N)."""
-        process = subprocess.run(self.argv(command), env=self.env(popen.pop("env", None)), check=False, **popen)
-        return process.returncode if process.returncode >= 0 else 128 - process.returncode
+        """Run ``command`` under the preload until it exits, as :func:`~tinyhil.mocks.serve.command.run_command` runs
+        it; its exit status (128 + N when killed by signal N)."""
+        return run_command(self.argv(command), self.env(popen.pop("env", None)), **popen)
 
     def close(self) -> None:
         """Detach the handler, remove the testbed's directory and write the recording (``record=``), if any; closing
