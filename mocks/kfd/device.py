@@ -185,7 +185,7 @@ class MockKFD:
         """
         process = self._processes.get(os.getpid())
         if process is None:
-            raise StateError(f"MockKFD has no process for pid {os.getpid()}: open /dev/kfd through MockKFD.fileio first")
+            raise StateError(f"MockKFD has no process for pid {os.getpid()}: open /dev/kfd through its fileio first")
         return process
 
     def ensure_process(self) -> Process:

@@ -37,7 +37,7 @@ from tinyhil.amdgpu.errors import QueueStopped
 from tinyhil.amdgpu.interfaces import AmdRing, CompletionEvent, GpuRegion, MemoryUse
 from tinyhil.compiler import Compiler
 from tinyhil.device import Buffer
-from tinyhil.errors import DeviceError, DeviceTimeout, InvalidArgument
+from tinyhil.errors import DeviceTimeout, InvalidArgument
 from tinyhil.fileio import FileIO
 from tinyhil.kfd.client import KfdEvent, KfdHwException, KfdMemoryFault
 from tinyhil.kfd.gpu import Allocation, KfdGpu, MemoryDomain
