@@ -194,6 +194,9 @@ class MockFileIO:
         file = self._file(fd, "ioctl")
         if file.kind is not FileKind.KFD:
             fail(errno.ENOTTY, f"ioctl({request:#x}) on {file.path}: MOCKKFD emulates ioctls on /dev/kfd only")
+        if file.pid != os.getpid():  # kfd_ioctl: "Using KFD FD in wrong process"
+            fail(errno.EBADF, f"ioctl({request:#x}) on fd={fd}: /dev/kfd opened by pid {file.pid}, used by pid "
+                              f"{os.getpid()}; a forked child opens /dev/kfd itself")  # fmt: skip
         return self.kfd.dispatcher.ioctl(request, buf)
 
     def mmap(self, fd: int, length: int, offset: int) -> MappedBuffer:

@@ -7,7 +7,7 @@ process opens ``/dev/kfd`` and each GPU's render node once and acquires each VM 
 returns the calling process's session on a file-I/O seam, opening it on first use. Devices hold it
 (:meth:`KfdSession.hold`) and give it back (:meth:`KfdSession.release`); a device's close frees what the device
 allocated, never the session, which lasts until the process exits. A forked child gets a session of its own: it
-never uses its parent's (checked with ``os.getpid()``). docs/kfd.md "Process lifetime".
+never uses its parent's (checked with ``os.getpid()``). docs/mockkfd.md "Process lifetime".
 """
 
 from __future__ import annotations

@@ -234,7 +234,8 @@ def test_a_forked_child_is_a_kfd_process_of_its_own(mock: MockKFD, raw: Any) -> 
     if child == 0:  # pragma: no cover - the child reports through its exit status
         code = 1
         try:
-            if not mock.has_process:
+            wrong_process = _acquire_errno(mock, raw.fd, 1)  # the parent's /dev/kfd file: EBADF, as kfd_ioctl says
+            if not mock.has_process and wrong_process == errno.EBADF:
                 kfd_fd = mock.fileio.open("/dev/kfd", os.O_RDWR)
                 code = 0 if _acquire_errno(mock, kfd_fd, 0) == 0 and mock.has_process else 2
         finally:
