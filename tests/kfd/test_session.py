@@ -10,7 +10,6 @@ import pytest
 from tinyhil.compiler import HostCCompiler
 from tinyhil.emulators.amdgpu import AmdGpu
 from tinyhil.emulators.kernel import EventKernel
-from tinyhil.errors import InvalidArgument
 from tinyhil.kfd.over_kfd import KfdAmdDevice
 from tinyhil.kfd.session import end_session, process_session
 from tinyhil.mocks.kfd import MockKFD
@@ -22,7 +21,7 @@ OPENS = 4
 @pytest.fixture
 def mock() -> Iterator[MockKFD]:
     kernel = EventKernel()
-    machine = MockKFD([AmdGpu(kernel, vram_bytes=64 << 20, name=f"gpu{i}") for i in range(2)])
+    machine = MockKFD([AmdGpu(kernel, vram_bytes=128 << 20, name=f"gpu{i}") for i in range(2)])
     yield machine
     end_session(machine.fileio)
     machine.close()
@@ -57,13 +56,16 @@ def test_a_device_opened_closed_and_reopened_in_one_process_copies_every_time(mo
     assert all(pdd.drm_file is not None for pdd in mock.process.pdds.values())
 
 
-def test_two_devices_of_one_process_share_the_session_but_not_a_gpu(mock: MockKFD) -> None:
-    with _open(mock, 0) as first, _open(mock, 1) as second:
-        assert first.kfd is second.kfd
-        with pytest.raises(InvalidArgument, match="gpu_index=0 is already open in this process as 'T0'"):
-            _open(mock, 0)
-    with _open(mock, 0) as again:  # the refusal left the GPU free once its device closed
-        assert again.kfd is first.kfd
+def test_devices_of_one_process_share_the_session_and_may_share_a_gpu(mock: MockKFD) -> None:
+    with _open(mock, 0) as first, _open(mock, 1) as second, _open(mock, 0) as third:
+        assert first.kfd is second.kfd is third.kfd and first.gpu is third.gpu
+        bufs = [device.alloc(64) for device in (first, third)]
+        for device, buf, fill in zip((first, third), bufs, b"ab", strict=True):
+            device.copyin(buf, bytes([fill]) * 64)
+        assert [device.copyout(buf) for device, buf in zip((first, third), bufs, strict=True)] == [b"a" * 64, b"b" * 64]
+        first.close()
+        assert third.copyout(bufs[1]) == b"b" * 64  # the other device of the GPU keeps its memory and queues
+    assert (_files(mock, FileKind.KFD), _files(mock, FileKind.RENDER)) == (1, 2)
 
 
 def test_a_forked_child_opens_a_session_of_its_own(mock: MockKFD) -> None:

@@ -120,7 +120,7 @@ class KfdAmdDevice(AmdDeviceBase):
 
         Raises:
             FileNotFoundError: no ``/dev/kfd``.
-            InvalidArgument: no GPU ``gpu_index``, or a device of this process already uses it.
+            InvalidArgument: no GPU ``gpu_index``.
         """
         try:
             session = process_session(fileio, on_end=on_close)
@@ -154,8 +154,11 @@ class KfdAmdDevice(AmdDeviceBase):
         """Open GPU ``index`` of the same KFD session as a second device (close it on its own).
 
         Raises:
-            InvalidArgument: no such GPU, or a device of this process already uses it.
+            InvalidArgument: no such GPU, or this device's own.
         """
+        if index == self._gpu_index:
+            raise InvalidArgument(f"gpu_index={index} is this device's own GPU, already open as {self.name!r}; "
+                                  "a peer is another GPU")  # fmt: skip
         peer_name = name if name is not None else f"{self.name}#gpu{index}"
         return KfdAmdDevice(peer_name, self._session, gpu_index=index, compiler=self._peer_compiler,
                             capabilities=self._peer_capabilities, wait_timeout_ms=self.wait_timeout_ms)  # fmt: skip

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from typing import Final
 
-from tinyhil.errors import DeviceError, InvalidArgument, StateError
+from tinyhil.errors import DeviceError, StateError
 from tinyhil.fileio import FileIO, RealFileIO
 from tinyhil.kfd.client import KFD
 
@@ -43,29 +43,29 @@ class KfdSession:
         self.kfd = kfd
         self.pid = os.getpid()
         self.on_end = on_end
-        self.users: dict[int, str] = {}  # GPU index -> the name of the device open on it
+        self.users: dict[int, list[str]] = {}  # GPU index -> the names of the devices open on it
         self.faults: dict[int, DeviceError] = {}  # a memory fault or hardware exception reported to one device's
         # wait, for another GPU's device
         self.ended = False
 
     def hold(self, gpu_index: int, device: str) -> None:
-        """The device named ``device`` uses GPU ``gpu_index`` of this session.
+        """The device named ``device`` uses GPU ``gpu_index`` of this session (several devices may share a GPU).
 
         Raises:
-            InvalidArgument: a device of this process already uses that GPU.
             StateError: the session ended.
         """
         if self.ended:
             raise StateError(f"the KFD session of pid {self.pid} ended; open the device again")
-        if gpu_index in self.users:
-            raise InvalidArgument(f"gpu_index={gpu_index} is already open in this process as {self.users[gpu_index]!r}")
-        self.users[gpu_index] = device
+        self.users.setdefault(gpu_index, []).append(device)
 
     def release(self, gpu_index: int, device: str) -> None:
         """The device named ``device`` no longer uses GPU ``gpu_index``; with ``on_end`` and no device left, the
         session ends."""
-        if self.users.get(gpu_index) == device:
-            del self.users[gpu_index]
+        holders = self.users.get(gpu_index, [])
+        if device in holders:
+            holders.remove(device)
+        if not holders:
+            self.users.pop(gpu_index, None)
         if not self.users and self.on_end is not None:
             self.end()
 
