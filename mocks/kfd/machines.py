@@ -7,9 +7,9 @@ arch, VRAM size, seed) reuses that configuration's machine, whose KFD process, a
 outlive the device. Machines are per thread (MOCKKFD serves one thread at a time), and a target opened with a fault
 plan gets a machine of its own, ended with its last device, so the plan's counters count from that open.
 
-:func:`exit_processes` is what the process's exit does to these machines: the client's sessions on them end and
-their KFD processes exit (the machines stay). A suite calls it between tests that need a fresh process
-(docs/mockkfd.md "Process lifetime"); a test that opens a device twice never needs it.
+:func:`exit_processes` is what the process's exit does to these machines: the client's sessions on them end, their
+KFD processes exit, and the machines are let go (the next open builds a fresh one). A suite calls it between tests
+that need a fresh process (docs/mockkfd.md "Process lifetime"); a test that opens a device twice never needs it.
 """
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ def shared_machine(configuration: Hashable, build: Callable[[], MockKFD]) -> Moc
 
 
 def exit_processes() -> None:
-    """What the process's exit does to this thread's shared machines: the KFD client's sessions on them end and
-    their KFD processes exit. Devices still open on them stop working; close them first."""
-    for machine in _machines().values():
+    """What the process's exit does to this thread's shared machines: the KFD client's sessions on them end, their
+    KFD processes exit, and the machines are let go. Devices still open on them stop working; close them first."""
+    machines = _machines()
+    while machines:
+        machine = machines.popitem()[1]
         end_session(machine.fileio)
-        machine.exit_process()
+        machine.close()
