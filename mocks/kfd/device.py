@@ -213,6 +213,9 @@ class MockKFD:
         process = self._processes.pop(os.getpid(), None)
         if process is not None:
             self._end(process)
+            if not self._processes:  # the doorbell frames and MMIO pages were its own: the next process's are fresh
+                for gpu in self.gpus:
+                    gpu.new_process_pages()
         self.fileio.close_process_files(os.getpid())
 
     def close(self) -> None:
