@@ -13,6 +13,7 @@ never uses its parent's (checked with ``os.getpid()``). docs/mockkfd.md "Process
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import Final
 
@@ -24,6 +25,7 @@ __all__ = ["KfdSession", "end_session", "process_session"]
 
 # The sessions of this process, keyed by the system a seam reaches (every RealFileIO reaches this machine's amdkfd).
 _SESSIONS: Final[dict[object, KfdSession]] = {}
+_OPENING: Final = threading.Lock()  # two threads' first devices open one session, not two
 
 
 def _system(fileio: FileIO | None) -> object:
@@ -96,13 +98,14 @@ def process_session(fileio: FileIO | None = None, *, on_end: Callable[[], None] 
         DeviceError: what :class:`KFD` raises for an interface or apertures it cannot use.
     """
     key = _system(fileio)
-    session = _SESSIONS.get(key)
-    if session is not None and session.pid == os.getpid() and not session.ended:
+    with _OPENING:
+        session = _SESSIONS.get(key)
+        if session is not None and session.pid == os.getpid() and not session.ended and not session.kfd.closed:
+            return session
+        # none yet, or the parent's (this is a forked child): its files and mappings are the parent's, left untouched
+        session = KfdSession(KFD(fileio), on_end)
+        _SESSIONS[key] = session
         return session
-    # none yet, or the parent's (this is a forked child): its files and mappings are the parent's, left untouched
-    session = KfdSession(KFD(fileio), on_end)
-    _SESSIONS[key] = session
-    return session
 
 
 def end_session(fileio: FileIO | None = None) -> None:
