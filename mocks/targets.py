@@ -305,7 +305,9 @@ def mock_kfd_amd(resolved: Target, options: MockKfdOptions) -> Device:
     """Emulated AMD GPUs (``gpus``, default two, of the target's arch) behind MOCKKFD, driven by the KFD+AMD runtime.
 
     The target index picks the GPU (``MOCKKFD:1+AMD`` is GPU 1); the device's ``open_peer(i)`` opens another GPU of
-    the same machine. Raises:
+    the same machine. Every open of one configuration in a thread shares one machine and the KFD process on it, as
+    opens on a board share amdkfd's (:mod:`tinyhil.mocks.kfd.machines`); with ``faults`` the machine is the open's
+    own and ends with its last device. Raises:
         InvalidArgument: an index past the last GPU, or a fault plan naming a GPU the machine lacks.
     """
     index = resolved.spec.index or 0
@@ -314,17 +316,21 @@ def mock_kfd_amd(resolved: Target, options: MockKfdOptions) -> Device:
         raise InvalidArgument(f"{resolved.name}: GPU index {index}, expected < gpus={count}")
     from tinyhil.compiler_amdgpu import amd_compiler
     from tinyhil.kfd.over_kfd import KfdAmdDevice
-    from tinyhil.mocks.kfd import MockKFD
+    from tinyhil.mocks.kfd import MockKFD, shared_machine
 
     compiler = amd_compiler(resolved.name, resolved.renderer, resolved.arch)
+    arch = resolved.arch or AMD_ARCHS[0]
 
-    mock = MockKFD(gpus=count, arch=resolved.arch or AMD_ARCHS[0], vram_bytes=options.vram_bytes, seed=options.seed,
-                   faults=options.faults)  # fmt: skip
+    def build() -> MockKFD:
+        return MockKFD(gpus=count, arch=arch, vram_bytes=options.vram_bytes, seed=options.seed, faults=options.faults)
+
+    own = options.faults is not None  # a fault plan's machine is the open's own
+    mock = build() if own else shared_machine((count, arch, options.vram_bytes, options.seed), build)
     return KfdAmdDevice.open(
         resolved.name,
         mock.fileio,
         gpu_index=index,
         compiler=compiler,
         capabilities={"memory-faults"},
-        on_close=mock.close,
+        on_close=mock.close if own else None,
     )

@@ -10,6 +10,7 @@ from tinyhil.mocks.kfd.device import DEFAULT_GTT_LIMIT_BYTES, MockKFD
 from tinyhil.mocks.kfd.faults import AllocFailure, KfdFaultPlan, MemoryFaultAt, QueueHang
 from tinyhil.mocks.kfd.fileio import MockFileIO
 from tinyhil.mocks.kfd.gpu_port import GpuPort, Interrupt, InterruptKind, QueueKind
+from tinyhil.mocks.kfd.machines import exit_processes, shared_machine
 from tinyhil.mocks.kfd.state import MemKind
 from tinyhil.mocks.kfd.topology import GPU_MODELS, GpuModel
 
@@ -28,4 +29,6 @@ __all__ = [
     "MockKFD",
     "QueueHang",
     "QueueKind",
+    "exit_processes",
+    "shared_machine",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Final
@@ -95,8 +96,11 @@ class MockKFD:
     the host memory MOCKKFD hands out and the built GPUs' VRAM (``tinyhil serve kfd`` shares it with its client).
 
     All GPUs must share one :class:`~tinyhil.emulators.kernel.EventKernel`: waits run it in virtual time. The
-    KFD process (allocations, queues, events) is created at the first open of ``/dev/kfd`` and lives until
-    :meth:`close`, as the kernel's lives until the process exits.
+    KFD process (allocations, queues, events, each GPU's VM) is per process, keyed by ``os.getpid()`` as amdkfd keys
+    it by the process's mm: created at the process's first open of ``/dev/kfd`` and kept after its files close,
+    until :meth:`exit_process` (what the process's exit does) or :meth:`close` (every process exits), so a second
+    ``ACQUIRE_VM`` of a GPU from another render node file is ``EBUSY`` as on Linux (docs/mockkfd.md "Process
+    lifetime"). A forked child is a process of its own.
 
     Raises:
         InvalidArgument: a bad build option (the message lists the valid choices), both ports and build options, a
@@ -158,7 +162,7 @@ class MockKFD:
         self.faults: list[tuple[int, int]] = []
         self.unhandled_faults: list[tuple[int, int]] = []
         self.queue_errors: list[tuple[int, str]] = []
-        self._process: Process | None = None
+        self._processes: dict[int, Process] = {}
         for gpu in self.gpus:
             gpu.port.on_interrupt = functools.partial(self.events.interrupt, gpu)
 
@@ -169,38 +173,56 @@ class MockKFD:
 
     @property
     def has_process(self) -> bool:
-        return self._process is not None
+        """Whether the calling process has a KFD process (it opened ``/dev/kfd`` and has not exited)."""
+        return os.getpid() in self._processes
 
     @property
     def process(self) -> Process:
-        """The KFD process.
+        """The calling process's KFD process.
 
         Raises:
-            StateError: /dev/kfd was never opened.
+            StateError: this process never opened /dev/kfd (or exited since).
         """
-        if self._process is None:
-            raise StateError("MockKFD has no process yet: open /dev/kfd through MockKFD.fileio first")
-        return self._process
+        process = self._processes.get(os.getpid())
+        if process is None:
+            raise StateError(f"MockKFD has no process for pid {os.getpid()}: open /dev/kfd through its fileio first")
+        return process
 
     def ensure_process(self) -> Process:
-        if self._process is None:
-            self._process = Process(self.gpus)
-        return self._process
+        """The calling process's KFD process, created on its first open of ``/dev/kfd`` (``kfd_create_process``)."""
+        return self._processes.setdefault(os.getpid(), Process(self.gpus))
 
     def gpu_by_id(self, gpu_id: int) -> GpuDevice | None:
         return next((gpu for gpu in self.gpus if gpu.gpu_id == gpu_id), None)
 
-    def close(self) -> None:
-        """Process exit: destroy queues, unmap and free every allocation, close the mock's files."""
-        process = self._process
+    def _end(self, process: Process) -> None:
+        """A KFD process ends: its queues destroyed, its allocations unmapped and freed (the event page too)."""
+        for queue in list(process.queues.values()):
+            self.queues.destroy(queue, process)
+        for pdd in process.pdds.values():
+            for allocation in pdd.allocations.values():
+                for gpu_id in list(allocation.mapped_on):
+                    self.memory.unmap(allocation, process.pdds[gpu_id].gpu)
+                self.memory.release(allocation, pdd.gpu)
+            pdd.allocations.clear()
+
+    def exit_process(self) -> None:
+        """What the calling process's exit does to amdkfd: destroy its queues, unmap and free its allocations (the
+        event page too), drop its VMs and close its files. The machine stays; the process's next open of
+        ``/dev/kfd`` starts a fresh KFD process (idempotent)."""
+        process = self._processes.pop(os.getpid(), None)
         if process is not None:
-            for queue in list(process.queues.values()):
-                self.queues.destroy(queue)
-            for pdd in process.pdds.values():
-                for allocation in pdd.allocations.values():
-                    for gpu_id in list(allocation.mapped_on):
-                        self.memory.unmap(allocation, process.pdds[gpu_id].gpu)
-            self._process = None
+            self._end(process)
+            if not self._processes:  # the doorbell frames and MMIO pages were its own: the next process's are fresh
+                for gpu in self.gpus:
+                    gpu.new_process_pages()
+        self.fileio.close_process_files(os.getpid())
+
+    def close(self) -> None:
+        """Every process exits (:meth:`exit_process`) and the machine is reset: the GPUs' memory and pages, and the
+        fault plan's counters."""
+        while self._processes:
+            self._end(self._processes.popitem()[1])
         for gpu in self.gpus:
             gpu.reset()
         self.injected.reset()
@@ -209,7 +231,7 @@ class MockKFD:
     def state(self) -> tuple[Any, ...]:
         """Everything a request can change, as plain values (compare before and after a rejected request)."""
         files = sorted((file.path, file.kind.value) for file in self.fileio.files.values())
-        process = None if self._process is None else self._process.summary()
+        process = tuple(self._processes[pid].summary() for pid in sorted(self._processes)) or None
         return (process, tuple(files), tuple(self.faults), tuple(self.unhandled_faults), tuple(self.queue_errors))
 
     def state_digest(self) -> str:

@@ -27,7 +27,8 @@ fault copies nothing, where the kernel may copy the bytes before the fault). Any
 memory of no bytes, which a ``usize`` of 0 never touches. Every slot of the KFD 1.11 table has a handler (an empty
 slot would be ``EINVAL``, "no function"). The deprecated debugger requests' handlers answer ``EPERM`` as the
 kernel's do, after the copy-in; a request MOCKKFD does not emulate answers ``ENOTTY`` from its handler, with a log
-line naming it. Not modelled: the wrong-process ``EBADF`` (MOCKKFD serves one process) and ``CRIU_OP``'s
+line naming it. A ``/dev/kfd`` file used by a process other than the one that opened it (a forked child) is
+``EBADF`` before any of this, in :meth:`MockFileIO.ioctl`, as in ``kfd_ioctl()``. Not modelled: ``CRIU_OP``'s
 capability check (``EACCES``; CRIU is not emulated), and the requests fs/ioctl.c answers before any driver sees
 them (``FIOCLEX``, ``FIONBIO``, ...).
 """

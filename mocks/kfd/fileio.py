@@ -58,11 +58,12 @@ class FileKind(Enum):
 
 @dataclass(eq=False, slots=True)
 class OpenFile:
-    """One open file description of the mock."""
+    """One open file description of the mock, and the process (``pid``) that opened it."""
 
     fd: int
     path: str
     kind: FileKind
+    pid: int
     gpu: GpuDevice | None = None
 
 
@@ -71,10 +72,11 @@ def _normalize(path: Any) -> str:
     return "/" + normal.lstrip("/") if normal.startswith("/") else normal
 
 
-def _close_reserved(files: dict[int, OpenFile]) -> None:
-    for fd in list(files):
+def _close_reserved(files: dict[int, OpenFile], pid: int | None = None) -> None:
+    """Close the files ``pid`` opened (default: every file)."""
+    for fd in [fd for fd, file in files.items() if pid is None or file.pid == pid]:
         os.close(fd)
-    files.clear()
+        del files[fd]
 
 
 class MockFileIO:
@@ -102,8 +104,12 @@ class MockFileIO:
         self._finalizer = weakref.finalize(self, _close_reserved, self.files)
 
     def close_all(self) -> None:
-        """Close every file the mock has open (process exit)."""
+        """Close every file the mock has open (every process exits)."""
         _close_reserved(self.files)
+
+    def close_process_files(self, pid: int) -> None:
+        """Close the files process ``pid`` opened (its exit)."""
+        _close_reserved(self.files, pid)
 
     def file_of(self, fd: int) -> OpenFile | None:
         return self.files.get(fd)
@@ -138,7 +144,7 @@ class MockFileIO:
         if kind is FileKind.KFD:
             self.kfd.ensure_process()
         fd = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-        self.files[fd] = OpenFile(fd, normal, kind, gpu)
+        self.files[fd] = OpenFile(fd, normal, kind, os.getpid(), gpu)
         return fd
 
     def close(self, fd: int) -> None:
@@ -188,6 +194,9 @@ class MockFileIO:
         file = self._file(fd, "ioctl")
         if file.kind is not FileKind.KFD:
             fail(errno.ENOTTY, f"ioctl({request:#x}) on {file.path}: MOCKKFD emulates ioctls on /dev/kfd only")
+        if file.pid != os.getpid():  # kfd_ioctl: "Using KFD FD in wrong process"
+            fail(errno.EBADF, f"ioctl({request:#x}) on fd={fd}: /dev/kfd opened by pid {file.pid}, used by pid "
+                              f"{os.getpid()}; a forked child opens /dev/kfd itself")  # fmt: skip
         return self.kfd.dispatcher.ioctl(request, buf)
 
     def mmap(self, fd: int, length: int, offset: int) -> MappedBuffer:

@@ -234,14 +234,18 @@ class MemoryIoctls:
         if allocation.mapped_on:
             gpus = ", ".join(f"{gpu_id:#x}" for gpu_id in allocation.mapped_on)
             fail(errno.EBUSY, f"{what}: handle={args.handle:#x} is still mapped on GPUs {gpus}; unmap it first")
-        gpu = pdd.gpu
+        self.release(allocation, pdd.gpu)
+        if allocation.kind is MemKind.GTT:
+            process.gtt_bytes -= allocation.size
+        del pdd.allocations[allocation.idr]
+
+    @staticmethod
+    def release(allocation: Allocation, gpu: GpuDevice) -> None:
+        """Give ``allocation``'s VRAM and DRM mmap offset back to ``gpu`` (a free, or the process's exit)."""
         if allocation.vram_offset is not None:
             gpu.vram.free(allocation.vram_offset)
         if allocation.drm_offset is not None:
             gpu.drm_offsets.free(allocation.drm_offset)
-        if allocation.kind is MemKind.GTT:
-            process.gtt_bytes -= allocation.size
-        del pdd.allocations[allocation.idr]
 
     # --- map / unmap ---------------------------------------------------------------------------------------------
     def _op_map_memory_to_gpu(self, args: kfd_ioctl_map_memory_to_gpu_args) -> None:

@@ -23,7 +23,7 @@ from tinyhil.emulators.amdgpu.aql import serve_aql
 from tinyhil.errors import InvalidArgument, TinyHilError
 from tinyhil.mocks.kfd._errno import ENOTSUPP, LOG, fail
 from tinyhil.mocks.kfd.gpu_port import QueueKind
-from tinyhil.mocks.kfd.state import GpuDevice, ProcessDevice, Queue, lowest_free
+from tinyhil.mocks.kfd.state import GpuDevice, Process, ProcessDevice, Queue, lowest_free
 from tinyhil.spec.kfd_memory import KFD_MMAP_TYPE_DOORBELL, kfd_mmap_gpu_id
 from tinyhil.spec.kfd_queues import (
     KFD_DOORBELL_BYTES,
@@ -144,11 +144,13 @@ class QueueIoctls:
             fail(errno.EINVAL, f"AMDKFD_IOC_DESTROY_QUEUE: queue_id={args.queue_id} matches no queue of this process")
         self.destroy(queue)
 
-    def destroy(self, queue: Queue) -> None:
-        pdd = self.kfd.process.pdds[queue.gpu_id]
+    def destroy(self, queue: Queue, process: Process | None = None) -> None:
+        """Destroy ``queue`` of ``process`` (default: the calling process's)."""
+        process = self.kfd.process if process is None else process
+        pdd = process.pdds[queue.gpu_id]
         pdd.gpu.port.destroy_queue(queue.gpu_queue)
         del pdd.doorbells[queue.doorbell_id]
-        del self.kfd.process.queues[queue.queue_id]
+        del process.queues[queue.queue_id]
 
     def doorbell_written(self, gpu: GpuDevice, offset: int, nbytes: int) -> None:
         """A CPU store hit ``[offset, offset + nbytes)`` of ``gpu``'s doorbell frame: ring each queue it touched."""

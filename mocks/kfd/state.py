@@ -98,6 +98,10 @@ class GpuDevice:
     def reset(self) -> None:
         self.vram = RangeAllocator(0, self.port.vram_bytes, PAGE_BYTES)
         self.drm_offsets = RangeAllocator(DRM_OFFSET_BASE, _DRM_OFFSET_SPACE, PAGE_BYTES)
+        self.new_process_pages()
+
+    def new_process_pages(self) -> None:
+        """Fresh (zeroed) pages for the next KFD process: the doorbell frame and the MMIO remap page."""
         self.doorbell_page = self.host_memory(KFD_DOORBELL_PROCESS_SLICE_BYTES)
         self.mmio_page = self.host_memory(PAGE_BYTES)
 

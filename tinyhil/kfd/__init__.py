@@ -12,7 +12,8 @@
 The ABI it speaks (``linux/kfd_ioctl.h`` as ctypes, request numbers, mmap offsets, handles, event slots, paths) is
 the kernel's, shared with MOCKKFD: :mod:`tinyhil.spec.kfd_ioctls` and the ``tinyhil.spec.kfd_*`` modules beside it.
 Modules: the client (:mod:`~tinyhil.kfd.client`), and the GPU (:mod:`~tinyhil.kfd.gpu`), which depends on the client
-only through the :class:`~tinyhil.kfd.process.KfdProcess` protocol.
+only through the :class:`~tinyhil.kfd.process.KfdProcess` protocol. amdkfd keeps a process's state for the life of the
+process, so devices share one :class:`KFD` per process: :func:`process_session` (:mod:`~tinyhil.kfd.session`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from tinyhil.kfd.client import KFD, ClockCounters, KfdEvent, KfdHwException, Kfd
 from tinyhil.kfd.gpu import VA_WINDOW_BASE, VA_WINDOW_BYTES, Allocation, KfdGpu, MemoryDomain
 from tinyhil.kfd.process import KfdProcess
 from tinyhil.kfd.queue import CwsrSizes, KfdQueue, QueueEngine, QueueMemory, cwsr_sizes
+from tinyhil.kfd.session import KfdSession, end_session, process_session
 from tinyhil.kfd.topology import KfdNode, Topology, gfx_arch_name, parse_properties, read_topology
 from tinyhil.spec.kfd_ioctls import KfdIoctl
 
@@ -39,12 +41,15 @@ __all__ = [
     "KfdNode",
     "KfdProcess",
     "KfdQueue",
+    "KfdSession",
     "MemoryDomain",
     "QueueEngine",
     "QueueMemory",
     "Topology",
     "cwsr_sizes",
+    "end_session",
     "gfx_arch_name",
     "parse_properties",
+    "process_session",
     "read_topology",
 ]

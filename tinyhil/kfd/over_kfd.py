@@ -17,8 +17,10 @@ and on the process's memory- and hardware-exception events, so a GPU memory faul
 :class:`~tinyhil.amdgpu.QueueStopped` naming this device's queue that had work left (docs/amdgpu.md "Kernel
 executor"); the runtime then replaces it.
 
-Several devices may share one KFD connection (one process, several GPUs): :meth:`KfdAmdDevice.open_peer`. The
-connection closes with the last of them.
+Every device a process opens on one system shares the process's KFD session (:mod:`tinyhil.kfd.session`):
+``/dev/kfd`` and each GPU's render node are opened, and each VM acquired, once per process, as amdkfd requires. A
+device's close frees what it allocated (buffers, queues, its event, its staging buffer); the session stays.
+:meth:`KfdAmdDevice.open_peer` opens another GPU of the same session.
 """
 
 from __future__ import annotations
@@ -35,11 +37,12 @@ from tinyhil.amdgpu.errors import QueueStopped
 from tinyhil.amdgpu.interfaces import AmdRing, CompletionEvent, GpuRegion, MemoryUse
 from tinyhil.compiler import Compiler
 from tinyhil.device import Buffer
-from tinyhil.errors import DeviceError, DeviceTimeout, InvalidArgument
+from tinyhil.errors import DeviceTimeout, InvalidArgument
 from tinyhil.fileio import FileIO
-from tinyhil.kfd.client import KFD, KfdEvent, KfdHwException, KfdMemoryFault
+from tinyhil.kfd.client import KfdEvent, KfdHwException, KfdMemoryFault
 from tinyhil.kfd.gpu import Allocation, KfdGpu, MemoryDomain
 from tinyhil.kfd.queue import KfdQueue, QueueEngine
+from tinyhil.kfd.session import KfdSession, process_session
 from tinyhil.kfd.topology import KfdNode
 from tinyhil.spec.amdgpu import QueueKind
 from tinyhil.spec.amdgpu_pm4 import PM4_HEADER_OPCODE
@@ -54,41 +57,13 @@ _NS_PER_MS: Final = 1_000_000
 _ENGINES: Final = {QueueKind.SDMA: QueueEngine.SDMA, QueueKind.COMPUTE: QueueEngine.COMPUTE}
 
 
-class _Session:
-    """One KFD connection shared by the devices of one process; closed (and ``on_close`` run) with the last."""
-
-    def __init__(self, kfd: KFD, on_close: Callable[[], None] | None) -> None:
-        self.kfd = kfd
-        self.on_close = on_close
-        self.users: dict[int, KfdAmdDevice] = {}
-        self.faults: dict[int, DeviceError] = {}  # a memory fault or hardware exception reported to one device's
-        # wait, for another GPU's device
-        self.closed = False
-
-    def release(self, device: KfdAmdDevice) -> None:
-        if self.users.get(device.gpu_index) is device:
-            del self.users[device.gpu_index]
-        if not self.users:
-            self.close()
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        try:
-            self.kfd.close()
-        finally:
-            if self.on_close is not None:
-                self.on_close()
-
-
 class KfdAmdDevice(AmdDeviceBase):
     """GPU ``gpu_index`` of a KFD connection as a device; open it with :meth:`open` (see the module docstring)."""
 
     def __init__(
         self,
         name: str,
-        session: _Session,
+        session: KfdSession,
         *,
         gpu_index: int = 0,
         compiler: Compiler | None = None,
@@ -100,22 +75,24 @@ class KfdAmdDevice(AmdDeviceBase):
         check_int("gpu_index", gpu_index, min_value=0)
         if gpu_index >= len(kfd.gpus):
             raise InvalidArgument(f"gpu_index={gpu_index}, expected < {len(kfd.gpus)} (GPUs: {list(kfd.gpus)})")
-        if gpu_index in session.users:
-            raise InvalidArgument(f"gpu_index={gpu_index} is already open as {session.users[gpu_index].name}")
         caps = KFD_CAPABILITIES | frozenset(capabilities)
         if len(kfd.gpus) > 1:
             caps |= {"multi-gpu"}
-        super().__init__(name, caps, compiler=compiler, wait_timeout_ms=wait_timeout_ms)
+        session.hold(gpu_index, name)
+        try:
+            super().__init__(name, caps, compiler=compiler, wait_timeout_ms=wait_timeout_ms)
+        except BaseException:
+            session.release(gpu_index, name)
+            raise
         self._session = session
         self._gpu_index = gpu_index
         self._peer_compiler = compiler
         self._peer_capabilities = frozenset(capabilities)
         self.kfd = kfd
-        self.gpu: KfdGpu = kfd.device(gpu_index)
         self._queues: list[KfdQueue] = []
         self._event: KfdEvent | None = None
-        session.users[gpu_index] = self
         try:
+            self.gpu: KfdGpu = kfd.device(gpu_index)
             self._staging = self.gpu.alloc(check_int("staging_bytes", staging_bytes, min_value=4096), MemoryDomain.GTT)
             self._staging_view = memoryview(self._cpu(self._staging)).cast("B")
             self._start()
@@ -135,27 +112,28 @@ class KfdAmdDevice(AmdDeviceBase):
         on_close: Callable[[], None] | None = None,
         staging_bytes: int = DEFAULT_STAGING_BYTES,
     ) -> KfdAmdDevice:
-        """Open ``/dev/kfd`` through ``fileio`` (default: this machine) and GPU ``gpu_index`` of its topology.
+        """GPU ``gpu_index`` of the process's KFD session on ``fileio`` (default: this machine), opening the session
+        (``/dev/kfd``) if the process has none.
 
-        ``on_close`` runs once the last device of this connection closes (MOCKKFD passes its ``close``).
+        ``on_close``, for a machine that lives only as long as its devices (a MOCKKFD built for this open), makes a
+        session this call opens end with its last device and then runs (:class:`~tinyhil.kfd.session.KfdSession`).
 
         Raises:
             FileNotFoundError: no ``/dev/kfd``.
             InvalidArgument: no GPU ``gpu_index``.
         """
         try:
-            kfd = KFD(fileio)
+            session = process_session(fileio, on_end=on_close)
         except BaseException:
             if on_close is not None:
                 on_close()
             raise
-        session = _Session(kfd, on_close)
         try:
             return cls(name, session, gpu_index=gpu_index, compiler=compiler, capabilities=capabilities,
                        staging_bytes=staging_bytes)  # fmt: skip
         except BaseException:
-            if not session.users:
-                session.close()
+            if not session.users and session.on_end is not None:
+                session.end()
             raise
 
     # --- several GPUs --------------------------------------------------------------------------------------------
@@ -173,11 +151,14 @@ class KfdAmdDevice(AmdDeviceBase):
         return self.gpu.node
 
     def open_peer(self, index: int, name: str | None = None) -> KfdAmdDevice:
-        """Open GPU ``index`` of the same KFD connection as a second device (close it on its own).
+        """Open GPU ``index`` of the same KFD session as a second device (close it on its own).
 
         Raises:
-            InvalidArgument: no such GPU, or it is already open on this connection.
+            InvalidArgument: no such GPU, or this device's own.
         """
+        if index == self._gpu_index:
+            raise InvalidArgument(f"gpu_index={index} is this device's own GPU, already open as {self.name!r}; "
+                                  "a peer is another GPU")  # fmt: skip
         peer_name = name if name is not None else f"{self.name}#gpu{index}"
         return KfdAmdDevice(peer_name, self._session, gpu_index=index, compiler=self._peer_compiler,
                             capabilities=self._peer_capabilities, wait_timeout_ms=self.wait_timeout_ms)  # fmt: skip
@@ -286,7 +267,7 @@ class KfdAmdDevice(AmdDeviceBase):
                 self.gpu.free(staging)
         finally:
             self._queues.clear()
-            self._session.release(self)
+            self._session.release(self._gpu_index, self.name)
 
     # --- copyin / copyout through the staging buffer -------------------------------------------------------------
     def _copyin(self, buf: Buffer, data: memoryview, offset: int) -> None:

@@ -4,11 +4,11 @@ Each thread of a client process that uses a served file has a connection of its 
 ``WAIT_EVENTS`` holds up no other; connections are grouped into processes by their peer's pid (``SO_PEERCRED``),
 and a process's threads share its descriptors. A forked child connects afresh: it does not share its parent's KFD
 process. The process that opens ``/dev/kfd`` holds MOCKKFD's process until its last connection closes (process
-exit: :meth:`MockKFD.close`); another process opening ``/dev/kfd`` meanwhile gets ``EBUSY`` while the holder keeps
-a served file open, and otherwise takes the KFD process over (the holder's queues and memory are gone). Requests are
-served by MOCKKFD's own file-I/O seam (:class:`~tinyhil.mocks.kfd.MockFileIO`), so errnos and state are those of
-in-process MOCKKFD; the server only translates descriptors (the client's to MOCKKFD's, in requests and in
-ACQUIRE_VM's ``drm_fd``) and memory (:class:`~.client_memory.ClientMemory`, :class:`~.shared.SharedMemory`).
+exit: :meth:`MockKFD.exit_process`); another process opening ``/dev/kfd`` meanwhile gets ``EBUSY`` while the
+holder keeps a served file open, and otherwise takes the KFD process over (the holder's queues and memory are gone).
+Requests are served by MOCKKFD's own file-I/O seam (:class:`~tinyhil.mocks.kfd.MockFileIO`), so errnos and state
+are those of in-process MOCKKFD; the server only translates descriptors (the client's to MOCKKFD's, in requests and
+in ACQUIRE_VM's ``drm_fd``) and memory (:class:`~.client_memory.ClientMemory`, :class:`~.shared.SharedMemory`).
 """
 
 from __future__ import annotations
@@ -244,9 +244,11 @@ class KfdServer:
                 self._end_process()
 
     def _end_process(self) -> None:
-        """The owner's KFD process exits (its queues destroyed, its memory freed). Call with the lock held."""
+        """The owner's KFD process exits (:meth:`MockKFD.exit_process`: its queues destroyed, its memory freed, its
+        files closed). MOCKKFD runs every served request as the server's own process, so its one KFD process is the
+        owner's. Call with the lock held."""
         self.owner = None
-        self.kfd.close()
+        self.kfd.exit_process()
         self.kfd.user = self._local_memory
 
     def stop(self) -> None:

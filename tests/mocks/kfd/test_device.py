@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import types
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +17,8 @@ from tinyhil.mocks.kfd import GPU_MODELS, GpuPort, MockKFD
 from tinyhil.mocks.kfd.device import PORT_MEMBERS
 from tinyhil.mocks.targets import AMD_ARCHS, GFX_TARGET_VERSIONS, MOCKKFD_MAX_GPUS, MOCKKFD_VRAM_BYTES
 from tinyhil.spec.amd_pci_ids import DEVICE_IDS
+from tinyhil.spec.kfd_ioctls import KfdIoctl as K
+from tinyhil.spec.kfd_memory import kfd_ioctl_acquire_vm_args
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology"
 
@@ -183,3 +187,58 @@ def test_tinyhil_mocks_exports_the_mocks_lazily() -> None:
     probe = f"import sys, tinyhil.mocks.targets; print(sorted(m for m in sys.modules if m.startswith({prefixes})))"
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "['tinyhil.mocks.targets']"
+
+
+# --- process lifetime ----------------------------------------------------------------------------------------------
+def _acquire_errno(mock: MockKFD, kfd_fd: int, index: int) -> int:
+    """Open GPU ``index``'s render node afresh and ACQUIRE_VM with it; the errno (0 for success)."""
+    gpu = mock.gpus[index]
+    render = mock.fileio.open(gpu.identity.render_path, os.O_RDWR)
+    try:
+        mock.fileio.ioctl(kfd_fd, K.AMDKFD_IOC_ACQUIRE_VM, kfd_ioctl_acquire_vm_args(drm_fd=render, gpu_id=gpu.gpu_id))
+    except OSError as exc:
+        return int(exc.errno or 0)
+    return 0
+
+
+def test_a_second_acquire_vm_with_a_new_render_node_file_is_ebusy_even_after_reopening_dev_kfd(
+    mock: MockKFD, raw: Any
+) -> None:
+    assert _acquire_errno(mock, raw.fd, 0) == 0
+    assert _acquire_errno(mock, raw.fd, 0) == errno.EBUSY
+    for fd in list(mock.fileio.files):  # every file of the process closed, /dev/kfd too: the process stays
+        mock.fileio.close(fd)
+    assert mock.fileio.files == {} and mock.has_process
+    kfd_fd = mock.fileio.open("/dev/kfd", os.O_RDWR)
+    assert _acquire_errno(mock, kfd_fd, 0) == errno.EBUSY
+    assert _acquire_errno(mock, kfd_fd, 1) == 0  # a GPU the process never acquired takes any render node file
+
+
+def test_exit_process_frees_what_the_process_held_and_the_next_open_starts_afresh(mock: MockKFD, raw: Any) -> None:
+    empty = mock.gpus[0].vram.free_bytes
+    gpu_id = raw.acquire(0)
+    handle = raw.alloc(0, 0x4000, 0x1000_0000_0000).handle
+    raw.map(handle, [gpu_id])
+    assert mock.gpus[0].vram.free_bytes < empty and mock.gpus[0].port.mappings
+    mock.exit_process()
+    assert not mock.has_process and mock.fileio.files == {}
+    assert mock.gpus[0].vram.free_bytes == empty and mock.gpus[0].port.mappings == {}
+    mock.exit_process()  # idempotent
+    kfd_fd = mock.fileio.open("/dev/kfd", os.O_RDWR)
+    assert _acquire_errno(mock, kfd_fd, 0) == 0
+
+
+def test_a_forked_child_is_a_kfd_process_of_its_own(mock: MockKFD, raw: Any) -> None:
+    raw.acquire(0)
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through its exit status
+        code = 1
+        try:
+            wrong_process = _acquire_errno(mock, raw.fd, 1)  # the parent's /dev/kfd file: EBADF, as kfd_ioctl says
+            if not mock.has_process and wrong_process == errno.EBADF:
+                kfd_fd = mock.fileio.open("/dev/kfd", os.O_RDWR)
+                code = 0 if _acquire_errno(mock, kfd_fd, 0) == 0 and mock.has_process else 2
+        finally:
+            os._exit(code)
+    assert os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 0
+    assert mock.process.pdds[mock.gpus[0].gpu_id].drm_file is not None  # the parent's VM is untouched

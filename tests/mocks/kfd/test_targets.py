@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import os
 
 import pytest
 
 from tinyhil.errors import InvalidArgument
-from tinyhil.kfd import read_topology
+from tinyhil.kfd import KFD, read_topology
 from tinyhil.kfd.over_kfd import KfdAmdDevice
-from tinyhil.mocks.kfd import MockFileIO
+from tinyhil.mocks.kfd import KfdFaultPlan, MockFileIO, exit_processes
 from tinyhil.registry import default_registry, open_target
+from tinyhil.spec.kfd_memory import handle_idr
 
 
 @pytest.mark.parametrize(
@@ -58,10 +60,45 @@ def test_bad_options_are_typed_errors(text: str, options: dict[str, object], mat
         open_target(text, **options)
 
 
-def test_closing_the_device_ends_the_mock_process() -> None:
-    device = open_target("MOCKKFD+AMD")
+def test_closing_the_device_keeps_the_kfd_process_and_the_next_open_shares_it() -> None:
+    device = open_target("MOCKKFD+AMD", seed=41)
     assert isinstance(device, KfdAmdDevice)
     fileio = device.kfd.fileio
     assert isinstance(fileio, MockFileIO) and fileio.kfd.has_process
+    gpu_id = device.node.gpu_id
     device.close()
+    pdd = fileio.kfd.process.pdds[gpu_id]
+    assert pdd.drm_file is not None, "the VM outlives the device, as amdkfd's outlives the file"
+    assert pdd.allocations.keys() <= {handle_idr(fileio.kfd.process.signal_handle)}  # the event page at most
+    with open_target("MOCKKFD+AMD", seed=41) as again:
+        assert isinstance(again, KfdAmdDevice)
+        assert again.kfd is device.kfd and again.kfd.fileio is fileio
+        buf = again.alloc(64)
+        again.copyin(buf, b"r" * 64)
+        assert again.copyout(buf) == b"r" * 64
+    exit_processes()
+    assert not fileio.kfd.has_process and not fileio.files and device.kfd.closed
+    with open_target("MOCKKFD+AMD", seed=41) as fresh:
+        assert isinstance(fresh, KfdAmdDevice) and fresh.kfd.fileio is not fileio
+
+
+def test_a_client_that_opened_dev_kfd_and_the_render_node_again_per_device_gets_ebusy_as_on_a_board() -> None:
+    """What the served suite caught, in process: the KFD process outlives the device, so a fresh KFD connection (its
+    own render node file) cannot acquire the VM the first one bound."""
+    with open_target("MOCKKFD+AMD", seed=42) as device:
+        assert isinstance(device, KfdAmdDevice)
+        fileio = device.kfd.fileio
+    with KFD(fileio) as second, pytest.raises(OSError) as refused:
+        second.device(0)
+    assert refused.value.errno == errno.EBUSY and "AMDKFD_IOC_ACQUIRE_VM" in str(refused.value)
+    exit_processes()
+
+
+def test_a_fault_plan_gets_a_machine_of_its_own_that_ends_with_the_device() -> None:
+    with open_target("MOCKKFD+AMD", faults=KfdFaultPlan()) as device:
+        assert isinstance(device, KfdAmdDevice)
+        fileio = device.kfd.fileio
+        assert isinstance(fileio, MockFileIO)
+        with open_target("MOCKKFD+AMD") as shared:
+            assert isinstance(shared, KfdAmdDevice) and shared.kfd is not device.kfd
     assert not fileio.kfd.has_process and not fileio.files

@@ -1,9 +1,8 @@
 """A pytest plugin (``-p fork_each_test``) that runs each test in a fork of the session's process.
 
-Under ``tinyhil serve kfd`` each test then has a KFD process of its own, as each test has a fresh MOCKKFD
-in-process: amdkfd keeps a process's VM bound to the first render node file ``ACQUIRE_VM`` took until the process
-exits, so a second device opened in one process gets ``EBUSY`` (docs/serve.md). The child runs the test's setup,
-call and teardown and sends its reports back; the session reports them as its own.
+Under ``tinyhil serve kfd`` each test then has a KFD process of its own, and the session's process never opens one:
+each child's KFD client opens its session afresh (tinyhil.kfd.session). The child runs the test's setup, call and
+teardown and sends its reports back; the session reports them as its own.
 """
 
 from __future__ import annotations

@@ -141,10 +141,13 @@ def outcomes(text: str, target: str) -> dict[str, str]:
     return found
 
 
-def test_tinyhils_kfd_client_runs_the_portable_suite_served_as_mockkfd_runs_it_in_process() -> None:
+@pytest.mark.parametrize("processes", [(), ("-p", "fork_each_test")], ids=["one-process", "fork-each-test"])
+def test_tinyhils_kfd_client_runs_the_portable_suite_served_as_mockkfd_runs_it_in_process(
+    processes: tuple[str, ...],
+) -> None:
     """The suite on KFD+AMD (tinyhil's KFD client over os.open / fcntl.ioctl / mmap) served, and on MOCKKFD+AMD in
-    process: every test both run has the same outcome. Each served test runs in a fork of its own (a KFD process
-    per test, as in-process each test has a fresh MOCKKFD): fork_each_test.py."""
+    process: every test both run has the same outcome. One process opens and closes a device per test on one KFD
+    process, as on a board; with fork_each_test.py each test runs in a fork, a KFD process of its own."""
     pytest_args = [
         "-m",
         "pytest",
@@ -160,8 +163,8 @@ def test_tinyhils_kfd_client_runs_the_portable_suite_served_as_mockkfd_runs_it_i
     in_process = subprocess.run([sys.executable, *pytest_args, "--hil-target", "MOCKKFD+AMD"], capture_output=True,
                                 text=True, timeout=SERVE_TIMEOUT_S, check=False)  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
-    argv = [sys.executable, "-m", "tinyhil.cli", "serve", "kfd", "--", sys.executable, *pytest_args, "-p",
-            "fork_each_test", "--hil-target", "KFD+AMD"]  # fmt: skip
+    argv = [sys.executable, "-m", "tinyhil.cli", "serve", "kfd", "--", sys.executable, *pytest_args, *processes,
+            "--hil-target", "KFD+AMD"]  # fmt: skip
     served = subprocess.run(argv, capture_output=True, text=True, timeout=SERVE_TIMEOUT_S, check=False, env=env)
     expected, got = outcomes(in_process.stdout, "MOCKKFD+AMD"), outcomes(served.stdout, "KFD+AMD")
     assert served.returncode == 0, served.stdout[-3000:] + served.stderr[-2000:]
