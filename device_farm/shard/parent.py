@@ -157,7 +157,7 @@ class ShardProcess:
                     continue
                 self._backstop.see(event)
                 on_event(event)
-                if feeder is not None and event.get("event") in ("start", "unknown"):
+                if feeder is not None and event.get("event") in ("start", "unknown", "lease-timeout"):  # next, or end
                     feeder.advance()
         except BaseException:  # on_event raised: the shard must not outlive its account
             self.process.kill()
