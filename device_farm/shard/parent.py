@@ -95,12 +95,14 @@ def shard_command(run_dir: Path, pytest_args: Sequence[str]) -> list[str]:
             *pytest_args]  # fmt: skip
 
 
-def lane_board(board: Board, target: str, run_id: str) -> dict[str, Any]:
-    """The ``board`` command that moves a fed shard of run ``run_id`` to ``board`` for a lane of ``target``
-    (:mod:`~tinyhil.device_farm.shard.feed`)."""
+def lane_board(job: ShardJob) -> dict[str, Any]:
+    """The ``board`` command that moves a fed shard to ``job``'s board for a lane of its target, with how long to
+    wait for the board's lease (:mod:`~tinyhil.device_farm.shard.feed`)."""
+    board = job.board
     options = board.locator.options_json if isinstance(board.locator, EmulatedLocator) else "{}"
-    return {"board": board.id, "slots": board.slots, "target": target, "options_json": options,
-            "env": board_environment(board, target), "lock_key": lock_key(board, run_id)}  # fmt: skip
+    return {"board": board.id, "slots": board.slots, "target": job.target, "options_json": options,
+            "env": board_environment(board, job.target), "lock_key": lock_key(board, job.run_id),
+            "lease_timeout_s": job.lease_timeout_s}  # fmt: skip
 
 
 class ShardProcess:
@@ -173,7 +175,7 @@ class ShardProcess:
         if self._commands is None or self.ended is not None:
             raise InvalidArgument(f"run_lane on a shard that is {'ended' if self.ended else 'not fed'}")
         feeder = Feeder(self._commands, next_arg)
-        feeder.start(lane_board(job.board, job.target, job.run_id))
+        feeder.start(lane_board(job))
         if self._read(on_event, feeder):
             return ShardExit(None)
         return self._ended()

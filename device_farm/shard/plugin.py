@@ -149,7 +149,7 @@ class _Shard:
         self.release()
         self.spec = replace(self.spec, board=str(board["board"]), slots=int(board["slots"]),
                             target=str(board["target"]), options_json=str(board["options_json"]),
-                            lock_key=str(board["lock_key"]))  # fmt: skip
+                            lock_key=str(board["lock_key"]), lease_timeout_s=board["lease_timeout_s"])  # fmt: skip
         os.environ.update({str(k): str(v) for k, v in dict(board["env"]).items()})
         self.config.stash[HIL_BOARD_ENTRY] = self.spec.board_entry()
         try:
