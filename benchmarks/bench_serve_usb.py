@@ -120,6 +120,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    from _cli import run_main  # benchmarks/ is a folder of scripts: the script's own folder is on sys.path
+    from _cli import run_main  # this script's folder is on sys.path when it runs as a script
 
     run_main(main)

@@ -29,6 +29,7 @@ from typing import Final, Protocol
 
 from tinyhil._files import write_atomically
 from tinyhil.device_farm.inventory.hwmap import Board, EmulatedLocator, KfdLocator, NvLocator, UsbLocator
+from tinyhil.device_farm.inventory.served_boards import ServedLocator
 from tinyhil.errors import DeviceTimeout, InvalidArgument
 from tinyhil.loading import LIMITS, Fields, FileFormatError, parse_json, read_capped
 
@@ -70,10 +71,10 @@ def lock_key(board: Board, run_id: str = "") -> str:
     """The key of ``board``'s lock files: its physical identity, the same in every map and state directory.
 
     USB bridges by serial (else bus-port path), KFD GPUs by PCI location (else KFD unique id, else topology gpu_id),
-    NV GPUs by UUID (else PCI location; a PCI location is one key whatever the board's kind), emulated boards of a
-    map by their host and map id, and a board a run made for itself (``tinyhil run``'s per-target boards,
-    ``EmulatedLocator.per_run``) by the run's id, so separate runs get separate emulated instances; a hardware target
-    found by its target string alone is keyed by that string.
+    NV GPUs by UUID (else PCI location; a PCI location is one key whatever the board's kind), emulated and served
+    boards of a map by their host and map id, and a board a run made for itself (``tinyhil run``'s per-target
+    boards, ``EmulatedLocator.per_run``) by the run's id, so separate runs get separate emulated instances; a
+    hardware target found by its target string alone is keyed by that string.
     """
     locator = board.locator
     if isinstance(locator, UsbLocator):
@@ -88,6 +89,8 @@ def lock_key(board: Board, run_id: str = "") -> str:
         return _key("kfd-gpu", str(locator.gpu_id))
     if isinstance(locator, NvLocator):
         return _key("nv", locator.uuid) if locator.uuid is not None else _key("pci", str(locator.pci_bus_id))
+    if isinstance(locator, ServedLocator):  # an emulator a map serves: its host and map id, as an emulated board
+        return _key("served", f"{board.host}-{board.id}")
     assert isinstance(locator, EmulatedLocator)
     if locator.per_run:
         return _key("run", f"{run_id}-{board.id}")

@@ -47,7 +47,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from tinyhil.device_farm.cluster.dask_cluster import DEFAULT_BOARD_GRACE_S, DEFAULT_SCHEDULER_GRACE_S
-from tinyhil.device_farm.collection import PAIRS_NAME, collect, read_pairs, report_id
+from tinyhil.device_farm.collection import (
+    NO_TESTS_COLLECTED,
+    PAIRS_NAME,
+    CollectionFailed,
+    collect,
+    read_pairs,
+    report_id,
+)
 from tinyhil.device_farm.engine import EngineLost, FarmEngine, Result
 from tinyhil.device_farm.engine.local import LocalEngine, LocalRunner
 from tinyhil.device_farm.finish_hook import run_on_finish
@@ -345,6 +352,9 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
                                                run.run_dir / PAIRS_NAME) else None  # fmt: skip
     collected = (read_pairs(run.run_dir / PAIRS_NAME) if local is not None else
                  collect(run.run_dir, run.suite, targets, pyargs=run.pyargs, pytest_args=run.pytest_args))  # fmt: skip
+    if local is not None and not collected:  # the shards collected nothing: an empty suite, as pytest says
+        local.close()
+        raise CollectionFailed(NO_TESTS_COLLECTED, "")
     collected = served_collection(collected, served_targets(boards))
     pairs = [Pair(p["arg"], p["target"], frozenset(p["requires"]), report_id(p, () if run.pyargs else run.suite))
              for p in collected if p["target"]]  # fmt: skip
