@@ -71,18 +71,24 @@ from tinyhil.device_farm.reports import JUNIT_NAME, REPORT_NAME, SUMMARY_NAME
 from tinyhil.device_farm.reports.html import write_report
 from tinyhil.device_farm.reports.metadata import run_metadata
 from tinyhil.device_farm.reports.progress import Progress, print_results
-from tinyhil.device_farm.reports.summary import failed, farm_summary, pair_reports, quarantined_by, write_junit
+from tinyhil.device_farm.reports.summary import (
+    failed,
+    farm_summary,
+    pair_reports,
+    quarantined_by,
+    run_completeness,
+    write_junit,
+)
 from tinyhil.device_farm.run_header import check_pairs, check_sources, header_record, read_header
 from tinyhil.device_farm.shard.parent import shard_command
-from tinyhil.device_farm.shard.served import served_collection, served_targets, unavailable_here
+from tinyhil.device_farm.shard.served import described_targets, served_collection, served_targets
 from tinyhil.device_farm.state import lock_dir
 from tinyhil.device_farm.target_choice import TargetChoice, TargetsUnavailable, choose_targets
 from tinyhil.errors import InvalidArgument
 from tinyhil.fixtures import SUITE_PACKAGE
-from tinyhil.fixtures.summary import target_entry, write_summary
+from tinyhil.fixtures.summary import write_summary
 from tinyhil.pipes import OUTPUT_CLOSED_EXIT_STATUS
 from tinyhil.printable import printable
-from tinyhil.registry import default_registry
 
 if TYPE_CHECKING:
     from tinyhil.device_farm.engine.dask_runner import DaskSession
@@ -441,12 +447,12 @@ def _run_farm(run: FarmRun, hwmap: HardwareMap, out: TextIO, clock: Callable[[],
     journal_state = read_journal(journal_path)
     reports = pair_reports(journal_state, run.quarantine, today)
     status = OUTPUT_CLOSED_EXIT_STATUS if progress.closed else 1 if failed(reports) else 0
-    completeness = _completeness(todo, journal_state.final, engine.stopped)
+    completeness = run_completeness(todo, journal_state.final, engine.stopped)
     if "missing" in completeness and (engine.stopped or "").startswith(DEADLINE_PASSED):
         status = EXIT_DEADLINE
     status = EXIT_INTERRUPTED if interrupted else status
     states = [(b, health.record(b.id)) for b in hwmap.boards]
-    described = _described(targets, served_targets(boards))
+    described = described_targets(targets, served_targets(boards))
     extra = {"run_id": run_id, "exitstatus": status, "targets": described,
              "boards": [{"board": b.id, "host": b.host, "health": r.state.value, "reason": r.reason}
                         for b, r in states], **completeness}  # fmt: skip
@@ -482,24 +488,3 @@ def _deadline_timer(run: FarmRun, engine: FarmEngine) -> threading.Timer | None:
     timer.daemon = True
     timer.start()
     return timer
-
-
-def _completeness(todo: Sequence[Pair], final: Mapping[str, Any], stopped: str | None) -> dict[str, Any]:
-    """``{"complete": True}`` when every pair of the run has its final result, else ``complete: false`` with the
-    reason (``incomplete``) and the pairs left without a result (``missing``, their keys)."""
-    missing = [pair.key for pair in todo if pair.key not in final]
-    if not missing:
-        return {"complete": True}
-    why = f"stopped: {stopped}" if stopped else "the engine ended early"
-    reason = f"{why}; {len(missing)} of {len(todo)} pairs have no result"
-    return {"complete": False, "incomplete": reason, "missing": missing}
-
-
-def _described(targets: Sequence[str], served: frozenset[str]) -> list[dict[str, Any]]:
-    """The run's targets as the summary lists them: availability here (a target of a served board's, ``served``,
-    is available), with the reason, and capabilities."""
-    described = []
-    for name in targets:
-        resolved = default_registry().resolve(name)
-        described.append(target_entry(name, unavailable_here(resolved, served), resolved.capabilities))
-    return described

@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from tinyhil._files import write_atomically
 from tinyhil.device_farm.journal import JournalState
+from tinyhil.device_farm.planning import Pair
 from tinyhil.device_farm.quarantine import Quarantine
 from tinyhil.device_farm.reports.metadata import RunMetadata, iso_time
 from tinyhil.fixtures.outcomes import FAILING, JUNIT_TAGS, count_kinds, counts_line, junit_counts, result_kind
@@ -44,6 +45,7 @@ __all__ = [
     "pair_counts",
     "pair_reports",
     "quarantined_by",
+    "run_completeness",
     "totals_line",
     "write_junit",
 ]
@@ -239,3 +241,14 @@ def write_junit(path: Path, reports: Sequence[PairReport], name: str, *, incompl
     root.append(suite)
     ET.indent(root)
     write_atomically(path, ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n")
+
+
+def run_completeness(todo: Sequence[Pair], final: Mapping[str, Any], stopped: str | None) -> dict[str, Any]:
+    """``{"complete": True}`` when every pair of the run has its final result, else ``complete: false`` with the
+    reason (``incomplete``) and the pairs left without a result (``missing``, their keys)."""
+    missing = [pair.key for pair in todo if pair.key not in final]
+    if not missing:
+        return {"complete": True}
+    why = f"stopped: {stopped}" if stopped else "the engine ended early"
+    reason = f"{why}; {len(missing)} of {len(todo)} pairs have no result"
+    return {"complete": False, "incomplete": reason, "missing": missing}

@@ -19,9 +19,11 @@ from typing import Any
 from tinyhil.device_farm.inventory.hwmap import Board
 from tinyhil.device_farm.inventory.served_boards import ServedLocator, ServeKind, serve_arguments
 from tinyhil.fixtures.selection import HilRequirement, TargetStatus, ineligible_reason
+from tinyhil.fixtures.summary import target_entry
 from tinyhil.registry import Target, TargetRegistry, default_registry
 
 __all__ = [
+    "described_targets",
     "served_collection",
     "served_command",
     "served_shard",
@@ -96,3 +98,13 @@ def served_collection(pairs: Sequence[Mapping[str, Any]], served: frozenset[str]
         else:
             kept.append(dict(pair))
     return kept
+
+
+def described_targets(targets: Sequence[str], served: frozenset[str]) -> list[dict[str, Any]]:
+    """The run's targets as the summary lists them: availability here (a target of a served board's, ``served``,
+    is available), with the reason, and capabilities."""
+    described = []
+    for name in targets:
+        resolved = default_registry().resolve(name)
+        described.append(target_entry(name, unavailable_here(resolved, served), resolved.capabilities))
+    return described
