@@ -255,7 +255,7 @@ COPY_SUITE = """
 import pytest
 
 
-@pytest.mark.parametrize("n", range(2))
+@pytest.mark.parametrize("n", range(6))
 def test_copy_a_megabyte(hil_device, n):
     data = bytes(range(256)) * 4096
     buf = hil_device.alloc(len(data))
@@ -280,7 +280,9 @@ def test_map_fault_plans_make_one_board_bad_and_a_lost_device_retried_elsewhere(
     assert lost and all(
         a["board"] == "usb-flaky" and a["infrastructure"] == "board lost: USBErrorNoDevice" for a in lost
     )
-    assert all(r["outcome"] == "passed" for r in journal.final.values()) and len(journal.final) == 2
+    # six tests, so the flaky board's lane has its own to run before the clean lane, which looks two tests ahead,
+    # could take them all (a lane that runs out takes the others' queued tests)
+    assert all(r["outcome"] == "passed" for r in journal.final.values()) and len(journal.final) == 6
     assert {journal.final[a["key"]]["board"] for a in lost} == {"usb-clean"}  # retried on another board
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["counts"]["flaky"] == len(lost)
