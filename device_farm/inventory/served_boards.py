@@ -27,6 +27,7 @@ from tinyhil.capabilities import REAL_HARDWARE
 from tinyhil.device_farm.inventory.board_options import target_options
 from tinyhil.errors import InvalidArgument
 from tinyhil.loading import Fields
+from tinyhil.mocks.serve.options import option_text
 from tinyhil.mocks.serve.usb.board import BOARD_OPTIONS, RECORD_OPTION
 from tinyhil.mocks.targets import mock_kfd_amd, mock_usb_amd
 from tinyhil.registry import TargetRegistry, default_registry
@@ -80,25 +81,6 @@ class ServedLocator:
         return SERVE_ROUTES[self.serve]
 
 
-def _option_text(serve: ServeKind, key: str, value: Any) -> str:
-    """``KEY=VALUE`` as ``tinyhil serve`` reads it back to ``value``: JSON for ``usb``; for ``kfd`` (which reads an
-    integer or else the text) an integer or a text that does not read as one.
-
-    Raises:
-        InvalidArgument: a ``kfd`` value the command line cannot carry.
-    """
-    if serve is ServeKind.USB:
-        return f"{key}={json.dumps(value, sort_keys=True)}"
-    if type(value) is int:
-        return f"{key}={value}"
-    if isinstance(value, str):
-        try:
-            int(value, 0)
-        except ValueError:
-            return f"{key}={value}"
-    raise InvalidArgument(f"{key}={value!r}, expected an integer (tinyhil serve kfd reads integers and text)")
-
-
 def serve_arguments(locator: ServedLocator, *, record: bool = True) -> list[str]:
     """``tinyhil serve``'s arguments after ``serve``: the kind, the target and each option, e.g. ``["kfd", "--target",
     "MOCKKFD+AMD", "--option", "gpus=1"]``; without ``record``, the ``record`` option is left out (a probe writes no
@@ -106,7 +88,7 @@ def serve_arguments(locator: ServedLocator, *, record: bool = True) -> list[str]
     arguments = [locator.serve.value, "--target", locator.target]
     for key, value in sorted(locator.options.items()):
         if key != RECORD_OPTION or record:
-            arguments += ["--option", _option_text(locator.serve, key, value)]
+            arguments += ["--option", option_text(key, value)]
     return arguments
 
 

@@ -4,6 +4,7 @@
 - :mod:`tinyhil.mocks.serve.kfd`: MOCKKFD as ``/dev/kfd``, the render nodes and KFD sysfs (an ``LD_PRELOAD``
   interposer).
 - :mod:`tinyhil.mocks.serve.command`: the served command, run as a wrapper runs it (descriptors, signals).
+- :mod:`tinyhil.mocks.serve.options`: the `--option KEY=VALUE` strings both paths read.
 
 docs/serve.md describes both and what a client can observe that differs from a board.
 """

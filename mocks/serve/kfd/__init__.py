@@ -23,6 +23,7 @@ from tinyhil.mocks.serve.kfd.doorbells import DoorbellWatcher
 from tinyhil.mocks.serve.kfd.server import KfdServer
 from tinyhil.mocks.serve.kfd.shared import SharedMemory
 from tinyhil.mocks.serve.kfd.tree import render_tree
+from tinyhil.mocks.serve.options import parse_options
 from tinyhil.mocks.targets import MOCKKFD_GPUS
 from tinyhil.registry import default_registry
 
@@ -34,7 +35,6 @@ __all__ = [
     "SharedMemory",
     "build_interposer",
     "open_served_machine",
-    "parse_options",
     "serve_kfd",
     "served_environment",
 ]
@@ -43,26 +43,6 @@ SOCKET_ENV: Final = "TINYHIL_KFD_SOCKET"
 ROOT_ENV: Final = "TINYHIL_KFD_ROOT"
 _SERVED_TARGET: Final = "MOCKKFD+AMD"
 _EXIT_NOT_FOUND: Final = 127  # what a shell answers for a command it cannot find
-
-
-def parse_options(options: Sequence[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` strings as target options; a value that reads as an integer (``256``, ``0x1000``) is one.
-
-    Raises:
-        InvalidArgument: an entry without ``=``, or a key given twice.
-    """
-    parsed: dict[str, Any] = {}
-    for option in options:
-        key, sep, text = option.partition("=")
-        if not sep or not key:
-            raise InvalidArgument(f"--option {option!r}, expected KEY=VALUE (e.g. vram_bytes=0x10000000)")
-        if key in parsed:
-            raise InvalidArgument(f"--option {key}= given twice ({parsed[key]!r} and {text!r}), expected once")
-        try:
-            parsed[key] = int(text, 0)
-        except ValueError:
-            parsed[key] = text
-    return parsed
 
 
 def open_served_machine(target: str, options: Mapping[str, Any]) -> tuple[MockKFD, SharedMemory]:

@@ -1,12 +1,11 @@
 """The board ``tinyhil serve usb`` serves: a target string and its ``--option KEY=VALUE`` options, checked once.
 
-A value is JSON when it parses as JSON (``seed=3``, ``usb3=false``, ``faults=[{"operation": "bulk_out", ...}]``),
-else the text itself (``mode=timed``, ``timing=asm2464-usb3``). docs/serve.md lists the options.
+The options are read by :func:`~tinyhil.mocks.serve.options.parse_options` (JSON, else an integer, else the text).
+docs/serve.md lists them.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -15,13 +14,14 @@ from tinyhil.emulators.asm2464 import Asm2464, Quirks
 from tinyhil.emulators.faults import FaultPlan
 from tinyhil.emulators.timing import TimingModel
 from tinyhil.errors import InvalidArgument
+from tinyhil.mocks.serve.options import parse_options
 from tinyhil.mocks.targets import GFX_TARGET_VERSIONS, MOCKUSB_ARCHS, mock_usb_amd
 from tinyhil.mocks.usb.context import TransferMode
 from tinyhil.mocks.usb3 import fresh_board
 from tinyhil.registry import TargetRegistry, check_choice, default_registry
 from tinyhil.trace.convert import trace_format
 
-__all__ = ["BOARD_OPTIONS", "RECORD_OPTION", "ServedBoard", "parse_options", "served_board"]
+__all__ = ["BOARD_OPTIONS", "RECORD_OPTION", "ServedBoard", "served_board"]
 
 # The options that build the served board (MockUSB3's fresh-board options), ``mode``, and ``record`` (a trace path).
 RECORD_OPTION: Final = "record"
@@ -38,26 +38,6 @@ class ServedBoard:
     mode: TransferMode
     options: dict[str, Any]
     record: str | None = None
-
-
-def parse_options(options: Sequence[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` strings as a dict; a value is JSON where it parses, else its text.
-
-    Raises:
-        InvalidArgument: an option without ``=``, or a key given twice.
-    """
-    parsed: dict[str, Any] = {}
-    for option in options:
-        key, sep, text = option.partition("=")
-        if not sep or not key:
-            raise InvalidArgument(f"--option {option!r}, expected KEY=VALUE (one of {', '.join(BOARD_OPTIONS)})")
-        if key in parsed:
-            raise InvalidArgument(f"--option {key}= given twice, expected each option once")
-        try:
-            parsed[key] = json.loads(text)
-        except ValueError:
-            parsed[key] = text
-    return parsed
 
 
 def _board_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,8 +8,7 @@ import pytest
 from tinyhil.capabilities import REAL_HARDWARE
 from tinyhil.device_farm.inventory.hwmap import BoardKind, HwmapError, parse_hwmap
 from tinyhil.device_farm.inventory.served_boards import SERVE_ROUTES, ServedLocator, ServeKind, serve_arguments
-from tinyhil.mocks.serve.kfd import parse_options as kfd_options
-from tinyhil.mocks.serve.usb.board import parse_options as usb_options
+from tinyhil.mocks.serve.options import parse_options
 from tinyhil.registry import default_registry
 
 
@@ -34,7 +33,7 @@ def test_options_reach_tinyhil_serve_as_values_it_reads_back_unchanged() -> None
     usb = _map('serve = "usb", target = "MOCKUSB+AMD", options = { mode = "timed", seed = 3, '
                'faults = [{ operation = "bulk_out", occurrence = 2, fault = "stall" }] }')  # fmt: skip
     kfd = _map('serve = "kfd", target = "MOCKKFD+AMD", options = { gpus = 1, vram_bytes = 0x10000000 }')
-    for text, read_back in ((usb, usb_options), (kfd, kfd_options)):
+    for text, read_back in ((usb, parse_options), (kfd, parse_options)):
         locator = parse_hwmap(text, "lab.toml").boards[0].locator
         assert isinstance(locator, ServedLocator)
         arguments = serve_arguments(locator)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tinyhil.errors import InvalidArgument
-from tinyhil.mocks.serve.kfd import open_served_machine, parse_options
+from tinyhil.mocks.serve.kfd import open_served_machine
+from tinyhil.mocks.serve.options import parse_options
 
 
 def test_integers_in_any_base_and_strings() -> None:

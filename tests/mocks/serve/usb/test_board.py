@@ -11,8 +11,8 @@ import pytest
 from tinyhil.cli import EXIT_USAGE, main
 from tinyhil.emulators.faults import FaultKind, Operation
 from tinyhil.errors import InvalidArgument
+from tinyhil.mocks.serve.options import parse_options
 from tinyhil.mocks.serve.usb import ServeUnavailable, UsbTestbed, served_board, umockdev_unavailable_reason
-from tinyhil.mocks.serve.usb.board import parse_options
 from tinyhil.mocks.usb.context import TransferMode
 
 
