@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import tinyhil
+from tinyhil.cache import file_sha256
 from tinyhil.device_farm.journal import JOURNAL_NAME, JournalState, read_journal
 from tinyhil.errors import InvalidArgument
 from tinyhil.loading import LIMITS, Fields, FileFormatError
@@ -68,7 +69,7 @@ def file_digest(path: str | Path) -> str:
         FileFormatError: the file cannot be read.
     """
     try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        return file_sha256(path)
     except OSError as exc:
         raise FileFormatError(path, 0, "file", f"cannot read it: {exc.strerror or exc}") from None
 
